@@ -1,0 +1,45 @@
+# Thin wrapper around CMake presets. `make bench` and `make test` are the two commands a newcomer runs.
+PRESET ?= release
+JOBS ?= $(shell nproc)
+DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
+	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build test test-asan test-tsan bench format clean
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "Installing missing Debian packages: $$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# Every test on every backend the machine supports (the suite is parameterised over backends).
+test: deps
+	cmake --preset debug >/dev/null
+	cmake --build --preset debug -j $(JOBS)
+	ctest --preset debug -j $(JOBS)
+
+test-asan: deps
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+test-tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
+# The main job: build release, run the benchmark suite on every supported backend, print the report.
+bench: build
+	python3 bench/suite.py --bin build/release/bin
+
+format:
+	git ls-files '*.hpp' '*.cpp' | xargs clang-format -i
+
+clean:
+	rm -rf build
