@@ -1,0 +1,83 @@
+// Cancellation scopes: how `when_any`, `with_cancel` and timeouts reach the operation a task is
+// suspended on.
+//
+// Every task promise carries a pointer to the `CancelScope` it runs in (inherited from its
+// awaiter). A suspended leaf operation (an I/O op, a sleep) links itself into that scope;
+// `request()` asks every linked leaf, and every child scope, to stop. A leaf that is asked
+// completes through its normal path (with `operation_canceled`, or with its real result if the
+// kernel finished first), so nothing is resumed from inside `request()` and no buffer is released
+// while the kernel owns it.
+#pragma once
+
+namespace galay::detail {
+
+/// A node in a scope's intrusive list: a pending leaf operation or a child scope.
+class Cancellable {
+public:
+    virtual void cancel() noexcept = 0;
+
+protected:
+    ~Cancellable() = default;
+
+private:
+    friend class CancelScope;
+    Cancellable* prev_ = nullptr;
+    Cancellable* next_ = nullptr;
+    class CancelScope* owner_ = nullptr;
+};
+
+class CancelScope final : public Cancellable {
+public:
+    CancelScope() = default;
+    CancelScope(const CancelScope&) = delete;
+    CancelScope& operator=(const CancelScope&) = delete;
+
+    bool requested() const noexcept { return requested_; }
+
+    /// Ask every linked operation and child scope to stop. Idempotent.
+    void request() noexcept {
+        if (requested_) return;
+        requested_ = true;
+        for (Cancellable* c = head_; c != nullptr;) {
+            Cancellable* next = c->next_; // `cancel()` may unlink `c`
+            c->cancel();
+            c = next;
+        }
+    }
+
+    /// Link `c` so that `request()` reaches it. A scope that was already asked asks `c` at once.
+    void link(Cancellable& c) noexcept {
+        c.owner_ = this;
+        c.prev_ = nullptr;
+        c.next_ = head_;
+        if (head_ != nullptr) head_->prev_ = &c;
+        head_ = &c;
+        if (requested_) c.cancel();
+    }
+
+    static void unlink(Cancellable& c) noexcept {
+        CancelScope* s = c.owner_;
+        if (s == nullptr) return;
+        if (c.prev_ != nullptr)
+            c.prev_->next_ = c.next_;
+        else
+            s->head_ = c.next_;
+        if (c.next_ != nullptr) c.next_->prev_ = c.prev_;
+        c.prev_ = c.next_ = nullptr;
+        c.owner_ = nullptr;
+    }
+
+    /// Make this scope a child of `parent` (may be null): cancelling the parent cancels it.
+    void attach_to(CancelScope* parent) noexcept {
+        if (parent != nullptr) parent->link(*this);
+    }
+    void detach() noexcept { unlink(*this); }
+
+    void cancel() noexcept override { request(); }
+
+private:
+    Cancellable* head_ = nullptr;
+    bool requested_ = false;
+};
+
+} // namespace galay::detail

@@ -1,0 +1,117 @@
+// The one idea of galay: an I/O operation is described once, as a small value (`IoOp`) that lives
+// in the awaiting coroutine's frame, and the driver of the current thread decides how to complete
+// it (io_uring: an SQE; epoll: try the syscall, wait for readiness on EAGAIN).
+//
+// Nothing in this header touches a kernel interface; drivers live in src/driver/.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+
+struct iovec;
+struct sockaddr;
+
+namespace galay::detail {
+
+enum class OpCode : std::uint8_t {
+    accept,
+    connect,
+    recv,
+    send,
+    recvmsg, // also vectored stream reads (readv): io_uring's readv fails O_NONBLOCK sockets
+    sendmsg,
+    close,
+    read_at,   // pread on a file
+    write_at,  // pwrite on a file
+    readv_at,  // preadv on a file
+    writev_at, // pwritev on a file
+    fsync,
+    fdatasync,
+    fallocate,
+};
+
+/// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).
+struct TimerNode {
+    std::int64_t deadline_ns = 0;          // steady clock, nanoseconds
+    std::uint32_t heap_index = UINT32_MAX; // position in the heap; UINT32_MAX = not armed
+    void (*on_fire)(TimerNode*) = nullptr;
+    void* context = nullptr; // what on_fire acts on
+    bool armed() const noexcept { return heap_index != UINT32_MAX; }
+};
+
+/// One I/O operation. Filled by an awaitable, completed by a driver. Never copied while pending.
+struct IoOp {
+    OpCode code{};
+    bool all = false;       // send/recv: finish short transfers before completing
+    bool timed_out = false; // the deadline fired (result becomes -ETIMEDOUT)
+    bool cancelled = false; // cancellation was requested
+    bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
+    int fd = -1;
+    int msg_flags = 0;        // send/recv flags; fallocate mode
+    void* buf = nullptr;      // data buffer, iovec array, or msghdr
+    std::uint32_t len = 0;    // buffer length or iovec count
+    std::uint64_t offset = 0; // file offset; fallocate length in `aux`
+    std::uint64_t aux = 0;
+    sockaddr* addr = nullptr;         // accept: out address; connect: target
+    std::uint32_t* addrlen = nullptr; // accept: in/out length (socklen_t)
+    std::uint32_t addrlen_value = 0;  // connect: address length
+    std::int64_t result = 0;          // >= 0: value (bytes, fd); < 0: -errno
+    std::size_t done = 0;             // bytes moved so far (for `all`)
+    std::coroutine_handle<> waiter;
+    TimerNode timer;             // deadline, when the op has a timeout
+    IoOp* next_waiter = nullptr; // epoll: per-fd FIFO of waiting ops
+
+    /// Fold one transfer result into the op. Returns true when the op must be issued again
+    /// (an `all` transfer that moved some bytes but not all of them).
+    bool absorb(std::int64_t res) noexcept {
+        if (res < 0) {
+            result = res;
+            return false;
+        }
+        done += static_cast<std::size_t>(res);
+        if (all && res > 0 && done < len) return true;
+        result = all ? static_cast<std::int64_t>(done) : res;
+        return false;
+    }
+    /// The buffer position for the next piece of an `all` transfer.
+    char* cursor() const noexcept { return static_cast<char*>(buf) + done; }
+    std::uint32_t remaining() const noexcept { return len - static_cast<std::uint32_t>(done); }
+};
+
+enum class Backend : std::uint8_t { automatic, io_uring, epoll };
+
+/// The interface every backend implements. One driver per scheduler (per thread).
+class Driver {
+public:
+    virtual ~Driver() = default;
+    virtual Backend backend() const noexcept = 0;
+    virtual const char* name() const noexcept = 0;
+
+    /// Start `op`. Returns true when it completed at once (`op.result` is set and the caller
+    /// continues without suspending); false when it is pending: the driver will set
+    /// `op.result` and hand `op.waiter` to the scheduler later.
+    virtual bool submit(IoOp& op) = 0;
+
+    /// Ask a pending op to stop. Its completion still arrives through the normal path, with
+    /// -ECANCELED (or -ETIMEDOUT when `op.timed_out`), or with its real result if it won the race.
+    virtual void cancel(IoOp& op) = 0;
+
+    /// Push pending submissions to the kernel, wait for completions for at most `timeout_ns`
+    /// (-1: no limit, 0: do not block) and hand completed waiters to the scheduler.
+    virtual void poll(std::int64_t timeout_ns) = 0;
+
+    /// Thread-safe: make a blocking `poll` return soon.
+    virtual void wake() noexcept = 0;
+
+    /// The fd is about to be closed synchronously: forget any state about it.
+    virtual void forget_fd(int fd) noexcept = 0;
+
+    /// Cancel every pending op and wait until the kernel has finished with all of them.
+    virtual void shutdown() noexcept = 0;
+
+    /// Number of ops handed to the kernel and not yet completed.
+    virtual std::size_t in_flight() const noexcept = 0;
+};
+
+} // namespace galay::detail

@@ -1,0 +1,59 @@
+// galay/error.hpp: how every I/O result is reported.
+//
+// I/O operations return `galay::Result<T>` (a `std::expected<T, std::error_code>`): no exceptions
+// on the hot path. Errors are ordinary `std::error_code`s in the system category (errno values), so
+// `ec == std::errc::timed_out` and `ec.message()` work as usual. Errors that have no errno of their
+// own (an `O_DIRECT` buffer that is not aligned, an echo that came back wrong) live in
+// `galay::errc`.
+//
+//     galay::Result<std::size_t> n = co_await stream.recv(buf).timeout(2s);
+//     if (!n) std::println("recv failed: {}", n.error().message());
+#pragma once
+
+#include <cerrno>
+#include <expected>
+#include <string>
+#include <system_error>
+
+namespace galay {
+
+template <class T>
+using Result = std::expected<T, std::error_code>;
+
+/// Errors specific to galay (not errno values).
+enum class errc {
+    misaligned_direct_io = 1, ///< O_DIRECT buffer, offset or length not aligned to the block size
+    unexpected_eof,           ///< the peer closed before the requested bytes arrived
+    backend_unavailable,      ///< the requested backend cannot run on this kernel
+};
+
+const std::error_category& galay_category() noexcept;
+
+inline std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), galay_category()};
+}
+
+/// An error code from a (positive) errno value.
+inline std::error_code errno_code(int err) noexcept {
+    return {err, std::system_category()};
+}
+
+/// `std::unexpected` from a (positive) errno value: `return fail(EINVAL);`.
+inline std::unexpected<std::error_code> fail(int err) noexcept {
+    return std::unexpected(errno_code(err));
+}
+inline std::unexpected<std::error_code> fail(errc e) noexcept {
+    return std::unexpected(make_error_code(e));
+}
+
+/// Thrown by set-up code (creating a runtime, binding a listener in a constructor) where a value
+/// cannot be returned.
+class Error : public std::system_error {
+public:
+    using std::system_error::system_error;
+};
+
+} // namespace galay
+
+template <>
+struct std::is_error_code_enum<galay::errc> : std::true_type {};

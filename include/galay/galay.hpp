@@ -1,0 +1,9 @@
+// galay/galay.hpp: everything at once.
+#pragma once
+
+#include "galay/error.hpp"
+#include "galay/net/socket_addr.hpp"
+#include "galay/net/tcp.hpp"
+#include "galay/runtime.hpp"
+#include "galay/task.hpp"
+#include "galay/time/sleep.hpp"

@@ -1,0 +1,68 @@
+// galay/net/socket_addr.hpp: IPv4 and IPv6 socket addresses.
+//
+//     auto a = galay::SocketAddr::parse("127.0.0.1:8080");   // Result<SocketAddr>
+//     auto b = galay::SocketAddr::parse("[::1]:8080");
+//     auto c = galay::SocketAddr::from_ip("fe80::1", 53);
+//     std::string s = a->to_string();                          // "127.0.0.1:8080"
+//     auto all = co_await galay::resolve("localhost", 8080);   // Result<std::vector<SocketAddr>>
+#pragma once
+
+#include "galay/error.hpp"
+#include "galay/task.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace galay {
+
+class SocketAddr {
+public:
+    /// An unspecified address (family AF_UNSPEC).
+    SocketAddr() noexcept;
+
+    /// "a.b.c.d:port" or "[v6]:port". Numeric only (use `resolve` for host names).
+    static Result<SocketAddr> parse(std::string_view text);
+    /// A numeric IPv4 or IPv6 address and a port.
+    static Result<SocketAddr> from_ip(std::string_view ip, std::uint16_t port);
+    static SocketAddr from_sockaddr(const sockaddr* sa, socklen_t len) noexcept;
+    static SocketAddr any_v4(std::uint16_t port) noexcept;
+    static SocketAddr loopback_v4(std::uint16_t port) noexcept;
+    static SocketAddr any_v6(std::uint16_t port) noexcept;
+    static SocketAddr loopback_v6(std::uint16_t port) noexcept;
+
+    int family() const noexcept { return storage_.v4.sin_family; }
+    bool is_v4() const noexcept { return family() == AF_INET; }
+    bool is_v6() const noexcept { return family() == AF_INET6; }
+    std::uint16_t port() const noexcept;
+    void set_port(std::uint16_t port) noexcept;
+    /// The address without the port: "127.0.0.1", "::1".
+    std::string ip() const;
+    /// "127.0.0.1:8080" or "[::1]:8080".
+    std::string to_string() const;
+
+    const sockaddr* data() const noexcept { return &storage_.any; }
+    sockaddr* data() noexcept { return &storage_.any; }
+    socklen_t size() const noexcept;
+    static constexpr socklen_t capacity() noexcept { return sizeof(Storage); }
+
+    friend bool operator==(const SocketAddr& a, const SocketAddr& b) noexcept;
+
+private:
+    union Storage {
+        sockaddr any;
+        sockaddr_in v4;
+        sockaddr_in6 v6;
+    } storage_;
+};
+
+/// Resolve `host` (a name or a numeric address) to socket addresses with `port`. Numeric
+/// addresses resolve at once; names are looked up (getaddrinfo) on a helper thread so the
+/// scheduler keeps running.
+Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
+
+} // namespace galay

@@ -1,0 +1,257 @@
+// galay/net/tcp.hpp: TCP listeners and streams.
+//
+//     galay::Task<void> serve() {
+//         auto listener = galay::TcpListener::bind(*galay::SocketAddr::parse("0.0.0.0:8080"));
+//         if (!listener) co_return;
+//         for (;;) {
+//             auto conn = co_await listener->accept();
+//             if (!conn) continue;
+//             galay::spawn(echo(std::move(*conn)));
+//         }
+//     }
+//     galay::Task<void> echo(galay::TcpStream s) {
+//         std::array<char, 4096> buf;
+//         for (;;) {
+//             auto n = co_await s.recv(buf).timeout(30s);
+//             if (!n || *n == 0) co_return;                       // error, timeout or EOF
+//             if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
+//         }
+//     }
+//
+// Every operation returns `Result<...>` and accepts `.timeout(d)`; destroying a stream closes it.
+#pragma once
+
+#include "galay/detail/io_awaitable.hpp"
+#include "galay/net/socket_addr.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <concepts>
+#include <cstddef>
+#include <ranges>
+#include <span>
+#include <string_view>
+
+namespace galay {
+
+/// A contiguous range of bytes we may write into (std::array<char,N>, std::vector<std::byte>,
+/// std::span<unsigned char>, std::string, ...).
+template <class B>
+concept MutableBuffer =
+    std::ranges::contiguous_range<B> && std::ranges::sized_range<B> &&
+        sizeof(std::ranges::range_value_t<B>) == 1 &&
+    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<B>>>;
+
+/// A contiguous range of bytes we may read from.
+template <class B>
+concept ConstBuffer = std::ranges::contiguous_range<B> && std::ranges::sized_range<B> &&
+                      sizeof(std::ranges::range_value_t<B>) == 1;
+
+class TcpStream;
+
+namespace detail {
+
+/// Closes the fd it owns (after telling the current driver to forget it).
+void close_fd(int fd) noexcept;
+/// A non-blocking, close-on-exec socket.
+Result<int> make_socket(int family, int type, int protocol = 0) noexcept;
+
+class TransferAwaitable : public IoAwaitable<TransferAwaitable> {
+public:
+    TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, bool all, bool exact,
+                      int flags) noexcept;
+    Result<std::size_t> result();
+
+private:
+    bool exact_; // recv_exact: fewer bytes than asked (EOF) is an error
+};
+
+class VectorAwaitable : public IoAwaitable<VectorAwaitable> {
+public:
+    VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept;
+    void prepare() noexcept { op_.buf = &msg_; }
+    Result<std::size_t> result() { return size_result(op_.result); }
+
+private:
+    msghdr msg_{};
+};
+
+class AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
+public:
+    AcceptAwaitable(int fd, SocketAddr* peer) noexcept;
+    void prepare() noexcept {
+        op_.addr = addr_.data();
+        op_.addrlen = &addrlen_;
+    }
+    Result<TcpStream> result();
+
+private:
+    SocketAddr addr_;
+    std::uint32_t addrlen_ = SocketAddr::capacity();
+    SocketAddr* peer_;
+};
+
+class ConnectAwaitable : public IoAwaitable<ConnectAwaitable> {
+public:
+    explicit ConnectAwaitable(const SocketAddr& addr) noexcept;
+    ConnectAwaitable(ConnectAwaitable&& o) noexcept;
+    ~ConnectAwaitable();
+    bool await_ready() const noexcept { return setup_error_ != 0; }
+    void prepare() noexcept { op_.addr = addr_.data(); }
+    Result<TcpStream> result();
+
+private:
+    SocketAddr addr_;
+    int setup_error_ = 0;
+};
+
+class CloseAwaitable : public IoAwaitable<CloseAwaitable> {
+public:
+    explicit CloseAwaitable(int fd) noexcept;
+    bool await_ready() const noexcept { return op_.fd < 0; }
+    Result<void> result();
+};
+
+template <class B>
+const void* buffer_data(const B& b) noexcept {
+    return std::ranges::data(b);
+}
+
+} // namespace detail
+
+enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
+
+/// A connected TCP socket. Move-only; destroying it closes the socket.
+class TcpStream {
+public:
+    TcpStream() noexcept = default;
+    /// Adopt a connected socket (made non-blocking if it is not).
+    explicit TcpStream(int fd) noexcept;
+    TcpStream(TcpStream&& o) noexcept
+        : fd_(std::exchange(o.fd_, -1)) {}
+    TcpStream& operator=(TcpStream&& o) noexcept;
+    ~TcpStream() { detail::close_fd(fd_); }
+
+    /// Connect to `addr`. `co_await TcpStream::connect(addr).timeout(2s)` -> Result<TcpStream>.
+    /// A refused connection is `std::errc::connection_refused`.
+    static detail::ConnectAwaitable connect(const SocketAddr& addr) noexcept {
+        return detail::ConnectAwaitable(addr);
+    }
+    /// Resolve `host` and connect to the first address that accepts, each attempt bounded by
+    /// `per_attempt` (0: no limit).
+    static Task<Result<TcpStream>> connect(std::string host, std::uint16_t port,
+                                           std::chrono::nanoseconds per_attempt = {});
+
+    /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
+    template <MutableBuffer B>
+    detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
+        return {detail::OpCode::recv,
+                fd_,
+                std::ranges::data(buf),
+                std::ranges::size(buf),
+                false,
+                false,
+                flags};
+    }
+    /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
+    template <MutableBuffer B>
+    detail::TransferAwaitable recv_exact(B&& buf) noexcept {
+        return {detail::OpCode::recv,
+                fd_,
+                std::ranges::data(buf),
+                std::ranges::size(buf),
+                true,
+                true,
+                0};
+    }
+    /// Send some of `buf`; returns how many bytes the kernel took.
+    template <ConstBuffer B>
+    detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
+        return {detail::OpCode::send,
+                fd_,
+                detail::buffer_data(buf),
+                std::ranges::size(buf),
+                false,
+                false,
+                flags};
+    }
+    /// Send all of `buf`, finishing short writes; returns buf.size() on success.
+    template <ConstBuffer B>
+    detail::TransferAwaitable send_all(const B& buf) noexcept {
+        return {detail::OpCode::send,
+                fd_,
+                detail::buffer_data(buf),
+                std::ranges::size(buf),
+                true,
+                false,
+                0};
+    }
+    /// Scatter read into several buffers (one system call / one SQE).
+    detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
+        return {detail::OpCode::recvmsg, fd_, iov};
+    }
+    /// Gather write from several buffers; may be short like send().
+    detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
+        return {detail::OpCode::sendmsg, fd_, iov};
+    }
+
+    /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
+    Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
+    /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
+    detail::CloseAwaitable close() noexcept {
+        return detail::CloseAwaitable(std::exchange(fd_, -1));
+    }
+
+    Result<void> set_nodelay(bool on) noexcept;
+    Result<void> set_keepalive(bool on) noexcept;
+    Result<void> set_recv_buffer_size(int bytes) noexcept;
+    Result<void> set_send_buffer_size(int bytes) noexcept;
+    /// SO_LINGER with a zero timeout: close() then sends RST instead of FIN.
+    Result<void> set_linger_reset() noexcept;
+    Result<SocketAddr> peer_addr() const noexcept;
+    Result<SocketAddr> local_addr() const noexcept;
+
+    bool is_open() const noexcept { return fd_ >= 0; }
+    int fd() const noexcept { return fd_; }
+    /// Give up ownership of the fd.
+    int release() noexcept { return std::exchange(fd_, -1); }
+
+private:
+    int fd_ = -1;
+};
+
+struct ListenOptions {
+    int backlog = 4096;
+    bool reuse_addr = true;
+    bool reuse_port = false; ///< SO_REUSEPORT: several listeners (threads) share one port
+    bool v6_only = false;
+};
+
+/// A listening TCP socket.
+class TcpListener {
+public:
+    TcpListener() noexcept = default;
+    TcpListener(TcpListener&& o) noexcept
+        : fd_(std::exchange(o.fd_, -1)) {}
+    TcpListener& operator=(TcpListener&& o) noexcept;
+    ~TcpListener() { detail::close_fd(fd_); }
+
+    /// socket + options + bind + listen. Port 0 picks a free port (see local_addr()).
+    static Result<TcpListener> bind(const SocketAddr& addr, ListenOptions options = {}) noexcept;
+
+    /// Wait for the next connection. `peer`, if given, receives the remote address.
+    detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {
+        return detail::AcceptAwaitable(fd_, peer);
+    }
+    Result<SocketAddr> local_addr() const noexcept;
+    int fd() const noexcept { return fd_; }
+    detail::CloseAwaitable close() noexcept {
+        return detail::CloseAwaitable(std::exchange(fd_, -1));
+    }
+
+private:
+    int fd_ = -1;
+};
+
+} // namespace galay

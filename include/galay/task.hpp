@@ -1,0 +1,399 @@
+// galay/task.hpp: the coroutine type every async function returns.
+//
+//     galay::Task<int> answer() { co_return 42; }
+//     galay::Task<void> main_task() {
+//         int v = co_await answer();                       // lazy: starts here
+//         auto [a, b] = co_await galay::when_all(answer(), answer());
+//         auto first = co_await galay::when_any(answer(), galay::sleep(1s)); // losers are
+//         cancelled
+//     }
+//
+// A `Task` does nothing until it is awaited (or handed to `spawn` / `block_on`). Awaiting it and
+// finishing it use symmetric transfer, so a chain of 100,000 nested awaits does not grow the
+// stack. An exception thrown in a task is rethrown in its awaiter; for a detached task (`spawn`)
+// it is reported on stderr (see `set_unhandled_exception_handler`), never swallowed.
+#pragma once
+
+#include "galay/detail/cancel.hpp"
+
+#include <atomic>
+#include <cassert>
+#include <coroutine>
+#include <exception>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace galay {
+
+template <class T = void>
+class Task;
+
+namespace detail {
+
+/// What every galay promise has: where to go when done, and the cancellation scope it runs in.
+struct PromiseBase {
+    std::coroutine_handle<> continuation;
+    CancelScope* scope = nullptr;
+
+    struct FinalAwaiter {
+        bool await_ready() const noexcept { return false; }
+        // Symmetric transfer: returning the continuation (instead of resuming it) lets the compiler
+        // turn the hand-off into a tail call, so deep await chains run in constant stack.
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) const noexcept {
+            std::coroutine_handle<> c = h.promise().continuation;
+            return c ? c : std::noop_coroutine();
+        }
+        void await_resume() const noexcept {}
+    };
+
+    std::suspend_always initial_suspend() const noexcept { return {}; }
+    FinalAwaiter final_suspend() const noexcept { return {}; }
+};
+
+/// The cancellation scope of the coroutine behind `h`, if it is a galay coroutine.
+template <class P>
+CancelScope* scope_of(std::coroutine_handle<P> h) noexcept {
+    if constexpr (std::is_base_of_v<PromiseBase, P>)
+        return h.promise().scope;
+    else
+        return nullptr;
+}
+
+template <class T>
+struct TaskPromise : PromiseBase {
+    std::variant<std::monostate, T, std::exception_ptr> result;
+
+    Task<T> get_return_object() noexcept;
+    void unhandled_exception() noexcept { result.template emplace<2>(std::current_exception()); }
+    template <class U = T>
+    requires std::is_convertible_v<U&&, T>
+    void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+        result.template emplace<1>(std::forward<U>(v));
+    }
+    T take() {
+        if (result.index() == 2) std::rethrow_exception(std::get<2>(result));
+        assert(result.index() == 1 && "task resumed its awaiter without a result");
+        return std::move(std::get<1>(result));
+    }
+};
+
+template <>
+struct TaskPromise<void> : PromiseBase {
+    std::exception_ptr error;
+
+    Task<void> get_return_object() noexcept;
+    void unhandled_exception() noexcept { error = std::current_exception(); }
+    void return_void() noexcept {}
+    void take() {
+        if (error) std::rethrow_exception(error);
+    }
+};
+
+} // namespace detail
+
+/// A lazily started coroutine producing a `T`. Move-only; destroying it destroys the coroutine.
+template <class T>
+class [[nodiscard]] Task {
+public:
+    using promise_type = detail::TaskPromise<T>;
+    using handle_type = std::coroutine_handle<promise_type>;
+    using value_type = T;
+
+    Task() noexcept = default;
+    explicit Task(handle_type h) noexcept
+        : h_(h) {}
+    Task(Task&& other) noexcept
+        : h_(std::exchange(other.h_, {})) {}
+    Task& operator=(Task&& other) noexcept {
+        if (this != &other) {
+            if (h_) h_.destroy();
+            h_ = std::exchange(other.h_, {});
+        }
+        return *this;
+    }
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
+    ~Task() {
+        if (h_) h_.destroy();
+    }
+
+    bool valid() const noexcept { return static_cast<bool>(h_); }
+    bool done() const noexcept { return h_ && h_.done(); }
+
+    struct Awaiter {
+        handle_type h;
+        bool await_ready() const noexcept { return !h || h.done(); }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
+            h.promise().continuation = caller;
+            if (h.promise().scope == nullptr) h.promise().scope = detail::scope_of(caller);
+            return h; // start the child by symmetric transfer
+        }
+        T await_resume() { return h.promise().take(); }
+    };
+    Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
+
+    /// Give up ownership of the coroutine (used by spawn/block_on).
+    handle_type release() noexcept { return std::exchange(h_, {}); }
+    handle_type handle() const noexcept { return h_; }
+
+private:
+    handle_type h_;
+};
+
+namespace detail {
+template <class T>
+Task<T> TaskPromise<T>::get_return_object() noexcept {
+    return Task<T>{std::coroutine_handle<TaskPromise<T>>::from_promise(*this)};
+}
+inline Task<void> TaskPromise<void>::get_return_object() noexcept {
+    return Task<void>{std::coroutine_handle<TaskPromise<void>>::from_promise(*this)};
+}
+} // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Unhandled exceptions of detached tasks
+// ---------------------------------------------------------------------------------------------
+
+using UnhandledExceptionHandler = void (*)(std::exception_ptr) noexcept;
+
+/// Replace the reporter for exceptions escaping detached tasks (default: print to stderr).
+/// Returns the previous handler.
+UnhandledExceptionHandler set_unhandled_exception_handler(UnhandledExceptionHandler h) noexcept;
+/// Report an exception nobody awaits (calls the current handler).
+void report_unhandled_exception(std::exception_ptr e) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// when_all / when_any
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+template <class T>
+using Lifted = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+/// Shared by the children of one when_all/when_any: counts them down and resumes the parent.
+struct JoinState {
+    std::size_t remaining = 0;
+    std::coroutine_handle<> parent;
+    std::size_t winner = static_cast<std::size_t>(-1); // first child to finish (when_any)
+    CancelScope* losers = nullptr;                     // scope to cancel on first finish
+};
+
+/// A child coroutine of a join: runs one task, stores its outcome, counts down on completion.
+struct JoinChild {
+    struct promise_type : PromiseBase {
+        JoinState* join = nullptr;
+        std::size_t index = 0;
+        JoinChild get_return_object() noexcept {
+            return JoinChild{std::coroutine_handle<promise_type>::from_promise(*this)};
+        }
+        struct Final {
+            bool await_ready() const noexcept { return false; }
+            std::coroutine_handle<>
+            await_suspend(std::coroutine_handle<promise_type> h) const noexcept {
+                JoinState& j = *h.promise().join;
+                if (j.winner == static_cast<std::size_t>(-1)) {
+                    j.winner = h.promise().index;
+                    if (j.losers != nullptr) j.losers->request();
+                }
+                if (--j.remaining == 0) return j.parent;
+                return std::noop_coroutine();
+            }
+            void await_resume() const noexcept {}
+        };
+        Final final_suspend() const noexcept { return {}; }
+        void return_void() noexcept {}
+        // The body catches everything into the slot; reaching here is a bug in galay itself.
+        void unhandled_exception() noexcept { std::terminate(); }
+    };
+
+    explicit JoinChild(std::coroutine_handle<promise_type> h) noexcept
+        : h(h) {}
+    JoinChild(JoinChild&& o) noexcept
+        : h(std::exchange(o.h, {})) {}
+    JoinChild& operator=(JoinChild&&) = delete;
+    ~JoinChild() {
+        if (h) h.destroy();
+    }
+    std::coroutine_handle<promise_type> h;
+};
+
+/// One child's outcome: a value, or the exception it threw.
+template <class T>
+struct Slot {
+    std::optional<Lifted<T>> value;
+    std::exception_ptr error;
+
+    Lifted<T> take() {
+        if (error) std::rethrow_exception(error);
+        return std::move(*value);
+    }
+};
+
+template <class T>
+JoinChild run_child(Task<T> task, Slot<T>& slot) {
+    try {
+        if constexpr (std::is_void_v<T>) {
+            co_await std::move(task);
+            slot.value.emplace();
+        } else {
+            slot.value.emplace(co_await std::move(task));
+        }
+    } catch (...) {
+        slot.error = std::current_exception();
+    }
+}
+
+/// Starts every child, then suspends the parent until the last one has finished.
+struct JoinAwaiter {
+    JoinState& join;
+    std::vector<JoinChild>& children;
+    CancelScope* child_scope; // scope the children run in (null: inherit the parent's)
+
+    bool await_ready() const noexcept { return children.empty(); }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> parent) noexcept {
+        join.parent = parent;
+        CancelScope* scope = child_scope;
+        if (scope != nullptr)
+            scope->attach_to(scope_of(parent));
+        else
+            scope = scope_of(parent);
+        join.remaining = children.size() + 1; // +1: no child resumes us before all have started
+        for (std::size_t i = 0; i < children.size(); ++i) {
+            auto& p = children[i].h.promise();
+            p.join = &join;
+            p.index = i;
+            p.scope = scope;
+            p.continuation = {};
+            children[i].h.resume();
+        }
+        return --join.remaining != 0;
+    }
+    void await_resume() const noexcept {
+        if (child_scope != nullptr) child_scope->detach();
+    }
+};
+
+} // namespace detail
+
+/// Run every task concurrently on the current scheduler; resumes when all have finished.
+/// Returns their results (void becomes std::monostate). If any threw, the first exception (in
+/// argument order) is rethrown after all have finished.
+template <class... Ts>
+Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
+    std::tuple<detail::Slot<Ts>...> slots;
+    std::vector<detail::JoinChild> children;
+    children.reserve(sizeof...(Ts));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (children.push_back(detail::run_child(std::move(tasks), std::get<I>(slots))), ...);
+    }
+    (std::index_sequence_for<Ts...>{});
+    detail::JoinState join;
+    co_await detail::JoinAwaiter{join, children, nullptr};
+    co_return std::apply([](auto&... s) { return std::tuple<detail::Lifted<Ts>...>{s.take()...}; },
+                         slots);
+}
+
+/// Run a homogeneous set of tasks concurrently; results in input order.
+template <class T>
+Task<std::vector<detail::Lifted<T>>> when_all(std::vector<Task<T>> tasks) {
+    std::vector<detail::Slot<T>> slots(tasks.size());
+    std::vector<detail::JoinChild> children;
+    children.reserve(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        children.push_back(detail::run_child(std::move(tasks[i]), slots[i]));
+    detail::JoinState join;
+    co_await detail::JoinAwaiter{join, children, nullptr};
+    std::vector<detail::Lifted<T>> out;
+    out.reserve(slots.size());
+    for (auto& s : slots)
+        out.push_back(s.take());
+    co_return out;
+}
+
+/// Run tasks concurrently; when the first finishes, the others are cancelled (their pending
+/// operations complete with `operation_canceled`) and awaited. Returns the winner's result as a
+/// variant whose index is the winner's position. If the winner threw, its exception is rethrown;
+/// exceptions of cancelled losers are reported through the unhandled-exception handler.
+template <class... Ts>
+Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
+    static_assert(sizeof...(Ts) > 0, "when_any needs at least one task");
+    std::tuple<detail::Slot<Ts>...> slots;
+    std::vector<detail::JoinChild> children;
+    children.reserve(sizeof...(Ts));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (children.push_back(detail::run_child(std::move(tasks), std::get<I>(slots))), ...);
+    }
+    (std::index_sequence_for<Ts...>{});
+    detail::CancelScope scope;
+    detail::JoinState join;
+    join.losers = &scope;
+    co_await detail::JoinAwaiter{join, children, &scope};
+    std::optional<std::variant<detail::Lifted<Ts>...>> out;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (
+            [&] {
+                auto& s = std::get<I>(slots);
+                if (I == join.winner)
+                    out.emplace(std::in_place_index<I>, s.take());
+                else if (s.error)
+                    report_unhandled_exception(s.error);
+            }(),
+            ...);
+    }
+    (std::index_sequence_for<Ts...>{});
+    co_return std::move(*out);
+}
+
+/// when_any over a homogeneous set: returns {index of the winner, its result}.
+template <class T>
+Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> tasks) {
+    std::vector<detail::Slot<T>> slots(tasks.size());
+    std::vector<detail::JoinChild> children;
+    children.reserve(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        children.push_back(detail::run_child(std::move(tasks[i]), slots[i]));
+    detail::CancelScope scope;
+    detail::JoinState join;
+    join.losers = &scope;
+    co_await detail::JoinAwaiter{join, children, &scope};
+    for (std::size_t i = 0; i < slots.size(); ++i)
+        if (i != join.winner && slots[i].error) report_unhandled_exception(slots[i].error);
+    co_return std::pair<std::size_t, detail::Lifted<T>>{join.winner, slots[join.winner].take()};
+}
+
+/// A handle that cancels the task it is attached to with `with_cancel`.
+class CancelSource {
+public:
+    /// Cancel every pending operation of the attached task(s); later operations fail at once.
+    void cancel() noexcept { scope_.request(); }
+    bool cancelled() const noexcept { return scope_.requested(); }
+    detail::CancelScope& scope() noexcept { return scope_; }
+
+private:
+    detail::CancelScope scope_;
+};
+
+/// Run `task` so that `source.cancel()` cancels whatever it is waiting on. The source must
+/// outlive the task.
+template <class T>
+Task<T> with_cancel(CancelSource& source, Task<T> task) {
+    auto h = task.handle();
+    if (h) h.promise().scope = &source.scope();
+    co_return co_await std::move(task);
+}
+template <>
+inline Task<void> with_cancel(CancelSource& source, Task<void> task) {
+    auto h = task.handle();
+    if (h) h.promise().scope = &source.scope();
+    co_await std::move(task);
+}
+
+} // namespace galay

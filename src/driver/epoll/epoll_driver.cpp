@@ -1,0 +1,298 @@
+// The epoll driver: readiness-based. Every op first tries its system call at once (non-blocking
+// fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
+// Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
+// connection costs one epoll_ctl in its lifetime and none per operation.
+#include "galay/runtime.hpp"
+#include "runtime/drivers.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+namespace galay::detail {
+namespace {
+
+bool waits_for_read(OpCode c) noexcept {
+    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg;
+}
+
+/// A FIFO of ops waiting for one direction of one fd.
+struct WaitList {
+    IoOp* head = nullptr;
+    IoOp* tail = nullptr;
+
+    void push(IoOp& op) noexcept {
+        op.next_waiter = nullptr;
+        if (tail != nullptr)
+            tail->next_waiter = &op;
+        else
+            head = &op;
+        tail = &op;
+    }
+    IoOp* pop() noexcept {
+        IoOp* op = head;
+        head = op->next_waiter;
+        if (head == nullptr) tail = nullptr;
+        op->next_waiter = nullptr;
+        return op;
+    }
+    bool remove(IoOp& op) noexcept {
+        IoOp* prev = nullptr;
+        for (IoOp* p = head; p != nullptr; prev = p, p = p->next_waiter) {
+            if (p != &op) continue;
+            if (prev != nullptr)
+                prev->next_waiter = p->next_waiter;
+            else
+                head = p->next_waiter;
+            if (tail == p) tail = prev;
+            p->next_waiter = nullptr;
+            return true;
+        }
+        return false;
+    }
+};
+
+struct FdState {
+    WaitList readers;
+    WaitList writers;
+    bool registered = false;
+};
+
+class EpollDriver final : public Driver {
+public:
+    explicit EpollDriver(Scheduler& s)
+        : sched_(s) {
+        ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
+        wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (wake_fd_ < 0) {
+            int e = errno;
+            ::close(ep_);
+            throw Error(errno_code(e), "galay: eventfd failed");
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = wake_fd_;
+        ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
+        events_.resize(512);
+    }
+
+    ~EpollDriver() override {
+        ::close(wake_fd_);
+        ::close(ep_);
+    }
+
+    Backend backend() const noexcept override { return Backend::epoll; }
+    const char* name() const noexcept override { return "epoll"; }
+    std::size_t in_flight() const noexcept override { return waiting_; }
+
+    bool submit(IoOp& op) override {
+        switch (op.code) {
+        case OpCode::close:
+            forget_fd(op.fd);
+            op.result = ::close(op.fd) == 0 ? 0 : -errno;
+            return true;
+        case OpCode::read_at:
+        case OpCode::write_at:
+        case OpCode::readv_at:
+        case OpCode::writev_at:
+        case OpCode::fsync:
+        case OpCode::fdatasync:
+        case OpCode::fallocate:
+            // File operations on this backend go through libaio (see src/fs); a bare IoOp for a
+            // file reaching the epoll driver is a galay bug.
+            op.result = -EOPNOTSUPP;
+            return true;
+        default:
+            break;
+        }
+        if (attempt(op)) return true;
+        FdState& st = state(op.fd);
+        if (!st.registered) {
+            epoll_event ev{};
+            ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+            ev.data.fd = op.fd;
+            int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
+            if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
+            if (r < 0) {
+                op.result = -errno;
+                return true;
+            }
+            st.registered = true;
+        }
+        (waits_for_read(op.code) ? st.readers : st.writers).push(op);
+        op.pending = true;
+        ++waiting_;
+        return false;
+    }
+
+    void cancel(IoOp& op) override {
+        if (!op.pending || static_cast<std::size_t>(op.fd) >= fds_.size()) return;
+        FdState& st = fds_[op.fd];
+        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        op.result = -ECANCELED;
+        --waiting_;
+        sched_.complete(op);
+    }
+
+    void forget_fd(int fd) noexcept override {
+        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
+        FdState& st = fds_[fd];
+        fail_all(st.readers, -ECANCELED);
+        fail_all(st.writers, -ECANCELED);
+        st.registered = false;
+    }
+
+    void wake() noexcept override {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    }
+
+    void poll(std::int64_t timeout_ns) override {
+        timespec ts{};
+        timespec* tsp = nullptr;
+        if (timeout_ns >= 0) {
+            ts.tv_sec = timeout_ns / 1'000'000'000;
+            ts.tv_nsec = timeout_ns % 1'000'000'000;
+            tsp = &ts;
+        }
+        int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(events_.size()), tsp, nullptr);
+        if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
+            int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+            n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
+        }
+        if (n < 0) {
+            if (errno == EINTR) return;
+            std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
+            std::abort();
+        }
+        for (int i = 0; i < n; ++i) {
+            const int fd = events_[i].data.fd;
+            const std::uint32_t ev = events_[i].events;
+            if (fd == wake_fd_) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
+                continue;
+            }
+            if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+            FdState& st = fds_[fd];
+            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) retry(st.readers);
+            if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
+        }
+        if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
+    }
+
+    void shutdown() noexcept override {
+        for (FdState& st : fds_) {
+            fail_all(st.readers, -ECANCELED);
+            fail_all(st.writers, -ECANCELED);
+        }
+    }
+
+private:
+    FdState& state(int fd) {
+        if (static_cast<std::size_t>(fd) >= fds_.size())
+            fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
+        return fds_[fd];
+    }
+
+    void fail_all(WaitList& list, int err) noexcept {
+        while (list.head != nullptr) {
+            IoOp* op = list.pop();
+            op->result = err;
+            --waiting_;
+            sched_.complete(*op);
+        }
+    }
+
+    /// Retry the waiting ops of one direction in order until one would block again.
+    void retry(WaitList& list) {
+        while (list.head != nullptr) {
+            if (!attempt(*list.head)) return;
+            IoOp* op = list.pop();
+            --waiting_;
+            sched_.complete(*op);
+        }
+    }
+
+    /// Run the op's system call. Returns true when the op is finished (result set), false when it
+    /// would block.
+    static bool attempt(IoOp& op) noexcept {
+        for (;;) {
+            ssize_t r;
+            switch (op.code) {
+            case OpCode::accept:
+                r = ::accept4(op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
+                              SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
+                break;
+            case OpCode::connect:
+                if (op.done == 0) {
+                    op.done = 1; // the connect(2) has been issued; later: collect its outcome
+                    r = ::connect(op.fd, op.addr, op.addrlen_value);
+                    if (r < 0 && errno == EINPROGRESS) return false;
+                } else {
+                    int err = 0;
+                    socklen_t len = sizeof err;
+                    ::getsockopt(op.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    if (err == EINPROGRESS) return false;
+                    r = err == 0 ? 0 : -1;
+                    errno = err;
+                }
+                if (r == 0) {
+                    op.result = 0;
+                    return true;
+                }
+                break;
+            case OpCode::recv:
+                r = ::recv(op.fd, op.cursor(), op.remaining(), op.msg_flags);
+                break;
+            case OpCode::send:
+                r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
+                break;
+            case OpCode::recvmsg:
+                r = ::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
+                break;
+            case OpCode::sendmsg:
+                r = ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
+                              op.msg_flags | MSG_NOSIGNAL);
+                break;
+            default:
+                op.result = -EOPNOTSUPP;
+                return true;
+            }
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+                if (errno == EINTR) continue;
+                op.absorb(-errno);
+                return true;
+            }
+            if (op.absorb(r)) continue; // an `all` transfer with bytes still to move
+            return true;
+        }
+    }
+
+    Scheduler& sched_;
+    int ep_ = -1;
+    int wake_fd_ = -1;
+    std::vector<FdState> fds_;
+    std::vector<epoll_event> events_;
+    std::size_t waiting_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions&) {
+    return std::make_unique<EpollDriver>(s);
+}
+
+} // namespace galay::detail

@@ -1,0 +1,213 @@
+#include "galay/net/tcp.hpp"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+namespace galay {
+namespace detail {
+
+void close_fd(int fd) noexcept {
+    if (fd < 0) return;
+    if (Scheduler* s = Scheduler::current()) s->driver().forget_fd(fd);
+    ::close(fd);
+}
+
+Result<int> make_socket(int family, int type, int protocol) noexcept {
+    int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+    if (fd < 0) return fail(errno);
+    return fd;
+}
+
+namespace {
+std::uint32_t clamp_len(std::size_t n) noexcept {
+    return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
+}
+Result<void> setsockopt_int(int fd, int level, int name, int value) noexcept {
+    if (::setsockopt(fd, level, name, &value, sizeof value) < 0) return fail(errno);
+    return {};
+}
+Result<SocketAddr> sock_name(int fd, bool peer) noexcept {
+    SocketAddr a;
+    socklen_t len = SocketAddr::capacity();
+    int r = peer ? ::getpeername(fd, a.data(), &len) : ::getsockname(fd, a.data(), &len);
+    if (r < 0) return fail(errno);
+    return a;
+}
+} // namespace
+
+TransferAwaitable::TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len,
+                                     bool all, bool exact, int flags) noexcept
+    : exact_(exact) {
+    op_.code = code;
+    op_.fd = fd;
+    op_.buf = const_cast<void*>(buf);
+    op_.len = clamp_len(len);
+    op_.all = all;
+    op_.msg_flags = flags;
+}
+
+Result<std::size_t> TransferAwaitable::result() {
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    if (exact_ && static_cast<std::size_t>(op_.result) < op_.len) return fail(errc::unexpected_eof);
+    return static_cast<std::size_t>(op_.result);
+}
+
+VectorAwaitable::VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept {
+    op_.code = code;
+    op_.fd = fd;
+    msg_.msg_iov = const_cast<iovec*>(iov.data());
+    msg_.msg_iovlen = iov.size();
+}
+
+AcceptAwaitable::AcceptAwaitable(int fd, SocketAddr* peer) noexcept
+    : peer_(peer) {
+    op_.code = OpCode::accept;
+    op_.fd = fd;
+}
+
+Result<TcpStream> AcceptAwaitable::result() {
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    if (peer_ != nullptr) *peer_ = addr_;
+    return TcpStream(static_cast<int>(op_.result));
+}
+
+ConnectAwaitable::ConnectAwaitable(const SocketAddr& addr) noexcept
+    : addr_(addr) {
+    op_.code = OpCode::connect;
+    op_.addrlen_value = addr.size();
+    if (addr.size() == 0) {
+        setup_error_ = EAFNOSUPPORT;
+        return;
+    }
+    auto fd = make_socket(addr.family(), SOCK_STREAM);
+    if (!fd)
+        setup_error_ = fd.error().value();
+    else
+        op_.fd = *fd;
+}
+
+ConnectAwaitable::ConnectAwaitable(ConnectAwaitable&& o) noexcept
+    : IoAwaitable(std::move(o))
+    , addr_(o.addr_)
+    , setup_error_(o.setup_error_) {
+    o.op_.fd = -1;
+}
+
+ConnectAwaitable::~ConnectAwaitable() {
+    close_fd(op_.fd);
+}
+
+Result<TcpStream> ConnectAwaitable::result() {
+    if (setup_error_ != 0) return fail(setup_error_);
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    return TcpStream(std::exchange(op_.fd, -1));
+}
+
+CloseAwaitable::CloseAwaitable(int fd) noexcept {
+    op_.code = OpCode::close;
+    op_.fd = fd;
+}
+
+Result<void> CloseAwaitable::result() {
+    if (op_.fd < 0) return {};
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    return {};
+}
+
+} // namespace detail
+
+TcpStream::TcpStream(int fd) noexcept
+    : fd_(fd) {
+    if (fd < 0) return;
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+TcpStream& TcpStream::operator=(TcpStream&& o) noexcept {
+    if (this != &o) {
+        detail::close_fd(fd_);
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+}
+
+Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
+                                           std::chrono::nanoseconds per_attempt) {
+    auto addrs = co_await resolve(std::move(host), port);
+    if (!addrs) co_return std::unexpected(addrs.error());
+    std::error_code last = std::make_error_code(std::errc::host_unreachable);
+    for (const SocketAddr& a : *addrs) {
+        Result<TcpStream> s = per_attempt.count() > 0 ? co_await connect(a).timeout(per_attempt)
+                                                      : co_await connect(a);
+        if (s) co_return s;
+        last = s.error();
+    }
+    co_return std::unexpected(last);
+}
+
+Result<void> TcpStream::shutdown(Shutdown how) noexcept {
+    if (::shutdown(fd_, static_cast<int>(how)) < 0) return fail(errno);
+    return {};
+}
+
+Result<void> TcpStream::set_nodelay(bool on) noexcept {
+    return detail::setsockopt_int(fd_, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0);
+}
+Result<void> TcpStream::set_keepalive(bool on) noexcept {
+    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0);
+}
+Result<void> TcpStream::set_recv_buffer_size(int bytes) noexcept {
+    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_RCVBUF, bytes);
+}
+Result<void> TcpStream::set_send_buffer_size(int bytes) noexcept {
+    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_SNDBUF, bytes);
+}
+Result<void> TcpStream::set_linger_reset() noexcept {
+    linger l{.l_onoff = 1, .l_linger = 0};
+    if (::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l) < 0) return fail(errno);
+    return {};
+}
+Result<SocketAddr> TcpStream::peer_addr() const noexcept {
+    return detail::sock_name(fd_, true);
+}
+Result<SocketAddr> TcpStream::local_addr() const noexcept {
+    return detail::sock_name(fd_, false);
+}
+
+TcpListener& TcpListener::operator=(TcpListener&& o) noexcept {
+    if (this != &o) {
+        detail::close_fd(fd_);
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+}
+
+Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions options) noexcept {
+    if (addr.size() == 0) return fail(EAFNOSUPPORT);
+    auto fd = detail::make_socket(addr.family(), SOCK_STREAM);
+    if (!fd) return std::unexpected(fd.error());
+    TcpListener l;
+    l.fd_ = *fd;
+    if (options.reuse_addr)
+        if (auto r = detail::setsockopt_int(l.fd_, SOL_SOCKET, SO_REUSEADDR, 1); !r)
+            return std::unexpected(r.error());
+    if (options.reuse_port)
+        if (auto r = detail::setsockopt_int(l.fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+            return std::unexpected(r.error());
+    if (addr.is_v6())
+        if (auto r = detail::setsockopt_int(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only); !r)
+            return std::unexpected(r.error());
+    if (::bind(l.fd_, addr.data(), addr.size()) < 0) return fail(errno);
+    if (::listen(l.fd_, options.backlog) < 0) return fail(errno);
+    return l;
+}
+
+Result<SocketAddr> TcpListener::local_addr() const noexcept {
+    return detail::sock_name(fd_, false);
+}
+
+} // namespace galay

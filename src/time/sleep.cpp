@@ -1,0 +1,46 @@
+#include "galay/time/sleep.hpp"
+
+namespace galay {
+namespace detail {
+
+bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
+    if (scope != nullptr && scope->requested()) {
+        cancelled_ = true;
+        return false;
+    }
+    Scheduler& s = current_scheduler();
+    waiter_ = h;
+    node_.on_fire = &SleepAwaiter::fire;
+    node_.context = this;
+    s.arm_timer(node_);
+    scope_ = scope;
+    if (scope != nullptr) scope->link(*this);
+    return true;
+}
+
+void SleepAwaiter::fire(TimerNode* n) {
+    auto* self = static_cast<SleepAwaiter*>(n->context);
+    current_scheduler().schedule(self->waiter_);
+}
+
+void SleepAwaiter::cancel() noexcept {
+    if (!node_.armed()) return; // already fired: the waiter is queued
+    Scheduler& s = current_scheduler();
+    s.disarm_timer(node_);
+    cancelled_ = true;
+    s.schedule(waiter_);
+}
+
+} // namespace detail
+
+Task<Result<void>> sleep_until(std::chrono::steady_clock::time_point t) {
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    co_return co_await detail::SleepAwaiter(ns);
+}
+
+Task<Result<void>> sleep(std::chrono::nanoseconds d) {
+    co_return co_await detail::SleepAwaiter(Scheduler::now_ns() + d.count());
+}
+
+} // namespace galay
