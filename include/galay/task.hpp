@@ -369,6 +369,12 @@ Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> ta
     co_return std::pair<std::size_t, detail::Lifted<T>>{join.winner, slots[join.winner].take()};
 }
 
+/// Wrap any awaitable (an I/O operation, say) in a Task, e.g. to pass it to when_all/when_any.
+template <class A>
+auto as_task(A awaitable) -> Task<decltype(std::declval<A&>().await_resume())> {
+    co_return co_await std::move(awaitable);
+}
+
 /// A handle that cancels the task it is attached to with `with_cancel`.
 class CancelSource {
 public:

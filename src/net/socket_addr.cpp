@@ -200,7 +200,11 @@ void run_lookup(Lookup& l) {
 }
 
 /// Runs getaddrinfo on a helper thread and resumes the awaiting coroutine on its scheduler.
+/// (It has a constructor on purpose: GCC 12 destroys an aggregate temporary in a co_await
+/// expression twice, which would drop the shared_ptr twice.)
 struct LookupAwaiter {
+    explicit LookupAwaiter(std::shared_ptr<Lookup> l) noexcept
+        : lookup(std::move(l)) {}
     std::shared_ptr<Lookup> lookup;
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> h) {
@@ -216,11 +220,12 @@ struct LookupAwaiter {
 } // namespace
 
 Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port) {
-    if (auto numeric = SocketAddr::from_ip(host, port)) co_return std::vector{*numeric};
+    Result<SocketAddr> numeric = SocketAddr::from_ip(host, port);
+    if (numeric) co_return std::vector<SocketAddr>{*numeric};
     auto l = std::make_shared<Lookup>();
     l->host = std::move(host);
     l->port = port;
-    co_await LookupAwaiter{l};
+    co_await LookupAwaiter(l);
     co_return std::move(l->result);
 }
 

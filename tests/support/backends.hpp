@@ -1,0 +1,58 @@
+// Every integration test runs on every backend: this fixture is parameterised over io_uring and
+// epoll. A backend the kernel refuses is skipped with its reason, unless GALAY_REQUIRE_BACKENDS
+// names it (CI sets it), in which case the test fails instead of skipping.
+#pragma once
+
+#include <galay/galay.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace galay::test {
+
+inline bool backend_required(Backend b) {
+    const char* req = std::getenv("GALAY_REQUIRE_BACKENDS");
+    return req != nullptr && std::string(req).find(backend_name(b)) != std::string::npos;
+}
+
+class BackendTest : public ::testing::TestWithParam<Backend> {
+protected:
+    void SetUp() override {
+        if (GetParam() == Backend::io_uring && !probe_io_uring().usable) {
+            if (backend_required(Backend::io_uring))
+                FAIL() << "io_uring is required here but unavailable: " << probe_io_uring().reason;
+            GTEST_SKIP() << "SKIP: io_uring unavailable on this kernel: "
+                         << probe_io_uring().reason;
+        }
+    }
+    SchedulerOptions options() const { return {.backend = GetParam()}; }
+    template <class T>
+    T run(Task<T> t) {
+        Scheduler s(options());
+        EXPECT_EQ(s.backend(), GetParam());
+        return s.block_on(std::move(t));
+    }
+};
+
+inline std::string backend_param_name(const ::testing::TestParamInfo<Backend>& info) {
+    return backend_name(info.param);
+}
+
+} // namespace galay::test
+
+/// ASSERT_* cannot be used inside a coroutine (it expands to `return;`): this records the failure
+/// and throws, which ends the coroutine and fails the test through block_on.
+#define CO_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ADD_FAILURE() << "CO_ASSERT(" #cond ") failed";                                        \
+            throw std::runtime_error("CO_ASSERT(" #cond ") failed");                               \
+        }                                                                                          \
+    } while (0)
+
+#define GALAY_INSTANTIATE_BACKENDS(Suite)                                                          \
+    INSTANTIATE_TEST_SUITE_P(                                                                      \
+        Backends, Suite, ::testing::Values(::galay::Backend::io_uring, ::galay::Backend::epoll),   \
+        ::galay::test::backend_param_name)
