@@ -1,0 +1,95 @@
+#include "tool_support.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace galay::tools {
+
+void add_backend_flag(CLI::App& app, Backend* out) {
+    app.add_option_function<std::string>(
+           "--backend",
+           [out](const std::string& s) {
+               auto b = parse_backend(s);
+               if (!b) throw CLI::ValidationError("--backend", "must be auto, io_uring or epoll");
+               *out = *b;
+           },
+           "I/O backend: auto (io_uring when the kernel allows it), io_uring, epoll")
+        ->type_name("auto|io_uring|epoll");
+}
+
+bool ensure_fd_limit(std::uint64_t needed, const char* tool) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return true;
+    if (rl.rlim_cur >= needed) return true;
+    rlimit want = rl;
+    want.rlim_cur = needed;
+    if (want.rlim_max < needed) want.rlim_max = needed; // needs CAP_SYS_RESOURCE
+    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return true;
+    const int err = errno;
+    if (rl.rlim_max > rl.rlim_cur) { // at least take what the hard limit allows
+        rl.rlim_cur = rl.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    std::fprintf(stderr,
+                 "%s: needs %llu file descriptors but RLIMIT_NOFILE allows %llu (hard limit "
+                 "%llu; raising it failed: %s). Run `ulimit -n %llu` as root or lower -c.\n",
+                 tool, static_cast<unsigned long long>(needed),
+                 static_cast<unsigned long long>(rl.rlim_cur),
+                 static_cast<unsigned long long>(rl.rlim_max), std::strerror(err),
+                 static_cast<unsigned long long>(needed));
+    return false;
+}
+
+void raise_fd_limit_to_max() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+std::string with_commas(std::uint64_t v) {
+    std::string s = std::to_string(v);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+        s.insert(static_cast<std::size_t>(i), ",");
+    return s;
+}
+
+std::optional<double> process_cpu_seconds(int pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) return std::nullopt;
+    // The command name (field 2) may contain spaces: parse after the last ')'.
+    auto close = line.rfind(')');
+    if (close == std::string::npos) return std::nullopt;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+        if (i == 14) utime = std::stoull(field);
+        if (i == 15) stime = std::stoull(field);
+    }
+    return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
+std::optional<std::uint64_t> process_rss_bytes(int pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string key;
+    while (f >> key) {
+        if (key == "VmRSS:") {
+            std::uint64_t kb = 0;
+            f >> kb;
+            return kb * 1024;
+        }
+        f.ignore(1 << 20, '\n');
+    }
+    return std::nullopt;
+}
+
+} // namespace galay::tools

@@ -1,0 +1,34 @@
+// Small things every benchmark tool needs: a --backend flag, raising the fd limit, numbers with
+// thousands separators, reading a process's CPU time.
+#pragma once
+
+#include <galay/runtime.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace galay::tools {
+
+/// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
+void add_backend_flag(CLI::App& app, Backend* out);
+
+/// Make sure at least `needed` file descriptors can be open. Raises the soft limit (and the hard
+/// limit when privileged). On failure prints what is needed and what is allowed, returns false.
+bool ensure_fd_limit(std::uint64_t needed, const char* tool);
+
+/// Raise the soft fd limit to the hard limit, quietly (servers: accept reports EMFILE itself).
+void raise_fd_limit_to_max();
+
+/// 1234567 -> "1,234,567".
+std::string with_commas(std::uint64_t v);
+
+/// utime+stime of process `pid` in seconds (from /proc/<pid>/stat), or nullopt.
+std::optional<double> process_cpu_seconds(int pid);
+
+/// Resident set size of `pid` in bytes (VmRSS), or nullopt.
+std::optional<std::uint64_t> process_rss_bytes(int pid);
+
+} // namespace galay::tools
