@@ -4,6 +4,7 @@
 #include "galay/error.hpp"
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
+#include "galay/net/udp.hpp"
 #include "galay/runtime.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"

@@ -29,6 +29,8 @@ enum class OpCode : std::uint8_t {
     fsync,
     fdatasync,
     fallocate,
+    recvmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams received
+    sendmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).

@@ -2,6 +2,7 @@
 // fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
 // Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
 // connection costs one epoll_ctl in its lifetime and none per operation.
+#include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
@@ -22,7 +23,8 @@ namespace galay::detail {
 namespace {
 
 bool waits_for_read(OpCode c) noexcept {
-    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg;
+    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg ||
+           c == OpCode::recvmmsg;
 }
 
 /// A FIFO of ops waiting for one direction of one fd.
@@ -266,6 +268,9 @@ private:
                 r = ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
                               op.msg_flags | MSG_NOSIGNAL);
                 break;
+            case OpCode::recvmmsg:
+            case OpCode::sendmmsg:
+                return attempt_mmsg(op);
             default:
                 op.result = -EOPNOTSUPP;
                 return true;

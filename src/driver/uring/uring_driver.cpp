@@ -3,10 +3,12 @@
 // wait (`io_uring_submit_and_wait_timeout`), so a busy loop costs one system call per turn, not
 // per operation. Rings are created SINGLE_ISSUER|DEFER_TASKRUN where the kernel allows it
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
+#include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
 #include <liburing.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -113,6 +115,7 @@ public:
     std::size_t in_flight() const noexcept override { return in_flight_; }
 
     bool submit(IoOp& op) override {
+        if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
         prep(op);
         op.pending = true;
         ++in_flight_;
@@ -237,6 +240,12 @@ private:
         case OpCode::fallocate:
             io_uring_prep_fallocate(e, op.fd, op.msg_flags, op.offset, op.aux);
             break;
+        case OpCode::recvmmsg: // wait for readiness, then the system call (mmsg_ready)
+            io_uring_prep_poll_add(e, op.fd, POLLIN);
+            break;
+        case OpCode::sendmmsg:
+            io_uring_prep_poll_add(e, op.fd, POLLOUT);
+            break;
         }
         io_uring_sqe_set_data(e, &op);
     }
@@ -254,7 +263,12 @@ private:
                 continue;
             }
             auto* op = reinterpret_cast<IoOp*>(ud);
-            if (op->absorb(cqe->res)) {
+            if (is_mmsg(op->code)) {
+                if (!mmsg_ready(*op, cqe->res)) {
+                    prep(*op); // it would block again: wait for the next readiness
+                    continue;
+                }
+            } else if (op->absorb(cqe->res)) {
                 if (!op->cancelled) {
                     prep(*op); // the rest of a short `all` transfer
                     continue;
@@ -265,6 +279,19 @@ private:
             sched_.complete(*op);
         }
         io_uring_cq_advance(&ring_, seen);
+    }
+
+    /// The readiness poll of a batch op completed with `res`. Returns true when the op is finished,
+    /// false when its system call would still block.
+    static bool mmsg_ready(IoOp& op, int res) noexcept {
+        if (res < 0) {
+            op.absorb(res); // cancelled, timed out, or the poll failed
+            return true;
+        }
+        if (attempt_mmsg(op)) return true;
+        if (!op.cancelled) return false;
+        op.result = -ECANCELED;
+        return true;
     }
 
     Scheduler& sched_;
