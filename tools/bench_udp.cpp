@@ -40,6 +40,8 @@ struct ServerOptions {
     unsigned workers = 4;
     int rcvbuf = 4 << 20;
     std::size_t buffer = 65535;
+    bool gso = true;
+    bool gro = true;
     Backend backend = Backend::automatic;
 };
 
@@ -58,6 +60,8 @@ struct ClientOptions {
     int server_pid = 0;
     double max_loss = -1; // percent; < 0: loss never fails the run
     bool json = false;
+    bool gso = true;
+    bool gro = true;
     Backend backend = Backend::automatic;
 };
 
@@ -86,7 +90,9 @@ Result<std::vector<UdpSocket>> bind_workers(const ServerOptions& o) {
     if (!addr) return std::unexpected(addr.error());
     std::vector<UdpSocket> socks;
     for (unsigned i = 0; i < o.workers; ++i) {
-        auto s = UdpSocket::bind(*addr, {.reuse_port = true, .recv_buffer_size = o.rcvbuf});
+        auto s = UdpSocket::bind(
+            *addr,
+            {.reuse_port = true, .recv_buffer_size = o.rcvbuf, .segmentation_offload = o.gso});
         if (!s) return std::unexpected(s.error());
         if (i == 0 && addr->port() == 0) addr->set_port(s->local_addr()->port());
         socks.push_back(std::move(*s));
@@ -253,6 +259,8 @@ Task<Outcome> run_client(const ClientOptions& o, std::function<std::optional<dou
     cfg.warmup = seconds(o.warmup);
     cfg.drain_timeout = seconds(o.drain);
     cfg.stall_timeout = seconds(o.stall);
+    cfg.segmentation_offload = o.gso;
+    cfg.receive_offload = o.gro;
     const bool timed = o.duration > 0;
     // Duration mode: the CPU window is the measured window (sampled by a task beside the clients).
     std::optional<double> cpu0, cpu1;
@@ -478,6 +486,8 @@ void add_client_options(CLI::App& app, ClientOptions& o) {
     app.add_option("--max-loss", o.max_loss, "exit with code 3 if the loss exceeds this percent")
         ->check(CLI::Range(0.0, 100.0));
     app.add_flag("--json", o.json, "print one JSON object instead of the text report");
+    app.add_flag("!--no-gso", o.gso, "send every datagram as its own message (no UDP_SEGMENT)");
+    app.add_flag("!--no-gro", o.gro, "receive every datagram on its own (no UDP_GRO)");
     tools::add_backend_flag(app, &o.backend);
 }
 
@@ -512,6 +522,9 @@ int main(int argc, char** argv) {
     server->add_option("--buffer", so.buffer, "largest datagram echoed whole, bytes")
         ->check(CLI::Range(std::size_t{1}, std::size_t{65535}))
         ->capture_default_str();
+    server->add_flag("!--no-gso", so.gso,
+                     "echo every datagram as its own message (no UDP_SEGMENT)");
+    server->add_flag("!--no-gro", so.gro, "receive every datagram on its own (no UDP_GRO)");
     tools::add_backend_flag(*server, &so.backend);
 
     ClientOptions co;
@@ -540,5 +553,7 @@ int main(int argc, char** argv) {
     }
     if (!tools::ensure_fd_limit(both.clients + both_server.workers + 64ull, "bench_udp")) return 1;
     both_server.backend = both.backend;
+    both_server.gso = both.gso;
+    both_server.gro = both.gro;
     return run_both(both, both_server);
 }

@@ -1,6 +1,7 @@
 #include "galay/net/udp.hpp"
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -70,6 +71,25 @@ SocketAddr local_from_control(msghdr& msg, std::uint16_t port) noexcept {
     return SocketAddr{};
 }
 
+/// What the control messages of one receive say: the GRO segment size (0: one datagram) and,
+/// when asked for, the local address.
+struct ControlInfo {
+    std::uint32_t segment = 0;
+    SocketAddr local;
+};
+ControlInfo parse_control(msghdr& msg, bool want_local, std::uint16_t port) noexcept {
+    ControlInfo info;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int seg = 0;
+            std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+            info.segment = seg > 0 ? static_cast<std::uint32_t>(seg) : 0;
+        }
+    }
+    if (want_local) info.local = local_from_control(msg, port);
+    return info;
+}
+
 RecvInfo recv_info(std::size_t real, std::size_t capacity, int msg_flags) noexcept {
     RecvInfo info;
     info.datagram_size = real;
@@ -113,13 +133,53 @@ Result<std::size_t> SendToAwaitable::result() {
     return size_result(op_.result);
 }
 
+// --- receive offload --------------------------------------------------------------------------
+
+GroStash::Block* GroStash::acquire() {
+    if (free_.empty()) {
+        owned_.push_back(std::unique_ptr<Block>(new Block)); // payload left uninitialised
+        return owned_.back().get();
+    }
+    Block* b = free_.back();
+    free_.pop_back();
+    return b;
+}
+
+void GroStash::push(Block* b, std::uint32_t len, std::uint32_t segment, const SocketAddr& local) {
+    if (segment == 0 || segment > len) segment = len;
+    if (len == 0) segment = 0; // an empty datagram is still one datagram
+    runs_.push_back(Run{b, 0, len, segment, local});
+}
+
+RecvInfo GroStash::take(std::span<std::byte> dst, SocketAddr* from, SocketAddr* local) noexcept {
+    Run& r = runs_[head_];
+    const std::uint32_t size = std::min(r.segment, r.left);
+    RecvInfo info = recv_info(size, dst.size(), 0);
+    std::memcpy(dst.data(), r.block->payload + r.offset, info.size);
+    if (from != nullptr) *from = r.block->from;
+    if (local != nullptr) *local = r.local;
+    r.offset += size;
+    r.left -= size;
+    if (r.left == 0) {
+        release(r.block);
+        if (++head_ == runs_.size()) {
+            runs_.clear();
+            head_ = 0;
+        }
+    }
+    return info;
+}
+
 // --- recv_from / recv -------------------------------------------------------------------------
 
 RecvFromAwaitable::RecvFromAwaitable(int fd, void* buf, std::size_t len, SocketAddr* from,
-                                     SocketAddr* local, std::uint16_t local_port) noexcept
+                                     SocketAddr* local, std::uint16_t local_port,
+                                     GroStash* gro) noexcept
     : from_(from)
     , local_(local)
-    , local_port_(local_port) {
+    , local_port_(local_port)
+    , gro_(gro)
+    , caller_(static_cast<std::byte*>(buf), len) {
     op_.code = OpCode::recvmsg;
     op_.fd = fd;
     op_.msg_flags = MSG_TRUNC; // the result is the datagram's real length
@@ -127,7 +187,20 @@ RecvFromAwaitable::RecvFromAwaitable(int fd, void* buf, std::size_t len, SocketA
     iov_.iov_len = len;
 }
 
-void RecvFromAwaitable::prepare() noexcept {
+void RecvFromAwaitable::prepare() {
+    if (gro_ != nullptr) { // into a block: one receive may bring several datagrams
+        block_ = gro_->acquire();
+        msg_.msg_iov = &iov_;
+        msg_.msg_iovlen = 1;
+        msg_.msg_name = block_->from.data();
+        msg_.msg_namelen = SocketAddr::capacity();
+        msg_.msg_control = block_->control;
+        msg_.msg_controllen = GroStash::kControl;
+        iov_.iov_base = block_->payload;
+        iov_.iov_len = GroStash::kPayload;
+        op_.buf = &msg_;
+        return;
+    }
     msg_.msg_iov = &iov_;
     msg_.msg_iovlen = 1;
     if (from_ != nullptr) {
@@ -142,6 +215,19 @@ void RecvFromAwaitable::prepare() noexcept {
 }
 
 Result<RecvInfo> RecvFromAwaitable::result() {
+    if (gro_ != nullptr) {
+        if (block_ != nullptr) { // the kernel was asked: queue what it brought
+            GroStash::Block* b = std::exchange(block_, nullptr);
+            if (op_.result < 0) {
+                gro_->release(b);
+                return fail(static_cast<int>(-op_.result));
+            }
+            const std::uint16_t port = local_port_ != 0 ? local_port_ : bound_port(op_.fd);
+            ControlInfo c = parse_control(msg_, local_ != nullptr, port);
+            gro_->push(b, static_cast<std::uint32_t>(op_.result), c.segment, c.local);
+        }
+        return gro_->take(caller_, from_, local_);
+    }
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (local_ != nullptr) {
         std::uint16_t port = local_port_ != 0 ? local_port_ : bound_port(op_.fd);
@@ -153,27 +239,38 @@ Result<RecvInfo> RecvFromAwaitable::result() {
 // --- recv_batch -------------------------------------------------------------------------------
 
 RecvBatchAwaitable::RecvBatchAwaitable(int fd, std::span<Datagram> out, bool local_address,
-                                       std::uint16_t local_port) noexcept
+                                       std::uint16_t local_port, GroStash* gro) noexcept
     : out_(out.first(std::min(out.size(), kMaxUdpBatch)))
     , local_address_(local_address)
-    , local_port_(local_port) {
+    , local_port_(local_port)
+    , gro_(gro) {
     op_.code = OpCode::recvmmsg;
     op_.fd = fd;
     op_.msg_flags = MSG_TRUNC;
 }
 
-void RecvBatchAwaitable::prepare() noexcept {
+void RecvBatchAwaitable::prepare() {
+    issued_ = true;
     for (std::size_t i = 0; i < out_.size(); ++i) {
         Datagram& d = out_[i];
-        iov_[i].iov_base = d.buffer.data();
-        iov_[i].iov_len = d.buffer.size();
         msghdr& m = msgs_[i].msg_hdr;
-        m.msg_name = d.from.data();
+        if (gro_ != nullptr) { // into blocks: one message may bring several datagrams
+            GroStash::Block* b = blocks_[i] = gro_->acquire();
+            iov_[i].iov_base = b->payload;
+            iov_[i].iov_len = GroStash::kPayload;
+            m.msg_name = b->from.data();
+            m.msg_control = b->control;
+            m.msg_controllen = GroStash::kControl;
+        } else {
+            iov_[i].iov_base = d.buffer.data();
+            iov_[i].iov_len = d.buffer.size();
+            m.msg_name = d.from.data();
+            m.msg_control = local_address_ ? control_[i].data() : nullptr;
+            m.msg_controllen = local_address_ ? kPktinfoControl : 0;
+        }
         m.msg_namelen = SocketAddr::capacity();
         m.msg_iov = &iov_[i];
         m.msg_iovlen = 1;
-        m.msg_control = local_address_ ? control_[i].data() : nullptr;
-        m.msg_controllen = local_address_ ? kPktinfoControl : 0;
         m.msg_flags = 0;
         msgs_[i].msg_len = 0;
     }
@@ -181,7 +278,35 @@ void RecvBatchAwaitable::prepare() noexcept {
     op_.len = static_cast<std::uint32_t>(out_.size());
 }
 
+Result<std::size_t> RecvBatchAwaitable::offload_result() {
+    if (issued_) { // queue what the kernel brought; give back the blocks it did not fill
+        issued_ = false;
+        const std::size_t n = op_.result > 0 ? static_cast<std::size_t>(op_.result) : 0;
+        std::uint16_t port = local_port_;
+        if (local_address_ && port == 0 && n > 0) port = bound_port(op_.fd);
+        for (std::size_t i = 0; i < out_.size(); ++i) {
+            if (i >= n) {
+                gro_->release(blocks_[i]);
+                continue;
+            }
+            ControlInfo c = parse_control(msgs_[i].msg_hdr, local_address_, port);
+            gro_->push(blocks_[i], msgs_[i].msg_len, c.segment, c.local);
+        }
+        if (op_.result < 0 && !gro_->has_pending()) return fail(static_cast<int>(-op_.result));
+    }
+    std::size_t k = 0;
+    for (; k < out_.size() && gro_->has_pending(); ++k) {
+        Datagram& d = out_[k];
+        const RecvInfo info = gro_->take(d.buffer, &d.from, local_address_ ? &d.local : nullptr);
+        d.size = info.size;
+        d.datagram_size = info.datagram_size;
+        d.truncated = info.truncated;
+    }
+    return k;
+}
+
 Result<std::size_t> RecvBatchAwaitable::result() {
+    if (gro_ != nullptr) return offload_result();
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     const auto n = static_cast<std::size_t>(op_.result);
     std::uint16_t port = local_port_;
@@ -200,8 +325,21 @@ Result<std::size_t> RecvBatchAwaitable::result() {
 
 // --- send_batch -------------------------------------------------------------------------------
 
-SendBatchAwaitable::SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in) noexcept
-    : in_(in.first(std::min(in.size(), kMaxUdpBatch))) {
+namespace {
+// Kernel limits for one UDP_SEGMENT send: 64 segments (UDP_MAX_SEGMENTS on older kernels) and
+// one UDP length field for the whole payload.
+constexpr std::size_t kMaxGsoSegments = 64;
+constexpr std::size_t kMaxGsoBytes = 65000;
+
+bool same_destination(const SocketAddr* a, const SocketAddr* b) noexcept {
+    return a == b || (a != nullptr && b != nullptr && *a == *b);
+}
+} // namespace
+
+SendBatchAwaitable::SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in,
+                                       bool* gso) noexcept
+    : in_(in.first(std::min(in.size(), kMaxUdpBatch)))
+    , gso_(gso) {
     op_.code = OpCode::sendmmsg;
     op_.fd = fd;
     op_.all = true; // a batch the socket buffer cannot take at once is finished when writable
@@ -219,34 +357,99 @@ SendBatchAwaitable::SendBatchAwaitable(int fd, int family, std::span<const OutDa
 
 void SendBatchAwaitable::prepare() noexcept {
     for (std::size_t i = 0; i < count_; ++i) {
-        const OutDatagram& d = in_[i];
-        iov_[i].iov_base = const_cast<std::byte*>(d.data.data());
-        iov_[i].iov_len = d.data.size();
-        msghdr& m = msgs_[i].msg_hdr;
-        if (d.to != nullptr) {
-            m.msg_name = const_cast<sockaddr*>(d.to->data());
-            m.msg_namelen = d.to->size();
-        } else {
-            m.msg_name = nullptr;
-            m.msg_namelen = 0;
-        }
-        m.msg_iov = &iov_[i];
-        m.msg_iovlen = 1;
-        m.msg_control = nullptr;
-        m.msg_controllen = 0;
-        m.msg_flags = 0;
-        msgs_[i].msg_len = 0;
+        iov_[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
+        iov_[i].iov_len = in_[i].data.size();
     }
+    const bool coalesce = gso_ != nullptr && *gso_;
+    std::size_t m = 0, groups = 0;
+    for (std::size_t i = 0; i < count_; ++m) {
+        // A run: same destination, same size, except that the last one may be shorter.
+        std::size_t j = i + 1;
+        const std::size_t size = in_[i].data.size();
+        if (coalesce && size > 0) {
+            std::size_t total = size;
+            while (j < count_ && j - i < kMaxGsoSegments &&
+                   same_destination(in_[i].to, in_[j].to)) {
+                const std::size_t s = in_[j].data.size();
+                if (s == 0 || s > size || total + s > kMaxGsoBytes) break;
+                total += s;
+                ++j;
+                if (s < size) break;
+            }
+        }
+        msghdr& h = msgs_[m].msg_hdr;
+        const SocketAddr* to = in_[i].to;
+        h.msg_name = to != nullptr ? const_cast<sockaddr*>(to->data()) : nullptr;
+        h.msg_namelen = to != nullptr ? to->size() : 0;
+        h.msg_iov = &iov_[i];
+        h.msg_iovlen = j - i;
+        h.msg_control = nullptr;
+        h.msg_controllen = 0;
+        h.msg_flags = 0;
+        if (j - i > 1) {
+            h.msg_control = control_[groups].data();
+            h.msg_controllen = CMSG_SPACE(sizeof(std::uint16_t));
+            cmsghdr* c = CMSG_FIRSTHDR(&h);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+            const auto seg = static_cast<std::uint16_t>(size);
+            std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+            ++groups;
+        }
+        msgs_[m].msg_len = 0;
+        first_[m] = static_cast<std::uint8_t>(i);
+        segs_[m] = static_cast<std::uint8_t>(j - i);
+        i = j;
+    }
+    messages_ = m;
     op_.buf = msgs_.data();
-    op_.len = static_cast<std::uint32_t>(count_);
+    op_.len = static_cast<std::uint32_t>(m);
+}
+
+void SendBatchAwaitable::one_message_per_datagram(std::size_t from) noexcept {
+    for (std::size_t i = from; i < count_; ++i) {
+        msghdr& h = msgs_[i - from].msg_hdr;
+        const SocketAddr* to = in_[i].to;
+        h = msghdr{};
+        h.msg_name = to != nullptr ? const_cast<sockaddr*>(to->data()) : nullptr;
+        h.msg_namelen = to != nullptr ? to->size() : 0;
+        h.msg_iov = &iov_[i];
+        h.msg_iovlen = 1;
+    }
+}
+
+Result<std::size_t> SendBatchAwaitable::send_rest_without_gso(std::size_t from) noexcept {
+    // Rare: the first UDP_SEGMENT send on a route that cannot take it (no checksum offload,
+    // IPsec, a segment larger than the MTU allows). The rest goes now, non-blocking.
+    one_message_per_datagram(from);
+    std::size_t sent = from;
+    while (sent < count_) {
+        const auto left = static_cast<unsigned>(count_ - sent);
+        int r = ::sendmmsg(op_.fd, msgs_.data() + (sent - from), left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (sent > 0) return sent;
+            return fail(errno);
+        }
+        sent += static_cast<std::size_t>(r);
+    }
+    return sent;
 }
 
 Result<std::size_t> SendBatchAwaitable::result() {
     if (count_ == 0) return fail(setup_error_);
-    // An error after some datagrams left (or a cancelled remainder) still reports those.
-    if (op_.done > 0) return op_.done;
-    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
-    return static_cast<std::size_t>(op_.result);
+    // `done` counts the messages sent, also when an error (or a cancel) stopped the rest.
+    const std::size_t messages_sent = op_.done;
+    const std::size_t sent = datagrams_in(messages_sent);
+    if (op_.result >= 0) return sent;
+    const int err = static_cast<int>(-op_.result);
+    if ((err == EIO || err == EINVAL) && messages_sent < messages_ && segs_[messages_sent] > 1) {
+        *gso_ = false; // this socket's route refuses UDP_SEGMENT: one datagram per message now
+        return send_rest_without_gso(sent);
+    }
+    if (sent > 0) return sent; // the error shows again when the caller sends the rest
+    return fail(err);
 }
 
 } // namespace detail
@@ -257,7 +460,9 @@ UdpSocket::UdpSocket(UdpSocket&& o) noexcept
     : fd_(std::exchange(o.fd_, -1))
     , family_(o.family_)
     , local_port_(o.local_port_)
-    , local_address_(o.local_address_) {}
+    , local_address_(o.local_address_)
+    , gso_(o.gso_)
+    , gro_(std::move(o.gro_)) {}
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
     if (this != &o) {
@@ -266,6 +471,8 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
         family_ = o.family_;
         local_port_ = o.local_port_;
         local_address_ = o.local_address_;
+        gso_ = o.gso_;
+        gro_ = std::move(o.gro_);
     }
     return *this;
 }
@@ -278,6 +485,15 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     s.fd_ = *fd;
     s.family_ = family;
     s.local_address_ = o.local_address;
+    if (o.segmentation_offload) { // the kernel knows UDP_SEGMENT (Linux 4.18+)
+        int seg = 0;
+        socklen_t len = sizeof seg;
+        s.gso_ = ::getsockopt(s.fd_, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+    }
+    if (o.receive_offload) { // Linux 5.0+; without it, every datagram is received on its own
+        if (detail::setsockopt_int(s.fd_, SOL_UDP, UDP_GRO, 1))
+            s.gro_ = std::make_unique<detail::GroStash>();
+    }
     using detail::setsockopt_int;
     auto set = [&](bool when, int level, int name, int value) -> Result<void> {
         return when ? setsockopt_int(s.fd_, level, name, value) : Result<void>{};

@@ -4,6 +4,9 @@
 
 #include "common/udp_echo.hpp"
 
+#include <netinet/udp.h>
+#include <sys/socket.h>
+
 #include <array>
 #include <cstring>
 #include <string>
@@ -391,6 +394,175 @@ TEST_P(UdpTest, ConnectedSocketSeesRefusalWhenNobodyListens) {
         auto r = co_await client.recv(buf).timeout(10s);
         CO_ASSERT(!r);
         EXPECT_EQ(r.error(), std::errc::connection_refused) << r.error().message();
+    }());
+}
+
+/// Skip loudly when the kernel lacks UDP_SEGMENT / UDP_GRO (Linux < 4.18 / 5.0).
+#define REQUIRE_OFFLOADS(sender, receiver)                                                         \
+    do {                                                                                           \
+        if (!(sender).segmentation_offload() || !(receiver).receive_offload())                     \
+            throw std::runtime_error("SKIP: the kernel lacks UDP_SEGMENT or UDP_GRO");             \
+    } while (0)
+
+bool skipped(const std::runtime_error& e) {
+    return std::string(e.what()).starts_with("SKIP");
+}
+
+TEST_P(UdpTest, CoalescedRunsArriveAsSeparateDatagramsInOrder) {
+    static constexpr std::uint32_t kCount = 41; // 40 of 300 bytes, then a shorter one
+    try {
+        run([]() -> Task<void> {
+            UdpSocket server = bind_loopback();
+            UdpSocket client = connected_to(addr_of(server));
+            REQUIRE_OFFLOADS(client, server);
+            std::vector<std::vector<char>> msgs;
+            for (std::uint32_t i = 0; i < kCount; ++i)
+                msgs.push_back(pattern(i + 1 < kCount ? 300 : 100, i));
+            std::vector<OutDatagram> out;
+            for (auto& m : msgs)
+                out.emplace_back(m);
+            auto sent = co_await client.send_batch(out); // one UDP_SEGMENT message
+            CO_ASSERT(sent && *sent == kCount);
+            EXPECT_TRUE(client.segmentation_offload());
+
+            std::vector<std::array<char, 512>> storage(UdpSocket::max_batch);
+            std::vector<Datagram> in;
+            for (auto& b : storage)
+                in.emplace_back(b);
+            const SocketAddr from = addr_of(client);
+            std::uint32_t got = 0;
+            while (got < kCount) {
+                auto n = co_await server.recv_batch(in).timeout(10s);
+                CO_ASSERT(n && *n > 0);
+                for (std::size_t i = 0; i < *n; ++i, ++got) {
+                    EXPECT_EQ(in[i].from, from);
+                    EXPECT_FALSE(in[i].truncated);
+                    CO_ASSERT(in[i].size == msgs[got].size());
+                    CO_ASSERT(std::memcmp(storage[i].data(), msgs[got].data(), in[i].size) == 0);
+                }
+            }
+        }());
+    } catch (const std::runtime_error& e) {
+        if (!skipped(e)) throw;
+        GTEST_SKIP() << e.what();
+    }
+}
+
+TEST_P(UdpTest, LeftoversOfACoalescedReceiveGoToTheNextReceivesInOrder) {
+    static constexpr std::uint32_t kCount = 20;
+    try {
+        run([]() -> Task<void> {
+            UdpSocket server = bind_loopback({.local_address = true});
+            UdpSocket client = connected_to(addr_of(server));
+            REQUIRE_OFFLOADS(client, server);
+            std::vector<std::vector<char>> msgs;
+            for (std::uint32_t i = 0; i < kCount; ++i)
+                msgs.push_back(pattern(200, 100 + i));
+            std::vector<OutDatagram> out;
+            for (auto& m : msgs)
+                out.emplace_back(m);
+            CO_ASSERT(co_await client.send_batch(out));
+
+            // Three slots, then a single recv_from with a buffer too small, then the rest.
+            std::array<std::array<char, 256>, 3> three;
+            std::array<Datagram, 3> in{Datagram(three[0]), Datagram(three[1]), Datagram(three[2])};
+            std::uint32_t got = 0;
+            auto n = co_await server.recv_batch(in).timeout(10s);
+            CO_ASSERT(n && *n >= 1);
+            for (std::size_t i = 0; i < *n; ++i, ++got) {
+                CO_ASSERT(in[i].size == 200);
+                CO_ASSERT(std::memcmp(three[i].data(), msgs[got].data(), 200) == 0);
+                EXPECT_EQ(in[i].local, addr_of(server));
+            }
+            std::array<char, 50> small;
+            SocketAddr from, local;
+            auto r = co_await server.recv_from(small, &from, &local).timeout(10s);
+            CO_ASSERT(r.has_value());
+            EXPECT_TRUE(r->truncated);
+            EXPECT_EQ(r->size, 50u);
+            EXPECT_EQ(r->datagram_size, 200u);
+            EXPECT_EQ(from, addr_of(client));
+            EXPECT_EQ(local, addr_of(server));
+            CO_ASSERT(std::memcmp(small.data(), msgs[got].data(), 50) == 0);
+            ++got;
+            std::array<char, 256> one;
+            while (got < kCount) {
+                auto d = co_await server.recv(one).timeout(10s);
+                CO_ASSERT(d && d->size == 200);
+                CO_ASSERT(std::memcmp(one.data(), msgs[got].data(), 200) == 0);
+                ++got;
+            }
+            // Nothing is left over: the next receive waits for the kernel and times out.
+            auto none = co_await server.recv(one).timeout(20ms);
+            CO_ASSERT(!none);
+            EXPECT_EQ(none.error(), std::errc::timed_out);
+        }());
+    } catch (const std::runtime_error& e) {
+        if (!skipped(e)) throw;
+        GTEST_SKIP() << e.what();
+    }
+}
+
+TEST_P(UdpTest, SegmentationFallsBackWhenTheKernelRefusesIt) {
+    run([]() -> Task<void> {
+        UdpSocket server = bind_loopback();
+        UdpSocket client = connected_to(addr_of(server));
+        if (!client.segmentation_offload()) {
+            ADD_FAILURE() << "SKIP: the kernel lacks UDP_SEGMENT";
+            co_return;
+        }
+        // SO_NO_CHECK makes the kernel refuse UDP_SEGMENT sends (EINVAL).
+        int one = 1;
+        CO_ASSERT(::setsockopt(client.fd(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0);
+        std::vector<std::vector<char>> msgs;
+        for (std::uint32_t i = 0; i < 10; ++i)
+            msgs.push_back(pattern(128, 200 + i));
+        std::vector<OutDatagram> out;
+        for (auto& m : msgs)
+            out.emplace_back(m);
+        auto sent = co_await client.send_batch(out);
+        CO_ASSERT(sent.has_value());
+        EXPECT_EQ(*sent, 10u);
+        EXPECT_FALSE(client.segmentation_offload()); // plain sends from now on
+        std::array<char, 256> buf;
+        for (std::uint32_t i = 0; i < 10; ++i) {
+            auto r = co_await server.recv(buf).timeout(10s);
+            CO_ASSERT(r && r->size == 128);
+            CO_ASSERT(std::memcmp(buf.data(), msgs[i].data(), 128) == 0);
+        }
+    }());
+}
+
+TEST_P(UdpTest, EchoWithoutOffloadsToo) {
+    run([]() -> Task<void> {
+        const UdpOptions plain{.segmentation_offload = false, .receive_offload = false};
+        auto s = UdpSocket::bind(SocketAddr::loopback_v4(0), plain);
+        CO_ASSERT(s.has_value());
+        UdpSocket server = std::move(*s);
+        auto c = UdpSocket::open(AF_INET, plain);
+        CO_ASSERT(c && c->connect(addr_of(server)));
+        UdpSocket client = std::move(*c);
+        EXPECT_FALSE(server.receive_offload());
+        EXPECT_FALSE(client.segmentation_offload());
+        std::vector<std::vector<char>> msgs;
+        for (std::uint32_t i = 0; i < 16; ++i)
+            msgs.push_back(pattern(256, 300 + i));
+        std::vector<OutDatagram> out;
+        for (auto& m : msgs)
+            out.emplace_back(m);
+        CO_ASSERT(co_await client.send_batch(out));
+        std::vector<std::array<char, 512>> storage(16);
+        std::vector<Datagram> in;
+        for (auto& b : storage)
+            in.emplace_back(b);
+        std::uint32_t got = 0;
+        while (got < 16) {
+            auto n = co_await server.recv_batch(std::span(in).first(16 - got)).timeout(10s);
+            CO_ASSERT(n && *n > 0);
+            for (std::size_t i = 0; i < *n; ++i, ++got)
+                CO_ASSERT(in[i].size == 256 &&
+                          std::memcmp(storage[i].data(), msgs[got].data(), 256) == 0);
+        }
     }());
 }
 

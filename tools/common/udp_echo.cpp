@@ -229,7 +229,10 @@ Task<ClientReport> run_echo_clients(const ClientConfig& cfg, LiveCounters* live)
     std::vector<UdpSocket> socks;
     socks.reserve(cfg.clients);
     for (unsigned i = 0; i < cfg.clients; ++i) {
-        auto s = UdpSocket::open(cfg.server.family(), {.recv_buffer_size = cfg.recv_buffer_size});
+        auto s =
+            UdpSocket::open(cfg.server.family(), {.recv_buffer_size = cfg.recv_buffer_size,
+                                                  .segmentation_offload = cfg.segmentation_offload,
+                                                  .receive_offload = cfg.receive_offload});
         Result<void> connected =
             s ? s->connect(cfg.server) : Result<void>(std::unexpected(s.error()));
         if (!connected) {

@@ -100,6 +100,8 @@ struct ClientConfig {
     std::chrono::nanoseconds stall_timeout{200'000'000};   ///< no echo this long: free the window
     std::chrono::nanoseconds drain_timeout{1'000'000'000}; ///< after the last send
     int recv_buffer_size = 0;                              ///< SO_RCVBUF of each client socket
+    bool segmentation_offload = true; ///< UdpOptions::segmentation_offload of each client socket
+    bool receive_offload = true;      ///< UdpOptions::receive_offload of each client socket
 };
 
 struct ClientReport {

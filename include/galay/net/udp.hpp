@@ -33,7 +33,9 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <span>
+#include <vector>
 
 namespace galay {
 
@@ -84,11 +86,57 @@ struct UdpOptions {
     /// IP_PKTINFO / IPV6_RECVPKTINFO: report the local address each datagram was sent to
     /// (`recv_from(buf, &from, &local)`, `Datagram::local`). Useful on wildcard binds.
     bool local_address = false;
+    /// send_batch: a run of datagrams of one size to one destination leaves as one UDP_SEGMENT
+    /// (GSO) send, which the kernel splits into the same datagrams. If the kernel or the route
+    /// refuses it, the socket quietly goes back to one datagram per message.
+    bool segmentation_offload = true;
+    /// UDP_GRO: the kernel may hand one receive several datagrams from one sender at once (its
+    /// GSO send, or NIC GRO), which is several times cheaper per datagram. Receives then land in
+    /// pooled 64 KiB blocks and are split into the caller's buffers: the API is unchanged, each
+    /// datagram still fills its own buffer.
+    bool receive_offload = true;
 };
 
 class UdpSocket;
 
 namespace detail {
+
+/// The receive side of UdpOptions::receive_offload. A receive lands in a 64 KiB block (one
+/// coalesced message may carry many datagrams); each message is queued as a run of datagrams and
+/// handed out one per caller buffer, in arrival order. What a receive could not hand out waits
+/// for the next one. Blocks are pooled: no allocation once warm.
+class GroStash {
+public:
+    static constexpr std::size_t kPayload = 65536; // more than the largest UDP payload
+    static constexpr std::size_t kControl = 64;    // UDP_GRO and IP(V6)_PKTINFO
+    struct Block {
+        std::byte payload[kPayload];
+        SocketAddr from;
+        alignas(8) unsigned char control[kControl];
+    };
+
+    Block* acquire();
+    void release(Block* b) noexcept { free_.push_back(b); }
+    /// Queue `len` bytes of `b` as datagrams of `segment` bytes each (the last may be shorter;
+    /// 0: one datagram). Takes ownership of `b` until its last datagram is taken.
+    void push(Block* b, std::uint32_t len, std::uint32_t segment, const SocketAddr& local);
+    bool has_pending() const noexcept { return head_ < runs_.size(); }
+    /// Copy the next queued datagram into `dst` (truncating it to dst.size()).
+    RecvInfo take(std::span<std::byte> dst, SocketAddr* from, SocketAddr* local) noexcept;
+
+private:
+    struct Run {
+        Block* block;
+        std::uint32_t offset;
+        std::uint32_t left;
+        std::uint32_t segment;
+        SocketAddr local;
+    };
+    std::vector<std::unique_ptr<Block>> owned_;
+    std::vector<Block*> free_;
+    std::vector<Run> runs_;
+    std::size_t head_ = 0;
+};
 
 /// sendmsg to an address (or to the connected peer when `to` is null).
 class SendToAwaitable : public IoAwaitable<SendToAwaitable> {
@@ -111,8 +159,10 @@ private:
 class RecvFromAwaitable : public IoAwaitable<RecvFromAwaitable> {
 public:
     RecvFromAwaitable(int fd, void* buf, std::size_t len, SocketAddr* from, SocketAddr* local,
-                      std::uint16_t local_port) noexcept;
-    void prepare() noexcept;
+                      std::uint16_t local_port, GroStash* gro) noexcept;
+    /// With receive offload, a datagram left over from an earlier receive is taken at once.
+    bool await_ready() const noexcept { return gro_ != nullptr && gro_->has_pending(); }
+    void prepare();
     Result<RecvInfo> result();
 
 private:
@@ -121,45 +171,70 @@ private:
     SocketAddr* from_;
     SocketAddr* local_;
     std::uint16_t local_port_;
+    GroStash* gro_;
+    std::span<std::byte> caller_;      // the caller's buffer
+    GroStash::Block* block_ = nullptr; // receive offload: where the kernel writes
     alignas(8) unsigned char control_[64];
 };
 
 inline constexpr std::size_t kMaxUdpBatch = 64;
 inline constexpr std::size_t kPktinfoControl = 40; // CMSG_SPACE(sizeof(in6_pktinfo))
+inline constexpr std::size_t kGsoControl = 24;     // CMSG_SPACE(sizeof(std::uint16_t))
 
 /// recvmmsg into up to kMaxUdpBatch caller buffers.
 class RecvBatchAwaitable : public IoAwaitable<RecvBatchAwaitable> {
 public:
     RecvBatchAwaitable(int fd, std::span<Datagram> out, bool local_address,
-                       std::uint16_t local_port) noexcept;
-    bool await_ready() const noexcept { return out_.empty(); }
-    void prepare() noexcept;
+                       std::uint16_t local_port, GroStash* gro) noexcept;
+    bool await_ready() const noexcept {
+        return out_.empty() || (gro_ != nullptr && gro_->has_pending());
+    }
+    void prepare();
     Result<std::size_t> result();
 
 private:
+    Result<std::size_t> offload_result();
+
     std::span<Datagram> out_;
     bool local_address_;
     std::uint16_t local_port_;
+    GroStash* gro_;
+    bool issued_ = false; // prepare() ran: the kernel was asked
+    std::array<GroStash::Block*, kMaxUdpBatch> blocks_;
     // Filled for the first out_.size() entries only, in prepare(): no per-op zeroing of 7 KiB.
     std::array<mmsghdr, kMaxUdpBatch> msgs_;
     std::array<iovec, kMaxUdpBatch> iov_;
     std::array<std::array<unsigned char, kPktinfoControl>, kMaxUdpBatch> control_;
 };
 
-/// sendmmsg of up to kMaxUdpBatch datagrams; finishes the batch unless an error stops it.
+/// sendmmsg of up to kMaxUdpBatch datagrams; finishes the batch unless an error stops it. Runs
+/// of equal-size datagrams to one destination go as one UDP_SEGMENT message when `gso` says the
+/// socket may (the flag is cleared if the kernel refuses, and the rest is sent one by one).
 class SendBatchAwaitable : public IoAwaitable<SendBatchAwaitable> {
 public:
-    SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in) noexcept;
+    SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in, bool* gso) noexcept;
     bool await_ready() const noexcept { return count_ == 0; }
     void prepare() noexcept;
     Result<std::size_t> result();
 
 private:
+    std::size_t datagrams_in(std::size_t messages) const noexcept {
+        return messages >= messages_ ? count_ : first_[messages];
+    }
+    void one_message_per_datagram(std::size_t from) noexcept;
+    Result<std::size_t> send_rest_without_gso(std::size_t from) noexcept;
+
     std::span<const OutDatagram> in_;
     std::size_t count_ = 0; // datagrams handed to the kernel (stops before a bad address)
     int setup_error_ = 0;   // the address of datagram `count_` is unusable
+    bool* gso_;             // the socket's "UDP_SEGMENT works" flag (null: never coalesce)
+    std::size_t messages_ = 0;
+    // Filled for the messages in use only, in prepare().
     std::array<mmsghdr, kMaxUdpBatch> msgs_;
     std::array<iovec, kMaxUdpBatch> iov_;
+    std::array<std::uint8_t, kMaxUdpBatch> first_; // first datagram of message m
+    std::array<std::uint8_t, kMaxUdpBatch> segs_;  // datagrams in message m
+    alignas(8) std::array<std::array<unsigned char, kGsoControl>, kMaxUdpBatch / 2> control_;
 };
 
 } // namespace detail
@@ -197,7 +272,8 @@ public:
     template <MutableBuffer B>
     detail::RecvFromAwaitable recv_from(B&& buf, SocketAddr* from,
                                         SocketAddr* local = nullptr) noexcept {
-        return {fd_, std::ranges::data(buf), std::ranges::size(buf), from, local, local_port_};
+        return {fd_,       std::ranges::data(buf), std::ranges::size(buf), from, local, local_port_,
+                gro_.get()};
     }
     /// Send one datagram to the connected peer.
     template <ConstBuffer B>
@@ -207,18 +283,19 @@ public:
     /// Receive one datagram (from the connected peer, on a connected socket).
     template <MutableBuffer B>
     detail::RecvFromAwaitable recv(B&& buf) noexcept {
-        return {fd_, std::ranges::data(buf), std::ranges::size(buf), nullptr, nullptr, 0};
+        return {fd_,       std::ranges::data(buf), std::ranges::size(buf), nullptr, nullptr, 0,
+                gro_.get()};
     }
 
     /// Receive at least one and up to min(out.size(), max_batch) datagrams, one per slot, in
     /// arrival order. Returns how many slots were filled.
     detail::RecvBatchAwaitable recv_batch(std::span<Datagram> out) noexcept {
-        return {fd_, out, local_address_, local_port_};
+        return {fd_, out, local_address_, local_port_, gro_.get()};
     }
     /// Send up to min(in.size(), max_batch) datagrams in order. Returns how many were sent: all
     /// of them unless an error stopped the batch (the error is returned when none was sent).
     detail::SendBatchAwaitable send_batch(std::span<const OutDatagram> in) noexcept {
-        return {fd_, family_, in};
+        return {fd_, family_, in, &gso_};
     }
 
     detail::CloseAwaitable close() noexcept {
@@ -237,6 +314,10 @@ public:
     bool is_open() const noexcept { return fd_ >= 0; }
     int fd() const noexcept { return fd_; }
     int family() const noexcept { return family_; }
+    /// UdpOptions::segmentation_offload is on and the kernel accepted it (so far).
+    bool segmentation_offload() const noexcept { return gso_; }
+    /// UdpOptions::receive_offload is on and the kernel accepted it.
+    bool receive_offload() const noexcept { return gro_ != nullptr; }
 
 private:
     static Result<UdpSocket> create(int family, const UdpOptions& options) noexcept;
@@ -245,6 +326,8 @@ private:
     int family_ = AF_UNSPEC;
     std::uint16_t local_port_ = 0; // for `local` addresses (pktinfo carries no port)
     bool local_address_ = false;
+    bool gso_ = false; // UdpOptions::segmentation_offload, and the kernel has UDP_SEGMENT
+    std::unique_ptr<detail::GroStash> gro_; // UdpOptions::receive_offload, and UDP_GRO is on
 };
 
 } // namespace galay
