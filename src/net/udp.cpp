@@ -377,12 +377,22 @@ void SendBatchAwaitable::prepare() noexcept {
                 if (s < size) break;
             }
         }
+        // The group's iovecs, merged where one datagram ends where the next begins (a sender
+        // that stamps its messages back to back gets one copy per group in the kernel).
+        std::size_t w = i + 1;
+        for (std::size_t k = i + 1; k < j; ++k) {
+            auto* end = static_cast<std::byte*>(iov_[w - 1].iov_base) + iov_[w - 1].iov_len;
+            if (end == in_[k].data.data())
+                iov_[w - 1].iov_len += in_[k].data.size();
+            else
+                iov_[w++] = iov_[k];
+        }
         msghdr& h = msgs_[m].msg_hdr;
         const SocketAddr* to = in_[i].to;
         h.msg_name = to != nullptr ? const_cast<sockaddr*>(to->data()) : nullptr;
         h.msg_namelen = to != nullptr ? to->size() : 0;
         h.msg_iov = &iov_[i];
-        h.msg_iovlen = j - i;
+        h.msg_iovlen = w - i;
         h.msg_control = nullptr;
         h.msg_controllen = 0;
         h.msg_flags = 0;
@@ -408,7 +418,9 @@ void SendBatchAwaitable::prepare() noexcept {
 }
 
 void SendBatchAwaitable::one_message_per_datagram(std::size_t from) noexcept {
-    for (std::size_t i = from; i < count_; ++i) {
+    for (std::size_t i = from; i < count_; ++i) { // prepare() may have merged iovecs: redo them
+        iov_[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
+        iov_[i].iov_len = in_[i].data.size();
         msghdr& h = msgs_[i - from].msg_hdr;
         const SocketAddr* to = in_[i].to;
         h = msghdr{};

@@ -448,6 +448,34 @@ TEST_P(UdpTest, CoalescedRunsArriveAsSeparateDatagramsInOrder) {
     }
 }
 
+TEST_P(UdpTest, BackToBackMessagesInOneBufferArriveSeparately) {
+    run([]() -> Task<void> {
+        UdpSocket server = bind_loopback();
+        UdpSocket client = connected_to(addr_of(server));
+        // 12 of 100 bytes back to back, then 3 of 100 elsewhere, then 2 more back to back: runs
+        // with merged and unmerged iovecs.
+        std::vector<char> a = pattern(1400, 1), b = pattern(300, 2);
+        std::vector<std::span<const char>> parts;
+        for (std::size_t i = 0; i < 12; ++i)
+            parts.push_back(std::span(a).subspan(i * 100, 100));
+        for (std::size_t i = 0; i < 3; ++i)
+            parts.push_back(std::span(b).subspan(i * 100, 100));
+        for (std::size_t i = 12; i < 14; ++i)
+            parts.push_back(std::span(a).subspan(i * 100, 100));
+        std::vector<OutDatagram> out;
+        for (auto p : parts)
+            out.emplace_back(p);
+        auto sent = co_await client.send_batch(out);
+        CO_ASSERT(sent && *sent == parts.size());
+        std::array<char, 200> buf;
+        for (auto p : parts) {
+            auto r = co_await server.recv(buf).timeout(10s);
+            CO_ASSERT(r && r->size == 100);
+            CO_ASSERT(std::memcmp(buf.data(), p.data(), 100) == 0);
+        }
+    }());
+}
+
 TEST_P(UdpTest, LeftoversOfACoalescedReceiveGoToTheNextReceivesInOrder) {
     static constexpr std::uint32_t kCount = 20;
     try {
@@ -514,12 +542,12 @@ TEST_P(UdpTest, SegmentationFallsBackWhenTheKernelRefusesIt) {
         // SO_NO_CHECK makes the kernel refuse UDP_SEGMENT sends (EINVAL).
         int one = 1;
         CO_ASSERT(::setsockopt(client.fd(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0);
-        std::vector<std::vector<char>> msgs;
-        for (std::uint32_t i = 0; i < 10; ++i)
-            msgs.push_back(pattern(128, 200 + i));
+        // Back to back in one buffer: prepare() merges them into one iovec, which the fallback
+        // has to undo.
+        std::vector<char> all = pattern(10 * 128, 200);
         std::vector<OutDatagram> out;
-        for (auto& m : msgs)
-            out.emplace_back(m);
+        for (std::uint32_t i = 0; i < 10; ++i)
+            out.emplace_back(std::span(all).subspan(i * 128, 128));
         auto sent = co_await client.send_batch(out);
         CO_ASSERT(sent.has_value());
         EXPECT_EQ(*sent, 10u);
@@ -528,7 +556,7 @@ TEST_P(UdpTest, SegmentationFallsBackWhenTheKernelRefusesIt) {
         for (std::uint32_t i = 0; i < 10; ++i) {
             auto r = co_await server.recv(buf).timeout(10s);
             CO_ASSERT(r && r->size == 128);
-            CO_ASSERT(std::memcmp(buf.data(), msgs[i].data(), 128) == 0);
+            CO_ASSERT(std::memcmp(buf.data(), all.data() + i * 128, 128) == 0);
         }
     }());
 }

@@ -1,6 +1,7 @@
 #include "common/udp_echo.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -279,7 +280,11 @@ Task<void> serve_echo(UdpSocket& sock, ServerCounters& c, std::size_t buffer_siz
         }
         for (std::size_t i = 0; i < *n; ++i) {
             out[i] = OutDatagram(in[i].data(), &in[i].from);
-            if (in[i].truncated) ++c.truncated;
+            if (in[i].truncated && c.truncated++ == 0)
+                std::fprintf(stderr,
+                             "echo server: a %zu-byte datagram from %s was cut to %zu bytes "
+                             "(raise --buffer); further ones are counted\n",
+                             in[i].datagram_size, in[i].from.to_string().c_str(), in[i].size);
         }
         c.received += *n;
         for (std::size_t done = 0; done < *n;) {
