@@ -296,6 +296,9 @@ Result<std::size_t> RecvBatchAwaitable::offload_result() {
     }
     std::size_t k = 0;
     for (; k < out_.size() && gro_->has_pending(); ++k) {
+        // Keep a sender's run whole when it no longer fits: the next call gets it entire, so an
+        // echo of these slots re-coalesces into one UDP_SEGMENT send instead of two.
+        if (k > 0 && gro_->front_run_size() > out_.size() - k) break;
         Datagram& d = out_[k];
         const RecvInfo info = gro_->take(d.buffer, &d.from, local_address_ ? &d.local : nullptr);
         d.size = info.size;

@@ -531,6 +531,45 @@ TEST_P(UdpTest, LeftoversOfACoalescedReceiveGoToTheNextReceivesInOrder) {
     }
 }
 
+TEST_P(UdpTest, ABatchDoesNotSplitASendersRunWhenTheNextCallCanTakeItWhole) {
+    try {
+        run([]() -> Task<void> {
+            UdpSocket server = bind_loopback();
+            UdpSocket a = connected_to(addr_of(server));
+            UdpSocket b = connected_to(addr_of(server));
+            REQUIRE_OFFLOADS(a, server);
+            std::vector<char> pa = pattern(5 * 100, 1), pb = pattern(5 * 100, 2);
+            std::vector<OutDatagram> outa, outb;
+            for (std::size_t i = 0; i < 5; ++i) {
+                outa.emplace_back(std::span(pa).subspan(i * 100, 100));
+                outb.emplace_back(std::span(pb).subspan(i * 100, 100));
+            }
+            CO_ASSERT(co_await a.send_batch(outa)); // one run of 5 from a
+            CO_ASSERT(co_await b.send_batch(outb)); // then one of 5 from b
+            std::vector<std::array<char, 128>> storage(8);
+            std::vector<Datagram> in;
+            for (auto& s : storage)
+                in.emplace_back(s);
+            // 8 slots: all of a's run, and not 3 of b's (those would leave as a second send).
+            auto n = co_await server.recv_batch(in).timeout(10s);
+            CO_ASSERT(n.has_value());
+            EXPECT_EQ(*n, 5u);
+            for (std::size_t i = 0; i < *n; ++i)
+                EXPECT_EQ(in[i].from, addr_of(a));
+            auto m = co_await server.recv_batch(in).timeout(10s);
+            CO_ASSERT(m.has_value());
+            EXPECT_EQ(*m, 5u);
+            for (std::size_t i = 0; i < *m; ++i) {
+                EXPECT_EQ(in[i].from, addr_of(b));
+                EXPECT_EQ(std::memcmp(storage[i].data(), pb.data() + i * 100, 100), 0);
+            }
+        }());
+    } catch (const std::runtime_error& e) {
+        if (!skipped(e)) throw;
+        GTEST_SKIP() << e.what();
+    }
+}
+
 TEST_P(UdpTest, SegmentationFallsBackWhenTheKernelRefusesIt) {
     run([]() -> Task<void> {
         UdpSocket server = bind_loopback();

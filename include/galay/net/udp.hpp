@@ -121,6 +121,11 @@ public:
     /// 0: one datagram). Takes ownership of `b` until its last datagram is taken.
     void push(Block* b, std::uint32_t len, std::uint32_t segment, const SocketAddr& local);
     bool has_pending() const noexcept { return head_ < runs_.size(); }
+    /// Datagrams left in the oldest queued run (one sender's coalesced message).
+    std::size_t front_run_size() const noexcept {
+        const Run& r = runs_[head_];
+        return r.segment == 0 ? 1 : (r.left + r.segment - 1) / r.segment;
+    }
     /// Copy the next queued datagram into `dst` (truncating it to dst.size()).
     RecvInfo take(std::span<std::byte> dst, SocketAddr* from, SocketAddr* local) noexcept;
 
