@@ -4,7 +4,8 @@
 Server pinned to one CPU, bench_udp's client to the other, same client flags for every server,
 alternating A B C A B C ... so drift on this shared machine hits every server alike. Prints each
 run (received pkt/s, server CPU us per echoed packet, loss) and, per galay backend, the median of
-the per-round ratios against raw_udp with their min-max spread.
+the per-round ratios against raw_udp (and, with --raw-offload, against raw_udp using UDP_GRO and
+UDP_SEGMENT like galay's defaults) with their min-max spread.
 
     bench/udp_ab.py --bin build/release/bin --rounds 3 -- -c 100 -s 256 -P 10 -d 3 --warmup 1
 """
@@ -47,6 +48,8 @@ def main():
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--raw-sockets", type=int, default=1)
+    ap.add_argument("--raw-offload", action="store_true",
+                    help="also raw_udp with UDP_GRO + UDP_SEGMENT (raw_udp_offload)")
     ap.add_argument("--backends", default="epoll,io_uring",
                     help="galay backends to measure (empty: none)")
     ap.add_argument("--uring-modes", default="",
@@ -57,6 +60,8 @@ def main():
     a = ap.parse_args()
 
     servers = {"raw_udp": [f"{a.bin}/raw_udp", str(a.port), str(a.raw_sockets)]}
+    if a.raw_offload:
+        servers["raw_udp_offload"] = servers["raw_udp"] + ["offload"]
     for m in filter(None, a.uring_modes.split(",")):
         servers[f"uring/{m}"] = [f"{a.bin}/raw_uring_udp", str(a.port), str(a.raw_sockets), m]
     for b in filter(None, a.backends.split(",")):
@@ -80,20 +85,22 @@ def main():
             time.sleep(0.2)
 
     print()
-    base = results["raw_udp"]
-    for name in servers:
-        if name == "raw_udp":
-            continue
-        pps = [x["received_pps"] / b["received_pps"] for x, b in zip(results[name], base)]
-        cpu = [b["server_cpu_us_per_packet"] / x["server_cpu_us_per_packet"]
-               for x, b in zip(results[name], base)
-               if x.get("server_cpu_us_per_packet") and b.get("server_cpu_us_per_packet")]
-        line = (f"{name:15s} pkt/s vs raw_udp: median {statistics.median(pps):.3f}x "
-                f"(min {min(pps):.3f}, max {max(pps):.3f})")
-        if cpu:
-            line += (f" | server efficiency (raw CPU/pkt / ours): median "
-                     f"{statistics.median(cpu):.3f}x ({min(cpu):.3f}-{max(cpu):.3f})")
-        print(line)
+    bases = ["raw_udp"] + (["raw_udp_offload"] if a.raw_offload else [])
+    for base_name in bases:
+        base = results[base_name]
+        for name in servers:
+            if name in bases:
+                continue
+            pps = [x["received_pps"] / b["received_pps"] for x, b in zip(results[name], base)]
+            cpu = [b["server_cpu_us_per_packet"] / x["server_cpu_us_per_packet"]
+                   for x, b in zip(results[name], base)
+                   if x.get("server_cpu_us_per_packet") and b.get("server_cpu_us_per_packet")]
+            line = (f"{name:15s} pkt/s vs {base_name}: median {statistics.median(pps):.3f}x "
+                    f"(min {min(pps):.3f}, max {max(pps):.3f})")
+            if cpu:
+                line += (f" | server efficiency (base CPU/pkt / ours): median "
+                         f"{statistics.median(cpu):.3f}x ({min(cpu):.3f}-{max(cpu):.3f})")
+            print(line)
     for name in servers:
         v = [x["received_pps"] for x in results[name]]
         print(f"{name:15s} received pkt/s: median {statistics.median(v):,.0f} "

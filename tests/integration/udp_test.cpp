@@ -318,6 +318,28 @@ TEST_P(UdpTest, Ipv6EchoAndSourceAddress) {
         auto back = co_await client.recv(buf).timeout(10s);
         CO_ASSERT(back && back->size == 700);
         EXPECT_EQ(std::memcmp(buf.data(), msg.data(), 700), 0);
+
+        // A batch over IPv6 (one UDP_SEGMENT run where the kernel has it), back in order.
+        std::vector<char> all = pattern(8 * 120, 4);
+        std::vector<OutDatagram> out;
+        for (std::size_t i = 0; i < 8; ++i)
+            out.emplace_back(std::span(all).subspan(i * 120, 120));
+        auto sent = co_await client.send_batch(out);
+        CO_ASSERT(sent && *sent == 8);
+        std::vector<std::array<char, 256>> storage(8);
+        std::vector<Datagram> in;
+        for (auto& b : storage)
+            in.emplace_back(b);
+        std::size_t got = 0;
+        while (got < 8) {
+            auto n = co_await server.recv_batch(std::span(in).first(8 - got)).timeout(10s);
+            CO_ASSERT(n && *n > 0);
+            for (std::size_t i = 0; i < *n; ++i, ++got) {
+                EXPECT_EQ(in[i].from, addr_of(client));
+                CO_ASSERT(in[i].size == 120);
+                CO_ASSERT(std::memcmp(storage[i].data(), all.data() + got * 120, 120) == 0);
+            }
+        }
     }());
 }
 

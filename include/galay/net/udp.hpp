@@ -1,16 +1,18 @@
 // galay/net/udp.hpp: UDP sockets, one datagram at a time or in batches.
 //
 //     galay::Task<void> echo_worker(std::uint16_t port) {
-//         auto sock = galay::UdpSocket::bind(galay::SocketAddr::any_v4(port), {.reuse_port =
-//         true}); if (!sock) co_return; std::vector<std::array<char, 2048>> storage(32);
-//         std::vector<galay::Datagram> in(storage.begin(), storage.end()); // one buffer each
+//         auto addr = galay::SocketAddr::any_v4(port);
+//         auto sock = galay::UdpSocket::bind(addr, {.reuse_port = true});
+//         if (!sock) co_return;
+//         std::vector<std::array<char, 2048>> storage(32);
+//         std::vector<galay::Datagram> in(storage.begin(), storage.end()); // a buffer each
 //         std::vector<galay::OutDatagram> out(in.size());
 //         for (;;) {
-//             auto n = co_await sock->recv_batch(in);            // recvmmsg: up to 32 at once
+//             auto n = co_await sock->recv_batch(in); // up to 32 datagrams at once
 //             if (!n) co_return;
 //             for (std::size_t i = 0; i < *n; ++i)
 //                 out[i] = galay::OutDatagram(in[i].data(), &in[i].from);
-//             co_await sock->send_batch(std::span(out).first(*n)); // sendmmsg: all of them
+//             co_await sock->send_batch(std::span(out).first(*n)); // all of them
 //         }
 //     }
 //
@@ -18,9 +20,14 @@
 //     if (r && r->truncated) { /* r->datagram_size bytes were sent, r->size fit in buf */ }
 //
 // Every operation returns `Result<...>` and accepts `.timeout(d)`; destroying a socket closes it.
-// Batches: on epoll one `recvmmsg`/`sendmmsg` per batch; on io_uring (which has no recvmmsg
-// opcode) the same system calls, issued once io_uring reports the socket ready (see
-// src/driver/mmsg.hpp).
+//
+// How batches reach the kernel: one `recvmmsg`/`sendmmsg` per batch (on io_uring, which has no
+// such opcode, the same system calls once io_uring reports the socket ready: src/driver/mmsg.hpp).
+// By default a socket also uses the kernel's UDP offloads, probed per socket: send_batch sends a
+// run of equal-size datagrams to one destination as one UDP_SEGMENT (GSO) message, and receives
+// accept UDP_GRO, so one receive may carry a sender's whole run. Each datagram still arrives in
+// its own buffer, in order; per datagram this costs several times less kernel work (bench_udp:
+// server CPU per echoed 256-byte packet 0.6-0.8 us with offloads, 3.4-4 us without).
 #pragma once
 
 #include "galay/detail/io_awaitable.hpp"
