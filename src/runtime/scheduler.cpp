@@ -11,7 +11,19 @@
 
 namespace galay {
 
-thread_local Scheduler* Scheduler::current_ = nullptr;
+namespace {
+// Not a static data member used from inline code: UBSan (GCC 12) reports the TLS wrapper of
+// such a member as a null store.
+thread_local Scheduler* t_current = nullptr;
+} // namespace
+
+Scheduler* Scheduler::current() noexcept {
+    return t_current;
+}
+
+Scheduler* Scheduler::exchange_current(Scheduler* s) noexcept {
+    return std::exchange(t_current, s);
+}
 
 namespace detail {
 
@@ -91,7 +103,7 @@ void report_unhandled_exception(std::exception_ptr e) noexcept {
 }
 
 Scheduler& current_scheduler() {
-    Scheduler* s = Scheduler::current();
+    Scheduler* s = t_current;
     if (s == nullptr) {
         std::fputs("galay: an operation was awaited outside a scheduler (use block_on)\n", stderr);
         std::abort();
@@ -114,8 +126,7 @@ Scheduler::~Scheduler() {
 }
 
 void Scheduler::shutdown() noexcept {
-    Scheduler* saved = current_;
-    current_ = this;
+    Scheduler* saved = exchange_current(this);
     // Cancel every kernel operation and wait for it, so no buffer of a frame we are about to
     // destroy is still owned by the kernel.
     driver_->shutdown();
@@ -126,7 +137,7 @@ void Scheduler::shutdown() noexcept {
         h.destroy();
     }
     driver_.reset();
-    current_ = saved;
+    exchange_current(saved);
 }
 
 void Scheduler::spawn(Task<void> task) {
