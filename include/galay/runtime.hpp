@@ -52,8 +52,9 @@ Result<Backend> resolve_backend(Backend requested);
 
 struct SchedulerOptions {
     Backend backend = Backend::automatic;
-    unsigned ring_entries = 1024; ///< io_uring submission queue size
-    bool quiet = false;           ///< do not print the fallback line
+    unsigned ring_entries = 1024;     ///< io_uring submission queue size
+    unsigned pool_buffers = 4096;     ///< buffers lent by `recv_pooled` (a power of two)
+    unsigned pool_buffer_size = 2048; ///< bytes per pooled buffer
 };
 
 namespace detail {

@@ -2,6 +2,7 @@
 // fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
 // Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
 // connection costs one epoll_ctl in its lifetime and none per operation.
+#include "driver/common/buffer_pool.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
@@ -22,7 +23,8 @@ namespace galay::detail {
 namespace {
 
 bool waits_for_read(OpCode c) noexcept {
-    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg;
+    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recv_pooled ||
+           c == OpCode::recvmsg;
 }
 
 /// A FIFO of ops waiting for one direction of one fd.
@@ -69,8 +71,9 @@ struct FdState {
 
 class EpollDriver final : public Driver {
 public:
-    explicit EpollDriver(Scheduler& s)
-        : sched_(s) {
+    EpollDriver(Scheduler& s, const SchedulerOptions& options)
+        : sched_(s)
+        , pool_(options.pool_buffers, options.pool_buffer_size) {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -115,7 +118,19 @@ public:
         default:
             break;
         }
+        if (op.code == OpCode::recv_pooled && pool_.empty()) {
+            // Every buffer is lent out: wait for one to come back (as io_uring does).
+            op.pending = true;
+            ++waiting_;
+            starved_.push(op);
+            return false;
+        }
         if (attempt(op)) return true;
+        return wait_ready(op);
+    }
+
+    /// Queue `op` until its fd is ready. Returns false (the op is pending) or true with an error.
+    bool wait_ready(IoOp& op) {
         FdState& st = state(op.fd);
         if (!st.registered) {
             epoll_event ev{};
@@ -136,12 +151,27 @@ public:
     }
 
     void cancel(IoOp& op) override {
-        if (!op.pending || static_cast<std::size_t>(op.fd) >= fds_.size()) return;
-        FdState& st = fds_[op.fd];
-        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        if (!op.pending) return;
+        if (!starved_.remove(op)) {
+            if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
+            FdState& st = fds_[op.fd];
+            if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        }
         op.result = -ECANCELED;
         --waiting_;
         sched_.complete(op);
+    }
+
+    void give_back(std::uint16_t id) noexcept override {
+        pool_.put(id);
+        // An op that finds no data gives its buffer straight back, so keep going while there
+        // are buffers and starved ops.
+        while (starved_.head != nullptr && !pool_.empty()) {
+            IoOp* op = starved_.pop();
+            op->pending = false;
+            --waiting_;
+            if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
+        }
     }
 
     void forget_fd(int fd) noexcept override {
@@ -192,6 +222,7 @@ public:
     }
 
     void shutdown() noexcept override {
+        fail_all(starved_, -ECANCELED);
         for (FdState& st : fds_) {
             fail_all(st.readers, -ECANCELED);
             fail_all(st.writers, -ECANCELED);
@@ -217,6 +248,10 @@ private:
     /// Retry the waiting ops of one direction in order until one would block again.
     void retry(WaitList& list) {
         while (list.head != nullptr) {
+            if (list.head->code == OpCode::recv_pooled && pool_.empty()) {
+                starved_.push(*list.pop()); // ready, but no buffer: wait for one
+                continue;
+            }
             if (!attempt(*list.head)) return;
             IoOp* op = list.pop();
             --waiting_;
@@ -226,10 +261,29 @@ private:
 
     /// Run the op's system call. Returns true when the op is finished (result set), false when it
     /// would block.
-    static bool attempt(IoOp& op) noexcept {
+    bool attempt(IoOp& op) noexcept {
         for (;;) {
             ssize_t r;
             switch (op.code) {
+            case OpCode::recv_pooled: {
+                // A buffer is taken only for the system call and given back on EAGAIN, so an
+                // idle connection holds none.
+                int id = pool_.take();
+                if (id < 0) {
+                    op.result = -ENOBUFS;
+                    return true;
+                }
+                char* b = pool_.address(static_cast<std::uint16_t>(id));
+                r = ::recv(op.fd, b, pool_.size(), op.msg_flags);
+                if (r > 0) {
+                    op.result = r;
+                    op.aux = static_cast<std::uint64_t>(id);
+                    op.buf = b;
+                    return true;
+                }
+                pool_.put(static_cast<std::uint16_t>(id));
+                break;
+            }
             case OpCode::accept:
                 r = ::accept4(op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
                               SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -282,17 +336,19 @@ private:
     }
 
     Scheduler& sched_;
+    BufferPool pool_;
     int ep_ = -1;
     int wake_fd_ = -1;
     std::vector<FdState> fds_;
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
+    WaitList starved_; // recv_pooled ops waiting for a pool buffer
 };
 
 } // namespace
 
-std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions&) {
-    return std::make_unique<EpollDriver>(s);
+std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions& options) {
+    return std::make_unique<EpollDriver>(s, options);
 }
 
 } // namespace galay::detail
