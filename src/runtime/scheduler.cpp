@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <thread>
 
 namespace galay {
 
@@ -33,6 +34,9 @@ class RemoteQueue {
 public:
     moodycamel::ConcurrentQueue<std::coroutine_handle<>> queue;
     std::atomic<bool> wake_pending{false};
+    // Posts in progress. A post's handle may be resumed (and the scheduler destroyed) before the
+    // posting thread has finished waking the driver, so shutdown waits for this to reach zero.
+    std::atomic<int> posting{0};
 };
 
 /// The promise of a detached task: linked into its scheduler so that shutdown can destroy the
@@ -127,6 +131,8 @@ Scheduler::~Scheduler() {
 
 void Scheduler::shutdown() noexcept {
     Scheduler* saved = exchange_current(this);
+    while (remote_->posting.load(std::memory_order_acquire) != 0)
+        std::this_thread::yield();
     // Cancel every kernel operation and wait for it, so no buffer of a frame we are about to
     // destroy is still owned by the kernel.
     driver_->shutdown();
@@ -152,8 +158,10 @@ void Scheduler::spawn(Task<void> task) {
 }
 
 void Scheduler::post(std::coroutine_handle<> h) {
+    remote_->posting.fetch_add(1, std::memory_order_acq_rel);
     remote_->queue.enqueue(h);
     if (!remote_->wake_pending.exchange(true, std::memory_order_acq_rel)) driver_->wake();
+    remote_->posting.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Scheduler::drain_remote() {

@@ -380,7 +380,8 @@ TEST_P(TcpTest, ConnectByHostNameAndIpv6Loopback) {
         CO_ASSERT(s);
         EXPECT_TRUE(c->peer_addr()->is_v6());
         std::string m = "v6";
-        EXPECT_TRUE(co_await c->send_all(m));
+        auto w = co_await c->send_all(m);
+        EXPECT_TRUE(w) << w.error().message();
         std::array<char, 2> buf;
         EXPECT_TRUE(co_await s->recv_exact(buf));
         EXPECT_EQ(std::string(buf.data(), 2), "v6");
