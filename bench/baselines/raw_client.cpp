@@ -222,11 +222,16 @@ private:
 
 bool Client::resolve() {
     addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = AF_INET; // "localhost" must not become ::1 when servers bind 0.0.0.0
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
     const std::string port = std::to_string(o_.port);
-    if (int rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    int rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+        hints.ai_family = AF_UNSPEC; // an IPv6-only name or literal
+        rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res);
+    }
+    if (rc != 0) {
         std::fprintf(stderr, "raw_client: cannot resolve %s: %s\n", o_.host.c_str(),
                      gai_strerror(rc));
         return false;
