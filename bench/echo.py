@@ -26,6 +26,7 @@ so argparse does not take "-P" for an option of its own). Standard library only.
 """
 import argparse
 import json
+import random
 import os
 import resource
 import shlex
@@ -41,8 +42,24 @@ import time
 
 
 def free_port():
+    """A free port below the ephemeral range, so a client's 10,000 source ports never take it
+    between this check and the server's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+                s.bind(("0.0.0.0", port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("0.0.0.0", 0))
         return s.getsockname()[1]
 
 
