@@ -284,7 +284,7 @@ def main():
     ap.add_argument("--max-others", type=float, default=25.0,
                     help="repeat a pair when other processes used more than this %% of CPU on the "
                          "two pinned CPUs during one of its runs (default 25)")
-    ap.add_argument("--retries", type=int, default=2, help="repeats of a contaminated pair")
+    ap.add_argument("--retries", type=int, default=1, help="repeats of a contaminated pair")
     ap.add_argument("--start-timeout", type=float, default=10.0)
     ap.add_argument("--out", help="JSON output (default bench/results/echo-<time>.json)")
     ap.add_argument("--logs", help="directory for server/client logs (default: a temp dir)")
