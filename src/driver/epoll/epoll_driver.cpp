@@ -67,6 +67,10 @@ struct FdState {
     WaitList readers;
     WaitList writers;
     bool registered = false;
+    // False after a short read (the socket was drained): the next read skips the try-first
+    // system call and waits for the edge. Any data that arrives after that read raises a new
+    // edge-triggered event, which sets this again.
+    bool maybe_readable = true;
 };
 
 class EpollDriver final : public Driver {
@@ -124,6 +128,10 @@ public:
             ++waiting_;
             starved_.push(op);
             return false;
+        }
+        if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
+            const FdState& st = fds_[static_cast<std::size_t>(op.fd)];
+            if (st.registered && !st.maybe_readable) return wait_ready(op);
         }
         if (attempt(op)) return true;
         return wait_ready(op);
@@ -215,7 +223,10 @@ public:
             }
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
-            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) retry(st.readers);
+            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                st.maybe_readable = true;
+                retry(st.readers);
+            }
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
@@ -234,6 +245,13 @@ private:
         if (static_cast<std::size_t>(fd) >= fds_.size())
             fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
         return fds_[fd];
+    }
+
+    /// A read returned less than it asked for: the socket has nothing more right now. (Not
+    /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
+    void drained(const IoOp& op) noexcept {
+        if (static_cast<std::size_t>(op.fd) < fds_.size() && !(op.msg_flags & MSG_PEEK))
+            fds_[op.fd].maybe_readable = false;
     }
 
     void fail_all(WaitList& list, int err) noexcept {
@@ -275,6 +293,7 @@ private:
                 }
                 char* b = pool_.address(static_cast<std::uint16_t>(id));
                 r = ::recv(op.fd, b, pool_.size(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < pool_.size()) drained(op);
                 if (r > 0) {
                     op.result = r;
                     op.aux = static_cast<std::uint64_t>(id);
@@ -309,6 +328,7 @@ private:
                 break;
             case OpCode::recv:
                 r = ::recv(op.fd, op.cursor(), op.remaining(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < op.remaining()) drained(op);
                 break;
             case OpCode::send:
                 r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
