@@ -15,6 +15,10 @@
 // (pipelining), and a short send leaves a tail. Sends on one socket are therefore serialised: the
 // received buffers form a FIFO per connection (linked through a per-buffer `next` array) and only
 // its head is in flight. Two concurrent sends on one socket could interleave their bytes.
+//
+// Not done: a cap on the data queued per connection. A peer that sends without reading can hold
+// the whole pool; the others then wait in the ENOBUFS list (correct, but slow). An echo benchmark
+// client reads everything, so this never triggers there.
 #include "common.hpp"
 
 #include <algorithm>
