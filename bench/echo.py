@@ -276,6 +276,8 @@ def main():
     ap.add_argument("-c", "--connections", default="100", help="comma-separated list")
     ap.add_argument("-s", "--sizes", default="256", help="comma-separated message sizes in bytes")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--order", choices=("abab", "abba"), default="abab",
+                    help="run order within pairs: A B A B ... or A B B A A B ...")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("-d", "--duration", type=float, default=5.0)
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 pair, 0.5 s warm-up, 2 s")
@@ -316,7 +318,10 @@ def main():
             for pair in range(1, args.pairs + 1):
                 for attempt in range(args.retries + 1):
                     recs = {}
-                    for side, srv, cli in (("A", args.a, client_a), ("B", args.b, client_b)):
+                    order = (("A", args.a, client_a), ("B", args.b, client_b))
+                    if args.order == "abba" and pair % 2 == 0:
+                        order = order[::-1]  # cancels a linear drift of the machine over time
+                    for side, srv, cli in order:
                         seq += 1
                         recs[side] = rec = run_one(args, side, srv, cli, conns, size, logdir, seq)
                         rec["pair"] = pair

@@ -7,7 +7,7 @@
 // A short write is never lost: the unsent tail goes into a per-connection pending buffer, reads
 // stop until it is flushed on EPOLLOUT (that is the back-pressure), and then reading resumes.
 //
-// Two trigger modes (measured, see the note in bench/README or the commit message):
+// Two trigger modes (both measured; see bench/baselines/README.md):
 //   --lt (default) level-triggered; interest is EPOLLIN, switched to EPOLLOUT only while a
 //                  pending buffer exists (an epoll_ctl only on the rare short write).
 //   --et           edge-triggered; EPOLLIN|EPOLLOUT registered once, never modified. A read that
