@@ -23,14 +23,15 @@ UringEngine::~UringEngine() {
 std::expected<void, std::string> UringEngine::init(const EngineSetup& s) {
     fd_ = s.fd;
     poll_ = s.poll;
-    cqes_.resize(2 * s.depth);
     io_uring_params p{};
     if (poll_ == PollMode::iopoll) p.flags |= IORING_SETUP_IOPOLL;
     if (poll_ == PollMode::sqpoll) {
         p.flags |= IORING_SETUP_SQPOLL;
         p.sq_thread_idle = 2000; // ms before the SQ thread sleeps
     }
-    int r = io_uring_queue_init_params(s.depth, &ring_, &p);
+    const unsigned entries = poll_ == PollMode::sqpoll ? 2 * s.depth : s.depth;
+    cqes_.resize(2 * entries);
+    int r = io_uring_queue_init_params(entries, &ring_, &p);
     if (r < 0) {
         std::string why = std::strerror(-r);
         if (poll_ == PollMode::iopoll)
@@ -49,6 +50,21 @@ std::expected<void, std::string> UringEngine::init(const EngineSetup& s) {
     }
     ring_ok_ = true;
     return {};
+}
+
+io_uring_sqe* UringEngine::wait_for_sqe() {
+    for (;;) {
+        if (poll_ == PollMode::sqpoll) {
+            io_uring_sqring_wait(&ring_); // until the SQ thread consumed entries
+        } else {
+            int r = io_uring_submit(&ring_);
+            if (r > 0) {
+                inflight_ += static_cast<unsigned>(r);
+                pending_ -= static_cast<unsigned>(r);
+            }
+        }
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) return sqe;
+    }
 }
 
 int UringEngine::submit_and_reap(unsigned min, Completion* out, unsigned max) {

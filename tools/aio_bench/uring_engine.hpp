@@ -30,8 +30,12 @@ public:
 
     void prep(uint32_t slot, bool write, void* buf, uint32_t len, uint64_t offset) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-        // The SQ has `depth` entries and at most `depth` I/Os are prepped or in flight, so there is
-        // always a free entry once the previous batch was submitted.
+        // At most `depth` I/Os are prepped or in flight and without SQPOLL the kernel consumes the
+        // SQ during io_uring_enter, so there is always a free entry. With SQPOLL the SQ thread
+        // may post CQEs before it moves the SQ head: the SQ then has 2 x depth entries, and
+        // wait_for_sqe() covers anything else.
+        if (!sqe) [[unlikely]]
+            sqe = wait_for_sqe();
         if (write)
             io_uring_prep_write(sqe, fd_, buf, len, offset);
         else
@@ -44,6 +48,8 @@ public:
     unsigned in_flight() const { return inflight_ + pending_; }
 
 private:
+    io_uring_sqe* wait_for_sqe();
+
     io_uring ring_{};
     bool ring_ok_ = false;
     int fd_ = -1;
