@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Compare aio_bench with fio on the same job, in one invocation.
+
+For every (engine, pattern, queue depth) it runs aio_bench and Debian's fio on the same file with the
+same block size, depth, thread count, direct=1 and runtime, alternating which tool goes first
+(A B, B A, ...), and prints per case the IOPS ratio aio_bench/fio and the p99 latency ratio, as the
+median over the rounds with the min-max spread. Absolute numbers drift on a shared machine; the
+ratios within one invocation are the figures to quote (see /work/shared/benchmarking.md).
+
+Latency: aio_bench measures from just before the submit syscall to just after the completion is
+reaped, which is fio's "lat" (slat + clat), so fio runs with lat_percentiles=1 and its lat_ns
+percentiles are compared. fio's clat p99 is kept in the JSON output too.
+
+Both tools draw uniform random offsets with replacement (fio: norandommap=1, randrepeat=0).
+
+python3 standard library only. Example:
+    python3 bench/fio_compare.py --bin build/release/bin/aio_bench            # 5 s runs, 2 rounds
+    python3 bench/fio_compare.py --runtime 10 --rounds 3 --json results.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+FIO_RW = {"rand_read": "randread", "rand_write": "randwrite", "rand_rw": "randrw",
+          "seq_read": "read", "seq_write": "write"}
+
+
+def parse_size(s):
+    s = s.strip().lower()
+    mult = 1
+    for suffix, m in (("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("t", 1 << 40)):
+        if s.endswith(suffix):
+            s, mult = s[:-1], m
+            break
+    return int(s) * mult
+
+
+def fs_type(path):
+    """Filesystem type of the mount holding path, from /proc/mounts (longest prefix)."""
+    path = os.path.realpath(path)
+    best, typ = "", "?"
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            mnt, t = parts[1], parts[2]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                best, typ = mnt, t
+    return typ
+
+
+def check_direct_dir(d):
+    typ = fs_type(d)
+    if typ in ("tmpfs", "ramfs"):
+        sys.exit(f"fio_compare: {d} is on {typ}: no real O_DIRECT there; pick a disk filesystem "
+                 f"with --file (e.g. /var/tmp)")
+    probe = os.path.join(d, f".fio_compare_probe.{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+        os.close(fd)
+    except OSError as e:
+        sys.exit(f"fio_compare: {d} ({typ}) does not support O_DIRECT: {e}")
+    finally:
+        if os.path.exists(probe):
+            os.unlink(probe)
+    return typ
+
+
+def run(cmd, what):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(f"fio_compare: {what} failed (exit {p.returncode}):\n  {' '.join(cmd)}\n"
+                         f"{p.stderr}\n")
+        sys.exit(1)
+    return p.stdout
+
+
+def run_aio(args, engine, pattern, depth):
+    cmd = [args.bin, "-f", args.file, "-e", engine, "-p", pattern, "-q", str(depth),
+           "-t", str(args.threads), "-r", str(args.runtime), "-b", args.bs, "--size", args.size,
+           "--direct", "--json", "--allow-overwrite"]
+    j = json.loads(run(cmd, "aio_bench"))
+    return {"iops": j["iops"], "bw_mib_s": j["bandwidth_mib_s"],
+            "lat_mean_us": j["latency_ns"]["mean"] / 1e3,
+            "p50_us": j["latency_ns"]["p50"] / 1e3,
+            "p99_us": j["latency_ns"]["p99"] / 1e3,
+            "p999_us": j["latency_ns"]["p99.9"] / 1e3,
+            "errors": j["errors"], "time_s": j["time_s"],
+            "cpu_ns_per_io": j["cpu"]["process_cpu_ns_per_io"]}
+
+
+def run_fio(args, engine, pattern, depth):
+    cmd = ["fio", "--name=fio_compare", f"--filename={args.file}", f"--size={args.size}",
+           f"--ioengine={engine}", "--direct=1", f"--rw={FIO_RW[pattern]}", f"--bs={args.bs}",
+           f"--iodepth={depth}", f"--numjobs={args.threads}", f"--runtime={args.runtime}",
+           "--time_based=1", "--group_reporting=1", "--output-format=json", "--lat_percentiles=1",
+           "--percentile_list=50:95:99:99.9", "--norandommap=1", "--randrepeat=0"]
+    out = run(cmd, "fio")
+    j = json.loads(out[out.index("{"):])
+    job = j["jobs"][0]
+    if job.get("error"):
+        sys.exit(f"fio_compare: fio reported error {job['error']}")
+    d = job["write" if "write" in FIO_RW[pattern] else "read"]
+    lat, clat = d["lat_ns"], d["clat_ns"]
+    n = d["total_ios"] or 1
+    return {"iops": d["iops"], "bw_mib_s": d["bw_bytes"] / 2**20,
+            "lat_mean_us": lat["mean"] / 1e3,
+            "p50_us": lat["percentile"]["50.000000"] / 1e3,
+            "p99_us": lat["percentile"]["99.000000"] / 1e3,
+            "p999_us": lat["percentile"]["99.900000"] / 1e3,
+            "clat_p99_us": clat["percentile"]["99.000000"] / 1e3,
+            "errors": job.get("total_err", 0), "time_s": job["job_runtime"] / 1e3,
+            "cpu_ns_per_io": (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * job["job_runtime"] / 1e3
+            * 1e9 / n}
+
+
+def spread(vals):
+    return statistics.median(vals), min(vals), max(vals)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--bin", default=os.path.join(root, "build/release/bin/aio_bench"))
+    ap.add_argument("--file", default="/var/tmp/aio_bench_fio_compare.dat",
+                    help="test file on a disk filesystem (created and filled if missing)")
+    ap.add_argument("--size", default="1g")
+    ap.add_argument("--bs", default="4k")
+    ap.add_argument("--runtime", type=float, default=5, help="seconds per run (default 5)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternations per case (default 2)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--engines", default="libaio,io_uring")
+    ap.add_argument("--patterns", default="rand_read,rand_write")
+    ap.add_argument("--depths", default="1,32")
+    ap.add_argument("--json", help="write all runs and ratios to this file")
+    ap.add_argument("--remove-file", action="store_true", help="delete the test file at the end")
+    ap.add_argument("--noise", action="store_true",
+                    help="measure the noise floor instead: fio against fio, same table")
+    args = ap.parse_args()
+    if args.runtime == int(args.runtime):
+        args.runtime = int(args.runtime)
+
+    if not os.access(args.bin, os.X_OK):
+        sys.exit(f"fio_compare: {args.bin} not found; build with cmake --preset release && "
+                 f"cmake --build --preset release")
+    if subprocess.run(["fio", "--version"], stdout=subprocess.PIPE).returncode != 0:
+        sys.exit("fio_compare: fio not installed (apt-get install fio)")
+    typ = check_direct_dir(os.path.dirname(os.path.abspath(args.file)) or ".")
+    size = parse_size(args.size)
+    if not os.path.exists(args.file):
+        # Real data in every block: reads of unwritten extents never reach the disk.
+        print(f"creating {args.file} ({args.size}, {typ}) with aio_bench seq_write ...", flush=True)
+        run([args.bin, "-f", args.file, "--size", args.size, "-p", "seq_write", "-b", "1m",
+             "-q", "4", "--ios", str(size >> 20), "--keep", "--direct", "--json"], "file creation")
+    elif os.path.getsize(args.file) < size:
+        sys.exit(f"fio_compare: {args.file} is smaller than --size {args.size}")
+
+    cases = [(e, p, int(q)) for e in args.engines.split(",") for p in args.patterns.split(",")
+             for q in args.depths.split(",")]
+    print(f"fio_compare: {len(cases)} cases x {args.rounds} rounds x 2 tools x {args.runtime} s, "
+          f"bs {args.bs}, {args.threads} thread(s), direct, file {args.file} ({typ})", flush=True)
+    results = []
+    t0 = time.time()
+    for engine, pattern, depth in cases:
+        runs = []
+        for rnd in range(args.rounds):
+            order = ("aio", "fio") if rnd % 2 == 0 else ("fio", "aio")
+            r = {}
+            for tool in order:
+                fn = run_aio if tool == "aio" and not args.noise else run_fio
+                r[tool] = fn(args, engine, pattern, depth)
+            r["iops_ratio"] = r["aio"]["iops"] / r["fio"]["iops"]
+            r["p99_ratio"] = r["aio"]["p99_us"] / r["fio"]["p99_us"]
+            r["mean_ratio"] = r["aio"]["lat_mean_us"] / r["fio"]["lat_mean_us"]
+            runs.append(r)
+            print(f"  {engine:8} {pattern:10} QD{depth:<3} round {rnd + 1}: "
+                  f"aio {r['aio']['iops']:9.0f} IOPS p99 {r['aio']['p99_us']:8.1f} us | "
+                  f"fio {r['fio']['iops']:9.0f} IOPS p99 {r['fio']['p99_us']:8.1f} us | "
+                  f"ratio IOPS {r['iops_ratio']:.3f} p99 {r['p99_ratio']:.3f}", flush=True)
+        results.append({"engine": engine, "pattern": pattern, "depth": depth, "runs": runs})
+
+    if args.noise:
+        print("\n--noise: the 'aio' column is a second fio run: these ratios are the noise floor")
+    print(f"\nratios aio_bench / fio: median (min-max) over {args.rounds} alternated rounds; "
+          f"targets: IOPS within 3%, p99 within 10%  [{time.time() - t0:.0f} s]")
+    hdr = (f"{'engine':8} {'pattern':10} {'QD':>3} | {'aio IOPS':>9} {'fio IOPS':>9} "
+           f"{'IOPS ratio':>22} | {'aio p99':>8} {'fio p99':>8} {'p99 ratio':>22} | "
+           f"{'mean ratio':>10} | ok")
+    print(hdr)
+    print("-" * len(hdr))
+    summary = []
+    for res in results:
+        runs = res["runs"]
+        im, ilo, ihi = spread([r["iops_ratio"] for r in runs])
+        pm, plo, phi = spread([r["p99_ratio"] for r in runs])
+        mm, _, _ = spread([r["mean_ratio"] for r in runs])
+        ok = abs(im - 1) <= 0.03 and abs(pm - 1) <= 0.10
+        aio_iops = statistics.median(r["aio"]["iops"] for r in runs)
+        fio_iops = statistics.median(r["fio"]["iops"] for r in runs)
+        aio_p99 = statistics.median(r["aio"]["p99_us"] for r in runs)
+        fio_p99 = statistics.median(r["fio"]["p99_us"] for r in runs)
+        print(f"{res['engine']:8} {res['pattern']:10} {res['depth']:>3} | {aio_iops:9.0f} "
+              f"{fio_iops:9.0f} {im:8.3f} ({ilo:.3f}-{ihi:.3f}) | {aio_p99:8.1f} {fio_p99:8.1f} "
+              f"{pm:8.3f} ({plo:.3f}-{phi:.3f}) | {mm:10.3f} | {'yes' if ok else 'NO'}")
+        summary.append({"engine": res["engine"], "pattern": res["pattern"], "depth": res["depth"],
+                        "iops_ratio": {"median": im, "min": ilo, "max": ihi},
+                        "p99_ratio": {"median": pm, "min": plo, "max": phi},
+                        "mean_lat_ratio": mm, "within_target": ok})
+    print("(IOPS and p99 columns: medians over the rounds; p99 in us, fio's lat = slat + clat)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "fs_type": typ, "summary": summary, "cases": results},
+                      f, indent=2)
+    if args.remove_file:
+        os.unlink(args.file)
+
+
+if __name__ == "__main__":
+    main()
