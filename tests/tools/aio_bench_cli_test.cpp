@@ -185,6 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFlag{{"-f", "F", "-e", "libaio", "--poll-mode", "sqpoll"}, "--poll-mode"},
                       BadFlag{{"-f", "F", "-e", "io_uring", "-P"}, "-P"},
                       BadFlag{{"-f", "F", "--compare", "-e", "libaio"}, "-e"},
+                      BadFlag{{"-f", "F", "-q", "8", "--submit-batch", "9"}, "--submit-batch"},
+                      BadFlag{{"-f", "F", "--complete-batch", "0"}, "--complete-batch"},
+                      BadFlag{{"-f", "F", "--batch", "--submit-batch", "2"}, "--batch"},
                       BadFlag{{"-f", "F", "--no-such-flag"}, "--no-such-flag"}));
 
 // ---------------------------------------------------------------------------------------------
@@ -305,6 +308,31 @@ TEST_P(AioBenchEngine, VerifyRoundTripHasNoErrors) {
     }
 }
 
+// fio's discipline (default), full batching and partial batching all keep the count exact and the
+// data right.
+TEST_P(AioBenchEngine, BatchingModesCountExactlyAndVerify) {
+    for (std::vector<std::string> mode : {std::vector<std::string>{},
+                                          {"--batch"},
+                                          {"--submit-batch", "4", "--complete-batch", "3"}}) {
+        std::vector<std::string> a =
+            base(path("b.dat"), {"-p", "rand_rw", "-q", "16", "--ios", "4000", "--verify", "--size",
+                                 "8m", "--json"});
+        a.insert(a.end(), mode.begin(), mode.end());
+        Outcome r = run(a);
+        SCOPED_TRACE(mode.empty() ? "default" : mode[0]);
+        ASSERT_EQ(r.code, 0) << r.err;
+        auto j = r.json();
+        EXPECT_EQ(j["ops"]["total"], 4000);
+        EXPECT_EQ(j["latency_ns"]["samples"], 4000);
+        EXPECT_EQ(j["verify_errors"], 0);
+        EXPECT_EQ(j["errors"], 0);
+        const unsigned sb = mode.empty() ? 1 : mode[0] == "--batch" ? 16 : 4;
+        const unsigned cb = mode.empty() ? 1 : mode[0] == "--batch" ? 16 : 3;
+        EXPECT_EQ(j["config"]["submit_batch"], sb);
+        EXPECT_EQ(j["config"]["complete_batch"], cb);
+    }
+}
+
 // Write a file with the pattern, corrupt one block behind aio_bench's back with an O_DIRECT
 // pwrite, read it back: exactly that block is reported, and the exit code is non-zero.
 TEST_P(AioBenchEngine, VerifyCatchesACorruptedBlock) {
@@ -363,9 +391,9 @@ TEST_P(AioBenchEngine, JsonHasTheDocumentedKeys) {
         EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_EQ(j["tool"], "aio_bench");
     EXPECT_EQ(j["engine"], GetParam());
-    for (const char* k :
-         {"file", "engine", "pattern", "block_size", "iodepth", "threads", "runtime_s", "ios",
-          "direct", "poll", "verify", "rwmix_read", "seed", "target"})
+    for (const char* k : {"file", "engine", "pattern", "block_size", "iodepth", "threads",
+                          "runtime_s", "ios", "direct", "poll", "verify", "rwmix_read", "seed",
+                          "submit_batch", "complete_batch", "target"})
         EXPECT_TRUE(j["config"].contains(k)) << "config." << k;
     EXPECT_EQ(j["config"]["rwmix_read"], 70);
     EXPECT_TRUE(j["config"]["target"]["created"].get<bool>());

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -215,15 +216,28 @@ void run_worker(Shared& sh, Worker& w) {
     const uint64_t deadline = rt ? sh.start_ns + rt : UINT64_MAX;
     bool stopping = sh.stop.load();
 
-    for (unsigned s = 0; s < q && issued < limit && !stopping; ++s)
+    const unsigned submit_batch = std::clamp(cfg.submit_batch, 1u, q);
+    const unsigned complete_batch = std::clamp(cfg.complete_batch, 1u, q);
+    // Submits what is prepped now (no reaping); the loop below submits the rest with its wait.
+    auto flush = [&] {
+        const uint64_t ts = now_ns();
+        for (uint32_t s : fresh)
+            slots[s].submit_ns = ts;
+        fresh.clear();
+        eng.submit_and_reap(0, comps.data(), 0);
+    };
+
+    for (unsigned s = 0; s < q && issued < limit && !stopping; ++s) {
         issue(s);
+        if (fresh.size() >= submit_batch && s + 1 < q) flush();
+    }
 
     while (eng.in_flight() > 0) {
         const uint64_t ts = now_ns();
         for (uint32_t s : fresh)
             slots[s].submit_ns = ts;
         fresh.clear();
-        int n = eng.submit_and_reap(1, comps.data(), q);
+        int n = eng.submit_and_reap(1, comps.data(), complete_batch);
         const uint64_t tc = now_ns();
         if (n < 0) {
             w.fatal = std::string(to_string(cfg.engine)) +
@@ -301,8 +315,10 @@ void run_worker(Shared& sh, Worker& w) {
                           g_interrupted.load(std::memory_order_relaxed)))
             stopping = true;
         if (!stopping)
-            for (int i = 0; i < n && issued < limit; ++i)
+            for (int i = 0; i < n && issued < limit; ++i) {
                 issue(comps[i].slot);
+                if (fresh.size() >= submit_batch && i + 1 < n) flush();
+            }
     }
     if (cfg.cpu_counters) {
         pc.disable();

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace aiob {
 
@@ -114,7 +115,8 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     app.get_formatter()->column_width(34);
 
     std::string engine = "libaio", pattern = "rand_read", depth = "32", threads = "1",
-                runtime = "30", bs = "4k", size, rwmix, ios, poll_mode, seed;
+                runtime = "30", bs = "4k", size, rwmix, ios, poll_mode, seed, submit_batch,
+                complete_batch;
     bool poll = false;
     app.add_option("-f,--file", cfg.file,
                    "Target file or block device. Created (and removed at exit unless --keep) if "
@@ -153,6 +155,16 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     app.add_option("--ios", ios, "Stop after this many I/Os in total (split across threads)");
     app.add_flag("--compare", cfg.compare,
                  "Run libaio then io_uring with identical parameters and print both side by side");
+    app.add_option("--submit-batch", submit_batch,
+                   "Submit refilled I/Os every N (fio iodepth_batch_submit; default 1, as fio: "
+                   "one submit syscall per I/O)");
+    app.add_option("--complete-batch", complete_batch,
+                   "Take at most N completions per wait (fio iodepth_batch_complete_max; "
+                   "default 1, as fio)");
+    bool batch = false;
+    app.add_flag("--batch", batch,
+                 "Batch fully: --submit-batch and --complete-batch = iodepth (one submit syscall "
+                 "per refill, every ready completion per wait)");
     app.add_option("--seed", seed, "PRNG seed for offsets and verify stamps (default: clock)");
 
     try {
@@ -256,6 +268,22 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
         auto s = parse_uint(seed);
         if (!s) return usage("--seed: '" + seed + "' is not an unsigned integer");
         cfg.seed = *s;
+    }
+
+    if (batch) {
+        if (!submit_batch.empty() || !complete_batch.empty())
+            return usage("--batch: give either --batch or --submit-batch/--complete-batch");
+        cfg.submit_batch = cfg.complete_batch = cfg.depth;
+    }
+    for (auto [text, out, flag] :
+         {std::tuple{&submit_batch, &cfg.submit_batch, "--submit-batch"},
+          std::tuple{&complete_batch, &cfg.complete_batch, "--complete-batch"}}) {
+        if (text->empty()) continue;
+        auto n = parse_uint(*text);
+        if (!n || *n == 0 || *n > cfg.depth)
+            return usage(std::string(flag) + ": '" + *text + "' is not an integer in 1..iodepth (" +
+                         std::to_string(cfg.depth) + ")");
+        *out = static_cast<unsigned>(*n);
     }
 
     if (!poll_mode.empty()) {

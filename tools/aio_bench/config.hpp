@@ -54,6 +54,13 @@ struct Config {
     uint64_t ios = 0; // 0 = no I/O count limit
     bool compare = false;
     uint64_t seed = 0; // 0 = derive from the clock
+    // Batching, as fio's iodepth_batch_submit and iodepth_batch_complete_max, with fio's defaults:
+    // submit_batch: refilled I/Os are submitted every this many (1 = one syscall per I/O);
+    // complete_batch: at most this many completions are taken per wait (1 = one at a time).
+    // --batch sets both to iodepth: refills go out in one syscall, every ready completion is
+    // reaped per wait (less CPU per I/O; on a virtio disk also a burstier queue, see README).
+    unsigned submit_batch = 1;
+    unsigned complete_batch = 1;
 
     // The time limit in ns, or 0 for none (count-limited run).
     uint64_t runtime_ns() const;

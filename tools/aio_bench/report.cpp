@@ -128,6 +128,9 @@ void print_header(std::FILE* out, const Config& cfg, const Target& t, uint64_t s
     if (cfg.runtime_ns()) std::fprintf(out, ", %g s", cfg.runtime_s);
     if (cfg.ios) std::fprintf(out, ", %llu I/Os", static_cast<unsigned long long>(cfg.ios));
     if (cfg.pattern == Pattern::rand_rw) std::fprintf(out, ", %u%% reads", cfg.rwmix_read);
+    if (cfg.depth > 1)
+        std::fprintf(out, ", submit batch %u, complete batch %u", cfg.submit_batch,
+                     cfg.complete_batch);
     std::fprintf(out, "%s%s%s\n", cfg.direct ? ", direct" : ", buffered",
                  cfg.poll != PollMode::none
                      ? (std::string(", poll ") + std::string(to_string(cfg.poll))).c_str()
@@ -249,6 +252,8 @@ nlohmann::json config_json(const Config& cfg, const Target& t, uint64_t seed) {
     c["rwmix_read"] =
         cfg.pattern == Pattern::rand_rw ? nlohmann::json(cfg.rwmix_read) : nlohmann::json(nullptr);
     c["cpu_counters"] = cfg.cpu_counters;
+    c["submit_batch"] = cfg.submit_batch;
+    c["complete_batch"] = cfg.complete_batch;
     c["seed"] = seed;
     nlohmann::json tj;
     tj["path"] = t.path;
