@@ -138,6 +138,13 @@ def spread(vals):
     return statistics.median(vals), min(vals), max(vals)
 
 
+def iqr(vals):
+    if len(vals) < 4:
+        return min(vals), max(vals)
+    q = statistics.quantiles(vals, n=4, method="inclusive")
+    return q[0], q[2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,6 +168,9 @@ def main():
                          "compiles on a shared machine; 0 = as is)")
     ap.add_argument("--noise", action="store_true",
                     help="measure the noise floor instead: fio against fio, same table")
+    ap.add_argument("--with-noise", action="store_true",
+                    help="also run fio a second time in every round and print the fio/fio "
+                         "ratios (the noise floor) under each case")
     args = ap.parse_args()
     if args.nice:
         NICE[:] = ["nice", "-n", str(args.nice)]
@@ -194,7 +204,8 @@ def main():
                     cases.append((e, p, q, "qd1"))
                 else:
                     cases += [(e, p, q, m) for m in modes]
-    print(f"fio_compare: {len(cases)} cases x {args.rounds} rounds x 2 tools x {args.runtime} s, "
+    print(f"fio_compare: {len(cases)} cases x {args.rounds} rounds x "
+          f"{3 if args.with_noise else 2} runs x {args.runtime} s, "
           f"bs {args.bs}, {args.threads} thread(s), direct, file {args.file} ({typ})"
           f"{', nice ' + str(args.nice) if args.nice else ''}", flush=True)
     results = []
@@ -202,52 +213,82 @@ def main():
     for engine, pattern, depth, mode in cases:
         runs = []
         for rnd in range(args.rounds):
-            order = ("aio", "fio") if rnd % 2 == 0 else ("fio", "aio")
+            tools = ["aio", "fio", "fio2"] if args.with_noise else ["aio", "fio"]
+            k = rnd % len(tools)
+            order = tools[k:] + tools[:k] if rnd % 2 == 0 else (tools[k:] + tools[:k])[::-1]
             r = {}
             for tool in order:
                 fn = run_aio if tool == "aio" and not args.noise else run_fio
                 r[tool] = fn(args, engine, pattern, depth, mode)
+            if args.with_noise:
+                r["noise_iops_ratio"] = r["fio2"]["iops"] / r["fio"]["iops"]
+                r["noise_p99_ratio"] = r["fio2"]["p99_us"] / r["fio"]["p99_us"]
             r["iops_ratio"] = r["aio"]["iops"] / r["fio"]["iops"]
             r["p99_ratio"] = r["aio"]["p99_us"] / r["fio"]["p99_us"]
             r["mean_ratio"] = r["aio"]["lat_mean_us"] / r["fio"]["lat_mean_us"]
+            r["cpu_ratio"] = r["aio"]["cpu_ns_per_io"] / r["fio"]["cpu_ns_per_io"]
             runs.append(r)
             print(f"  {engine:8} {pattern:10} QD{depth:<3} {mode:11} round {rnd + 1}: "
                   f"aio {r['aio']['iops']:9.0f} IOPS p99 {r['aio']['p99_us']:8.1f} us | "
                   f"fio {r['fio']['iops']:9.0f} IOPS p99 {r['fio']['p99_us']:8.1f} us | "
-                  f"ratio IOPS {r['iops_ratio']:.3f} p99 {r['p99_ratio']:.3f}", flush=True)
+                  f"ratio IOPS {r['iops_ratio']:.3f} p99 {r['p99_ratio']:.3f}"
+                  + (f" | fio/fio {r['noise_iops_ratio']:.3f} {r['noise_p99_ratio']:.3f}"
+                     if args.with_noise else ""), flush=True)
         results.append({"engine": engine, "pattern": pattern, "depth": depth, "mode": mode,
                         "runs": runs})
 
     if args.noise:
         print("\n--noise: the 'aio' column is a second fio run: these ratios are the noise floor")
-    print(f"\nratios aio_bench / fio: median (min-max) over {args.rounds} alternated rounds; "
-          f"targets: IOPS within 3%, p99 within 10%  [{time.time() - t0:.0f} s]")
-    hdr = (f"{'engine':8} {'pattern':10} {'QD':>3} {'mode':11} | {'aio IOPS':>9} {'fio IOPS':>9} "
-           f"{'IOPS ratio':>22} | {'aio p99':>8} {'fio p99':>8} {'p99 ratio':>22} | "
-           f"{'mean ratio':>10} | ok")
+    print(f"\nratios aio_bench / fio: median [interquartile range] (min-max) over {args.rounds} "
+          f"alternated rounds; targets: IOPS within 3%, p99 within 10%  [{time.time() - t0:.0f} s]")
+    hdr = (f"{'engine':8} {'pattern':10} {'QD':>3} {'mode':11} | {'aio IOPS':>8} {'fio IOPS':>8} "
+           f"{'IOPS ratio':>31} | {'aio p99':>7} {'fio p99':>7} {'p99 ratio':>31} | "
+           f"{'mean':>5} {'CPU/IO':>6} | ok")
     print(hdr)
     print("-" * len(hdr))
     summary = []
     for res in results:
         runs = res["runs"]
-        im, ilo, ihi = spread([r["iops_ratio"] for r in runs])
-        pm, plo, phi = spread([r["p99_ratio"] for r in runs])
-        mm, _, _ = spread([r["mean_ratio"] for r in runs])
+        iv = [r["iops_ratio"] for r in runs]
+        pv = [r["p99_ratio"] for r in runs]
+        im, ilo, ihi = spread(iv)
+        pm, plo, phi = spread(pv)
+        iq1, iq3 = iqr(iv)
+        pq1, pq3 = iqr(pv)
+        mm = statistics.median(r["mean_ratio"] for r in runs)
+        cm = statistics.median(r["cpu_ratio"] for r in runs)
         ok = abs(im - 1) <= 0.03 and abs(pm - 1) <= 0.10
         aio_iops = statistics.median(r["aio"]["iops"] for r in runs)
         fio_iops = statistics.median(r["fio"]["iops"] for r in runs)
         aio_p99 = statistics.median(r["aio"]["p99_us"] for r in runs)
         fio_p99 = statistics.median(r["fio"]["p99_us"] for r in runs)
         print(f"{res['engine']:8} {res['pattern']:10} {res['depth']:>3} {res['mode']:11} | "
-              f"{aio_iops:9.0f} "
-              f"{fio_iops:9.0f} {im:8.3f} ({ilo:.3f}-{ihi:.3f}) | {aio_p99:8.1f} {fio_p99:8.1f} "
-              f"{pm:8.3f} ({plo:.3f}-{phi:.3f}) | {mm:10.3f} | {'yes' if ok else 'NO'}")
+              f"{aio_iops:8.0f} {fio_iops:8.0f} {im:6.3f} [{iq1:.3f}-{iq3:.3f}] "
+              f"({ilo:.3f}-{ihi:.3f}) | {aio_p99:7.0f} {fio_p99:7.0f} {pm:6.3f} "
+              f"[{pq1:.3f}-{pq3:.3f}] ({plo:.3f}-{phi:.3f}) | {mm:5.3f} {cm:6.3f} | "
+              f"{'yes' if ok else 'NO'}")
+        noise = None
+        if args.with_noise:
+            nv = [r["noise_iops_ratio"] for r in runs]
+            npv = [r["noise_p99_ratio"] for r in runs]
+            nm, nlo, nhi = spread(nv)
+            npm, nplo, nphi = spread(npv)
+            nq1, nq3 = iqr(nv)
+            npq1, npq3 = iqr(npv)
+            print(f"{'':8} {'':10} {'':>3} {'fio/fio':11} | {'':8} {'':8} {nm:6.3f} "
+                  f"[{nq1:.3f}-{nq3:.3f}] ({nlo:.3f}-{nhi:.3f}) | {'':7} {'':7} {npm:6.3f} "
+                  f"[{npq1:.3f}-{npq3:.3f}] ({nplo:.3f}-{nphi:.3f}) |")
+            noise = {"iops_ratio": {"median": nm, "q1": nq1, "q3": nq3, "min": nlo, "max": nhi},
+                     "p99_ratio": {"median": npm, "q1": npq1, "q3": npq3, "min": nplo,
+                                   "max": nphi}}
         summary.append({"engine": res["engine"], "pattern": res["pattern"], "depth": res["depth"],
+                        "noise_floor": noise,
                         "mode": res["mode"],
-                        "iops_ratio": {"median": im, "min": ilo, "max": ihi},
-                        "p99_ratio": {"median": pm, "min": plo, "max": phi},
-                        "mean_lat_ratio": mm, "within_target": ok})
-    print("(IOPS and p99 columns: medians over the rounds; p99 in us, fio's lat = slat + clat)")
+                        "iops_ratio": {"median": im, "q1": iq1, "q3": iq3, "min": ilo, "max": ihi},
+                        "p99_ratio": {"median": pm, "q1": pq1, "q3": pq3, "min": plo, "max": phi},
+                        "mean_lat_ratio": mm, "cpu_per_io_ratio": cm, "within_target": ok})
+    print("(IOPS and p99 columns: medians over the rounds; p99 in us of fio's lat = slat + clat;\n"
+          " mean: mean-latency ratio; CPU/IO: CPU time per I/O ratio, aio_bench process vs fio job)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "fs_type": typ, "summary": summary, "cases": results},

@@ -143,6 +143,9 @@ void print_header(std::FILE* out, const Config& cfg, const Target& t, uint64_t s
                  static_cast<unsigned long long>(t.file_size),
                  t.created && t.fill_seconds > 0 ? ", filled with data first" : "");
     std::fprintf(out, "seed %llu\n", static_cast<unsigned long long>(seed));
+    if (!cfg.direct && (cfg.compare || cfg.engine == EngineKind::libaio))
+        std::fprintf(out, "note: without --direct, libaio does buffered I/O synchronously inside "
+                          "io_submit (the queue depth is effectively 1); io_uring does not\n");
     std::fflush(out);
 }
 
@@ -352,7 +355,7 @@ std::optional<double> diff_pct(const Figure& a, const Figure& b) {
 void print_compare(std::FILE* out, const Config& cfg, const Results& a, const Results& b) {
     auto fa = compare_figures(cfg, a), fb = compare_figures(cfg, b);
     std::fprintf(out, "\n=== Engine comparison (diff = io_uring vs libaio) ===\n");
-    std::fprintf(out, "%-34s %14s %14s %9s\n", "figure", "libaio", "io_uring", "diff");
+    std::fprintf(out, "%-40s %14s %14s %9s\n", "figure", "libaio", "io_uring", "diff");
     for (size_t i = 0; i < fa.size(); ++i) {
         std::string label = fa[i].label;
         if (!fa[i].unit.empty()) {
@@ -363,16 +366,16 @@ void print_compare(std::FILE* out, const Config& cfg, const Results& a, const Re
             return f.value ? fmt(*f.value, f.decimals) : std::string("n/a");
         };
         auto d = diff_pct(fa[i], fb[i]);
-        std::fprintf(out, "%-34s %14s %14s %9s\n", label.c_str(), cell(fa[i]).c_str(),
+        std::fprintf(out, "%-40s %14s %14s %9s\n", label.c_str(), cell(fa[i]).c_str(),
                      cell(fb[i]).c_str(), d ? (fmt(*d, 1) + "%").c_str() : "-");
     }
-    std::fprintf(out, "%-34s %14llu %14llu\n", "errors", static_cast<unsigned long long>(a.errors),
+    std::fprintf(out, "%-40s %14llu %14llu\n", "errors", static_cast<unsigned long long>(a.errors),
                  static_cast<unsigned long long>(b.errors));
     if (cfg.verify)
-        std::fprintf(out, "%-34s %14llu %14llu\n", "verify errors",
+        std::fprintf(out, "%-40s %14llu %14llu\n", "verify errors",
                      static_cast<unsigned long long>(a.verify_errors),
                      static_cast<unsigned long long>(b.verify_errors));
-    std::fprintf(out, "%-34s %14.6f %14.6f\n", "time (s)", a.elapsed_s, b.elapsed_s);
+    std::fprintf(out, "%-40s %14.6f %14.6f\n", "time (s)", a.elapsed_s, b.elapsed_s);
     if (cfg.cpu_counters) {
         for (auto& f : fa)
             if (!f.value && !f.missing.empty())
