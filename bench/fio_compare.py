@@ -28,6 +28,7 @@ python3 standard library only. Example:
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -287,11 +288,28 @@ def main():
                         "iops_ratio": {"median": im, "q1": iq1, "q3": iq3, "min": ilo, "max": ihi},
                         "p99_ratio": {"median": pm, "q1": pq1, "q3": pq3, "min": plo, "max": phi},
                         "mean_lat_ratio": mm, "cpu_per_io_ratio": cm, "within_target": ok})
+    def pooled(key):
+        logs = [math.log(r[key]) for res in results for r in res["runs"]]
+        return math.exp(statistics.mean(logs)), math.exp(statistics.median(logs))
+    overall = {"iops_ratio": pooled("iops_ratio"), "p99_ratio": pooled("p99_ratio")}
+    line = (f"all {len(results)} cases pooled ({sum(len(r['runs']) for r in results)} rounds): "
+            f"IOPS ratio geo-mean {overall['iops_ratio'][0]:.3f} median {overall['iops_ratio'][1]:.3f}"
+            f"; p99 ratio geo-mean {overall['p99_ratio'][0]:.3f} median "
+            f"{overall['p99_ratio'][1]:.3f}")
+    if args.with_noise:
+        overall["noise_iops_ratio"] = pooled("noise_iops_ratio")
+        overall["noise_p99_ratio"] = pooled("noise_p99_ratio")
+        line += (f"\n   fio/fio noise floor, same rounds: IOPS geo-mean "
+                 f"{overall['noise_iops_ratio'][0]:.3f} median {overall['noise_iops_ratio'][1]:.3f}"
+                 f"; p99 geo-mean {overall['noise_p99_ratio'][0]:.3f} median "
+                 f"{overall['noise_p99_ratio'][1]:.3f}")
+    print(line)
     print("(IOPS and p99 columns: medians over the rounds; p99 in us of fio's lat = slat + clat;\n"
           " mean: mean-latency ratio; CPU/IO: CPU time per I/O ratio, aio_bench process vs fio job)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "fs_type": typ, "summary": summary, "cases": results},
+            json.dump({"args": vars(args), "fs_type": typ, "summary": summary, "overall": overall,
+                       "cases": results},
                       f, indent=2)
     if args.remove_file:
         os.unlink(args.file)
