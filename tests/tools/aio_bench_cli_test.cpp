@@ -94,7 +94,8 @@ protected:
     fs::path path(const std::string& name) const { return dir_ / name; }
 
     // Runs aio_bench with args; stdout and stderr go through files in the test directory.
-    Outcome run(const std::vector<std::string>& args) {
+    // broken_stdout: stdout is a pipe whose read end is already closed (as in `aio_bench | head`).
+    Outcome run(const std::vector<std::string>& args, bool broken_stdout = false) {
         std::vector<std::string> all{AIO_BENCH_BIN};
         all.insert(all.end(), args.begin(), args.end());
         std::vector<char*> argv;
@@ -104,12 +105,21 @@ protected:
         const fs::path out = dir_ / ".stdout", err = dir_ / ".stderr";
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int pipefd[2] = {-1, -1};
+        if (broken_stdout) {
+            if (::pipe(pipefd) != 0) ADD_FAILURE() << "pipe: " << std::strerror(errno);
+            ::close(pipefd[0]);
+            posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+        } else {
+            posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                             0644);
+        }
         posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         pid_t pid = -1;
         Outcome r;
         int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
         posix_spawn_file_actions_destroy(&fa);
+        if (pipefd[1] >= 0) ::close(pipefd[1]);
         if (rc != 0) {
             ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
             return r;
@@ -292,6 +302,14 @@ TEST_P(AioBenchEngine, CreatedFileIsRemovedUnlessKept) {
     ASSERT_EQ(r.code, 0) << r.err;
     ASSERT_TRUE(fs::exists(f));
     EXPECT_EQ(fs::file_size(f), 1u << 20);
+}
+
+// `aio_bench ... | head`: the closed stdout must not leave the created file behind.
+TEST_P(AioBenchEngine, CreatedFileIsRemovedWhenStdoutIsClosed) {
+    fs::path f = path("pipe.dat");
+    Outcome r = run(base(f, {"-p", "rand_write", "--size", "1m", "--ios", "200"}), true);
+    EXPECT_LT(r.code, 128) << "killed by signal " << r.code - 128;
+    EXPECT_FALSE(fs::exists(f));
 }
 
 // rand_write, rand_read and rand_rw with --verify on files aio_bench creates: no errors.

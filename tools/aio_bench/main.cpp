@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
     sa.sa_flags = SA_RESETHAND; // a second Ctrl-C kills
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    // A closed stdout (aio_bench ... | head) must not kill us before a created file is removed.
+    signal(SIGPIPE, SIG_IGN);
 
     auto target = open_target(cfg, seed);
     if (!target) {
