@@ -118,13 +118,16 @@ def run_json(argv, timeout):
     except subprocess.TimeoutExpired:
         return "timeout", None, ""
     obj = None
-    for line in reversed(cp.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                pass
-            break
+    try:  # one JSON document (possibly pretty-printed)...
+        obj = json.loads(cp.stdout)
+    except json.JSONDecodeError:  # ...or text followed by a JSON line
+        for line in reversed(cp.stdout.splitlines()):
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    pass
+                break
     return cp.returncode, obj, cp.stderr
 
 
@@ -238,8 +241,21 @@ def write_report(args, results):
                          f"{r.get('read_iops', 0):,.0f} | {r.get('errors')} |")
         lines.append("")
     if results["aio"]:
-        lines += ["## aio_bench --compare (rand_read, QD32, 4 KiB, O_DIRECT)", "", "```",
-                  json.dumps(results["aio"], indent=1)[:3000], "```", ""]
+        a = results["aio"]
+        lines += ["## aio_bench --compare (rand_read, QD32, 4 KiB, O_DIRECT, 1 thread)", "",
+                  "| engine | IOPS | MiB/s | mean us | p50 us | p99 us | p99.9 us | CPU ns/IO |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for eng in ("libaio", "io_uring"):
+            e = a.get(eng) or {}
+            lat = e.get("latency_ns") or {}
+            us = lambda k: (lat.get(k) or 0) / 1000  # noqa: E731
+            lines.append(f"| {eng} | {e.get('iops', 0):,.0f} | {e.get('bandwidth_mib_s', 0):.1f} | "
+                         f"{us('mean'):.1f} | {us('p50'):.1f} | {us('p99'):.1f} | "
+                         f"{us('p99.9'):.1f} | "
+                         f"{(e.get('cpu') or {}).get('process_cpu_ns_per_io', 0):,.0f} |")
+        d = a.get("diff_pct") or {}
+        lines += ["", "io_uring vs libaio: " + ", ".join(
+            f"{k} {v:+.1f}%" for k, v in d.items() if isinstance(v, (int, float))), ""]
     if FAILURES:
         lines += ["## Failures", ""] + [f"- {f}" for f in FAILURES] + [""]
     plot = plot_tcp(args, results["tcp"])
