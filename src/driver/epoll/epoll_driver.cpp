@@ -2,6 +2,7 @@
 // fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
 // Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
 // connection costs one epoll_ctl in its lifetime and none per operation.
+#include "driver/common/buffer_pool.hpp"
 #include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
@@ -23,8 +24,8 @@ namespace galay::detail {
 namespace {
 
 bool waits_for_read(OpCode c) noexcept {
-    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg ||
-           c == OpCode::recvmmsg;
+    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recv_pooled ||
+           c == OpCode::recvmsg || c == OpCode::recvmmsg;
 }
 
 /// A FIFO of ops waiting for one direction of one fd.
@@ -67,12 +68,17 @@ struct FdState {
     WaitList readers;
     WaitList writers;
     bool registered = false;
+    // False after a short read (the socket was drained): the next read skips the try-first
+    // system call and waits for the edge. Any data that arrives after that read raises a new
+    // edge-triggered event, which sets this again.
+    bool maybe_readable = true;
 };
 
 class EpollDriver final : public Driver {
 public:
-    explicit EpollDriver(Scheduler& s)
-        : sched_(s) {
+    EpollDriver(Scheduler& s, const SchedulerOptions& options)
+        : sched_(s)
+        , pool_(options.pool_buffers, options.pool_buffer_size) {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -117,7 +123,23 @@ public:
         default:
             break;
         }
+        if (op.code == OpCode::recv_pooled && pool_.empty()) {
+            // Every buffer is lent out: wait for one to come back (as io_uring does).
+            op.pending = true;
+            ++waiting_;
+            starved_.push(op);
+            return false;
+        }
+        if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
+            const FdState& st = fds_[static_cast<std::size_t>(op.fd)];
+            if (st.registered && !st.maybe_readable) return wait_ready(op);
+        }
         if (attempt(op)) return true;
+        return wait_ready(op);
+    }
+
+    /// Queue `op` until its fd is ready. Returns false (the op is pending) or true with an error.
+    bool wait_ready(IoOp& op) {
         FdState& st = state(op.fd);
         if (!st.registered) {
             epoll_event ev{};
@@ -138,12 +160,27 @@ public:
     }
 
     void cancel(IoOp& op) override {
-        if (!op.pending || static_cast<std::size_t>(op.fd) >= fds_.size()) return;
-        FdState& st = fds_[op.fd];
-        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        if (!op.pending) return;
+        if (!starved_.remove(op)) {
+            if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
+            FdState& st = fds_[op.fd];
+            if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        }
         op.result = -ECANCELED;
         --waiting_;
         sched_.complete(op);
+    }
+
+    void give_back(std::uint16_t id) noexcept override {
+        pool_.put(id);
+        // An op that finds no data gives its buffer straight back, so keep going while there
+        // are buffers and starved ops.
+        while (starved_.head != nullptr && !pool_.empty()) {
+            IoOp* op = starved_.pop();
+            op->pending = false;
+            --waiting_;
+            if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
+        }
     }
 
     void forget_fd(int fd) noexcept override {
@@ -187,13 +224,17 @@ public:
             }
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
-            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) retry(st.readers);
+            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                st.maybe_readable = true;
+                retry(st.readers);
+            }
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
     }
 
     void shutdown() noexcept override {
+        fail_all(starved_, -ECANCELED);
         for (FdState& st : fds_) {
             fail_all(st.readers, -ECANCELED);
             fail_all(st.writers, -ECANCELED);
@@ -205,6 +246,13 @@ private:
         if (static_cast<std::size_t>(fd) >= fds_.size())
             fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
         return fds_[fd];
+    }
+
+    /// A read returned less than it asked for: the socket has nothing more right now. (Not
+    /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
+    void drained(const IoOp& op) noexcept {
+        if (static_cast<std::size_t>(op.fd) < fds_.size() && !(op.msg_flags & MSG_PEEK))
+            fds_[op.fd].maybe_readable = false;
     }
 
     void fail_all(WaitList& list, int err) noexcept {
@@ -219,6 +267,10 @@ private:
     /// Retry the waiting ops of one direction in order until one would block again.
     void retry(WaitList& list) {
         while (list.head != nullptr) {
+            if (list.head->code == OpCode::recv_pooled && pool_.empty()) {
+                starved_.push(*list.pop()); // ready, but no buffer: wait for one
+                continue;
+            }
             if (!attempt(*list.head)) return;
             IoOp* op = list.pop();
             --waiting_;
@@ -228,10 +280,30 @@ private:
 
     /// Run the op's system call. Returns true when the op is finished (result set), false when it
     /// would block.
-    static bool attempt(IoOp& op) noexcept {
+    bool attempt(IoOp& op) noexcept {
         for (;;) {
             ssize_t r;
             switch (op.code) {
+            case OpCode::recv_pooled: {
+                // A buffer is taken only for the system call and given back on EAGAIN, so an
+                // idle connection holds none.
+                int id = pool_.take();
+                if (id < 0) {
+                    op.result = -ENOBUFS;
+                    return true;
+                }
+                char* b = pool_.address(static_cast<std::uint16_t>(id));
+                r = ::recv(op.fd, b, pool_.size(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < pool_.size()) drained(op);
+                if (r > 0) {
+                    op.result = r;
+                    op.aux = static_cast<std::uint64_t>(id);
+                    op.buf = b;
+                    return true;
+                }
+                pool_.put(static_cast<std::uint16_t>(id));
+                break;
+            }
             case OpCode::accept:
                 r = ::accept4(op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
                               SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -257,6 +329,7 @@ private:
                 break;
             case OpCode::recv:
                 r = ::recv(op.fd, op.cursor(), op.remaining(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < op.remaining()) drained(op);
                 break;
             case OpCode::send:
                 r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
@@ -287,17 +360,19 @@ private:
     }
 
     Scheduler& sched_;
+    BufferPool pool_;
     int ep_ = -1;
     int wake_fd_ = -1;
     std::vector<FdState> fds_;
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
+    WaitList starved_; // recv_pooled ops waiting for a pool buffer
 };
 
 } // namespace
 
-std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions&) {
-    return std::make_unique<EpollDriver>(s);
+std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions& options) {
+    return std::make_unique<EpollDriver>(s, options);
 }
 
 } // namespace galay::detail
