@@ -311,6 +311,8 @@ int report(const ClientOptions& o, const Outcome& out) {
             {"packets_received", c.received},
             {"packets_lost", c.lost()},
             {"loss_percent", c.loss_percent()},
+            {"loss_rate", c.loss_percent()}, // the name bench/suite.py reads (percent)
+            {"errors", r.wrong_payload + r.io_errors},
             {"duplicates", c.duplicates},
             {"wrong_payload", r.wrong_payload},
             {"io_errors", r.io_errors},
