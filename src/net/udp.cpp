@@ -135,16 +135,6 @@ Result<std::size_t> SendToAwaitable::result() {
 
 // --- receive offload --------------------------------------------------------------------------
 
-GroStash::Block* GroStash::acquire() {
-    if (free_.empty()) {
-        owned_.push_back(std::unique_ptr<Block>(new Block)); // payload left uninitialised
-        return owned_.back().get();
-    }
-    Block* b = free_.back();
-    free_.pop_back();
-    return b;
-}
-
 void GroStash::push(Block* b, std::uint32_t len, std::uint32_t segment, const SocketAddr& local) {
     if (segment == 0 || segment > len) segment = len;
     if (len == 0) segment = 0; // an empty datagram is still one datagram
@@ -239,59 +229,62 @@ Result<RecvInfo> RecvFromAwaitable::result() {
 // --- recv_batch -------------------------------------------------------------------------------
 
 RecvBatchAwaitable::RecvBatchAwaitable(int fd, std::span<Datagram> out, bool local_address,
-                                       std::uint16_t local_port, GroStash* gro) noexcept
+                                       std::uint16_t local_port, GroStash* gro,
+                                       BatchScratch* pool) noexcept
     : out_(out.first(std::min(out.size(), kMaxUdpBatch)))
     , local_address_(local_address)
     , local_port_(local_port)
-    , gro_(gro) {
+    , gro_(gro)
+    , pool_(pool) {
     op_.code = OpCode::recvmmsg;
     op_.fd = fd;
     op_.msg_flags = MSG_TRUNC;
 }
 
 void RecvBatchAwaitable::prepare() {
-    issued_ = true;
+    RecvBatchScratch& s = *(s_ = pool_->recv.acquire());
     for (std::size_t i = 0; i < out_.size(); ++i) {
         Datagram& d = out_[i];
-        msghdr& m = msgs_[i].msg_hdr;
+        msghdr& m = s.msgs[i].msg_hdr;
         if (gro_ != nullptr) { // into blocks: one message may bring several datagrams
-            GroStash::Block* b = blocks_[i] = gro_->acquire();
-            iov_[i].iov_base = b->payload;
-            iov_[i].iov_len = GroStash::kPayload;
+            GroStash::Block* b = s.blocks[i] = gro_->acquire();
+            s.iov[i].iov_base = b->payload;
+            s.iov[i].iov_len = GroStash::kPayload;
             m.msg_name = b->from.data();
             m.msg_control = b->control;
             m.msg_controllen = GroStash::kControl;
         } else {
-            iov_[i].iov_base = d.buffer.data();
-            iov_[i].iov_len = d.buffer.size();
+            s.iov[i].iov_base = d.buffer.data();
+            s.iov[i].iov_len = d.buffer.size();
             m.msg_name = d.from.data();
-            m.msg_control = local_address_ ? control_[i].data() : nullptr;
+            m.msg_control = local_address_ ? s.control[i].data() : nullptr;
             m.msg_controllen = local_address_ ? kPktinfoControl : 0;
         }
         m.msg_namelen = SocketAddr::capacity();
-        m.msg_iov = &iov_[i];
+        m.msg_iov = &s.iov[i];
         m.msg_iovlen = 1;
         m.msg_flags = 0;
-        msgs_[i].msg_len = 0;
+        s.msgs[i].msg_len = 0;
     }
-    op_.buf = msgs_.data();
+    op_.buf = s.msgs.data();
     op_.len = static_cast<std::uint32_t>(out_.size());
 }
 
 Result<std::size_t> RecvBatchAwaitable::offload_result() {
-    if (issued_) { // queue what the kernel brought; give back the blocks it did not fill
-        issued_ = false;
+    if (s_ != nullptr) { // queue what the kernel brought; give back the blocks it did not fill
+        RecvBatchScratch& s = *s_;
         const std::size_t n = op_.result > 0 ? static_cast<std::size_t>(op_.result) : 0;
         std::uint16_t port = local_port_;
         if (local_address_ && port == 0 && n > 0) port = bound_port(op_.fd);
         for (std::size_t i = 0; i < out_.size(); ++i) {
             if (i >= n) {
-                gro_->release(blocks_[i]);
+                gro_->release(s.blocks[i]);
                 continue;
             }
-            ControlInfo c = parse_control(msgs_[i].msg_hdr, local_address_, port);
-            gro_->push(blocks_[i], msgs_[i].msg_len, c.segment, c.local);
+            ControlInfo c = parse_control(s.msgs[i].msg_hdr, local_address_, port);
+            gro_->push(s.blocks[i], s.msgs[i].msg_len, c.segment, c.local);
         }
+        pool_->recv.release(std::exchange(s_, nullptr));
         if (op_.result < 0 && !gro_->has_pending()) return fail(static_cast<int>(-op_.result));
     }
     std::size_t k = 0;
@@ -308,22 +301,30 @@ Result<std::size_t> RecvBatchAwaitable::offload_result() {
     return k;
 }
 
-Result<std::size_t> RecvBatchAwaitable::result() {
-    if (gro_ != nullptr) return offload_result();
-    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
-    const auto n = static_cast<std::size_t>(op_.result);
-    std::uint16_t port = local_port_;
-    if (local_address_ && port == 0) port = bound_port(op_.fd);
-    for (std::size_t i = 0; i < n; ++i) {
-        Datagram& d = out_[i];
-        const RecvInfo info =
-            recv_info(msgs_[i].msg_len, d.buffer.size(), msgs_[i].msg_hdr.msg_flags);
-        d.size = info.size;
-        d.datagram_size = info.datagram_size;
-        d.truncated = info.truncated;
-        if (local_address_) d.local = local_from_control(msgs_[i].msg_hdr, port);
+Result<std::size_t> RecvBatchAwaitable::plain_result() {
+    if (s_ == nullptr) return 0; // nothing was asked (no slots)
+    RecvBatchScratch& s = *s_;
+    if (op_.result >= 0) {
+        const auto n = static_cast<std::size_t>(op_.result);
+        std::uint16_t port = local_port_;
+        if (local_address_ && port == 0) port = bound_port(op_.fd);
+        for (std::size_t i = 0; i < n; ++i) {
+            Datagram& d = out_[i];
+            const RecvInfo info =
+                recv_info(s.msgs[i].msg_len, d.buffer.size(), s.msgs[i].msg_hdr.msg_flags);
+            d.size = info.size;
+            d.datagram_size = info.datagram_size;
+            d.truncated = info.truncated;
+            if (local_address_) d.local = local_from_control(s.msgs[i].msg_hdr, port);
+        }
     }
-    return n;
+    pool_->recv.release(std::exchange(s_, nullptr));
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    return static_cast<std::size_t>(op_.result);
+}
+
+Result<std::size_t> RecvBatchAwaitable::result() {
+    return gro_ != nullptr ? offload_result() : plain_result();
 }
 
 // --- send_batch -------------------------------------------------------------------------------
@@ -340,9 +341,10 @@ bool same_destination(const SocketAddr* a, const SocketAddr* b) noexcept {
 } // namespace
 
 SendBatchAwaitable::SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in,
-                                       bool* gso) noexcept
+                                       bool* gso, BatchScratch* pool) noexcept
     : in_(in.first(std::min(in.size(), kMaxUdpBatch)))
-    , gso_(gso) {
+    , gso_(gso)
+    , pool_(pool) {
     op_.code = OpCode::sendmmsg;
     op_.fd = fd;
     op_.all = true; // a batch the socket buffer cannot take at once is finished when writable
@@ -358,10 +360,11 @@ SendBatchAwaitable::SendBatchAwaitable(int fd, int family, std::span<const OutDa
     }
 }
 
-void SendBatchAwaitable::prepare() noexcept {
+void SendBatchAwaitable::prepare() {
+    SendBatchScratch& s = *(s_ = pool_->send.acquire());
     for (std::size_t i = 0; i < count_; ++i) {
-        iov_[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
-        iov_[i].iov_len = in_[i].data.size();
+        s.iov[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
+        s.iov[i].iov_len = in_[i].data.size();
     }
     const bool coalesce = gso_ != nullptr && *gso_;
     std::size_t m = 0, groups = 0;
@@ -384,23 +387,23 @@ void SendBatchAwaitable::prepare() noexcept {
         // that stamps its messages back to back gets one copy per group in the kernel).
         std::size_t w = i + 1;
         for (std::size_t k = i + 1; k < j; ++k) {
-            auto* end = static_cast<std::byte*>(iov_[w - 1].iov_base) + iov_[w - 1].iov_len;
+            auto* end = static_cast<std::byte*>(s.iov[w - 1].iov_base) + s.iov[w - 1].iov_len;
             if (end == in_[k].data.data())
-                iov_[w - 1].iov_len += in_[k].data.size();
+                s.iov[w - 1].iov_len += in_[k].data.size();
             else
-                iov_[w++] = iov_[k];
+                s.iov[w++] = s.iov[k];
         }
-        msghdr& h = msgs_[m].msg_hdr;
+        msghdr& h = s.msgs[m].msg_hdr;
         const SocketAddr* to = in_[i].to;
         h.msg_name = to != nullptr ? const_cast<sockaddr*>(to->data()) : nullptr;
         h.msg_namelen = to != nullptr ? to->size() : 0;
-        h.msg_iov = &iov_[i];
+        h.msg_iov = &s.iov[i];
         h.msg_iovlen = w - i;
         h.msg_control = nullptr;
         h.msg_controllen = 0;
         h.msg_flags = 0;
         if (j - i > 1) {
-            h.msg_control = control_[groups].data();
+            h.msg_control = s.control[groups].data();
             h.msg_controllen = CMSG_SPACE(sizeof(std::uint16_t));
             cmsghdr* c = CMSG_FIRSTHDR(&h);
             c->cmsg_level = SOL_UDP;
@@ -410,38 +413,41 @@ void SendBatchAwaitable::prepare() noexcept {
             std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
             ++groups;
         }
-        msgs_[m].msg_len = 0;
-        first_[m] = static_cast<std::uint8_t>(i);
-        segs_[m] = static_cast<std::uint8_t>(j - i);
+        s.msgs[m].msg_len = 0;
+        s.first[m] = static_cast<std::uint8_t>(i);
+        s.segs[m] = static_cast<std::uint8_t>(j - i);
         i = j;
     }
     messages_ = m;
-    op_.buf = msgs_.data();
+    op_.buf = s.msgs.data();
     op_.len = static_cast<std::uint32_t>(m);
 }
 
 void SendBatchAwaitable::one_message_per_datagram(std::size_t from) noexcept {
+    SendBatchScratch& s = *s_;
     for (std::size_t i = from; i < count_; ++i) { // prepare() may have merged iovecs: redo them
-        iov_[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
-        iov_[i].iov_len = in_[i].data.size();
-        msghdr& h = msgs_[i - from].msg_hdr;
+        s.iov[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
+        s.iov[i].iov_len = in_[i].data.size();
+        msghdr& h = s.msgs[i - from].msg_hdr;
         const SocketAddr* to = in_[i].to;
         h = msghdr{};
         h.msg_name = to != nullptr ? const_cast<sockaddr*>(to->data()) : nullptr;
         h.msg_namelen = to != nullptr ? to->size() : 0;
-        h.msg_iov = &iov_[i];
+        h.msg_iov = &s.iov[i];
         h.msg_iovlen = 1;
     }
 }
 
 Result<std::size_t> SendBatchAwaitable::send_rest_without_gso(std::size_t from) noexcept {
+    SendBatchScratch& s = *s_;
     // Rare: the first UDP_SEGMENT send on a route that cannot take it (no checksum offload,
     // IPsec, a segment larger than the MTU allows). The rest goes now, non-blocking.
     one_message_per_datagram(from);
     std::size_t sent = from;
     while (sent < count_) {
         const auto left = static_cast<unsigned>(count_ - sent);
-        int r = ::sendmmsg(op_.fd, msgs_.data() + (sent - from), left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        int r =
+            ::sendmmsg(op_.fd, s.msgs.data() + (sent - from), left, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0) {
             if (errno == EINTR) continue;
             if (sent > 0) return sent;
@@ -454,12 +460,18 @@ Result<std::size_t> SendBatchAwaitable::send_rest_without_gso(std::size_t from) 
 
 Result<std::size_t> SendBatchAwaitable::result() {
     if (count_ == 0) return fail(setup_error_);
+    Result<std::size_t> r = outcome();
+    pool_->send.release(std::exchange(s_, nullptr));
+    return r;
+}
+
+Result<std::size_t> SendBatchAwaitable::outcome() {
     // `done` counts the messages sent, also when an error (or a cancel) stopped the rest.
     const std::size_t messages_sent = op_.done;
     const std::size_t sent = datagrams_in(messages_sent);
     if (op_.result >= 0) return sent;
     const int err = static_cast<int>(-op_.result);
-    if ((err == EIO || err == EINVAL) && messages_sent < messages_ && segs_[messages_sent] > 1) {
+    if ((err == EIO || err == EINVAL) && messages_sent < messages_ && s_->segs[messages_sent] > 1) {
         *gso_ = false; // this socket's route refuses UDP_SEGMENT: one datagram per message now
         return send_rest_without_gso(sent);
     }
@@ -477,7 +489,8 @@ UdpSocket::UdpSocket(UdpSocket&& o) noexcept
     , local_port_(o.local_port_)
     , local_address_(o.local_address_)
     , gso_(o.gso_)
-    , gro_(std::move(o.gro_)) {}
+    , gro_(std::move(o.gro_))
+    , scratch_(std::move(o.scratch_)) {}
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
     if (this != &o) {
@@ -488,6 +501,7 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
         local_address_ = o.local_address_;
         gso_ = o.gso_;
         gro_ = std::move(o.gro_);
+        scratch_ = std::move(o.scratch_);
     }
     return *this;
 }
@@ -500,6 +514,7 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     s.fd_ = *fd;
     s.family_ = family;
     s.local_address_ = o.local_address;
+    s.scratch_ = std::make_unique<detail::BatchScratch>();
     if (o.segmentation_offload) { // the kernel knows UDP_SEGMENT (Linux 4.18+)
         int seg = 0;
         socklen_t len = sizeof seg;
