@@ -409,4 +409,30 @@ TEST_P(TcpTest, PeekAndRepeatedEofNeverHang) {
     }());
 }
 
+TEST_P(TcpTest, EofRightAfterAShortReadIsSeen) {
+    // The reader is already waiting (its fd registered) when data and FIN arrive together: the
+    // read comes back short, and the next read must still see EOF (no new edge will come).
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        auto reader = [&]() -> Task<std::string> {
+            std::array<char, 64> buf;
+            std::string got;
+            for (;;) {
+                auto n = co_await s.recv(buf).timeout(10s);
+                if (!n) throw Error(n.error(), "recv");
+                if (*n == 0) co_return got;
+                got.append(buf.data(), *n);
+            }
+        };
+        auto writer = [&]() -> Task<void> {
+            co_await yield_now(); // let the reader block first
+            std::string msg = "last words";
+            if (!co_await c.send_all(msg)) throw std::runtime_error("send");
+            if (!c.shutdown(Shutdown::write)) throw std::runtime_error("shutdown");
+        };
+        auto [got, _] = co_await when_all(reader(), writer());
+        EXPECT_EQ(got, "last words");
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(TcpTest);

@@ -72,6 +72,9 @@ struct FdState {
     // system call and waits for the edge. Any data that arrives after that read raises a new
     // edge-triggered event, which sets this again.
     bool maybe_readable = true;
+    // The peer closed or reset (EPOLLRDHUP/HUP/ERR seen). A short read may then be followed by
+    // EOF with no further edge, so reads always try first.
+    bool peer_closed = false;
 };
 
 class EpollDriver final : public Driver {
@@ -189,6 +192,8 @@ public:
         fail_all(st.readers, -ECANCELED);
         fail_all(st.writers, -ECANCELED);
         st.registered = false;
+        st.maybe_readable = true;
+        st.peer_closed = false;
     }
 
     void wake() noexcept override {
@@ -224,6 +229,7 @@ public:
             }
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
+            if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
             if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
                 st.maybe_readable = true;
                 retry(st.readers);
@@ -251,8 +257,9 @@ private:
     /// A read returned less than it asked for: the socket has nothing more right now. (Not
     /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
     void drained(const IoOp& op) noexcept {
-        if (static_cast<std::size_t>(op.fd) < fds_.size() && !(op.msg_flags & MSG_PEEK))
-            fds_[op.fd].maybe_readable = false;
+        if (static_cast<std::size_t>(op.fd) >= fds_.size() || (op.msg_flags & MSG_PEEK)) return;
+        FdState& st = fds_[static_cast<std::size_t>(op.fd)];
+        if (!st.peer_closed) st.maybe_readable = false;
     }
 
     void fail_all(WaitList& list, int err) noexcept {
