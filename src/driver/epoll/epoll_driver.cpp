@@ -1,7 +1,10 @@
 // The epoll driver: readiness-based. Every op first tries its system call at once (non-blocking
 // fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
 // Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
-// connection costs one epoll_ctl in its lifetime and none per operation.
+// connection costs one epoll_ctl in its lifetime and none per operation. File operations go to
+// the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
+// created on the first one.
+#include "driver/epoll/file_engine.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
@@ -16,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <vector>
 
 namespace galay::detail {
@@ -23,6 +27,21 @@ namespace {
 
 bool waits_for_read(OpCode c) noexcept {
     return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg;
+}
+
+bool is_file_op(OpCode c) noexcept {
+    switch (c) {
+    case OpCode::read_at:
+    case OpCode::write_at:
+    case OpCode::readv_at:
+    case OpCode::writev_at:
+    case OpCode::fsync:
+    case OpCode::fdatasync:
+    case OpCode::fallocate:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /// A FIFO of ops waiting for one direction of one fd.
@@ -87,13 +106,16 @@ public:
     }
 
     ~EpollDriver() override {
+        files_.reset(); // joins its threads, which may still be waking us
         ::close(wake_fd_);
         ::close(ep_);
     }
 
     Backend backend() const noexcept override { return Backend::epoll; }
     const char* name() const noexcept override { return "epoll"; }
-    std::size_t in_flight() const noexcept override { return waiting_; }
+    std::size_t in_flight() const noexcept override {
+        return waiting_ + (files_ ? files_->in_flight() : 0);
+    }
 
     bool submit(IoOp& op) override {
         switch (op.code) {
@@ -108,10 +130,8 @@ public:
         case OpCode::fsync:
         case OpCode::fdatasync:
         case OpCode::fallocate:
-            // File operations on this backend go through libaio (see src/fs); a bare IoOp for a
-            // file reaching the epoll driver is a galay bug.
-            op.result = -EOPNOTSUPP;
-            return true;
+            if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+            return files_->submit(op);
         default:
             break;
         }
@@ -136,6 +156,10 @@ public:
     }
 
     void cancel(IoOp& op) override {
+        if (is_file_op(op.code)) {
+            if (files_) files_->cancel(op);
+            return;
+        }
         if (!op.pending || static_cast<std::size_t>(op.fd) >= fds_.size()) return;
         FdState& st = fds_[op.fd];
         if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
@@ -158,6 +182,7 @@ public:
     }
 
     void poll(std::int64_t timeout_ns) override {
+        if (files_ && files_->flush() > 0) timeout_ns = 0; // one io_submit for the whole turn
         timespec ts{};
         timespec* tsp = nullptr;
         if (timeout_ns >= 0) {
@@ -183,12 +208,14 @@ public:
                 [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
                 continue;
             }
+            if (files_ && fd == files_->event_fd()) continue; // collected below
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
             if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) retry(st.readers);
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
+        if (files_) files_->reap();
     }
 
     void shutdown() noexcept override {
@@ -196,6 +223,7 @@ public:
             fail_all(st.readers, -ECANCELED);
             fail_all(st.writers, -ECANCELED);
         }
+        if (files_) files_->shutdown();
     }
 
 private:
@@ -287,6 +315,7 @@ private:
     std::vector<FdState> fds_;
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
+    std::unique_ptr<EpollFileEngine> files_;
 };
 
 } // namespace
