@@ -21,7 +21,8 @@
 //    submitted with everything else of the loop turn in one io_uring_enter.
 //  - epoll: files opened with `direct` go through Linux AIO (libaio): one io_submit per loop turn
 //    for all queued operations, completions signalled through an eventfd in the epoll set and
-//    collected with io_getevents. Buffered files (no O_DIRECT) cannot use libaio usefully: for
+//    collected from the AIO completion ring (io_getevents semantics, without the system call).
+//    Buffered files (no O_DIRECT) cannot use libaio usefully: for
 //    them io_submit performs the whole copy synchronously and blocks the thread on a page-cache
 //    miss or a dirty-page throttle. So on epoll, buffered reads first try `preadv2(RWF_NOWAIT)`
 //    (served at once when the data is cached), and everything else on a buffered file (writes,

@@ -3,8 +3,10 @@
 // O_DIRECT files go through Linux AIO: `submit` only queues the op; `flush` (called by the
 // driver's poll, before it waits) turns every queued op into an iocb and hands them all to the
 // kernel with one io_submit. Each iocb signals an eventfd that sits in the driver's epoll set
-// (edge-triggered, so it never needs reading); `reap` collects finished iocbs with io_getevents
-// (min 0, no wait: libaio answers an empty ring without a system call). An iocb lives in one of
+// (edge-triggered, so it never needs reading); `reap` collects every finished iocb after each wait
+// straight from the completion ring the kernel maps into our address space (what io_getevents
+// with min 0 returns, without the system call; io_getevents remains the fallback if the ring
+// layout is not the one we know). An iocb lives in one of
 // `kAioDepth` slots, so a request has a unique address while the kernel holds it (io_cancel
 // needs it) and no allocation happens per operation; ops beyond that wait in the queue.
 //
