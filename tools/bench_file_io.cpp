@@ -1,7 +1,7 @@
 // bench_file_io: file I/O benchmark on galay-kernel, with our users' command line.
 //
 //   bench_file_io -w <workers> -n <ops per worker> -b <block size> -batch <n> -d <dir>
-//                 [--backend io_uring|epoll] [--direct] [--no-prealloc] [--json]
+//                 [--backend io_uring|epoll] [--direct] [--prealloc fallocate|zero|none] [--json]
 //
 // Each worker (a coroutine; all on one scheduler thread) owns one file in <dir>. Write phase: all
 // workers write their n blocks concurrently; read phase: all read them back, and every block is
@@ -13,10 +13,12 @@
 // error; errors make the exit code 1. Usage errors exit 2. The files are removed at exit (also on
 // SIGINT/SIGTERM).
 //
-// Before the timed write phase each file is preallocated with fallocate, as fio lays out its
-// files: on ext4 and xfs an O_DIRECT write that extends a file completes synchronously inside
-// io_submit, which would serialise epoll+libaio's writes (io_uring hands them to its workers).
-// --no-prealloc measures that case.
+// Before the timed write phase each file is preallocated (untimed), by default with fallocate, as
+// fio lays out the files of write jobs: on ext4 and xfs an O_DIRECT write that extends a file
+// completes synchronously inside io_submit, which would serialise epoll+libaio's writes (io_uring
+// hands them to its workers). `--prealloc none` (or --no-prealloc) measures that case;
+// `--prealloc zero` writes the files with zeros first, so the timed writes overwrite allocated,
+// written blocks (no unwritten-extent conversion at completion, shared inode lock).
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 
@@ -50,7 +52,7 @@ struct Options {
     unsigned batch = 1;
     std::string dir = "/tmp";
     bool direct = false;
-    bool prealloc = true;
+    std::string prealloc = "fallocate"; // fallocate | zero | none
     bool json = false;
     Backend backend = Backend::automatic;
     std::optional<std::uint64_t> corrupt_block; // test hook: damage worker 0's block between phases
@@ -240,14 +242,26 @@ Task<void> read_phase(Worker& w, const Options& o, Stats& st) {
     }
 }
 
-Task<void> preallocate(Worker& w, std::uint64_t bytes, bool& supported, Stats& st) {
-    auto r = co_await w.file.fallocate(0, 0, bytes);
-    if (r) co_return;
-    if (r.error() == std::errc::operation_not_supported) {
-        supported = false; // e.g. tmpfs without it, some network filesystems: write extends
-        co_return;
+/// Lay out a worker's file before the write phase (`mode` fallocate or zero). Sets `mode` to
+/// what was done when fallocate is not supported.
+Task<void> preallocate(Worker& w, std::uint64_t bytes, std::string& mode, Stats& st) {
+    if (mode == "fallocate") {
+        auto r = co_await w.file.fallocate(0, 0, bytes);
+        if (r) co_return;
+        if (r.error() == std::errc::operation_not_supported) {
+            mode = "none (fallocate unsupported)"; // writes extend the file
+            co_return;
+        }
+        co_return st.error(w.id, 0, "fallocate", r.error().message());
     }
-    st.error(w.id, 0, "fallocate", r.error().message());
+    fs::AlignedBuffer zeros(std::min<std::uint64_t>(bytes, 1 << 20));
+    for (std::uint64_t at = 0; at < bytes; at += zeros.size()) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), bytes - at));
+        auto r = co_await w.file.write_all_at(zeros.span().first(n), at);
+        if (!r) co_return st.error(w.id, at / zeros.size(), "zero-fill", r.error().message());
+    }
+    if (auto r = co_await w.file.fdatasync(); !r)
+        st.error(w.id, 0, "fdatasync", r.error().message());
 }
 
 template <class F>
@@ -343,7 +357,13 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("-d,--dir", o.dir, "directory for the test files")->capture_default_str();
     app.add_flag("--direct", o.direct, "open the files with O_DIRECT (bypass the page cache)");
-    app.add_flag("!--no-prealloc", o.prealloc, "do not fallocate the files before the write phase");
+    app.add_option("--prealloc", o.prealloc,
+                   "lay out the files before the (timed) write phase: fallocate, zero (write "
+                   "zeros first: the timed writes overwrite) or none (the writes extend the files)")
+        ->check(CLI::IsMember({"fallocate", "zero", "none"}))
+        ->capture_default_str();
+    app.add_flag_callback(
+        "--no-prealloc", [&o] { o.prealloc = "none"; }, "same as --prealloc none");
     app.add_flag("--json", o.json, "print one JSON object instead of the table");
     tools::add_backend_flag(app, &o.backend);
     app.add_option("--corrupt-block", o.corrupt_block,
@@ -421,10 +441,10 @@ int main(int argc, char** argv) {
                      o.dir.c_str());
 
     Stats st;
-    bool prealloc_ok = o.prealloc;
-    if (o.prealloc)
-        sched->block_on(run_all(
-            workers, [&](Worker& w) { return preallocate(w, file_bytes, prealloc_ok, st); }));
+    std::string prealloc = o.prealloc;
+    if (o.prealloc != "none")
+        sched->block_on(
+            run_all(workers, [&](Worker& w) { return preallocate(w, file_bytes, prealloc, st); }));
 
     const auto t0 = Clock::now();
     sched->block_on(run_all(workers, [&](Worker& w) { return write_phase(w, o, st); }));
@@ -467,7 +487,7 @@ int main(int argc, char** argv) {
             {"block_size", o.block},
             {"batch", o.batch},
             {"direct", o.direct},
-            {"preallocated", prealloc_ok},
+            {"prealloc", prealloc},
             {"duration_s", total_s},
             {"write_duration_s", write_s},
             {"read_duration_s", read_s},
@@ -494,9 +514,7 @@ int main(int argc, char** argv) {
         std::printf("Block size: %zu bytes\n", o.block);
         std::printf("Batch size: %u\n", o.batch);
         std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
-        std::printf("Preallocated: %s\n", prealloc_ok  ? "yes"
-                                          : o.prealloc ? "no (unsupported)"
-                                                       : "no");
+        std::printf("Preallocation: %s\n", prealloc.c_str());
         std::printf("Total operations: %s (%s reads + %s writes)\n\n",
                     tools::with_commas(o.ops * o.workers * 2).c_str(),
                     tools::with_commas(o.ops * o.workers).c_str(),
