@@ -1,5 +1,7 @@
 #include "galay/fs/batch.hpp"
 
+#include <sys/socket.h> // MSG_MORE
+
 #include <cassert>
 #include <exception>
 
@@ -82,9 +84,21 @@ bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
         b.countdown_.resume(); // park it at its first step
     }
     const bool cancelled = scope != nullptr && scope->requested();
+    // All but the last op to be submitted carry MSG_MORE: the epoll driver then hands the whole
+    // batch to the kernel in one io_submit (io_uring ignores it: every SQE of a loop turn goes in
+    // one io_uring_enter anyway).
+    std::size_t last = b.entries_.size();
+    if (!cancelled)
+        for (std::size_t i = b.entries_.size(); i-- > 0;)
+            if (!b.entries_[i].precheck) {
+                last = i;
+                break;
+            }
     std::size_t pending = 0;
-    for (fs::Batch::Entry& e : b.entries_) {
+    for (std::size_t i = 0; i < b.entries_.size(); ++i) {
+        fs::Batch::Entry& e = b.entries_[i];
         IoOp& op = e.op;
+        if (op.code != OpCode::fallocate) op.msg_flags = i < last ? MSG_MORE : 0;
         op.waiter = b.countdown_;
         op.result = 0;
         op.done = 0;

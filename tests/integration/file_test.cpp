@@ -334,6 +334,31 @@ TEST_P(FileTest, DirectReadAtTheEndOfAnUnalignedFileIsShort) {
     }());
 }
 
+TEST_P(FileTest, RequestsTheKernelRefusesFailAloneAndLeaveNoTimerBehind) {
+    // A read on a write-only O_DIRECT file: io_submit (or io_uring) refuses it with EBADF. It must
+    // complete through the normal path, with its deadline disarmed (a deadline left armed would
+    // fire into a finished frame: ASan catches that in the sleep below).
+    REQUIRE_DIRECT_DIR(ddir);
+    run([&]() -> Task<void> {
+        File rw = open_or_throw(ddir / "refused", kCreateRwDirect);
+        AlignedBuffer buf = rw.make_buffer(4096);
+        CO_ASSERT(co_await rw.write_all_at(buf, 0));
+        File wo = open_or_throw(ddir / "refused", {.read = false, .write = true, .direct = true});
+        auto r = co_await wo.read_at(buf, 0).timeout(5ms);
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::bad_file_descriptor) << r.error().message();
+        Batch batch;
+        batch.read_exact_at(rw, buf, 0);
+        batch.read_at(wo, buf, 0);
+        auto done = co_await batch.submit().timeout(5ms);
+        CO_ASSERT(!done);
+        EXPECT_TRUE(batch.result(0));
+        EXPECT_EQ(batch.result(1).error(), std::errc::bad_file_descriptor);
+        CO_ASSERT(co_await sleep(20ms)); // past both deadlines
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+    }());
+}
+
 TEST_P(FileTest, BatchSubmitsEveryOpAndReportsEachResult) {
     for (bool direct : {false, true}) {
         std::filesystem::path where = dir_.path();

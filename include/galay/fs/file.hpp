@@ -19,16 +19,17 @@
 // How each backend runs them:
 //  - io_uring: every operation is one SQE (IORING_OP_READ/WRITE/READV/WRITEV/FSYNC/FALLOCATE),
 //    submitted with everything else of the loop turn in one io_uring_enter.
-//  - epoll: files opened with `direct` go through Linux AIO (libaio): one io_submit per loop turn
-//    for all queued operations, completions signalled through an eventfd in the epoll set and
-//    collected from the AIO completion ring (io_getevents semantics, without the system call).
-//    Buffered files (no O_DIRECT) cannot use libaio usefully: for
-//    them io_submit performs the whole copy synchronously and blocks the thread on a page-cache
-//    miss or a dirty-page throttle. So on epoll, buffered reads first try `preadv2(RWF_NOWAIT)`
-//    (served at once when the data is cached), and everything else on a buffered file (writes,
-//    uncached reads, fsync, fdatasync, fallocate; also fsync and fallocate on O_DIRECT files)
-//    runs on a small blocking thread pool of at most 4 threads per scheduler ("galay-fs"),
-//    started on first use, whose completions return to the scheduler's thread.
+//  - epoll: files opened with `direct` go through Linux AIO (libaio): an operation is handed to
+//    the kernel (io_submit) when its task suspends on it, an fs::Batch in one io_submit; the
+//    completions are signalled through an eventfd in the epoll set and collected from the AIO
+//    completion ring (io_getevents semantics, without the system call). Buffered files (no
+//    O_DIRECT) cannot use libaio usefully: for them io_submit performs the whole copy synchronously
+//    and blocks the thread on a page-cache miss or a dirty-page throttle. So on epoll, buffered
+//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and everything
+//    else on a buffered file (writes, uncached reads, fsync, fdatasync, fallocate; also fsync and
+//    fallocate on O_DIRECT files) runs on a small blocking thread pool of at most 4 threads per
+//    scheduler ("galay-fs"), started on first use, whose completions return to the scheduler's
+//    thread.
 //  - Caveat for libaio: extending an O_DIRECT file (writing past its size) is synchronous inside
 //    io_submit on ext4 and xfs. Preallocate with `fallocate` first (as fio does) to keep writes
 //    asynchronous on epoll.

@@ -182,7 +182,7 @@ public:
     }
 
     void poll(std::int64_t timeout_ns) override {
-        if (files_ && files_->flush() > 0) timeout_ns = 0; // one io_submit for the whole turn
+        if (files_ && files_->flush() > 0) timeout_ns = 0; // leftover iocbs, refused ops
         timespec ts{};
         timespec* tsp = nullptr;
         if (timeout_ns >= 0) {

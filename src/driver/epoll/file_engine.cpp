@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h> // MSG_MORE
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -271,6 +272,10 @@ bool EpollFileEngine::submit(IoOp& op) {
             queue_.push_back(op);
             ++queued_;
             op.pending = true;
+            // The awaiting task is about to suspend: hand its operations to the kernel now
+            // rather than after every other task of this loop turn has run (see the header).
+            // A Batch marks all but its last operation MSG_MORE, so they share one io_submit.
+            if ((op.msg_flags & MSG_MORE) == 0) submit_queued();
             return false;
         }
         if (op.code == OpCode::read_at && !op.direct && read_cached(op)) return true;
@@ -315,7 +320,18 @@ void EpollFileEngine::release_slot(iocb* cb) noexcept {
 }
 
 std::size_t EpollFileEngine::flush() {
-    if (queue_.head == nullptr || free_slots_.empty()) return 0;
+    submit_queued();
+    std::size_t n = 0;
+    while (IoOp* op = refused_.pop_front()) {
+        --refused_count_;
+        sched_.complete(*op);
+        ++n;
+    }
+    return n;
+}
+
+void EpollFileEngine::submit_queued() {
+    if (queue_.head == nullptr || free_slots_.empty()) return;
     while (queue_.head != nullptr && !free_slots_.empty()) {
         IoOp& op = *queue_.pop_front();
         --queued_;
@@ -343,7 +359,6 @@ std::size_t EpollFileEngine::flush() {
         ::io_set_eventfd(cb, efd_);
         to_submit_.push_back(cb);
     }
-    std::size_t refused = 0;
     std::size_t off = 0;
     while (off < to_submit_.size()) {
         const int r =
@@ -363,16 +378,17 @@ std::size_t EpollFileEngine::flush() {
             }
             break;
         }
-        // The first remaining iocb was refused (EBADF, EINVAL, ...): fail that op alone.
+        // The first remaining iocb was refused (EBADF, EINVAL, ...): fail that op alone. It is
+        // completed by flush(), never here: submit() may be running inside the op's
+        // await_suspend, before its deadline is armed.
         iocb* cb = to_submit_[off++];
         IoOp& op = *static_cast<IoOp*>(cb->data);
         release_slot(cb);
         op.absorb(r < 0 ? r : -EIO);
-        sched_.complete(op);
-        ++refused;
+        refused_.push_back(op);
+        ++refused_count_;
     }
     to_submit_.clear();
-    return refused;
 }
 
 void EpollFileEngine::finish(const io_event& ev) {
@@ -483,6 +499,7 @@ void EpollFileEngine::shutdown() noexcept {
         op->result = -ECANCELED;
         sched_.complete(*op);
     }
+    flush(); // ops the kernel refused
     if (in_kernel_ > 0) {
         for (iocb& cb : slots_)
             if (cb.data != nullptr) static_cast<IoOp*>(cb.data)->cancelled = true; // no resubmit
