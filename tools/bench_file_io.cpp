@@ -14,11 +14,11 @@
 // SIGINT/SIGTERM).
 //
 // Before the timed write phase each file is preallocated (untimed), by default with fallocate, as
-// fio lays out the files of write jobs: on ext4 and xfs an O_DIRECT write that extends a file
-// completes synchronously inside io_submit, which would serialise epoll+libaio's writes (io_uring
-// hands them to its workers). `--prealloc none` (or --no-prealloc) measures that case;
-// `--prealloc zero` writes the files with zeros first, so the timed writes overwrite allocated,
-// written blocks (no unwritten-extent conversion at completion, shared inode lock).
+// fio lays out the files of write jobs. `--prealloc none` (or --no-prealloc) makes the timed writes
+// extend the files: ext4 and xfs cannot start such O_DIRECT writes without blocking, so
+// epoll+libaio redoes them on its thread pool and io_uring on its workers. `--prealloc zero`
+// writes the files with zeros first, so the timed writes overwrite written blocks (no
+// unwritten-extent conversion at completion).
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 

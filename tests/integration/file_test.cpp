@@ -282,6 +282,35 @@ TEST_P(FileTest, ThousandConcurrentDirectOpsExceedTheAioDepth) {
     }());
 }
 
+TEST_P(FileTest, DirectAppendsWithoutPreallocationAreCompleteAndInOrder) {
+    // Writes past the end of an O_DIRECT file: ext4/xfs cannot start them without blocking, so
+    // on epoll they come back EAGAIN from libaio (RWF_NOWAIT) and are redone on the pool.
+    REQUIRE_DIRECT_DIR(ddir);
+    constexpr std::size_t kBlocks = 64;
+    run([&]() -> Task<void> {
+        File f = open_or_throw(ddir / "append", kCreateRwDirect);
+        const std::size_t bs = 4096;
+        auto writer = [&](std::size_t i) -> Task<bool> {
+            AlignedBuffer buf(bs);
+            fill_pattern(buf.span(), 11, i);
+            auto w = co_await f.write_all_at(buf, i * bs);
+            co_return w&&* w == bs;
+        };
+        std::vector<Task<bool>> ws;
+        for (std::size_t i = 0; i < kBlocks; ++i)
+            ws.push_back(writer(i));
+        auto ok = co_await when_all(std::move(ws));
+        EXPECT_EQ(std::count(ok.begin(), ok.end(), true), static_cast<long>(kBlocks));
+        EXPECT_EQ(f.size().value(), kBlocks * bs);
+        AlignedBuffer back(kBlocks * bs);
+        CO_ASSERT(co_await f.read_exact_at(back, 0));
+        for (std::size_t i = 0; i < kBlocks; ++i)
+            EXPECT_TRUE(has_pattern(back.span().subspan(i * bs, bs), 11, i)) << i;
+        if (Scheduler::current()->backend() == Backend::epoll)
+            EXPECT_GE(threads_named("galay-fs"), 1) << "appends did not reach the pool";
+    }());
+}
+
 TEST_P(FileTest, MisalignedDirectRequestsFailBeforeReachingTheKernel) {
     REQUIRE_DIRECT_DIR(ddir);
     run([&]() -> Task<void> {

@@ -30,9 +30,10 @@
 //    fallocate on O_DIRECT files) runs on a small blocking thread pool of at most 4 threads per
 //    scheduler ("galay-fs"), started on first use, whose completions return to the scheduler's
 //    thread.
-//  - Caveat for libaio: extending an O_DIRECT file (writing past its size) is synchronous inside
-//    io_submit on ext4 and xfs. Preallocate with `fallocate` first (as fio does) to keep writes
-//    asynchronous on epoll.
+//  - libaio requests carry RWF_NOWAIT, so io_submit does not block the loop where a filesystem
+//    would (ext4 and xfs write past the end of a file synchronously): such a request completes
+//    with EAGAIN and is redone on the pool, as io_uring redoes it on its workers. Preallocating
+//    (fallocate, as fio does) keeps appends on the fast path.
 //
 // O_DIRECT requests must have their buffer address, file offset and length aligned to
 // `logical_block_size()`; a misaligned request fails with `galay::errc::misaligned_direct_io`

@@ -356,6 +356,7 @@ void EpollFileEngine::submit_queued() {
             break;
         }
         cb->data = &op;
+        cb->aio_rw_flags = nowait_ ? RWF_NOWAIT : 0;
         ::io_set_eventfd(cb, efd_);
         to_submit_.push_back(cb);
     }
@@ -378,6 +379,13 @@ void EpollFileEngine::submit_queued() {
             }
             break;
         }
+        if ((r == -EOPNOTSUPP || r == -EINVAL) && nowait_) {
+            // This kernel or filesystem has no RWF_NOWAIT for AIO: submit blocking from now on.
+            nowait_ = false;
+            for (std::size_t i = off; i < to_submit_.size(); ++i)
+                to_submit_[i]->aio_rw_flags = 0;
+            continue;
+        }
         // The first remaining iocb was refused (EBADF, EINVAL, ...): fail that op alone. It is
         // completed by flush(), never here: submit() may be running inside the op's
         // await_suspend, before its deadline is armed.
@@ -396,6 +404,14 @@ void EpollFileEngine::finish(const io_event& ev) {
     IoOp& op = *static_cast<IoOp*>(ev.data);
     release_slot(cb);
     --in_kernel_;
+    if (static_cast<long>(ev.res) == -EAGAIN && !op.cancelled) {
+        // RWF_NOWAIT: the filesystem could not start it without blocking (a write past the end
+        // of the file, a timestamp update that needs the journal, a contended inode lock). The
+        // pool does it with a blocking call, as io_uring's workers would. Redoing the whole
+        // request is safe: a failed NOWAIT request has moved no bytes we report.
+        to_pool(op);
+        return;
+    }
     if (op.absorb(static_cast<long>(ev.res))) { // the rest of a short `all` transfer
         if (!op.cancelled) {
             queue_.push_front(op);

@@ -9,13 +9,22 @@
 // keeping one read in flight, holding every request back until the last task of the turn has run
 // made the requests complete together, and the device idled while the loop processed them
 // (measured: about 0.8x the read IOPS of submitting each task's requests at once, 4 tasks,
-// 4 KiB O_DIRECT; a system call costs ~0.25 us here, a request ~100 us). Each iocb signals an
-// eventfd that sits in the driver's epoll set (edge-triggered, so it never needs reading); `reap`
-// collects every finished iocb after each wait straight from the completion ring the kernel maps
-// into our address space (what io_getevents with min 0 returns, without the system call;
-// io_getevents remains the fallback if the ring layout is not the one we know). An iocb lives in
-// one of `kAioDepth` slots, so a request has a unique address while the kernel holds it (io_cancel
-// needs it) and no allocation happens per operation; ops beyond that wait in the queue.
+// 4 KiB O_DIRECT; a system call costs ~0.25 us here, a request ~100 us).
+//
+// io_submit must not block the loop (every socket of the scheduler would wait with it), yet
+// filesystems do block in it: ext4 and xfs perform an O_DIRECT write past the end of a file
+// synchronously (measured: io_submit took 74 us, the whole device write, for each 4 KiB append),
+// and a request may wait for a contended inode lock or for metadata I/O. So every iocb carries
+// RWF_NOWAIT: what cannot start at once completes with EAGAIN and is redone on the thread pool
+// with a blocking call, which is what io_uring does with its workers.
+//
+// Each iocb signals an eventfd that sits in the driver's epoll set (edge-triggered, so it never
+// needs reading); `reap` collects every finished iocb after each wait straight from the completion
+// ring the kernel maps into our address space (what io_getevents with min 0 returns, without the
+// system call; io_getevents remains the fallback if the ring layout is not the one we know). An
+// iocb lives in one of `kAioDepth` slots, so a request has a unique address while the kernel holds
+// it (io_cancel needs it) and no allocation happens per operation; ops beyond that wait in the
+// queue.
 //
 // Buffered files: io_submit would do the whole copy synchronously (and block on a page-cache
 // miss), so a buffered read is first tried with preadv2(RWF_NOWAIT) (served at once from the
@@ -91,6 +100,7 @@ private:
     int epoll_fd_;
 
     enum class Aio : std::uint8_t { untried, ready, unavailable } aio_ = Aio::untried;
+    bool nowait_ = true; // iocbs carry RWF_NOWAIT (until the kernel refuses it)
     io_context_t ctx_ = nullptr;
     int efd_ = -1;
     std::vector<iocb> slots_;
