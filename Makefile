@@ -4,6 +4,8 @@ JOBS ?= $(shell nproc)
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
+PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
 .PHONY: deps build test test-asan test-tsan bench format clean
 
@@ -36,7 +38,7 @@ test-tsan: deps
 
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build
-	python3 bench/suite.py --bin build/release/bin
+	$(PYTHON) bench/suite.py --bin build/release/bin
 
 format:
 	git ls-files '*.hpp' '*.cpp' | xargs clang-format -i

@@ -14,7 +14,8 @@ namespace {
 
 using namespace galay;
 
-galay::Task<void> echo(TcpStream conn, std::size_t buffer_size) {
+/// Echo through a per-connection buffer (`--recv copy`).
+galay::Task<void> echo_copy(TcpStream conn, std::size_t buffer_size) {
     (void)conn.set_nodelay(true);
     std::vector<char> buf(buffer_size);
     for (;;) {
@@ -24,11 +25,23 @@ galay::Task<void> echo(TcpStream conn, std::size_t buffer_size) {
     }
 }
 
-galay::Task<void> accept_loop(TcpListener listener, std::size_t buffer_size) {
+/// Echo through buffers lent by the scheduler (`--recv pooled`, the default): on io_uring one
+/// multishot recv per connection over a provided-buffer ring; idle connections hold no buffer.
+galay::Task<void> echo_pooled(TcpStream conn) {
+    (void)conn.set_nodelay(true);
+    for (;;) {
+        auto b = co_await conn.recv_pooled();
+        if (!b || b->empty()) co_return;
+        if (!co_await conn.send_all(b->bytes())) co_return;
+    }
+}
+
+galay::Task<void> accept_loop(TcpListener listener, bool pooled, std::size_t buffer_size) {
     for (;;) {
         auto conn = co_await listener.accept();
         if (conn) {
-            spawn(echo(std::move(*conn), buffer_size));
+            spawn(pooled ? echo_pooled(std::move(*conn))
+                         : echo_copy(std::move(*conn), buffer_size));
         } else if (conn.error() == std::errc::too_many_files_open) {
             std::fprintf(stderr, "bench_server: accept: %s (raise ulimit -n)\n",
                          conn.error().message().c_str());
@@ -53,7 +66,13 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1u, 256u))
         ->capture_default_str();
     app.add_option("--bind", bind_ip, "address to bind")->capture_default_str();
-    app.add_option("--buffer", buffer_size, "receive buffer per connection, bytes")
+    std::string recv_mode = "pooled";
+    app.add_option("--recv", recv_mode,
+                   "pooled: buffers lent by the scheduler (io_uring: multishot recv + buffer "
+                   "ring); copy: one buffer per connection")
+        ->check(CLI::IsMember({"pooled", "copy"}))
+        ->capture_default_str();
+    app.add_option("--buffer", buffer_size, "receive buffer per connection with --recv copy")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
         ->capture_default_str();
     tools::add_backend_flag(app, &backend);
@@ -89,7 +108,8 @@ int main(int argc, char** argv) {
                             threads == 1 ? "" : "s");
                 std::fflush(stdout);
             }
-            sched.block_on(accept_loop(std::move(listeners[i]), buffer_size));
+            sched.block_on(
+                accept_loop(std::move(listeners[i]), recv_mode == "pooled", buffer_size));
         } catch (const std::exception& e) {
             std::fprintf(stderr, "bench_server: %s\n", e.what());
             std::exit(1);

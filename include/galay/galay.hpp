@@ -6,6 +6,7 @@
 #include "galay/fs/file.hpp"
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
+#include "galay/net/udp.hpp"
 #include "galay/runtime.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"

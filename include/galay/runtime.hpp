@@ -52,8 +52,9 @@ Result<Backend> resolve_backend(Backend requested);
 
 struct SchedulerOptions {
     Backend backend = Backend::automatic;
-    unsigned ring_entries = 1024; ///< io_uring submission queue size
-    bool quiet = false;           ///< do not print the fallback line
+    unsigned ring_entries = 1024;     ///< io_uring submission queue size
+    unsigned pool_buffers = 4096;     ///< buffers lent by `recv_pooled` (a power of two)
+    unsigned pool_buffer_size = 2048; ///< bytes per pooled buffer
 };
 
 namespace detail {
@@ -70,7 +71,9 @@ public:
     Scheduler& operator=(const Scheduler&) = delete;
 
     /// The scheduler running on this thread (inside block_on), or null.
-    static Scheduler* current() noexcept { return current_; }
+    static Scheduler* current() noexcept;
+    /// Make `s` this thread's current scheduler; returns the previous one.
+    static Scheduler* exchange_current(Scheduler* s) noexcept;
 
     Backend backend() const noexcept { return driver_->backend(); }
     const char* backend_name() const noexcept { return driver_->name(); }
@@ -114,9 +117,6 @@ public:
 
 private:
     static constexpr unsigned kInlineBudget = 64;
-    // constinit: other translation units then access it directly, not through GCC's TLS wrapper
-    // function, whose use UBSan (GCC 12, -O2) reports as "store to null pointer".
-    static constinit thread_local Scheduler* current_;
 
     void run_until_done(const std::size_t& remaining);
     void run_ready();
@@ -133,7 +133,6 @@ private:
     detail::DetachedPromise* detached_head_ = nullptr;
     std::size_t detached_count_ = 0;
     unsigned inline_completions_ = 0;
-    Scheduler* previous_ = nullptr;
 };
 
 /// The current thread's scheduler; terminates with a clear message when there is none.
@@ -163,8 +162,7 @@ inline YieldAwaiter yield_now() noexcept {
 
 template <class T>
 T Scheduler::block_on(Task<T> task) {
-    Scheduler* saved = current_;
-    current_ = this;
+    Scheduler* saved = exchange_current(this);
     detail::Slot<T> slot;
     detail::JoinState join;
     join.remaining = 1;
@@ -173,7 +171,7 @@ T Scheduler::block_on(Task<T> task) {
     root.h.promise().join = &join;
     schedule(root.h);
     run_until_done(join.remaining);
-    current_ = saved;
+    exchange_current(saved);
     if constexpr (std::is_void_v<T>)
         slot.take();
     else

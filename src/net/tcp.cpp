@@ -56,6 +56,13 @@ Result<std::size_t> TransferAwaitable::result() {
     return static_cast<std::size_t>(op_.result);
 }
 
+Result<PooledBuffer> RecvPooledAwaitable::result() {
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    if (op_.result == 0) return PooledBuffer{};
+    return PooledBuffer(&current_scheduler().driver(), static_cast<const char*>(op_.buf),
+                        static_cast<std::size_t>(op_.result), static_cast<std::uint16_t>(op_.aux));
+}
+
 VectorAwaitable::VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept {
     op_.code = code;
     op_.fd = fd;

@@ -8,10 +8,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <thread>
 
 namespace galay {
 
-thread_local Scheduler* Scheduler::current_ = nullptr;
+namespace {
+// Not a static data member used from inline code: UBSan (GCC 12) reports the TLS wrapper of
+// such a member as a null store.
+thread_local Scheduler* t_current = nullptr;
+} // namespace
+
+Scheduler* Scheduler::current() noexcept {
+    return t_current;
+}
+
+Scheduler* Scheduler::exchange_current(Scheduler* s) noexcept {
+    return std::exchange(t_current, s);
+}
 
 namespace detail {
 
@@ -21,6 +34,9 @@ class RemoteQueue {
 public:
     moodycamel::ConcurrentQueue<std::coroutine_handle<>> queue;
     std::atomic<bool> wake_pending{false};
+    // Posts in progress. A post's handle may be resumed (and the scheduler destroyed) before the
+    // posting thread has finished waking the driver, so shutdown waits for this to reach zero.
+    std::atomic<int> posting{0};
 };
 
 /// The promise of a detached task: linked into its scheduler so that shutdown can destroy the
@@ -91,7 +107,7 @@ void report_unhandled_exception(std::exception_ptr e) noexcept {
 }
 
 Scheduler& current_scheduler() {
-    Scheduler* s = Scheduler::current();
+    Scheduler* s = t_current;
     if (s == nullptr) {
         std::fputs("galay: an operation was awaited outside a scheduler (use block_on)\n", stderr);
         std::abort();
@@ -114,8 +130,9 @@ Scheduler::~Scheduler() {
 }
 
 void Scheduler::shutdown() noexcept {
-    Scheduler* saved = current_;
-    current_ = this;
+    Scheduler* saved = exchange_current(this);
+    while (remote_->posting.load(std::memory_order_acquire) != 0)
+        std::this_thread::yield();
     // Cancel every kernel operation and wait for it, so no buffer of a frame we are about to
     // destroy is still owned by the kernel.
     driver_->shutdown();
@@ -126,7 +143,7 @@ void Scheduler::shutdown() noexcept {
         h.destroy();
     }
     driver_.reset();
-    current_ = saved;
+    exchange_current(saved);
 }
 
 void Scheduler::spawn(Task<void> task) {
@@ -141,8 +158,10 @@ void Scheduler::spawn(Task<void> task) {
 }
 
 void Scheduler::post(std::coroutine_handle<> h) {
+    remote_->posting.fetch_add(1, std::memory_order_acq_rel);
     remote_->queue.enqueue(h);
     if (!remote_->wake_pending.exchange(true, std::memory_order_acq_rel)) driver_->wake();
+    remote_->posting.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Scheduler::drain_remote() {

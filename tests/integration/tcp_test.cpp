@@ -380,10 +380,32 @@ TEST_P(TcpTest, ConnectByHostNameAndIpv6Loopback) {
         CO_ASSERT(s);
         EXPECT_TRUE(c->peer_addr()->is_v6());
         std::string m = "v6";
-        EXPECT_TRUE(co_await c->send_all(m));
+        auto w = co_await c->send_all(m);
+        EXPECT_TRUE(w) << w.error().message();
         std::array<char, 2> buf;
         EXPECT_TRUE(co_await s->recv_exact(buf));
         EXPECT_EQ(std::string(buf.data(), 2), "v6");
+    }());
+}
+
+TEST_P(TcpTest, PeekAndRepeatedEofNeverHang) {
+    // A short read lets epoll skip the next try-first recv; a peek and EOF must not.
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        std::string msg = "peek";
+        CO_ASSERT(co_await c.send_all(msg));
+        std::array<char, 64> buf;
+        auto p = co_await s.recv(buf, MSG_PEEK).timeout(10s);
+        CO_ASSERT(p && *p == 4);
+        auto r = co_await s.recv(buf).timeout(10s); // the peeked bytes are still there
+        CO_ASSERT(r && *r == 4);
+        EXPECT_EQ(std::string(buf.data(), 4), "peek");
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        for (int i = 0; i < 3; ++i) { // EOF, again and again
+            auto e = co_await s.recv(buf).timeout(10s);
+            CO_ASSERT(e);
+            EXPECT_EQ(*e, 0u);
+        }
     }());
 }
 

@@ -18,6 +18,7 @@ enum class OpCode : std::uint8_t {
     accept,
     connect,
     recv,
+    recv_pooled, // receive into a buffer of the driver's pool (io_uring: multishot + buffer ring)
     send,
     recvmsg, // also vectored stream reads (readv): io_uring's readv fails O_NONBLOCK sockets
     sendmsg,
@@ -29,6 +30,8 @@ enum class OpCode : std::uint8_t {
     fsync,
     fdatasync,
     fallocate,
+    recvmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams received
+    sendmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).
@@ -110,6 +113,9 @@ public:
 
     /// Cancel every pending op and wait until the kernel has finished with all of them.
     virtual void shutdown() noexcept = 0;
+
+    /// Return a pool buffer lent by a `recv_pooled` completion (`op.aux` is its id).
+    virtual void give_back(std::uint16_t buffer_id) noexcept = 0;
 
     /// Number of ops handed to the kernel and not yet completed.
     virtual std::size_t in_flight() const noexcept = 0;

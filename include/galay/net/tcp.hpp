@@ -38,6 +38,52 @@ namespace galay {
 
 class TcpStream;
 
+/// Bytes received by `recv_pooled`, in a buffer lent by the scheduler's pool. Move-only; the
+/// buffer goes back to the pool when this is destroyed (or `release()`d), so keep it only as long
+/// as needed and destroy it on the scheduler's thread, before the scheduler.
+class PooledBuffer {
+public:
+    PooledBuffer() noexcept = default;
+    PooledBuffer(detail::Driver* owner, const char* data, std::size_t size,
+                 std::uint16_t id) noexcept
+        : owner_(owner)
+        , data_(data)
+        , size_(size)
+        , id_(id) {}
+    PooledBuffer(PooledBuffer&& o) noexcept
+        : owner_(std::exchange(o.owner_, nullptr))
+        , data_(o.data_)
+        , size_(o.size_)
+        , id_(o.id_) {}
+    PooledBuffer& operator=(PooledBuffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            owner_ = std::exchange(o.owner_, nullptr);
+            data_ = o.data_;
+            size_ = o.size_;
+            id_ = o.id_;
+        }
+        return *this;
+    }
+    ~PooledBuffer() { release(); }
+
+    const char* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    std::span<const char> bytes() const noexcept { return {data_, size_}; }
+
+    void release() noexcept {
+        if (owner_ != nullptr) std::exchange(owner_, nullptr)->give_back(id_);
+        size_ = 0;
+    }
+
+private:
+    detail::Driver* owner_ = nullptr;
+    const char* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::uint16_t id_ = 0;
+};
+
 namespace detail {
 
 /// Closes the fd it owns (after telling the current driver to forget it).
@@ -53,6 +99,15 @@ public:
 
 private:
     bool exact_; // recv_exact: fewer bytes than asked (EOF) is an error
+};
+
+class RecvPooledAwaitable : public IoAwaitable<RecvPooledAwaitable> {
+public:
+    explicit RecvPooledAwaitable(int fd) noexcept {
+        op_.code = OpCode::recv_pooled;
+        op_.fd = fd;
+    }
+    Result<PooledBuffer> result();
 };
 
 class VectorAwaitable : public IoAwaitable<VectorAwaitable> {
@@ -142,6 +197,11 @@ public:
                 false,
                 flags};
     }
+    /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
+    /// closed). On io_uring this is one multishot recv per connection over a provided-buffer
+    /// ring: no submission per receive, and no memory held by idle connections. A timed-out or
+    /// cancelled recv_pooled consumes nothing; later bytes come with the next call.
+    detail::RecvPooledAwaitable recv_pooled() noexcept { return detail::RecvPooledAwaitable(fd_); }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
     template <MutableBuffer B>
     detail::TransferAwaitable recv_exact(B&& buf) noexcept {

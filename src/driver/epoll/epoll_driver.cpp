@@ -4,7 +4,9 @@
 // connection costs one epoll_ctl in its lifetime and none per operation. File operations go to
 // the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
 // created on the first one.
+#include "driver/common/buffer_pool.hpp"
 #include "driver/epoll/file_engine.hpp"
+#include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
@@ -26,7 +28,8 @@ namespace galay::detail {
 namespace {
 
 bool waits_for_read(OpCode c) noexcept {
-    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recvmsg;
+    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recv_pooled ||
+           c == OpCode::recvmsg || c == OpCode::recvmmsg;
 }
 
 bool is_file_op(OpCode c) noexcept {
@@ -84,12 +87,17 @@ struct FdState {
     WaitList readers;
     WaitList writers;
     bool registered = false;
+    // False after a short read (the socket was drained): the next read skips the try-first
+    // system call and waits for the edge. Any data that arrives after that read raises a new
+    // edge-triggered event, which sets this again.
+    bool maybe_readable = true;
 };
 
 class EpollDriver final : public Driver {
 public:
-    explicit EpollDriver(Scheduler& s)
-        : sched_(s) {
+    EpollDriver(Scheduler& s, const SchedulerOptions& options)
+        : sched_(s)
+        , pool_(options.pool_buffers, options.pool_buffer_size) {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -135,7 +143,23 @@ public:
         default:
             break;
         }
+        if (op.code == OpCode::recv_pooled && pool_.empty()) {
+            // Every buffer is lent out: wait for one to come back (as io_uring does).
+            op.pending = true;
+            ++waiting_;
+            starved_.push(op);
+            return false;
+        }
+        if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
+            const FdState& st = fds_[static_cast<std::size_t>(op.fd)];
+            if (st.registered && !st.maybe_readable) return wait_ready(op);
+        }
         if (attempt(op)) return true;
+        return wait_ready(op);
+    }
+
+    /// Queue `op` until its fd is ready. Returns false (the op is pending) or true with an error.
+    bool wait_ready(IoOp& op) {
         FdState& st = state(op.fd);
         if (!st.registered) {
             epoll_event ev{};
@@ -160,12 +184,27 @@ public:
             if (files_) files_->cancel(op);
             return;
         }
-        if (!op.pending || static_cast<std::size_t>(op.fd) >= fds_.size()) return;
-        FdState& st = fds_[op.fd];
-        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        if (!op.pending) return;
+        if (!starved_.remove(op)) {
+            if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
+            FdState& st = fds_[op.fd];
+            if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        }
         op.result = -ECANCELED;
         --waiting_;
         sched_.complete(op);
+    }
+
+    void give_back(std::uint16_t id) noexcept override {
+        pool_.put(id);
+        // An op that finds no data gives its buffer straight back, so keep going while there
+        // are buffers and starved ops.
+        while (starved_.head != nullptr && !pool_.empty()) {
+            IoOp* op = starved_.pop();
+            op->pending = false;
+            --waiting_;
+            if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
+        }
     }
 
     void forget_fd(int fd) noexcept override {
@@ -211,7 +250,10 @@ public:
             if (files_ && fd == files_->event_fd()) continue; // collected below
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
-            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) retry(st.readers);
+            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                st.maybe_readable = true;
+                retry(st.readers);
+            }
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
@@ -219,6 +261,7 @@ public:
     }
 
     void shutdown() noexcept override {
+        fail_all(starved_, -ECANCELED);
         for (FdState& st : fds_) {
             fail_all(st.readers, -ECANCELED);
             fail_all(st.writers, -ECANCELED);
@@ -233,6 +276,13 @@ private:
         return fds_[fd];
     }
 
+    /// A read returned less than it asked for: the socket has nothing more right now. (Not
+    /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
+    void drained(const IoOp& op) noexcept {
+        if (static_cast<std::size_t>(op.fd) < fds_.size() && !(op.msg_flags & MSG_PEEK))
+            fds_[op.fd].maybe_readable = false;
+    }
+
     void fail_all(WaitList& list, int err) noexcept {
         while (list.head != nullptr) {
             IoOp* op = list.pop();
@@ -245,6 +295,10 @@ private:
     /// Retry the waiting ops of one direction in order until one would block again.
     void retry(WaitList& list) {
         while (list.head != nullptr) {
+            if (list.head->code == OpCode::recv_pooled && pool_.empty()) {
+                starved_.push(*list.pop()); // ready, but no buffer: wait for one
+                continue;
+            }
             if (!attempt(*list.head)) return;
             IoOp* op = list.pop();
             --waiting_;
@@ -254,10 +308,30 @@ private:
 
     /// Run the op's system call. Returns true when the op is finished (result set), false when it
     /// would block.
-    static bool attempt(IoOp& op) noexcept {
+    bool attempt(IoOp& op) noexcept {
         for (;;) {
             ssize_t r;
             switch (op.code) {
+            case OpCode::recv_pooled: {
+                // A buffer is taken only for the system call and given back on EAGAIN, so an
+                // idle connection holds none.
+                int id = pool_.take();
+                if (id < 0) {
+                    op.result = -ENOBUFS;
+                    return true;
+                }
+                char* b = pool_.address(static_cast<std::uint16_t>(id));
+                r = ::recv(op.fd, b, pool_.size(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < pool_.size()) drained(op);
+                if (r > 0) {
+                    op.result = r;
+                    op.aux = static_cast<std::uint64_t>(id);
+                    op.buf = b;
+                    return true;
+                }
+                pool_.put(static_cast<std::uint16_t>(id));
+                break;
+            }
             case OpCode::accept:
                 r = ::accept4(op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
                               SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -283,6 +357,7 @@ private:
                 break;
             case OpCode::recv:
                 r = ::recv(op.fd, op.cursor(), op.remaining(), op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < op.remaining()) drained(op);
                 break;
             case OpCode::send:
                 r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
@@ -294,6 +369,9 @@ private:
                 r = ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
                               op.msg_flags | MSG_NOSIGNAL);
                 break;
+            case OpCode::recvmmsg:
+            case OpCode::sendmmsg:
+                return attempt_mmsg(op);
             default:
                 op.result = -EOPNOTSUPP;
                 return true;
@@ -310,18 +388,20 @@ private:
     }
 
     Scheduler& sched_;
+    BufferPool pool_;
     int ep_ = -1;
     int wake_fd_ = -1;
     std::vector<FdState> fds_;
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
+    WaitList starved_; // recv_pooled ops waiting for a pool buffer
     std::unique_ptr<EpollFileEngine> files_;
 };
 
 } // namespace
 
-std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions&) {
-    return std::make_unique<EpollDriver>(s);
+std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions& options) {
+    return std::make_unique<EpollDriver>(s, options);
 }
 
 } // namespace galay::detail

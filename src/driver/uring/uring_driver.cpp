@@ -3,11 +3,15 @@
 // wait (`io_uring_submit_and_wait_timeout`), so a busy loop costs one system call per turn, not
 // per operation. Rings are created SINGLE_ISSUER|DEFER_TASKRUN where the kernel allows it
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
+#include "driver/common/buffer_pool.hpp"
+#include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
 #include <liburing.h>
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace galay::detail {
 namespace {
@@ -24,6 +29,30 @@ namespace {
 // user_data values that are not an IoOp address (ops are at least 8-byte aligned).
 constexpr std::uint64_t kIgnoreTag = 1; // cancel requests: their own completion is not interesting
 constexpr std::uint64_t kWakeTag = 2;   // the eventfd read that lets other threads wake us
+constexpr std::uint64_t kMultishotTag = 3; // low 3 bits of a multishot recv: fd << 32 | gen << 3
+constexpr std::uint16_t kBufferGroup = 0;
+
+/// The multishot recv of one fd. Completions the task has not asked for yet wait in `queue`, so a
+/// recv_pooled that times out or is cancelled loses nothing: the bytes come with the next call.
+struct MultishotRecv {
+    struct Completion {
+        std::int32_t res;
+        std::uint16_t buffer;
+    };
+    std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
+    bool armed = false;           // a multishot recv for this generation is in the kernel
+    bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
+    IoOp* waiter = nullptr;
+    std::vector<Completion> queue;
+    std::size_t head = 0;
+
+    bool has_queued() const noexcept { return head < queue.size(); }
+    Completion pop() noexcept {
+        Completion c = queue[head++];
+        if (head == queue.size()) queue.clear(), head = 0;
+        return c;
+    }
+};
 
 int errno_from_name(const char* s) {
     struct Named {
@@ -94,6 +123,7 @@ public:
                                               (ret == -ENOMEM ? " (raise RLIMIT_MEMLOCK or use "
                                                                 "fewer ring entries)"
                                                               : ""));
+        setup_buffer_ring(options);
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (wake_fd_ < 0) {
             int e = errno;
@@ -106,6 +136,7 @@ public:
     ~UringDriver() override {
         io_uring_queue_exit(&ring_);
         ::close(wake_fd_);
+        if (buf_ring_ != nullptr) ::munmap(buf_ring_, buf_ring_bytes_);
     }
 
     Backend backend() const noexcept override { return Backend::io_uring; }
@@ -113,20 +144,68 @@ public:
     std::size_t in_flight() const noexcept override { return in_flight_; }
 
     bool submit(IoOp& op) override {
+        if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
+        if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) return submit_pooled(op);
+        if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
+            int id = pool_->take();
+            if (id < 0) {
+                op.result = -ENOBUFS;
+                return true;
+            }
+            op.aux = static_cast<std::uint64_t>(id);
+            op.buf = pool_->address(static_cast<std::uint16_t>(id));
+            op.len = pool_->size();
+        }
+        if (op.code == OpCode::close) forget_fd(op.fd);
         prep(op);
         op.pending = true;
         ++in_flight_;
         return false;
     }
 
+    void give_back(std::uint16_t id) noexcept override {
+        if (buf_ring_ == nullptr) {
+            pool_->put(id);
+            return;
+        }
+        io_uring_buf_ring_add(buf_ring_, pool_->address(id), pool_->size(), id,
+                              io_uring_buf_ring_mask(pool_->count()), 0);
+        io_uring_buf_ring_advance(buf_ring_, 1);
+        ++ring_free_;
+    }
+
     void cancel(IoOp& op) override {
         if (!op.pending) return;
+        if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
+            // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
+            // is queued for the next call.
+            MultishotRecv& m = multishot_[static_cast<std::size_t>(op.fd)];
+            if (m.waiter != &op) return;
+            m.waiter = nullptr;
+            op.result = -ECANCELED;
+            sched_.complete(op);
+            return;
+        }
         io_uring_sqe* e = sqe();
         io_uring_prep_cancel64(e, reinterpret_cast<std::uint64_t>(&op), 0);
         io_uring_sqe_set_data64(e, kIgnoreTag);
     }
 
     void forget_fd(int fd) noexcept override {
+        if (fd >= 0 && static_cast<std::size_t>(fd) < multishot_.size()) {
+            MultishotRecv& m = multishot_[static_cast<std::size_t>(fd)];
+            ++m.generation; // completions of the old connection are now stale
+            m.armed = false;
+            m.starved = false;
+            while (m.has_queued()) {
+                MultishotRecv::Completion c = m.pop();
+                if (c.res > 0) give_back(c.buffer);
+            }
+            if (IoOp* w = std::exchange(m.waiter, nullptr)) {
+                w->result = -ECANCELED;
+                sched_.complete(*w);
+            }
+        }
         // close(2) does not cancel io_uring requests that hold the file: do it explicitly.
         if (in_flight_ == 0) return;
         io_uring_sqe* e = sqe();
@@ -140,6 +219,7 @@ public:
     }
 
     void poll(std::int64_t timeout_ns) override {
+        if (!starved_.empty() && ring_free_ > 0) rearm_starved();
         int ret;
         if (timeout_ns == 0) {
             ret = io_uring_submit_and_get_events(&ring_);
@@ -201,6 +281,7 @@ private:
             io_uring_prep_connect(e, op.fd, op.addr, op.addrlen_value);
             break;
         case OpCode::recv:
+        case OpCode::recv_pooled: // (without buffer rings: into the pool buffer set in submit)
             io_uring_prep_recv(e, op.fd, op.cursor(), op.remaining(), op.msg_flags);
             break;
         case OpCode::send:
@@ -237,6 +318,12 @@ private:
         case OpCode::fallocate:
             io_uring_prep_fallocate(e, op.fd, op.msg_flags, op.offset, op.aux);
             break;
+        case OpCode::recvmmsg: // wait for readiness, then the system call (mmsg_ready)
+            io_uring_prep_poll_add(e, op.fd, POLLIN);
+            break;
+        case OpCode::sendmmsg:
+            io_uring_prep_poll_add(e, op.fd, POLLOUT);
+            break;
         }
         io_uring_sqe_set_data(e, &op);
     }
@@ -253,22 +340,162 @@ private:
                 arm_wake();
                 continue;
             }
+            if ((ud & 7) == kMultishotTag) {
+                on_multishot(ud, cqe->res, cqe->flags);
+                continue;
+            }
             auto* op = reinterpret_cast<IoOp*>(ud);
-            if (op->absorb(cqe->res)) {
+            if (is_mmsg(op->code)) {
+                if (!mmsg_ready(*op, cqe->res)) {
+                    prep(*op); // it would block again: wait for the next readiness
+                    continue;
+                }
+            } else if (op->absorb(cqe->res)) {
                 if (!op->cancelled) {
                     prep(*op); // the rest of a short `all` transfer
                     continue;
                 }
                 op->result = -ECANCELED; // stopped part-way (a deadline maps it to timed_out)
             }
+            if (op->code == OpCode::recv_pooled && op->result <= 0) // (no buffer rings)
+                pool_->put(static_cast<std::uint16_t>(op->aux));    // nothing arrived in it
             --in_flight_;
             sched_.complete(*op);
         }
         io_uring_cq_advance(&ring_, seen);
     }
 
+    /// The readiness poll of a batch op completed with `res`. Returns true when the op is finished,
+    /// false when its system call would still block.
+    static bool mmsg_ready(IoOp& op, int res) noexcept {
+        if (res < 0) {
+            op.absorb(res); // cancelled, timed out, or the poll failed
+            return true;
+        }
+        if (attempt_mmsg(op)) return true;
+        if (!op.cancelled) return false;
+        op.result = -ECANCELED;
+        return true;
+    }
+
+    void setup_buffer_ring(const SchedulerOptions& options) {
+        unsigned count = options.pool_buffers;
+        if (count == 0 || count > 32768 || (count & (count - 1)) != 0)
+            throw Error(errno_code(EINVAL), "galay: pool_buffers must be a power of two <= 32768");
+        pool_ = std::make_unique<BufferPool>(count, options.pool_buffer_size);
+        buf_ring_bytes_ = sizeof(io_uring_buf) * count;
+        void* mem = ::mmap(nullptr, buf_ring_bytes_, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) return; // plain recv into pool buffers instead
+        auto* br = static_cast<io_uring_buf_ring*>(mem);
+        io_uring_buf_ring_init(br);
+        io_uring_buf_reg reg{};
+        reg.ring_addr = reinterpret_cast<std::uint64_t>(br);
+        reg.ring_entries = count;
+        reg.bgid = kBufferGroup;
+        if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) { // kernels before 5.19
+            ::munmap(mem, buf_ring_bytes_);
+            return;
+        }
+        buf_ring_ = br;
+        for (unsigned i = 0; i < count; ++i)
+            io_uring_buf_ring_add(br, pool_->address(static_cast<std::uint16_t>(i)), pool_->size(),
+                                  static_cast<std::uint16_t>(i), io_uring_buf_ring_mask(count),
+                                  static_cast<int>(i));
+        io_uring_buf_ring_advance(br, static_cast<int>(count));
+        ring_free_ = count;
+    }
+
+    MultishotRecv& multishot(int fd) {
+        if (static_cast<std::size_t>(fd) >= multishot_.size())
+            multishot_.resize(
+                std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, multishot_.size() * 2));
+        return multishot_[static_cast<std::size_t>(fd)];
+    }
+
+    void deliver(IoOp& op, MultishotRecv::Completion c) noexcept {
+        op.result = c.res;
+        if (c.res > 0) {
+            op.aux = c.buffer;
+            op.buf = pool_->address(c.buffer);
+        }
+    }
+
+    bool submit_pooled(IoOp& op) {
+        MultishotRecv& m = multishot(op.fd);
+        if (m.has_queued()) { // already arrived: no suspension, no system call
+            deliver(op, m.pop());
+            return true;
+        }
+        m.waiter = &op;
+        op.pending = true;
+        if (!m.armed && !m.starved) arm_multishot(op.fd, m);
+        return false;
+    }
+
+    void arm_multishot(int fd, MultishotRecv& m) {
+        io_uring_sqe* e = sqe();
+        io_uring_prep_recv(e, fd, nullptr, 0, 0);
+        e->ioprio |= IORING_RECV_MULTISHOT;
+        e->flags |= IOSQE_BUFFER_SELECT;
+        e->buf_group = kBufferGroup;
+        io_uring_sqe_set_data64(e, static_cast<std::uint64_t>(fd) << 32 |
+                                       std::uint64_t{m.generation & 0x1fffffff} << 3 |
+                                       kMultishotTag);
+        m.armed = true;
+        ++in_flight_;
+    }
+
+    void on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t flags) {
+        const int fd = static_cast<int>(ud >> 32);
+        const std::uint32_t gen = static_cast<std::uint32_t>(ud >> 3) & 0x1fffffff;
+        const bool more = flags & IORING_CQE_F_MORE;
+        const bool has_buffer = flags & IORING_CQE_F_BUFFER;
+        const auto bid = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+        if (has_buffer) --ring_free_;
+        MultishotRecv& m = multishot(fd);
+        const bool current = gen == (m.generation & 0x1fffffff);
+        if (!more) {
+            --in_flight_;
+            if (current) m.armed = false;
+        }
+        if (!current) { // the connection that armed it is gone
+            if (has_buffer) give_back(bid);
+            return;
+        }
+        if (res == -ENOBUFS) { // the ring ran dry: resume once buffers are given back
+            m.starved = true;
+            starved_.push_back(fd);
+            return;
+        }
+        MultishotRecv::Completion c{res, bid};
+        if (IoOp* w = std::exchange(m.waiter, nullptr)) {
+            deliver(*w, c);
+            sched_.complete(*w);
+        } else {
+            m.queue.push_back(c);
+        }
+    }
+
+    void rearm_starved() {
+        std::vector<int> fds;
+        fds.swap(starved_);
+        for (int fd : fds) {
+            MultishotRecv& m = multishot(fd);
+            if (!m.starved) continue;
+            m.starved = false;
+            if (!m.armed) arm_multishot(fd, m);
+        }
+    }
+
     Scheduler& sched_;
     io_uring ring_{};
+    std::unique_ptr<BufferPool> pool_;
+    io_uring_buf_ring* buf_ring_ = nullptr;
+    std::size_t buf_ring_bytes_ = 0;
+    std::uint32_t ring_free_ = 0;
+    std::vector<MultishotRecv> multishot_;
+    std::vector<int> starved_;
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;

@@ -1,0 +1,211 @@
+// raw_epoll [port] [--lt|--et]: the hand-written epoll echo server galay is measured against.
+//
+// Single thread, non-blocking sockets, one read and one write per readiness event, TCP_NODELAY
+// (inherited from the listener). The hot path is exactly read() + write() per event plus the
+// amortised epoll_wait(); nothing is allocated per request.
+//
+// A short write is never lost: the unsent tail goes into a per-connection pending buffer, reads
+// stop until it is flushed on EPOLLOUT (that is the back-pressure), and then reading resumes.
+//
+// Two trigger modes (both measured; see bench/baselines/README.md):
+//   --lt (default) level-triggered; interest is EPOLLIN, switched to EPOLLOUT only while a
+//                  pending buffer exists (an epoll_ctl only on the rare short write).
+//   --et           edge-triggered; EPOLLIN|EPOLLOUT registered once, never modified. A read that
+//                  returns less than the buffer drained the socket, so no extra read to EAGAIN.
+#include "common.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <sys/epoll.h>
+#include <vector>
+
+namespace {
+
+constexpr size_t kReadBuf = 64 * 1024;
+constexpr int kMaxEvents = 1024;
+
+struct Conn {
+    std::unique_ptr<char[]> pend; // unsent echo bytes; allocated on the first short write only
+    uint32_t off = 0, len = 0, cap = 0;
+    bool open = false;
+};
+
+struct Server {
+    int ep = -1, lfd = -1, sfd = -1;
+    bool edge = false;
+    bool accept_paused = false;
+    unsigned long accepted = 0, short_writes = 0; // printed at exit
+    std::vector<Conn> conns; // indexed by fd: no lookup, no pointer in epoll_data
+    alignas(64) char buf[kReadBuf];
+
+    void ctl(int op, int fd, uint32_t events) {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.fd = fd;
+        if (epoll_ctl(ep, op, fd, &ev) != 0) baseline::die("epoll_ctl");
+    }
+
+    void close_conn(int fd) {
+        Conn& c = conns[fd];
+        c.open = false;
+        c.len = c.off = 0;
+        ::close(fd); // also removes it from the epoll set
+        if (accept_paused) {
+            accept_paused = false;
+            ctl(EPOLL_CTL_ADD, lfd, EPOLLIN);
+        }
+    }
+
+    void accept_all() {
+        for (;;) {
+            int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) return;
+                if (errno == EMFILE || errno == ENFILE) {
+                    // Level-triggered listener would spin; stop listening until a close.
+                    std::fprintf(stderr, "raw_epoll: accept: %s (pausing accepts)\n",
+                                 std::strerror(errno));
+                    epoll_ctl(ep, EPOLL_CTL_DEL, lfd, nullptr);
+                    accept_paused = true;
+                    return;
+                }
+                baseline::die("accept4");
+            }
+            if (static_cast<size_t>(fd) >= conns.size()) conns.resize(fd + 1024);
+            conns[fd].open = true;
+            ++accepted;
+            ctl(EPOLL_CTL_ADD, fd, edge ? (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) : EPOLLIN);
+        }
+    }
+
+    // Keeps the unsent tail for EPOLLOUT; the buffer is allocated once, on the first short write.
+    void stash(int fd, Conn& c, const char* p, size_t n) {
+        if (c.cap == 0) {
+            c.pend.reset(new char[kReadBuf]); // n <= kReadBuf: it came from one read
+            c.cap = kReadBuf;
+        }
+        ++short_writes;
+        std::memcpy(c.pend.get(), p, n);
+        c.off = 0;
+        c.len = static_cast<uint32_t>(n);
+        if (!edge) ctl(EPOLL_CTL_MOD, fd, EPOLLOUT);
+    }
+
+    // Returns false when the connection was closed.
+    bool flush(int fd, Conn& c) {
+        ssize_t w = ::write(fd, c.pend.get() + c.off, c.len);
+        if (w < 0) {
+            if (errno == EAGAIN) return true;
+            close_conn(fd);
+            return false;
+        }
+        c.off += static_cast<uint32_t>(w);
+        c.len -= static_cast<uint32_t>(w);
+        if (c.len == 0 && !edge) ctl(EPOLL_CTL_MOD, fd, EPOLLIN);
+        return true;
+    }
+
+    // One read, one write. Returns the number of bytes read (0 when nothing more to do).
+    size_t echo_once(int fd, Conn& c) {
+        ssize_t r = ::read(fd, buf, kReadBuf);
+        if (r <= 0) {
+            if (r < 0 && errno == EAGAIN) return 0;
+            close_conn(fd); // EOF or error (ECONNRESET...)
+            return 0;
+        }
+        ssize_t w = ::write(fd, buf, static_cast<size_t>(r));
+        if (w == r) return static_cast<size_t>(r);
+        if (w < 0) {
+            if (errno != EAGAIN) {
+                close_conn(fd);
+                return 0;
+            }
+            w = 0;
+        }
+        stash(fd, c, buf + w, static_cast<size_t>(r - w));
+        return 0; // stop reading until the pending bytes are out
+    }
+
+    void on_event(int fd, uint32_t events) {
+        Conn& c = conns[fd];
+        if (!c.open) return; // closed earlier in this batch
+        if (c.len != 0) {
+            // Level mode only registers EPOLLOUT here. In edge mode an error/hangup also
+            // surfaces through write(), so we need not look at the event bits.
+            if (!flush(fd, c) || c.len != 0) return;
+            if (!edge) return; // EPOLLIN is re-armed; level trigger reports pending input
+        } else if (edge && !(events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))) {
+            return; // a bare EPOLLOUT edge with nothing to flush
+        }
+        if (!edge) {
+            echo_once(fd, c);
+            return;
+        }
+        // Edge mode: a full buffer means there may be more; a short read drained the socket.
+        while (echo_once(fd, c) == kReadBuf && conns[fd].open) {
+        }
+    }
+
+    void run() {
+        epoll_event evs[kMaxEvents];
+        for (;;) {
+            int n = epoll_wait(ep, evs, kMaxEvents, -1);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                baseline::die("epoll_wait");
+            }
+            for (int i = 0; i < n; ++i) {
+                int fd = evs[i].data.fd;
+                if (fd == lfd) {
+                    accept_all();
+                } else if (fd == sfd) {
+                    return;
+                } else {
+                    on_event(fd, evs[i].events);
+                }
+            }
+        }
+    }
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const char* port_arg = nullptr;
+    bool edge = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--et") == 0) {
+            edge = true;
+        } else if (std::strcmp(argv[i], "--lt") == 0) {
+            edge = false;
+        } else if (argv[i][0] == '-') {
+            std::fprintf(stderr, "usage: raw_epoll [port] [--lt|--et]\n");
+            return 2;
+        } else {
+            port_arg = argv[i];
+        }
+    }
+    const rlim_t nofile = baseline::raise_nofile();
+    auto srv = std::make_unique<Server>();
+    srv->edge = edge;
+    srv->conns.resize(nofile < 1u << 20 ? nofile : 1u << 20);
+    srv->sfd = baseline::make_signalfd();
+    int port = 0;
+    srv->lfd = baseline::make_listener(baseline::parse_port(port_arg), &port);
+    srv->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (srv->ep < 0) baseline::die("epoll_create1");
+    srv->ctl(EPOLL_CTL_ADD, srv->lfd, EPOLLIN);
+    srv->ctl(EPOLL_CTL_ADD, srv->sfd, EPOLLIN);
+    baseline::announce(port, "raw_epoll");
+
+    srv->run();
+
+    std::fprintf(stderr, "raw_epoll: exit: %lu accepted, %lu short writes\n", srv->accepted,
+                 srv->short_writes);
+    for (size_t fd = 0; fd < srv->conns.size(); ++fd)
+        if (srv->conns[fd].open) ::close(static_cast<int>(fd));
+    ::close(srv->lfd);
+    ::close(srv->ep);
+    ::close(srv->sfd);
+    return 0;
+}

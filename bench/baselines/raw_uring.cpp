@@ -1,0 +1,453 @@
+// raw_uring [port] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]: the hand-written
+// liburing echo server galay is measured against.
+//
+// One thread, one ring. Multishot accept (direct descriptors by default), one multishot recv per
+// connection selecting buffers from one shared provided-buffer ring, a plain send of exactly the
+// bytes received, and the buffer goes back into the ring when its send has completed. Every loop
+// iteration is a single io_uring_submit_and_wait(): all SQEs produced while reaping one batch of
+// CQEs go to the kernel together, and sends usually complete inline during that same call.
+//
+// Per connection there is only a 12-byte state struct; data lives in the shared ring. Buffers are
+// provisioned lazily (the pool grows with demand up to --bufs), so resident memory follows the
+// peak number of buffers in use, not the number of connections.
+//
+// Ordering: several recv completions may arrive for one connection before its first send is done
+// (pipelining), and a short send leaves a tail. Sends on one socket are therefore serialised: the
+// received buffers form a FIFO per connection (linked through a per-buffer `next` array) and only
+// its head is in flight. Two concurrent sends on one socket could interleave their bytes.
+//
+// Not done: a cap on the data queued per connection. A peer that sends without reading can hold
+// the whole pool; the others then wait in the ENOBUFS list (correct, but slow). An echo benchmark
+// client reads everything, so this never triggers there.
+#include "common.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <liburing.h>
+#include <memory>
+#include <poll.h>
+#include <string>
+#include <sys/mman.h>
+#include <vector>
+
+namespace {
+
+enum Op : uint32_t { kAccept = 1, kRecv, kSend, kSignal, kIgnore };
+constexpr uint64_t tag(Op op, uint32_t idx) {
+    return (uint64_t{op} << 32) | idx;
+}
+
+constexpr uint16_t kNone = 0xffff; // buffer ids are < 32768, the kernel's buffer-ring limit
+constexpr int kGroup = 0;
+
+enum : uint8_t {
+    kOpen = 1,
+    kRecvArmed = 2,    // a multishot recv is in the kernel
+    kSendInflight = 4, // the head buffer is being sent
+    kClosing = 8,      // no new data wanted; close once nothing is in flight
+    kAborted = 16,     // the peer is gone: drop queued data instead of sending it
+    kStarved = 32,     // recv ended with ENOBUFS; waiting in `starved` for buffers
+};
+
+struct Conn {
+    uint16_t head = kNone, tail = kNone; // FIFO of received buffers not yet fully sent
+    uint32_t sent = 0;                   // bytes of `head` already sent
+    uint8_t flags = 0;
+};
+
+struct BufPool {
+    io_uring_buf_ring* ring = nullptr;
+    char* mem = nullptr;
+    // As large as raw_epoll's read buffer: with pipelined 16 KiB messages one recv then carries
+    // several messages and costs one send (16 KiB buffers measured 1.3x the CPU per request).
+    // Pages of a buffer that no recv reaches are never faulted in: a 256 B message costs a page.
+    uint32_t size = 64 * 1024;
+    unsigned entries = 4096; // power of two, <= 32768
+    // Buffers are `size + 64` bytes apart, not `size`: with a power-of-two stride the first cache
+    // lines of all buffers (all a small message touches) would compete for the same cache sets.
+    static constexpr uint32_t kColour = 64;
+    size_t stride() const { return size_t{size} + kColour; }
+    char* buf(uint16_t bid) const { return mem + bid * stride(); }
+    unsigned provisioned = 0; // ids [0, provisioned) have been handed to the kernel
+    int avail = 0;            // buffers the kernel can pick right now (incl. staged)
+    int staged = 0;           // added since the last publish()
+    std::vector<uint16_t> next;
+    std::vector<uint32_t> len;
+
+    void put(uint16_t bid) {
+        io_uring_buf_ring_add(ring, buf(bid), size, bid, io_uring_buf_ring_mask(entries), staged++);
+        ++avail;
+    }
+    // One release-store of the tail makes every buffer returned during the batch visible.
+    void publish() {
+        if (staged) io_uring_buf_ring_advance(ring, staged);
+        staged = 0;
+    }
+    void grow_to(int want) {
+        while (avail < want && provisioned < entries)
+            put(static_cast<uint16_t>(provisioned++));
+    }
+};
+
+struct Server {
+    io_uring ring{};
+    BufPool pool;
+    std::vector<Conn> conns; // indexed by direct-descriptor slot (or fd with --no-fixed)
+    std::deque<uint32_t> starved;
+    int lfd = -1, sfd = -1;
+    bool fixed = true;
+    bool stop = false;
+    bool accept_paused = false;
+    int demand = 0; // buffers asked for during the current batch (consumed or ENOBUFS)
+    struct {
+        unsigned long accepted, short_sends, enobufs, rearms;
+    } stats{}; // rare paths only; printed at exit so tests can see they were exercised
+
+    io_uring_sqe* sqe() {
+        io_uring_sqe* s = io_uring_get_sqe(&ring);
+        if (!s) { // SQ full mid-batch (e.g. 10k connections waking at once): flush and go on
+            io_uring_submit(&ring);
+            s = io_uring_get_sqe(&ring);
+        }
+        return s;
+    }
+    io_uring_sqe* conn_sqe(uint32_t idx, Op op) {
+        io_uring_sqe* s = sqe();
+        io_uring_sqe_set_data64(s, tag(op, idx));
+        return s;
+    }
+    uint8_t file_flag() const { return fixed ? IOSQE_FIXED_FILE : 0; }
+
+    void arm_accept() {
+        io_uring_sqe* s = sqe();
+        if (fixed)
+            io_uring_prep_multishot_accept_direct(s, lfd, nullptr, nullptr, 0);
+        else
+            io_uring_prep_multishot_accept(s, lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        io_uring_sqe_set_data64(s, tag(kAccept, 0));
+    }
+
+    void arm_recv(uint32_t idx) {
+        conns[idx].flags |= kRecvArmed;
+        io_uring_sqe* s = conn_sqe(idx, kRecv);
+        io_uring_prep_recv_multishot(s, static_cast<int>(idx), nullptr, 0, 0);
+        s->flags |= IOSQE_BUFFER_SELECT | file_flag();
+        s->buf_group = kGroup;
+    }
+
+    void send_head(uint32_t idx) {
+        Conn& c = conns[idx];
+        c.flags |= kSendInflight;
+        io_uring_sqe* s = conn_sqe(idx, kSend);
+        io_uring_prep_send(s, static_cast<int>(idx), pool.buf(c.head) + c.sent,
+                           pool.len[c.head] - c.sent, MSG_NOSIGNAL);
+        s->flags |= file_flag();
+    }
+
+    void drop_queue(Conn& c) {
+        for (uint16_t bid = c.head; bid != kNone; bid = pool.next[bid])
+            pool.put(bid);
+        c.head = c.tail = kNone;
+        c.sent = 0;
+    }
+
+    // The peer is gone. A pending multishot recv would hold the socket open forever (closing a
+    // direct descriptor only drops the table's reference), so shut it down to end the recv.
+    void abort(uint32_t idx) {
+        Conn& c = conns[idx];
+        if (!(c.flags & kAborted)) {
+            c.flags |= kClosing | kAborted;
+            if (c.flags & kRecvArmed) {
+                io_uring_sqe* s = conn_sqe(idx, kIgnore);
+                io_uring_prep_shutdown(s, static_cast<int>(idx), SHUT_RDWR);
+                s->flags |= file_flag();
+            }
+        }
+        if (!(c.flags & kSendInflight)) drop_queue(c);
+    }
+
+    // The state is reset before the close is even submitted: the slot/fd may be handed to a new
+    // connection by the multishot accept as soon as the close has run, before we see any CQE.
+    void maybe_close(uint32_t idx) {
+        Conn& c = conns[idx];
+        if (!(c.flags & kClosing) || (c.flags & (kRecvArmed | kSendInflight)) || c.head != kNone)
+            return;
+        c = Conn{};
+        io_uring_sqe* s = conn_sqe(idx, kIgnore);
+        if (fixed)
+            io_uring_prep_close_direct(s, idx);
+        else
+            io_uring_prep_close(s, static_cast<int>(idx));
+        s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        if (accept_paused) {
+            accept_paused = false;
+            arm_accept();
+        }
+    }
+
+    void on_accept(const io_uring_cqe* cqe) {
+        if (cqe->res >= 0) {
+            auto idx = static_cast<uint32_t>(cqe->res);
+            if (idx >= conns.size()) conns.resize(idx + 1024);
+            conns[idx] = Conn{};
+            conns[idx].flags = kOpen;
+            ++stats.accepted;
+            arm_recv(idx);
+        } else if (cqe->res == -ENFILE || cqe->res == -EMFILE) {
+            std::fprintf(stderr, "raw_uring: accept: %s (pausing accepts until a close)\n",
+                         std::strerror(-cqe->res));
+            accept_paused = true;
+            return;
+        } else if (cqe->res != -EINTR && cqe->res != -ECONNABORTED) {
+            std::fprintf(stderr, "raw_uring: accept: %s\n", std::strerror(-cqe->res));
+        }
+        if (!(cqe->flags & IORING_CQE_F_MORE)) arm_accept();
+    }
+
+    void on_recv(uint32_t idx, const io_uring_cqe* cqe) {
+        Conn& c = conns[idx];
+        const int res = cqe->res;
+        if (!(cqe->flags & IORING_CQE_F_MORE)) c.flags &= ~kRecvArmed;
+        if (cqe->flags & IORING_CQE_F_BUFFER) {
+            --pool.avail;
+            ++demand;
+        }
+        if (res > 0) {
+            const auto bid = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            if (c.flags & kClosing) {
+                pool.put(bid); // late data for a connection we are tearing down
+            } else {
+                pool.len[bid] = static_cast<uint32_t>(res);
+                pool.next[bid] = kNone;
+                if (c.tail == kNone)
+                    c.head = bid;
+                else
+                    pool.next[c.tail] = bid;
+                c.tail = bid;
+                if (!(c.flags & kSendInflight)) send_head(idx);
+                // Multishot can end without an error (e.g. CQ overflow): re-arm.
+                if (!(c.flags & kRecvArmed)) {
+                    ++stats.rearms;
+                    arm_recv(idx);
+                }
+            }
+        } else if (res == -ENOBUFS) {
+            // The shared ring ran dry; re-arming now would spin. Wait for buffers to return.
+            ++demand;
+            ++stats.enobufs;
+            if (!(c.flags & (kClosing | kRecvArmed | kStarved))) {
+                c.flags |= kStarved;
+                starved.push_back(idx);
+            }
+        } else if (res == 0) {
+            c.flags |= kClosing; // peer finished sending: echo what is queued, then close
+        } else {
+            abort(idx); // ECONNRESET and friends
+        }
+        maybe_close(idx);
+    }
+
+    void on_send(uint32_t idx, int res) {
+        Conn& c = conns[idx];
+        c.flags &= ~kSendInflight;
+        if (res <= 0) abort(idx);
+        if (c.flags & kAborted) {
+            drop_queue(c);
+        } else {
+            c.sent += static_cast<uint32_t>(res);
+            const uint16_t bid = c.head;
+            if (c.sent == pool.len[bid]) {
+                c.head = pool.next[bid];
+                if (c.head == kNone) c.tail = kNone;
+                c.sent = 0;
+                pool.put(bid);
+            } else {
+                ++stats.short_sends;
+            }
+            if (c.head != kNone) send_head(idx); // next buffer, or the rest of a short send
+        }
+        maybe_close(idx);
+    }
+
+    void rearm_starved() {
+        // One re-armed recv per available buffer at most, so ENOBUFS cannot turn into a spin.
+        int budget = pool.avail;
+        while (!starved.empty() && budget > 0) {
+            uint32_t idx = starved.front();
+            starved.pop_front();
+            Conn& c = conns[idx];
+            if (!(c.flags & kStarved)) continue; // closed (and maybe reused) meanwhile
+            c.flags &= ~kStarved;
+            if (c.flags & (kClosing | kRecvArmed)) continue;
+            arm_recv(idx);
+            --budget;
+        }
+    }
+
+    void run() {
+        arm_accept();
+        io_uring_sqe* s = sqe();
+        io_uring_prep_poll_add(s, sfd, POLLIN);
+        io_uring_sqe_set_data64(s, tag(kSignal, 0));
+        while (!stop) {
+            // Keep twice the last batch's demand in the ring so the next burst finds buffers.
+            pool.grow_to(std::max(64, 2 * demand));
+            demand = 0;
+            rearm_starved();
+            pool.publish();
+            int r = io_uring_submit_and_wait(&ring, 1);
+            if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+                std::fprintf(stderr, "raw_uring: io_uring_submit_and_wait: %s\n",
+                             std::strerror(-r));
+                std::exit(1);
+            }
+            unsigned head, n = 0;
+            io_uring_cqe* cqe;
+            io_uring_for_each_cqe(&ring, head, cqe) {
+                ++n;
+                const auto idx = static_cast<uint32_t>(cqe->user_data);
+                switch (static_cast<Op>(cqe->user_data >> 32)) {
+                case kRecv:
+                    on_recv(idx, cqe);
+                    break;
+                case kSend:
+                    on_send(idx, cqe->res);
+                    break;
+                case kAccept:
+                    on_accept(cqe);
+                    break;
+                case kSignal:
+                    stop = true;
+                    break;
+                case kIgnore:
+                    break;
+                }
+            }
+            io_uring_cq_advance(&ring, n);
+        }
+    }
+};
+
+const char* setup_name(unsigned flags) {
+    if (flags & IORING_SETUP_DEFER_TASKRUN) return "SINGLE_ISSUER|DEFER_TASKRUN";
+    if (flags & IORING_SETUP_COOP_TASKRUN) return "COOP_TASKRUN";
+    return "plain";
+}
+
+int usage() {
+    std::fprintf(
+        stderr,
+        "usage: raw_uring [port] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]\n");
+    return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    auto srv = std::make_unique<Server>();
+    const char* port_arg = nullptr;
+    bool defer = true;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--no-fixed") {
+            srv->fixed = false;
+        } else if (a == "--no-defer") {
+            defer = false;
+        } else if ((a == "--buf-size" || a == "--bufs") && i + 1 < argc) {
+            unsigned long v = std::strtoul(argv[++i], nullptr, 10);
+            if (a == "--buf-size") {
+                if (v < 64 || v > (1u << 20)) return usage();
+                srv->pool.size = static_cast<uint32_t>(v);
+            } else {
+                if (v == 0 || v > 32768 || (v & (v - 1))) return usage(); // power of two
+                srv->pool.entries = static_cast<unsigned>(v);
+            }
+        } else if (a[0] == '-') {
+            return usage();
+        } else {
+            port_arg = argv[i];
+        }
+    }
+    const int want_port = baseline::parse_port(port_arg);
+    const rlim_t nofile = baseline::raise_nofile();
+
+    // Ring: prefer SINGLE_ISSUER|DEFER_TASKRUN (task work runs only inside our submit_and_wait,
+    // batched, no IPIs), then COOP_TASKRUN, then plain. A large CQ keeps multishot completions
+    // from 10k connections from overflowing.
+    const unsigned base = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    const unsigned tries[] = {base | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+                              base | IORING_SETUP_COOP_TASKRUN, base, 0};
+    io_uring_params params{};
+    int r = -EINVAL;
+    for (unsigned flags : tries) {
+        if (!defer && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;
+        params = io_uring_params{};
+        params.flags = flags;
+        params.cq_entries = 32768;
+        r = io_uring_queue_init_params(4096, &srv->ring, &params);
+        if (r != -EINVAL) break;
+    }
+    if (r < 0) {
+        std::fprintf(stderr, "raw_uring: io_uring unavailable: io_uring_queue_init: %s\n",
+                     std::strerror(-r));
+        return 1;
+    }
+    io_uring_register_ring_fd(&srv->ring); // saves an fd lookup per enter; optional
+
+    size_t nconns = nofile < (1u << 20) ? nofile : (1u << 20);
+    if (srv->fixed) {
+        r = io_uring_register_files_sparse(&srv->ring, static_cast<unsigned>(nconns));
+        if (r < 0) {
+            std::fprintf(stderr, "raw_uring: no direct descriptors (%s); using plain fds\n",
+                         std::strerror(-r));
+            srv->fixed = false;
+        }
+    }
+    srv->conns.resize(nconns);
+
+    // Provided-buffer ring (liburing 2.3 has no io_uring_setup_buf_ring: map and register it).
+    BufPool& pool = srv->pool;
+    const size_t ring_bytes = pool.entries * sizeof(io_uring_buf);
+    void* rmem =
+        mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t pool_bytes = pool.entries * pool.stride();
+    void* bmem = mmap(nullptr, pool_bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (rmem == MAP_FAILED || bmem == MAP_FAILED) baseline::die("mmap");
+    pool.ring = static_cast<io_uring_buf_ring*>(rmem);
+    pool.mem = static_cast<char*>(bmem);
+    io_uring_buf_ring_init(pool.ring);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<uintptr_t>(rmem);
+    reg.ring_entries = pool.entries;
+    reg.bgid = kGroup;
+    r = io_uring_register_buf_ring(&srv->ring, &reg, 0);
+    if (r < 0) {
+        std::fprintf(stderr, "raw_uring: io_uring_register_buf_ring: %s\n", std::strerror(-r));
+        return 1;
+    }
+    pool.next.resize(pool.entries);
+    pool.len.resize(pool.entries);
+
+    srv->sfd = baseline::make_signalfd();
+    int port = 0;
+    srv->lfd = baseline::make_listener(want_port, &port);
+    std::fprintf(stderr, "raw_uring: ring %s, %s, buffer ring up to %u x %u B\n",
+                 setup_name(params.flags), srv->fixed ? "direct descriptors" : "plain fds",
+                 pool.entries, pool.size);
+    baseline::announce(port, "raw_uring");
+
+    srv->run();
+
+    std::fprintf(stderr,
+                 "raw_uring: exit: %lu accepted, %lu short sends, %lu ENOBUFS, %lu recv re-arms, "
+                 "%u buffers provisioned\n",
+                 srv->stats.accepted, srv->stats.short_sends, srv->stats.enobufs, srv->stats.rearms,
+                 pool.provisioned);
+    io_uring_queue_exit(&srv->ring); // also closes every direct descriptor
+    munmap(bmem, pool_bytes);
+    munmap(rmem, ring_bytes);
+    ::close(srv->lfd);
+    ::close(srv->sfd);
+    return 0;
+}

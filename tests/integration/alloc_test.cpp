@@ -1,0 +1,108 @@
+// The request path allocates nothing: global operator new is replaced by a counting one, and an
+// echo exchange in steady state (after warm-up) must not move the counter. Its own executable,
+// because replacing operator new affects the whole program.
+#include "support/backends.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}
+
+void* operator new(std::size_t n) {
+    ++g_allocations;
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+    return operator new(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+
+using namespace galay;
+
+namespace {
+
+constexpr int kWarmup = 200, kMeasured = 2000;
+
+/// Client and server in one scheduler; returns allocations during the measured requests.
+Task<std::uint64_t> echo_allocations(bool pooled) {
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    if (!l) throw Error(l.error(), "bind");
+    auto [c, s] = co_await when_all(
+        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
+        as_task(l->accept()));
+    if (!c || !s) throw std::runtime_error("connect/accept");
+    TcpStream& client = *c;
+    TcpStream& server = *s;
+    std::uint64_t before = 0, after = 0;
+    auto serve = [&]() -> Task<void> {
+        std::array<char, 4096> buf;
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (pooled) {
+                auto b = co_await server.recv_pooled();
+                if (!b || b->empty()) throw std::runtime_error("recv_pooled");
+                if (!co_await server.send_all(b->bytes())) throw std::runtime_error("send");
+            } else {
+                auto n = co_await server.recv(buf);
+                if (!n || *n == 0) throw std::runtime_error("recv");
+                if (!co_await server.send_all(std::span(buf.data(), *n)))
+                    throw std::runtime_error("send");
+            }
+        }
+    };
+    auto drive = [&]() -> Task<void> {
+        std::array<char, 256> out{}, in{};
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) before = g_allocations.load();
+            std::memcpy(out.data(), &i, sizeof i);
+            if (!co_await client.send_all(out).timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("client send");
+            if (!co_await client.recv_exact(in).timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("client recv");
+            if (std::memcmp(in.data(), out.data(), in.size()) != 0)
+                throw std::runtime_error("mismatch");
+        }
+        after = g_allocations.load();
+    };
+    co_await when_all(serve(), drive());
+    co_return after - before;
+}
+
+} // namespace
+
+class AllocationTest : public test::BackendTest {};
+
+TEST_P(AllocationTest, EchoRequestsAllocateNothingWithPooledBuffers) {
+    EXPECT_EQ(run(echo_allocations(true)), 0u)
+        << "heap allocations in " << kMeasured << " requests";
+}
+
+TEST_P(AllocationTest, EchoRequestsAllocateNothingWithCallerBuffers) {
+    EXPECT_EQ(run(echo_allocations(false)), 0u)
+        << "heap allocations in " << kMeasured << " requests";
+}
+
+TEST_P(AllocationTest, TheCounterSeesAllocations) { // the test above can fail
+    std::uint64_t before = g_allocations.load();
+    auto* p = new int(3);
+    delete p;
+    EXPECT_EQ(g_allocations.load() - before, 1u);
+}
+
+GALAY_INSTANTIATE_BACKENDS(AllocationTest);

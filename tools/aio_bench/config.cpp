@@ -1,0 +1,311 @@
+#include "config.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace aiob {
+
+std::string_view to_string(EngineKind e) {
+    return e == EngineKind::libaio ? "libaio" : "io_uring";
+}
+
+std::string_view to_string(Pattern p) {
+    switch (p) {
+    case Pattern::rand_read:
+        return "rand_read";
+    case Pattern::rand_write:
+        return "rand_write";
+    case Pattern::rand_rw:
+        return "rand_rw";
+    case Pattern::seq_read:
+        return "seq_read";
+    case Pattern::seq_write:
+        return "seq_write";
+    }
+    return "?";
+}
+
+std::string_view to_string(PollMode m) {
+    switch (m) {
+    case PollMode::none:
+        return "none";
+    case PollMode::iopoll:
+        return "iopoll";
+    case PollMode::sqpoll:
+        return "sqpoll";
+    }
+    return "?";
+}
+
+uint64_t Config::runtime_ns() const {
+    if (ios != 0 && !runtime_set) return 0;
+    return static_cast<uint64_t>(runtime_s * 1e9);
+}
+
+std::optional<uint64_t> parse_size(std::string_view s) {
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s.front()))) return std::nullopt;
+    uint64_t value = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc{}) return std::nullopt;
+    std::string rest(ptr, s.data() + s.size());
+    for (auto& c : rest)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    unsigned shift = 0;
+    if (!rest.empty()) {
+        switch (rest.front()) {
+        case 'k':
+            shift = 10;
+            break;
+        case 'm':
+            shift = 20;
+            break;
+        case 'g':
+            shift = 30;
+            break;
+        case 't':
+            shift = 40;
+            break;
+        default:
+            return std::nullopt;
+        }
+        std::string_view suffix = std::string_view(rest).substr(1);
+        if (!(suffix.empty() || suffix == "b" || suffix == "ib")) return std::nullopt;
+    }
+    if (shift != 0 && value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
+    return value << shift;
+}
+
+namespace {
+
+std::unexpected<UsageError> usage(std::string msg) {
+    return std::unexpected(UsageError{std::move(msg), 2});
+}
+
+std::optional<uint64_t> parse_uint(std::string_view s) {
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s.front()))) return std::nullopt;
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || ptr != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::optional<double> parse_seconds(std::string_view s) {
+    if (!s.empty() && s.back() == 's') s.remove_suffix(1);
+    if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.'))
+        return std::nullopt;
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+} // namespace
+
+std::expected<Config, UsageError> parse_args(int argc, char** argv) {
+    Config cfg;
+    CLI::App app{"aio_bench: fio-like comparison of the libaio and io_uring engines.\n"
+                 "Each thread owns one engine and keeps exactly -q I/Os in flight.",
+                 "aio_bench"};
+    app.set_version_flag("--version", "aio_bench 1.0");
+    app.get_formatter()->column_width(34);
+
+    std::string engine = "libaio", pattern = "rand_read", depth = "32", threads = "1",
+                runtime = "30", bs = "4k", size, rwmix, ios, poll_mode, seed, submit_batch,
+                complete_batch;
+    bool poll = false;
+    app.add_option("-f,--file", cfg.file,
+                   "Target file or block device. Created (and removed at exit unless --keep) if "
+                   "missing; existing files and devices are only written with --allow-overwrite")
+        ->required();
+    auto* o_engine = app.add_option("-e,--engine", engine, "libaio | io_uring (default libaio)");
+    auto* o_pattern = app.add_option(
+        "-p,--pattern", pattern,
+        "rand_read | rand_write | rand_rw | seq_read | seq_write (default rand_read)");
+    auto* o_depth = app.add_option("-q,--iodepth", depth, "I/Os in flight per thread (default 32)");
+    auto* o_threads =
+        app.add_option("-t,--threads", threads, "Threads, one engine each (default 1)");
+    auto* o_runtime =
+        app.add_option("-r,--runtime", runtime, "Seconds to run (default 30; none with --ios)");
+    app.add_option("-b,--block-size", bs, "Block size: bytes or 4k/64k/1m (default 4k)");
+    app.add_flag("-P,--poll", poll,
+                 "Polling: io_uring IORING_SETUP_IOPOLL (needs --direct); libaio busy-polls "
+                 "io_getevents with a zero timeout. See --poll-mode");
+    app.add_option("--poll-mode", poll_mode,
+                   "iopoll | sqpoll (io_uring IORING_SETUP_SQPOLL); implies -P");
+    app.add_flag("-M,--cpu-counters", cfg.cpu_counters,
+                 "CPU counters per I/O via perf_event_open (instructions, cycles, branches, "
+                 "branch-misses, IPC, task-clock, context switches, CPU utilisation)");
+    app.add_flag("--direct", cfg.direct, "Open with O_DIRECT");
+    app.add_flag("--verify", cfg.verify,
+                 "Stamp every 512-byte sector written (offset, generation, seed, checksum) and "
+                 "check every sector read");
+    auto* o_size = app.add_option(
+        "--size", size, "Bytes to use (file created with this size; default 256m or whole file)");
+    auto* o_rwmix = app.add_option("--rwmix", rwmix, "Read percentage for rand_rw (default 50)");
+    app.add_flag("--json", cfg.json, "Print one JSON object instead of the text report");
+    app.add_flag("--per-second", cfg.per_second, "Print (or add to JSON) one line per second");
+    app.add_flag("--allow-overwrite", cfg.allow_overwrite,
+                 "Allow writing to an existing file or block device (destroys its data)");
+    app.add_flag("--keep", cfg.keep, "Keep the file aio_bench created");
+    app.add_option("--ios", ios, "Stop after this many I/Os in total (split across threads)");
+    app.add_flag("--compare", cfg.compare,
+                 "Run libaio then io_uring with identical parameters and print both side by side");
+    app.add_option("--submit-batch", submit_batch,
+                   "Submit refilled I/Os every N (fio iodepth_batch_submit; default 1, as fio: "
+                   "one submit syscall per I/O)");
+    app.add_option("--complete-batch", complete_batch,
+                   "Take at most N completions per wait (fio iodepth_batch_complete_max; "
+                   "default 1, as fio)");
+    bool batch = false;
+    app.add_flag("--batch", batch,
+                 "Batch fully: --submit-batch and --complete-batch = iodepth (one submit syscall "
+                 "per refill, every ready completion per wait)");
+    app.add_option("--seed", seed, "PRNG seed for offsets and verify stamps (default: clock)");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return std::unexpected(UsageError{app.help(), 0});
+    } catch (const CLI::CallForVersion& e) {
+        return std::unexpected(UsageError{"aio_bench 1.0\n", 0});
+    } catch (const CLI::ParseError& e) {
+        std::string msg = e.what();
+        if (auto* x = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+            (void)x;
+            msg = "unknown argument(s): " + msg.substr(msg.find(':') + 1);
+            while (msg.find("  ") != std::string::npos)
+                msg.erase(msg.find("  "), 1);
+        }
+        for (auto& c : msg)
+            if (c == '\n') c = ' ';
+        return usage(msg);
+    }
+
+    if (engine == "libaio")
+        cfg.engine = EngineKind::libaio;
+    else if (engine == "io_uring" || engine == "uring")
+        cfg.engine = EngineKind::io_uring;
+    else
+        return usage("-e/--engine: unknown engine '" + engine + "' (libaio or io_uring)");
+    if (o_engine->count() && cfg.compare)
+        return usage("-e/--engine: --compare runs both engines, do not give -e");
+
+    if (pattern == "rand_read" || pattern == "randread")
+        cfg.pattern = Pattern::rand_read;
+    else if (pattern == "rand_write" || pattern == "randwrite")
+        cfg.pattern = Pattern::rand_write;
+    else if (pattern == "rand_rw" || pattern == "randrw")
+        cfg.pattern = Pattern::rand_rw;
+    else if (pattern == "seq_read" || pattern == "read")
+        cfg.pattern = Pattern::seq_read;
+    else if (pattern == "seq_write" || pattern == "write")
+        cfg.pattern = Pattern::seq_write;
+    else
+        return usage("-p/--pattern: unknown pattern '" + pattern +
+                     "' (rand_read, rand_write, rand_rw, seq_read, seq_write)");
+    (void)o_pattern;
+
+    auto q = parse_uint(depth);
+    if (!q || *q == 0 || *q > 32768)
+        return usage("-q/--iodepth: '" + depth + "' is not an integer in 1..32768");
+    cfg.depth = static_cast<unsigned>(*q);
+    (void)o_depth;
+
+    auto t = parse_uint(threads);
+    if (!t || *t == 0 || *t > 1024)
+        return usage("-t/--threads: '" + threads + "' is not an integer in 1..1024");
+    cfg.threads = static_cast<unsigned>(*t);
+    (void)o_threads;
+
+    auto r = parse_seconds(runtime);
+    if (!r || *r <= 0 || *r > 1e7)
+        return usage("-r/--runtime: '" + runtime + "' is not a positive number of seconds");
+    cfg.runtime_s = *r;
+    cfg.runtime_set = o_runtime->count() > 0;
+
+    auto b = parse_size(bs);
+    if (!b) return usage("-b/--block-size: cannot parse '" + bs + "' (bytes, or e.g. 4k, 64k, 1m)");
+    if (*b == 0) return usage("-b/--block-size: must not be zero");
+    if (*b > (256ull << 20)) return usage("-b/--block-size: '" + bs + "' is larger than 256m");
+    if (cfg.direct && *b % 512 != 0)
+        return usage("-b/--block-size: " + std::to_string(*b) +
+                     " is not a multiple of 512, required by --direct");
+    cfg.block_size = static_cast<uint32_t>(*b);
+    if (static_cast<uint64_t>(cfg.block_size) * cfg.depth * cfg.threads > (8ull << 30))
+        return usage("-b/--block-size: block size x iodepth x threads exceeds 8 GiB of buffers");
+
+    if (!size.empty()) {
+        auto s = parse_size(size);
+        if (!s || *s == 0)
+            return usage("--size: cannot parse '" + size + "' (bytes, or e.g. 512m, 1g)");
+        if (*s < cfg.block_size)
+            return usage("--size: " + size + " is smaller than the block size " +
+                         std::to_string(cfg.block_size));
+        cfg.size = *s;
+    }
+    (void)o_size;
+
+    if (!rwmix.empty()) {
+        auto m = parse_uint(rwmix);
+        if (!m || *m > 100) return usage("--rwmix: '" + rwmix + "' is not a percentage 0..100");
+        if (cfg.pattern != Pattern::rand_rw) return usage("--rwmix: only applies to -p rand_rw");
+        cfg.rwmix_read = static_cast<unsigned>(*m);
+    }
+    (void)o_rwmix;
+
+    if (!ios.empty()) {
+        auto n = parse_uint(ios);
+        if (!n || *n == 0) return usage("--ios: '" + ios + "' is not a positive integer");
+        cfg.ios = *n;
+    }
+
+    if (!seed.empty()) {
+        auto s = parse_uint(seed);
+        if (!s) return usage("--seed: '" + seed + "' is not an unsigned integer");
+        cfg.seed = *s;
+    }
+
+    if (batch) {
+        if (!submit_batch.empty() || !complete_batch.empty())
+            return usage("--batch: give either --batch or --submit-batch/--complete-batch");
+        cfg.submit_batch = cfg.complete_batch = cfg.depth;
+    }
+    for (auto [text, out, flag] :
+         {std::tuple{&submit_batch, &cfg.submit_batch, "--submit-batch"},
+          std::tuple{&complete_batch, &cfg.complete_batch, "--complete-batch"}}) {
+        if (text->empty()) continue;
+        auto n = parse_uint(*text);
+        if (!n || *n == 0 || *n > cfg.depth)
+            return usage(std::string(flag) + ": '" + *text + "' is not an integer in 1..iodepth (" +
+                         std::to_string(cfg.depth) + ")");
+        *out = static_cast<unsigned>(*n);
+    }
+
+    if (!poll_mode.empty()) {
+        if (poll_mode == "iopoll")
+            cfg.poll = PollMode::iopoll;
+        else if (poll_mode == "sqpoll")
+            cfg.poll = PollMode::sqpoll;
+        else
+            return usage("--poll-mode: unknown mode '" + poll_mode + "' (iopoll or sqpoll)");
+    } else if (poll) {
+        cfg.poll = PollMode::iopoll;
+    }
+    bool uring_used = cfg.engine == EngineKind::io_uring || cfg.compare;
+    if (cfg.poll == PollMode::sqpoll && (cfg.engine != EngineKind::io_uring || cfg.compare))
+        return usage("--poll-mode: sqpoll is an io_uring mode; libaio only has -P (busy-poll)");
+    if (cfg.poll == PollMode::iopoll && uring_used && !cfg.direct)
+        return usage("-P/--poll: io_uring IOPOLL only works with O_DIRECT; add --direct (or use "
+                     "--poll-mode sqpoll)");
+    if (cfg.verify && cfg.block_size % 512 != 0)
+        return usage("-b/--block-size: --verify stamps 512-byte sectors; the block size must be "
+                     "a multiple of 512");
+    return cfg;
+}
+
+} // namespace aiob

@@ -1,0 +1,64 @@
+// io_uring engine (liburing): one ring per thread, SQ entries = iodepth, CQ = 2 x iodepth.
+//
+// Waiting (no -P): one io_uring_enter per batch submits everything prepped and waits for `min`
+// completions (io_uring_submit_and_wait); the rest of the ready CQEs are peeked without a syscall.
+// -P / --poll-mode iopoll: IORING_SETUP_IOPOLL; the same io_uring_enter polls the device for
+//   completions instead of sleeping. Needs O_DIRECT and a driver with poll queues; when the kernel
+//   refuses (ring setup or -EOPNOTSUPP on the first I/O) the run stops with a clear message.
+// --poll-mode sqpoll: IORING_SETUP_SQPOLL; a kernel thread (idle after 2 s) consumes the SQ, so
+//   submission needs no syscall. Completions are taken from the CQ ring when there, otherwise
+//   waited for in io_uring_enter(GETEVENTS) (fio's sqthread_poll spins instead, which starves the
+//   SQ thread when cores are scarce).
+#pragma once
+
+#include "engine.hpp"
+
+#include <liburing.h>
+
+#include <vector>
+
+namespace aiob {
+
+class UringEngine {
+public:
+    UringEngine() = default;
+    UringEngine(const UringEngine&) = delete;
+    UringEngine& operator=(const UringEngine&) = delete;
+    ~UringEngine();
+
+    std::expected<void, std::string> init(const EngineSetup& s);
+
+    void prep(uint32_t slot, bool write, void* buf, uint32_t len, uint64_t offset) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        // At most `depth` I/Os are prepped or in flight and without SQPOLL the kernel consumes the
+        // SQ during io_uring_enter, so there is always a free entry. With SQPOLL the SQ thread
+        // may post CQEs before it moves the SQ head: the SQ then has 2 x depth entries, and
+        // wait_for_sqe() covers anything else.
+        if (!sqe) [[unlikely]]
+            sqe = wait_for_sqe();
+        if (write)
+            io_uring_prep_write(sqe, fd_, buf, len, offset);
+        else
+            io_uring_prep_read(sqe, fd_, buf, len, offset);
+        io_uring_sqe_set_data64(sqe, slot);
+        ++pending_;
+    }
+
+    int submit_and_reap(unsigned min, Completion* out, unsigned max);
+    unsigned in_flight() const { return inflight_ + pending_; }
+
+private:
+    io_uring_sqe* wait_for_sqe();
+
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    int fd_ = -1;
+    PollMode poll_ = PollMode::none;
+    unsigned inflight_ = 0; // submitted to the kernel
+    unsigned pending_ = 0;  // prepped, not yet submitted
+    std::vector<io_uring_cqe*> cqes_;
+};
+
+static_assert(Engine<UringEngine>);
+
+} // namespace aiob
