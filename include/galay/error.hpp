@@ -23,8 +23,9 @@ using Result = std::expected<T, std::error_code>;
 /// Errors specific to galay (not errno values).
 enum class errc {
     misaligned_direct_io = 1, ///< O_DIRECT buffer, offset or length not aligned to the block size
-    unexpected_eof,           ///< the peer closed before the requested bytes arrived
+    unexpected_eof,           ///< the peer closed (or the file ended) before all bytes arrived
     backend_unavailable,      ///< the requested backend cannot run on this kernel
+    direct_io_unsupported,    ///< the filesystem refuses O_DIRECT (open fails with EINVAL)
 };
 
 const std::error_category& galay_category() noexcept;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "galay/error.hpp"
+#include "galay/fs/batch.hpp"
+#include "galay/fs/file.hpp"
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"

@@ -21,9 +21,11 @@ public:
             return "O_DIRECT requires the buffer address, file offset and length to be aligned to "
                    "the device's logical block size";
         case errc::unexpected_eof:
-            return "the peer closed the connection before all bytes arrived";
+            return "end of file, or the peer closed the connection, before all bytes arrived";
         case errc::backend_unavailable:
             return "the requested I/O backend is not available here";
+        case errc::direct_io_unsupported:
+            return "the filesystem does not support O_DIRECT";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -50,6 +50,7 @@ struct IoOp {
     bool timed_out = false; // the deadline fired (result becomes -ETIMEDOUT)
     bool cancelled = false; // cancellation was requested
     bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
+    bool direct = false;    // file ops: the fd is O_DIRECT (epoll: libaio; otherwise a thread pool)
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
     void* buf = nullptr;      // data buffer, iovec array, or msghdr

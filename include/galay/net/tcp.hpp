@@ -21,6 +21,7 @@
 // Every operation returns `Result<...>` and accepts `.timeout(d)`; destroying a stream closes it.
 #pragma once
 
+#include "galay/detail/buffers.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/net/socket_addr.hpp"
 
@@ -34,19 +35,6 @@
 #include <string_view>
 
 namespace galay {
-
-/// A contiguous range of bytes we may write into (std::array<char,N>, std::vector<std::byte>,
-/// std::span<unsigned char>, std::string, ...).
-template <class B>
-concept MutableBuffer =
-    std::ranges::contiguous_range<B> && std::ranges::sized_range<B> &&
-        sizeof(std::ranges::range_value_t<B>) == 1 &&
-    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<B>>>;
-
-/// A contiguous range of bytes we may read from.
-template <class B>
-concept ConstBuffer = std::ranges::contiguous_range<B> && std::ranges::sized_range<B> &&
-                      sizeof(std::ranges::range_value_t<B>) == 1;
 
 class TcpStream;
 

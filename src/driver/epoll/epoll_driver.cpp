@@ -1,8 +1,11 @@
 // The epoll driver: readiness-based. Every op first tries its system call at once (non-blocking
 // fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
 // Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
-// connection costs one epoll_ctl in its lifetime and none per operation.
+// connection costs one epoll_ctl in its lifetime and none per operation. File operations go to
+// the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
+// created on the first one.
 #include "driver/common/buffer_pool.hpp"
+#include "driver/epoll/file_engine.hpp"
 #include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <vector>
 
 namespace galay::detail {
@@ -26,6 +30,21 @@ namespace {
 bool waits_for_read(OpCode c) noexcept {
     return c == OpCode::accept || c == OpCode::recv || c == OpCode::recv_pooled ||
            c == OpCode::recvmsg || c == OpCode::recvmmsg;
+}
+
+bool is_file_op(OpCode c) noexcept {
+    switch (c) {
+    case OpCode::read_at:
+    case OpCode::write_at:
+    case OpCode::readv_at:
+    case OpCode::writev_at:
+    case OpCode::fsync:
+    case OpCode::fdatasync:
+    case OpCode::fallocate:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /// A FIFO of ops waiting for one direction of one fd.
@@ -98,13 +117,16 @@ public:
     }
 
     ~EpollDriver() override {
+        files_.reset(); // joins its threads, which may still be waking us
         ::close(wake_fd_);
         ::close(ep_);
     }
 
     Backend backend() const noexcept override { return Backend::epoll; }
     const char* name() const noexcept override { return "epoll"; }
-    std::size_t in_flight() const noexcept override { return waiting_; }
+    std::size_t in_flight() const noexcept override {
+        return waiting_ + (files_ ? files_->in_flight() : 0);
+    }
 
     bool submit(IoOp& op) override {
         switch (op.code) {
@@ -119,10 +141,8 @@ public:
         case OpCode::fsync:
         case OpCode::fdatasync:
         case OpCode::fallocate:
-            // File operations on this backend go through libaio (see src/fs); a bare IoOp for a
-            // file reaching the epoll driver is a galay bug.
-            op.result = -EOPNOTSUPP;
-            return true;
+            if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+            return files_->submit(op);
         default:
             break;
         }
@@ -163,6 +183,10 @@ public:
     }
 
     void cancel(IoOp& op) override {
+        if (is_file_op(op.code)) {
+            if (files_) files_->cancel(op);
+            return;
+        }
         if (!op.pending) return;
         if (!starved_.remove(op)) {
             if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
@@ -202,6 +226,7 @@ public:
     }
 
     void poll(std::int64_t timeout_ns) override {
+        if (files_ && files_->flush() > 0) timeout_ns = 0; // leftover iocbs, refused ops
         timespec ts{};
         timespec* tsp = nullptr;
         if (timeout_ns >= 0) {
@@ -227,6 +252,7 @@ public:
                 [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
                 continue;
             }
+            if (files_ && fd == files_->event_fd()) continue; // collected below
             if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
             FdState& st = fds_[fd];
             if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
@@ -237,6 +263,7 @@ public:
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
+        if (files_) files_->reap();
     }
 
     void shutdown() noexcept override {
@@ -245,6 +272,7 @@ public:
             fail_all(st.readers, -ECANCELED);
             fail_all(st.writers, -ECANCELED);
         }
+        if (files_) files_->shutdown();
     }
 
 private:
@@ -374,6 +402,7 @@ private:
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
     WaitList starved_; // recv_pooled ops waiting for a pool buffer
+    std::unique_ptr<EpollFileEngine> files_;
 };
 
 } // namespace

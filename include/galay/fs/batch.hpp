@@ -1,0 +1,133 @@
+// galay/fs/batch.hpp: queue several file operations, submit them at once, resume when all are
+// done.
+//
+//     galay::fs::Batch batch;
+//     for (std::size_t i = 0; i < 8; ++i)
+//         batch.read_exact_at(file, bufs[i], i * 4096);  // returns the op's index
+//     auto ok = co_await batch.submit().timeout(1s);     // Result<void>: the first error, if any
+//     for (std::size_t i = 0; i < batch.size(); ++i)
+//         if (auto n = batch.result(i); !n) report(i, n.error());
+//     batch.clear();                                     // reuse (no allocation once warmed up)
+//
+// On io_uring the batch is N SQEs in one io_uring_enter; on epoll the O_DIRECT operations are N
+// iocbs in one io_submit (buffered ones go to the thread pool, see galay/fs/file.hpp). Buffers
+// and iovecs must stay valid until `submit()` has been awaited. A misaligned O_DIRECT request
+// fails on its own (`errc::misaligned_direct_io`) without keeping the others from running.
+// Cancelling the awaiting task or a timeout cancels every operation still pending; all of them
+// have finished before the awaiting coroutine resumes.
+#pragma once
+
+#include "galay/fs/file.hpp"
+
+#include <chrono>
+#include <coroutine>
+#include <vector>
+
+namespace galay::fs {
+class Batch;
+}
+
+namespace galay::detail {
+
+/// What `co_await batch.submit()` suspends on.
+class BatchAwaitable final : public Cancellable {
+public:
+    explicit BatchAwaitable(fs::Batch& batch) noexcept
+        : batch_(&batch) {}
+    BatchAwaitable(BatchAwaitable&&) noexcept = default; // only before it is awaited
+    BatchAwaitable& operator=(BatchAwaitable&&) = delete;
+
+    /// Cancel the operations still pending after `d`; they then fail with `timed_out`.
+    BatchAwaitable&& timeout(std::chrono::nanoseconds d) &&;
+    BatchAwaitable&& deadline(std::chrono::steady_clock::time_point t) &&;
+
+    bool await_ready() const noexcept;
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        return start(h, scope_of(h));
+    }
+    /// Success when every operation succeeded, else the first error in queue order.
+    Result<void> await_resume() noexcept;
+
+    void cancel() noexcept override;
+
+private:
+    bool start(std::coroutine_handle<> h, CancelScope* scope);
+    static void on_deadline(TimerNode* n);
+
+    fs::Batch* batch_;
+    TimerNode timer_;
+    CancelScope* scope_ = nullptr;
+    bool has_deadline_ = false;
+};
+
+} // namespace galay::detail
+
+namespace galay::fs {
+
+/// A reusable list of file operations submitted together. Not copyable; do not move or modify it
+/// while a `submit()` is being awaited.
+class Batch {
+public:
+    Batch() noexcept = default;
+    explicit Batch(std::size_t capacity) { entries_.reserve(capacity); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+    Batch(Batch&& o) noexcept;
+    Batch& operator=(Batch&& o) noexcept;
+    ~Batch();
+
+    // Each adds one operation and returns its index (for result()).
+    template <MutableBuffer B>
+    std::size_t read_at(const File& f, B&& buf, std::uint64_t offset) {
+        return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, detail::FileXfer::some);
+    }
+    template <MutableBuffer B>
+    std::size_t read_exact_at(const File& f, B&& buf, std::uint64_t offset) {
+        return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, detail::FileXfer::exact);
+    }
+    template <ConstBuffer B>
+    std::size_t write_at(const File& f, const B& buf, std::uint64_t offset) {
+        return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, detail::FileXfer::some);
+    }
+    template <ConstBuffer B>
+    std::size_t write_all_at(const File& f, const B& buf, std::uint64_t offset) {
+        return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, detail::FileXfer::all);
+    }
+    std::size_t readv_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
+    std::size_t writev_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
+    std::size_t fsync(const File& f);
+    std::size_t fdatasync(const File& f);
+
+    /// Submit every queued operation at once; `co_await` resumes when all have finished.
+    detail::BatchAwaitable submit() noexcept { return detail::BatchAwaitable(*this); }
+
+    std::size_t size() const noexcept { return entries_.size(); }
+    bool empty() const noexcept { return entries_.empty(); }
+    /// The outcome of operation `i` after submit() completed: bytes moved (0 for fsync), or
+    /// its error.
+    Result<std::size_t> result(std::size_t i) const noexcept;
+    /// Forget the queued operations (keeps the capacity).
+    void clear() noexcept { entries_.clear(); }
+
+private:
+    friend class detail::BatchAwaitable;
+    struct Entry {
+        detail::IoOp op;
+        std::error_code precheck; // set: fails without being submitted
+        detail::FileXfer mode = detail::FileXfer::some;
+    };
+
+    std::size_t add_transfer(const File& f, detail::OpCode code, const void* buf, std::size_t len,
+                             std::uint64_t offset, detail::FileXfer mode);
+    std::size_t push(Entry e);
+
+    std::vector<Entry> entries_;
+    std::coroutine_handle<> countdown_; // resumed once per completion; created on first submit
+};
+
+} // namespace galay::fs

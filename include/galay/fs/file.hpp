@@ -1,0 +1,219 @@
+// galay/fs/file.hpp: asynchronous positional file I/O.
+//
+//     galay::Task<void> copy_block() {
+//         using galay::fs::File;
+//         auto f = File::open("/var/tmp/data", {.read = true, .write = true, .create = true,
+//                                               .direct = true});
+//         if (!f) co_return; // galay::fs::describe_error("/var/tmp/data", f.error()) names it
+//         galay::fs::AlignedBuffer buf(4096, f->logical_block_size());
+//         auto w = co_await f->write_all_at(buf, 0);            // Result<std::size_t>
+//         auto r = co_await f->read_exact_at(buf, 0).timeout(1s);
+//         if (!co_await f->fdatasync()) co_return;
+//     }
+//
+// Every operation is an awaitable with `.timeout(d)` / `.deadline(t)` and is cancelled with the
+// task that awaits it (when_any, CancelSource); a cancelled or timed-out operation has finished in
+// the kernel before the awaiting coroutine resumes, so the buffer is never written after that.
+// Several operations can be submitted at once with `fs::Batch` (galay/fs/batch.hpp).
+//
+// How each backend runs them:
+//  - io_uring: every operation is one SQE (IORING_OP_READ/WRITE/READV/WRITEV/FSYNC/FALLOCATE),
+//    submitted with everything else of the loop turn in one io_uring_enter.
+//  - epoll: files opened with `direct` go through Linux AIO (libaio): an operation is handed to
+//    the kernel (io_submit) when its task suspends on it, an fs::Batch in one io_submit; the
+//    completions are signalled through an eventfd in the epoll set and collected from the AIO
+//    completion ring (io_getevents semantics, without the system call). Buffered files (no
+//    O_DIRECT) cannot use libaio usefully: for them io_submit performs the whole copy synchronously
+//    and blocks the thread on a page-cache miss or a dirty-page throttle. So on epoll, buffered
+//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and everything
+//    else on a buffered file (writes, uncached reads, fsync, fdatasync, fallocate; also fsync and
+//    fallocate on O_DIRECT files) runs on a small blocking thread pool of at most 4 threads per
+//    scheduler ("galay-fs"), started on first use, whose completions return to the scheduler's
+//    thread.
+//  - libaio requests carry RWF_NOWAIT, so io_submit does not block the loop where a filesystem
+//    would (ext4 and xfs write past the end of a file synchronously): such a request completes
+//    with EAGAIN and is redone on the pool, as io_uring redoes it on its workers. Preallocating
+//    (fallocate, as fio does) keeps appends on the fast path.
+//
+// O_DIRECT requests must have their buffer address, file offset and length aligned to
+// `logical_block_size()`; a misaligned request fails with `galay::errc::misaligned_direct_io`
+// before reaching the kernel. `truncate`, `size` and `open` are synchronous system calls (they
+// touch metadata only). Do not close a file while an operation on it is pending.
+#pragma once
+
+#include "galay/detail/buffers.hpp"
+#include "galay/detail/io_awaitable.hpp"
+#include "galay/fs/aligned_buffer.hpp"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace galay::fs {
+
+/// How to open a file (flags of open(2)).
+struct OpenOptions {
+    bool read = true;      ///< O_RDONLY, or O_RDWR with `write`
+    bool write = false;    ///< O_WRONLY, or O_RDWR with `read`
+    bool create = false;   ///< O_CREAT: create the file when it does not exist
+    bool truncate = false; ///< O_TRUNC (needs `write`)
+    bool append = false;   ///< O_APPEND: every write goes to the end (the offset is ignored)
+    bool direct = false;   ///< O_DIRECT: bypass the page cache; I/O must be block-aligned
+    unsigned mode = 0644;  ///< permissions of a created file (before the umask)
+};
+
+/// "<path>: <reason>" for an error of `File::open` (or of an operation on that file), with a hint
+/// where one helps (O_DIRECT refused: which filesystems do that and where to go instead).
+std::string describe_error(const std::filesystem::path& path, std::error_code ec);
+
+} // namespace galay::fs
+
+namespace galay::detail {
+
+/// How a transfer treats a short count.
+enum class FileXfer : std::uint8_t {
+    some,  ///< read_at/write_at: return what the kernel moved
+    exact, ///< read_exact_at: fewer bytes than asked (end of file) is `errc::unexpected_eof`
+    all,   ///< write_all_at: continue short writes; fewer bytes at the end is an error
+};
+
+/// read_at/write_at/readv_at/writev_at (and their exact/all forms) -> Result<std::size_t>.
+class FileTransferAwaitable : public IoAwaitable<FileTransferAwaitable> {
+public:
+    /// `precheck`: an error found before submitting (misaligned O_DIRECT, closed file); the
+    /// operation then completes at once with it.
+    FileTransferAwaitable(const IoOp& op, FileXfer mode, std::error_code precheck) noexcept;
+    bool await_ready() const noexcept { return static_cast<bool>(precheck_); }
+    Result<std::size_t> result();
+
+private:
+    std::error_code precheck_;
+    FileXfer mode_;
+};
+
+/// fsync/fdatasync/fallocate/close -> Result<void>.
+class FileSyncAwaitable : public IoAwaitable<FileSyncAwaitable> {
+public:
+    FileSyncAwaitable(const IoOp& op, std::error_code precheck) noexcept;
+    bool await_ready() const noexcept { return static_cast<bool>(precheck_); }
+    Result<void> result();
+
+private:
+    std::error_code precheck_;
+};
+
+/// The outcome of a finished transfer op under `mode` (shared with fs::Batch).
+Result<std::size_t> file_transfer_result(const IoOp& op, FileXfer mode) noexcept;
+
+} // namespace galay::detail
+
+namespace galay::fs {
+
+class Batch;
+
+/// An open file. Move-only; destroying it closes the file (synchronously).
+class File {
+public:
+    File() noexcept = default;
+    /// Adopt an open file descriptor (O_DIRECT is detected from its flags).
+    explicit File(int fd) noexcept;
+    File(File&& o) noexcept
+        : fd_(std::exchange(o.fd_, -1))
+        , direct_(o.direct_)
+        , block_size_(o.block_size_) {}
+    File& operator=(File&& o) noexcept;
+    ~File();
+
+    /// open(2) with `options` (always O_CLOEXEC). Errors are errno values, except an O_DIRECT
+    /// open the filesystem refuses: `errc::direct_io_unsupported`. `describe_error(path, ec)`
+    /// makes the message name the path.
+    static Result<File> open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+    /// Read up to `buf.size()` bytes at `offset`; fewer at the end of the file, 0 past it.
+    template <MutableBuffer B>
+    detail::FileTransferAwaitable read_at(B&& buf, std::uint64_t offset) const noexcept {
+        return transfer(detail::OpCode::read_at, std::ranges::data(buf), std::ranges::size(buf),
+                        offset, detail::FileXfer::some);
+    }
+    /// Read exactly `buf.size()` bytes (continuing short reads); reaching the end of the file
+    /// first is `errc::unexpected_eof`.
+    template <MutableBuffer B>
+    detail::FileTransferAwaitable read_exact_at(B&& buf, std::uint64_t offset) const noexcept {
+        return transfer(detail::OpCode::read_at, std::ranges::data(buf), std::ranges::size(buf),
+                        offset, detail::FileXfer::exact);
+    }
+    /// Write some of `buf` at `offset`; returns how many bytes the kernel took.
+    template <ConstBuffer B>
+    detail::FileTransferAwaitable write_at(const B& buf, std::uint64_t offset) const noexcept {
+        return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
+                        offset, detail::FileXfer::some);
+    }
+    /// Write all of `buf` at `offset` (continuing short writes); returns buf.size().
+    template <ConstBuffer B>
+    detail::FileTransferAwaitable write_all_at(const B& buf, std::uint64_t offset) const noexcept {
+        return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
+                        offset, detail::FileXfer::all);
+    }
+    /// preadv(2): scatter one read into several buffers (the iovecs must outlive the await).
+    detail::FileTransferAwaitable readv_at(std::span<const iovec> iov,
+                                           std::uint64_t offset) const noexcept;
+    /// pwritev(2): gather several buffers into one write; may be short like write_at.
+    detail::FileTransferAwaitable writev_at(std::span<const iovec> iov,
+                                            std::uint64_t offset) const noexcept;
+
+    /// Flush data and metadata to the device.
+    detail::FileSyncAwaitable fsync() const noexcept;
+    /// Flush data (and the metadata needed to read it back).
+    detail::FileSyncAwaitable fdatasync() const noexcept;
+    /// fallocate(2): `mode` 0 reserves [offset, offset+len) and grows the file if needed;
+    /// FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, ... as in the man page.
+    detail::FileSyncAwaitable fallocate(int mode, std::uint64_t offset,
+                                        std::uint64_t len) const noexcept;
+    /// Close asynchronously. The File is empty afterwards.
+    detail::FileSyncAwaitable close() noexcept;
+
+    /// ftruncate(2) (synchronous).
+    Result<void> truncate(std::uint64_t length) const noexcept;
+    /// The file's size in bytes (the device size for a block device; synchronous).
+    Result<std::uint64_t> size() const noexcept;
+
+    /// The alignment O_DIRECT needs for buffer address, offset and length: the device's logical
+    /// block size (BLKSSZGET for block devices; statx STATX_DIOALIGN for files; else the
+    /// filesystem block size, clamped to 512..4096).
+    std::size_t logical_block_size() const noexcept;
+    /// A zeroed buffer of `size` bytes aligned for O_DIRECT on this file.
+    AlignedBuffer make_buffer(std::size_t size) const {
+        return AlignedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
+    }
+
+    bool is_open() const noexcept { return fd_ >= 0; }
+    bool is_direct() const noexcept { return direct_; }
+    int fd() const noexcept { return fd_; }
+    /// Give up ownership of the fd.
+    int release() noexcept { return std::exchange(fd_, -1); }
+
+private:
+    friend class Batch;
+
+    /// The op for a transfer, and the error to report instead of submitting it (if any).
+    std::error_code prepare_transfer(detail::IoOp& op, detail::OpCode code, const void* buf,
+                                     std::size_t len, std::uint64_t offset,
+                                     detail::FileXfer mode) const noexcept;
+    std::error_code prepare_vector(detail::IoOp& op, detail::OpCode code,
+                                   std::span<const iovec> iov, std::uint64_t offset) const noexcept;
+    std::error_code prepare_sync(detail::IoOp& op, detail::OpCode code) const noexcept;
+    detail::FileTransferAwaitable transfer(detail::OpCode code, const void* buf, std::size_t len,
+                                           std::uint64_t offset,
+                                           detail::FileXfer mode) const noexcept;
+
+    int fd_ = -1;
+    bool direct_ = false;
+    mutable std::uint32_t block_size_ = 0; // 0: not looked up yet
+};
+
+} // namespace galay::fs

@@ -1,0 +1,218 @@
+#include "galay/fs/batch.hpp"
+
+#include <sys/socket.h> // MSG_MORE
+
+#include <cassert>
+#include <exception>
+
+namespace galay::detail {
+namespace {
+
+// Every op of a batch names the same waiter: a tiny coroutine that counts completions and, at the
+// last one, hands control to the awaiting coroutine by symmetric transfer. One frame per Batch
+// (created at its first submit), so a batch of N ops costs no allocation per op.
+struct Countdown {
+    struct promise_type {
+        std::size_t remaining = 0;
+        std::coroutine_handle<> parent;
+
+        Countdown get_return_object() noexcept {
+            return Countdown{std::coroutine_handle<promise_type>::from_promise(*this)};
+        }
+        std::suspend_always initial_suspend() const noexcept { return {}; }
+        std::suspend_always final_suspend() const noexcept { return {}; }
+        void return_void() const noexcept {}
+        void unhandled_exception() const noexcept { std::terminate(); }
+    };
+    std::coroutine_handle<promise_type> h;
+};
+using CountdownHandle = std::coroutine_handle<Countdown::promise_type>;
+
+/// One completion: resumed by the scheduler, counts down, parks again or resumes the parent.
+struct CountdownStep {
+    CountdownStep() noexcept = default;
+    bool await_ready() const noexcept { return false; }
+    std::coroutine_handle<> await_suspend(CountdownHandle h) noexcept {
+        self = h;
+        Countdown::promise_type& p = h.promise();
+        if (p.remaining == 0 && p.parent) return std::exchange(p.parent, {});
+        return std::noop_coroutine();
+    }
+    void await_resume() noexcept {
+        assert(self.promise().remaining > 0 && "batch countdown resumed too often");
+        --self.promise().remaining;
+    }
+    CountdownHandle self;
+};
+
+Countdown countdown_loop() {
+    for (;;)
+        co_await CountdownStep{};
+}
+
+CountdownHandle countdown_of(std::coroutine_handle<> h) noexcept {
+    return CountdownHandle::from_address(h.address());
+}
+
+} // namespace
+
+BatchAwaitable&& BatchAwaitable::timeout(std::chrono::nanoseconds d) && {
+    timer_.deadline_ns = Scheduler::now_ns() + d.count();
+    has_deadline_ = true;
+    return std::move(*this);
+}
+
+BatchAwaitable&& BatchAwaitable::deadline(std::chrono::steady_clock::time_point t) && {
+    timer_.deadline_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    has_deadline_ = true;
+    return std::move(*this);
+}
+
+bool BatchAwaitable::await_ready() const noexcept {
+    for (const fs::Batch::Entry& e : batch_->entries_)
+        if (!e.precheck) return false;
+    return true; // nothing to submit (empty, or every op failed its checks)
+}
+
+bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
+    Scheduler& sched = current_scheduler();
+    fs::Batch& b = *batch_;
+    scope_ = scope;
+    if (!b.countdown_) {
+        b.countdown_ = countdown_loop().h;
+        b.countdown_.resume(); // park it at its first step
+    }
+    const bool cancelled = scope != nullptr && scope->requested();
+    // All but the last op to be submitted carry MSG_MORE: the epoll driver then hands the whole
+    // batch to the kernel in one io_submit (io_uring ignores it: every SQE of a loop turn goes in
+    // one io_uring_enter anyway).
+    std::size_t last = b.entries_.size();
+    if (!cancelled)
+        for (std::size_t i = b.entries_.size(); i-- > 0;)
+            if (!b.entries_[i].precheck) {
+                last = i;
+                break;
+            }
+    std::size_t pending = 0;
+    for (std::size_t i = 0; i < b.entries_.size(); ++i) {
+        fs::Batch::Entry& e = b.entries_[i];
+        IoOp& op = e.op;
+        if (op.code != OpCode::fallocate) op.msg_flags = i < last ? MSG_MORE : 0;
+        op.waiter = b.countdown_;
+        op.result = 0;
+        op.done = 0;
+        op.timed_out = op.cancelled = false;
+        op.timer.deadline_ns = 0;
+        if (e.precheck) continue;
+        if (cancelled) {
+            op.result = -ECANCELED;
+            continue;
+        }
+        if (!sched.driver().submit(op)) ++pending;
+    }
+    if (pending == 0) { // everything failed its checks or completed at once
+        if (sched.take_inline_budget()) return false;
+        sched.schedule(h); // completed, but this coroutine has run long enough: yield once
+        return true;
+    }
+    // Completions only reach the countdown through the scheduler's ready queue, never from
+    // inside submit(), so arming it after submitting is safe.
+    Countdown::promise_type& p = countdown_of(b.countdown_).promise();
+    p.remaining = pending;
+    p.parent = h;
+    if (has_deadline_) {
+        timer_.on_fire = &on_deadline;
+        timer_.context = this;
+        sched.arm_timer(timer_);
+    }
+    if (scope != nullptr) scope->link(*this);
+    return true;
+}
+
+void BatchAwaitable::on_deadline(TimerNode* n) {
+    auto* self = static_cast<BatchAwaitable*>(n->context);
+    for (fs::Batch::Entry& e : self->batch_->entries_)
+        if (e.op.pending) e.op.timed_out = true; // the scheduler maps its ECANCELED to ETIMEDOUT
+    self->cancel();
+}
+
+void BatchAwaitable::cancel() noexcept {
+    for (fs::Batch::Entry& e : batch_->entries_)
+        cancel_op(e.op);
+}
+
+Result<void> BatchAwaitable::await_resume() noexcept {
+    if (scope_ != nullptr) CancelScope::unlink(*this);
+    if (timer_.armed()) current_scheduler().disarm_timer(timer_);
+    for (std::size_t i = 0; i < batch_->entries_.size(); ++i)
+        if (auto r = batch_->result(i); !r) return std::unexpected(r.error());
+    return {};
+}
+
+} // namespace galay::detail
+
+namespace galay::fs {
+
+Batch::Batch(Batch&& o) noexcept
+    : entries_(std::move(o.entries_))
+    , countdown_(std::exchange(o.countdown_, {})) {}
+
+Batch& Batch::operator=(Batch&& o) noexcept {
+    if (this != &o) {
+        if (countdown_) countdown_.destroy();
+        entries_ = std::move(o.entries_);
+        countdown_ = std::exchange(o.countdown_, {});
+    }
+    return *this;
+}
+
+Batch::~Batch() {
+    if (countdown_) countdown_.destroy();
+}
+
+std::size_t Batch::push(Entry e) {
+    entries_.push_back(e);
+    return entries_.size() - 1;
+}
+
+std::size_t Batch::add_transfer(const File& f, detail::OpCode code, const void* buf,
+                                std::size_t len, std::uint64_t offset, detail::FileXfer mode) {
+    Entry e;
+    e.mode = mode;
+    e.precheck = f.prepare_transfer(e.op, code, buf, len, offset, mode);
+    return push(e);
+}
+
+std::size_t Batch::readv_at(const File& f, std::span<const iovec> iov, std::uint64_t offset) {
+    Entry e;
+    e.precheck = f.prepare_vector(e.op, detail::OpCode::readv_at, iov, offset);
+    return push(e);
+}
+
+std::size_t Batch::writev_at(const File& f, std::span<const iovec> iov, std::uint64_t offset) {
+    Entry e;
+    e.precheck = f.prepare_vector(e.op, detail::OpCode::writev_at, iov, offset);
+    return push(e);
+}
+
+std::size_t Batch::fsync(const File& f) {
+    Entry e;
+    e.precheck = f.prepare_sync(e.op, detail::OpCode::fsync);
+    return push(e);
+}
+
+std::size_t Batch::fdatasync(const File& f) {
+    Entry e;
+    e.precheck = f.prepare_sync(e.op, detail::OpCode::fdatasync);
+    return push(e);
+}
+
+Result<std::size_t> Batch::result(std::size_t i) const noexcept {
+    assert(i < entries_.size());
+    const Entry& e = entries_[i];
+    if (e.precheck) return std::unexpected(e.precheck);
+    return detail::file_transfer_result(e.op, e.mode);
+}
+
+} // namespace galay::fs

@@ -1,0 +1,617 @@
+// Files end to end, on every backend: buffered files (io_uring natively; epoll through its thread
+// pool and the RWF_NOWAIT fast path) and O_DIRECT files (io_uring; epoll through libaio).
+#include "support/backends.hpp"
+#include "support/files.hpp"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace galay;
+using namespace std::chrono_literals;
+using fs::AlignedBuffer;
+using fs::Batch;
+using fs::File;
+using fs::OpenOptions;
+
+namespace {
+
+constexpr OpenOptions kCreateRw{.read = true, .write = true, .create = true, .truncate = true};
+constexpr OpenOptions kCreateRwDirect{
+    .read = true, .write = true, .create = true, .truncate = true, .direct = true};
+
+/// Deterministic bytes for block `block` of stream `seed`.
+void fill_pattern(std::span<std::byte> buf, std::uint64_t seed, std::uint64_t block) {
+    std::uint64_t x = (seed << 32 ^ block) * 0x9E3779B97F4A7C15ull + 1;
+    for (std::byte& b : buf) {
+        x ^= x >> 29;
+        x *= 0xBF58476D1CE4E5B9ull;
+        b = static_cast<std::byte>(x >> 56);
+    }
+}
+
+bool has_pattern(std::span<const std::byte> buf, std::uint64_t seed, std::uint64_t block) {
+    std::vector<std::byte> want(buf.size());
+    fill_pattern(want, seed, block);
+    return std::memcmp(want.data(), buf.data(), buf.size()) == 0;
+}
+
+File open_or_throw(const std::filesystem::path& p, const OpenOptions& o) {
+    auto f = File::open(p, o);
+    if (!f) throw Error(f.error(), fs::describe_error(p, f.error()));
+    return std::move(*f);
+}
+
+/// Drop the file's clean pages so the next read has to go to the device.
+void drop_cache(const File& f) {
+    ::fdatasync(f.fd());
+    ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
+}
+
+/// Threads of this process named `name` (pool threads are "galay-fs").
+int threads_named(const std::string& name) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream comm(e.path() / "comm");
+        std::string c;
+        if (std::getline(comm, c) && c == name) ++n;
+    }
+    return n;
+}
+
+} // namespace
+
+class FileTest : public test::BackendTest {
+protected:
+    test::TempDir dir_;
+
+    /// A scratch directory on a filesystem that accepts O_DIRECT, or skip the test.
+    std::filesystem::path direct_dir() {
+        std::string tried;
+        auto d = test::direct_io_dir(&tried);
+        if (!d) {
+            skip_reason_ = "SKIP: no directory accepts O_DIRECT here; tried " + tried +
+                           "(set GALAY_TEST_DIRECT_DIR)";
+            return {};
+        }
+        direct_tmp_.emplace(*d);
+        return direct_tmp_->path();
+    }
+    std::optional<test::TempDir> direct_tmp_;
+    std::string skip_reason_;
+};
+
+#define REQUIRE_DIRECT_DIR(var)                                                                    \
+    const std::filesystem::path var = direct_dir();                                                \
+    if (var.empty()) GTEST_SKIP() << skip_reason_
+
+TEST_P(FileTest, WrittenBlocksReadBackIdentical) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "data", kCreateRw);
+        std::vector<std::byte> out(64 * 1024), in(64 * 1024);
+        for (std::uint64_t block = 0; block < 4; ++block) {
+            fill_pattern(out, 1, block);
+            auto w = co_await f.write_all_at(out, block * out.size());
+            CO_ASSERT(w);
+            EXPECT_EQ(*w, out.size());
+        }
+        for (std::uint64_t block = 0; block < 4; ++block) {
+            auto r = co_await f.read_exact_at(in, block * in.size());
+            CO_ASSERT(r);
+            EXPECT_EQ(*r, in.size());
+            EXPECT_TRUE(has_pattern(in, 1, block)) << "block " << block;
+        }
+        auto plain = co_await f.read_at(in, 0);
+        CO_ASSERT(plain);
+        EXPECT_EQ(*plain, in.size());
+        EXPECT_EQ(f.size().value(), 4 * out.size());
+    }());
+}
+
+TEST_P(FileTest, ReadsPastTheEndAreShortThenEmpty) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "short", kCreateRw);
+        std::array<char, 1000> data;
+        data.fill('x');
+        CO_ASSERT(co_await f.write_all_at(data, 0));
+        std::vector<char> buf(4096);
+        auto r = co_await f.read_at(buf, 0);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 1000u); // short at the end of the file
+        r = co_await f.read_at(buf, 1000);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 0u); // at the end
+        r = co_await f.read_at(buf, 1 << 20);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 0u); // past it
+        auto exact = co_await f.read_exact_at(buf, 0);
+        CO_ASSERT(!exact);
+        EXPECT_EQ(exact.error(), errc::unexpected_eof) << exact.error().message();
+    }());
+}
+
+TEST_P(FileTest, UncachedReadReturnsTheWholeBuffer) {
+    // Reads of a regular file are short only at its end, also when part of the range is cached
+    // and part is not (epoll: RWF_NOWAIT fast path followed by the pool).
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "partial", kCreateRw);
+        std::vector<std::byte> out(1 << 20), in(1 << 20);
+        fill_pattern(out, 9, 0);
+        CO_ASSERT(co_await f.write_all_at(out, 0));
+        drop_cache(f);
+        std::vector<std::byte> head(4096);
+        CO_ASSERT(co_await f.read_exact_at(head, 0)); // the first pages are cached again
+        auto r = co_await f.read_at(in, 0);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, in.size());
+        EXPECT_TRUE(has_pattern(in, 9, 0));
+    }());
+}
+
+TEST_P(FileTest, FsyncAndFdatasyncSucceed) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "sync", kCreateRw);
+        std::string s = "durable";
+        CO_ASSERT(co_await f.write_all_at(s, 0));
+        auto a = co_await f.fsync();
+        EXPECT_TRUE(a) << a.error().message();
+        auto b = co_await f.fdatasync();
+        EXPECT_TRUE(b) << b.error().message();
+        File closed;
+        auto c = co_await closed.fsync();
+        CO_ASSERT(!c);
+        EXPECT_EQ(c.error(), std::errc::bad_file_descriptor);
+    }());
+}
+
+TEST_P(FileTest, FallocateGrowsTheFileAndKeepSizeDoesNot) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "alloc", kCreateRw);
+        auto a = co_await f.fallocate(0, 0, 1 << 20);
+        if (!a && a.error() == std::errc::operation_not_supported) {
+            ADD_FAILURE() << "fallocate unsupported in " << dir_.path();
+            co_return;
+        }
+        CO_ASSERT(a);
+        EXPECT_EQ(f.size().value(), 1u << 20);
+        CO_ASSERT(co_await f.fallocate(FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20));
+        EXPECT_EQ(f.size().value(), 1u << 20);
+    }());
+}
+
+TEST_P(FileTest, TruncateShrinksAndGrows) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "trunc", kCreateRw);
+        std::vector<char> data(10000, 'a');
+        CO_ASSERT(co_await f.write_all_at(data, 0));
+        CO_ASSERT(f.truncate(100));
+        EXPECT_EQ(f.size().value(), 100u);
+        auto r = co_await f.read_at(data, 0);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 100u);
+        CO_ASSERT(f.truncate(5000));
+        EXPECT_EQ(f.size().value(), 5000u);
+        r = co_await f.read_exact_at(std::span(data).first(5000), 0);
+        CO_ASSERT(r);
+        EXPECT_EQ(data[99], 'a');
+        EXPECT_EQ(data[100], '\0'); // the grown part reads as zeros
+    }());
+}
+
+TEST_P(FileTest, VectoredWriteAndReadUseEveryBuffer) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "vec", kCreateRw);
+        std::string a = "hello ", b = "vectored ", c = "world";
+        std::array<iovec, 3> out{iovec{a.data(), a.size()}, iovec{b.data(), b.size()},
+                                 iovec{c.data(), c.size()}};
+        auto w = co_await f.writev_at(out, 10);
+        CO_ASSERT(w);
+        EXPECT_EQ(*w, a.size() + b.size() + c.size());
+        std::array<char, 6> x{};
+        std::array<char, 14> y{};
+        std::array<iovec, 2> in{iovec{x.data(), x.size()}, iovec{y.data(), y.size()}};
+        auto r = co_await f.readv_at(in, 10);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 20u);
+        EXPECT_EQ(std::string(x.data(), 6) + std::string(y.data(), 14), "hello vectored world");
+    }());
+}
+
+TEST_P(FileTest, ThousandConcurrentWritesThenReads) {
+    constexpr std::size_t kOps = 1000, kSize = 512;
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "many", kCreateRw);
+        auto writer = [&](std::size_t i) -> Task<bool> {
+            std::vector<std::byte> buf(kSize);
+            fill_pattern(buf, 3, i);
+            auto w = co_await f.write_all_at(buf, i * kSize);
+            co_return w&&* w == kSize;
+        };
+        auto reader = [&](std::size_t i) -> Task<bool> {
+            std::vector<std::byte> buf(kSize);
+            auto r = co_await f.read_exact_at(buf, i * kSize);
+            co_return r&& has_pattern(buf, 3, i);
+        };
+        std::vector<Task<bool>> ws, rs;
+        for (std::size_t i = 0; i < kOps; ++i)
+            ws.push_back(writer(i));
+        auto wrote = co_await when_all(std::move(ws));
+        EXPECT_EQ(std::count(wrote.begin(), wrote.end(), true), static_cast<long>(kOps));
+        drop_cache(f); // the reads go to the device (epoll: through the pool)
+        for (std::size_t i = 0; i < kOps; ++i)
+            rs.push_back(reader(i));
+        auto read = co_await when_all(std::move(rs));
+        EXPECT_EQ(std::count(read.begin(), read.end(), true), static_cast<long>(kOps));
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+    }());
+}
+
+TEST_P(FileTest, ThousandConcurrentDirectOpsExceedTheAioDepth) {
+    REQUIRE_DIRECT_DIR(ddir);
+    constexpr std::size_t kOps = 1000;
+    run([&]() -> Task<void> {
+        File f = open_or_throw(ddir / "many-direct", kCreateRwDirect);
+        const std::size_t bs = f.logical_block_size();
+        CO_ASSERT(co_await f.fallocate(0, 0, kOps * bs));
+        auto writer = [&](std::size_t i) -> Task<bool> {
+            AlignedBuffer buf = f.make_buffer(bs);
+            fill_pattern(buf.span(), 4, i);
+            auto w = co_await f.write_all_at(buf, i * bs);
+            co_return w&&* w == bs;
+        };
+        auto reader = [&](std::size_t i) -> Task<bool> {
+            AlignedBuffer buf = f.make_buffer(bs);
+            auto r = co_await f.read_exact_at(buf, i * bs);
+            co_return r&& has_pattern(buf.span(), 4, i);
+        };
+        std::vector<Task<bool>> ws, rs;
+        for (std::size_t i = 0; i < kOps; ++i)
+            ws.push_back(writer(i));
+        auto wrote = co_await when_all(std::move(ws));
+        EXPECT_EQ(std::count(wrote.begin(), wrote.end(), true), static_cast<long>(kOps));
+        for (std::size_t i = 0; i < kOps; ++i)
+            rs.push_back(reader(i));
+        auto read = co_await when_all(std::move(rs));
+        EXPECT_EQ(std::count(read.begin(), read.end(), true), static_cast<long>(kOps));
+    }());
+}
+
+TEST_P(FileTest, DirectAppendsWithoutPreallocationAreCompleteAndInOrder) {
+    // Writes past the end of an O_DIRECT file: ext4/xfs cannot start them without blocking, so
+    // on epoll they come back EAGAIN from libaio (RWF_NOWAIT) and are redone on the pool.
+    REQUIRE_DIRECT_DIR(ddir);
+    constexpr std::size_t kBlocks = 64;
+    run([&]() -> Task<void> {
+        File f = open_or_throw(ddir / "append", kCreateRwDirect);
+        const std::size_t bs = 4096;
+        auto writer = [&](std::size_t i) -> Task<bool> {
+            AlignedBuffer buf(bs);
+            fill_pattern(buf.span(), 11, i);
+            auto w = co_await f.write_all_at(buf, i * bs);
+            co_return w&&* w == bs;
+        };
+        std::vector<Task<bool>> ws;
+        for (std::size_t i = 0; i < kBlocks; ++i)
+            ws.push_back(writer(i));
+        auto ok = co_await when_all(std::move(ws));
+        EXPECT_EQ(std::count(ok.begin(), ok.end(), true), static_cast<long>(kBlocks));
+        EXPECT_EQ(f.size().value(), kBlocks * bs);
+        AlignedBuffer back(kBlocks * bs);
+        CO_ASSERT(co_await f.read_exact_at(back, 0));
+        for (std::size_t i = 0; i < kBlocks; ++i)
+            EXPECT_TRUE(has_pattern(back.span().subspan(i * bs, bs), 11, i)) << i;
+        if (Scheduler::current()->backend() == Backend::epoll)
+            EXPECT_GE(threads_named("galay-fs"), 1) << "appends did not reach the pool";
+    }());
+}
+
+TEST_P(FileTest, MisalignedDirectRequestsFailBeforeReachingTheKernel) {
+    REQUIRE_DIRECT_DIR(ddir);
+    run([&]() -> Task<void> {
+        File f = open_or_throw(ddir / "align", kCreateRwDirect);
+        CO_ASSERT(f.is_direct());
+        const std::size_t bs = f.logical_block_size();
+        EXPECT_GE(bs, 512u);
+        EXPECT_TRUE(std::has_single_bit(bs)) << bs;
+        AlignedBuffer buf = f.make_buffer(4 * bs);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(buf.data()) % bs, 0u);
+        fill_pattern(buf.span(), 5, 0);
+        auto ok = co_await f.write_all_at(buf, 0); // aligned: works
+        CO_ASSERT(ok);
+        EXPECT_EQ(*ok, buf.size());
+
+        auto bad_addr = co_await f.read_at(buf.span().subspan(1, bs), 0);
+        auto bad_off = co_await f.read_at(buf.span().first(bs), 100);
+        auto bad_len = co_await f.read_at(buf.span().first(bs - 1), 0);
+        auto bad_write = co_await f.write_at(buf.span().subspan(8, bs), 0);
+        iovec odd{buf.data() + 3, bs};
+        auto bad_vec = co_await f.readv_at(std::span(&odd, 1), 0);
+        for (const auto* r : {&bad_addr, &bad_off, &bad_len, &bad_write, &bad_vec}) {
+            CO_ASSERT(!*r);
+            EXPECT_EQ(r->error(), errc::misaligned_direct_io) << r->error().message();
+        }
+        // Nothing reached the kernel; the file still reads back.
+        AlignedBuffer in = f.make_buffer(4 * bs);
+        auto r = co_await f.read_exact_at(in, 0);
+        CO_ASSERT(r);
+        EXPECT_TRUE(has_pattern(in.span(), 5, 0));
+    }());
+}
+
+TEST_P(FileTest, DirectReadAtTheEndOfAnUnalignedFileIsShort) {
+    REQUIRE_DIRECT_DIR(ddir);
+    run([&]() -> Task<void> {
+        {
+            File b = open_or_throw(ddir / "tail", kCreateRw);
+            std::string s(1000, 't');
+            CO_ASSERT(co_await b.write_all_at(s, 0));
+        }
+        File f = open_or_throw(ddir / "tail", {.read = true, .direct = true});
+        AlignedBuffer buf = f.make_buffer(4096);
+        auto r = co_await f.read_at(buf, 0);
+        CO_ASSERT(r);
+        EXPECT_EQ(*r, 1000u);
+        auto exact = co_await f.read_exact_at(buf, 0);
+        CO_ASSERT(!exact);
+        EXPECT_EQ(exact.error(), errc::unexpected_eof);
+    }());
+}
+
+TEST_P(FileTest, RequestsTheKernelRefusesFailAloneAndLeaveNoTimerBehind) {
+    // A read on a write-only O_DIRECT file: io_submit (or io_uring) refuses it with EBADF. It must
+    // complete through the normal path, with its deadline disarmed (a deadline left armed would
+    // fire into a finished frame: ASan catches that in the sleep below).
+    REQUIRE_DIRECT_DIR(ddir);
+    run([&]() -> Task<void> {
+        File rw = open_or_throw(ddir / "refused", kCreateRwDirect);
+        AlignedBuffer buf = rw.make_buffer(4096);
+        CO_ASSERT(co_await rw.write_all_at(buf, 0));
+        File wo = open_or_throw(ddir / "refused", {.read = false, .write = true, .direct = true});
+        auto r = co_await wo.read_at(buf, 0).timeout(5ms);
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::bad_file_descriptor) << r.error().message();
+        Batch batch;
+        batch.read_exact_at(rw, buf, 0);
+        batch.read_at(wo, buf, 0);
+        auto done = co_await batch.submit().timeout(5ms);
+        CO_ASSERT(!done);
+        EXPECT_TRUE(batch.result(0));
+        EXPECT_EQ(batch.result(1).error(), std::errc::bad_file_descriptor);
+        CO_ASSERT(co_await sleep(20ms)); // past both deadlines
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+    }());
+}
+
+TEST_P(FileTest, BatchSubmitsEveryOpAndReportsEachResult) {
+    for (bool direct : {false, true}) {
+        std::filesystem::path where = dir_.path();
+        if (direct) {
+            where = direct_dir();
+            if (where.empty()) {
+                std::printf("%s\n", skip_reason_.c_str());
+                continue;
+            }
+        }
+        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
+        run([&]() -> Task<void> {
+            File f = open_or_throw(where / "batch", direct ? kCreateRwDirect : kCreateRw);
+            constexpr std::size_t kOps = 8, kSize = 4096;
+            std::vector<AlignedBuffer> bufs;
+            for (std::size_t i = 0; i < kOps; ++i)
+                bufs.emplace_back(kSize);
+            Batch batch(kOps + 1);
+            for (std::size_t i = 0; i < kOps; ++i) {
+                fill_pattern(bufs[i].span(), 6, i);
+                EXPECT_EQ(batch.write_all_at(f, bufs[i], i * kSize), i);
+            }
+            batch.fdatasync(f);
+            auto done = co_await batch.submit();
+            EXPECT_TRUE(done) << done.error().message();
+            for (std::size_t i = 0; i < kOps; ++i)
+                EXPECT_EQ(batch.result(i).value_or(0), kSize);
+
+            batch.clear(); // reused: the same batch reads everything back
+            for (auto& b : bufs)
+                std::memset(b.data(), 0, b.size());
+            for (std::size_t i = 0; i < kOps; ++i)
+                batch.read_exact_at(f, bufs[i], (kOps - 1 - i) * kSize); // reverse order
+            done = co_await batch.submit().timeout(10s);
+            EXPECT_TRUE(done) << done.error().message();
+            for (std::size_t i = 0; i < kOps; ++i)
+                EXPECT_TRUE(has_pattern(bufs[i].span(), 6, kOps - 1 - i)) << i;
+
+            // One bad op fails alone; its neighbours still run.
+            batch.clear();
+            batch.read_exact_at(f, bufs[0], 0);
+            batch.read_exact_at(f, bufs[1], 100 * kSize); // past the end
+            if (direct) batch.read_at(f, bufs[2].span().subspan(1, 512), 0);
+            done = co_await batch.submit();
+            CO_ASSERT(!done);
+            EXPECT_EQ(done.error(), errc::unexpected_eof);
+            EXPECT_TRUE(batch.result(0));
+            EXPECT_EQ(batch.result(1).error(), errc::unexpected_eof);
+            if (direct) {
+                EXPECT_EQ(batch.result(2).error(), errc::misaligned_direct_io);
+            }
+
+            Batch empty;
+            EXPECT_TRUE(co_await empty.submit());
+        }());
+    }
+}
+
+TEST_P(FileTest, CancelledBatchFinishesEveryOpBeforeResuming) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "batch-cancel", kCreateRw);
+        std::vector<std::byte> data(1 << 20);
+        fill_pattern(data, 7, 0);
+        CO_ASSERT(co_await f.write_all_at(data, 0));
+        drop_cache(f);
+        std::vector<std::vector<std::byte>> bufs(16, std::vector<std::byte>(64 * 1024));
+        Batch batch;
+        for (std::size_t i = 0; i < bufs.size(); ++i)
+            batch.read_at(f, bufs[i], i * bufs[i].size());
+        auto batch_task = [&]() -> Task<Result<void>> { co_return co_await batch.submit(); };
+        auto at_once = []() -> Task<int> { co_return 1; };
+        auto r = co_await when_any(batch_task(), at_once());
+        (void)r; // either may win; every op has finished now
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            auto one = batch.result(i);
+            if (!one) {
+                EXPECT_EQ(one.error(), std::errc::operation_canceled);
+            }
+        }
+        std::vector<std::byte> again(1 << 20);
+        CO_ASSERT(co_await f.read_exact_at(again, 0));
+        EXPECT_TRUE(has_pattern(again, 7, 0));
+    }());
+}
+
+TEST_P(FileTest, CancellingAnInFlightReadLeavesTheFileUsable) {
+    // Cancel (1) before the driver has submitted the read and (2) after one loop turn, when the
+    // kernel (or a pool thread) holds it: either way the read has finished before when_any
+    // returns, and the file still reads back.
+    for (bool direct : {false, true}) {
+        std::filesystem::path where = dir_.path();
+        if (direct) {
+            where = direct_dir();
+            if (where.empty()) continue;
+        }
+        for (int turns : {0, 2}) {
+            SCOPED_TRACE(std::string(direct ? "O_DIRECT" : "buffered") + ", loop turns " +
+                         std::to_string(turns));
+            run([&]() -> Task<void> {
+                File f = open_or_throw(where / "cancel", direct ? kCreateRwDirect : kCreateRw);
+                AlignedBuffer data(4 << 20);
+                fill_pattern(data.span(), 8, 0);
+                CO_ASSERT(co_await f.write_all_at(data, 0));
+                drop_cache(f);
+                AlignedBuffer buf(4 << 20);
+                auto reader = [&]() -> Task<Result<std::size_t>> {
+                    co_return co_await f.read_at(buf, 0);
+                };
+                auto other = [&]() -> Task<int> {
+                    for (int i = 0; i < turns; ++i)
+                        co_await yield_now();
+                    co_return 1;
+                };
+                auto r = co_await when_any(reader(), other());
+                if (r.index() == 0) { // the read won the race
+                    auto n = std::get<0>(r);
+                    EXPECT_TRUE(n) << n.error().message();
+                }
+                EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+                AlignedBuffer again(4 << 20);
+                auto n = co_await f.read_exact_at(again, 0);
+                CO_ASSERT(n);
+                EXPECT_TRUE(has_pattern(again.span(), 8, 0));
+            }());
+        }
+    }
+}
+
+TEST_P(FileTest, TimedOutReadIsFinishedOrTimedOut) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "timeout", kCreateRw);
+        std::vector<std::byte> data(1 << 20);
+        CO_ASSERT(co_await f.write_all_at(data, 0));
+        drop_cache(f);
+        auto r = co_await f.read_at(data, 0).timeout(1ns);
+        if (!r) {
+            EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+        }
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+    }());
+}
+
+TEST_P(FileTest, SchedulerShutdownWaitsForPendingFileOps) {
+    // Detached tasks still reading when block_on returns: the scheduler's shutdown must wait for
+    // the kernel (and the pool) before destroying their frames, which own the buffers.
+    std::filesystem::path ddir = direct_dir();
+    std::vector<std::filesystem::path> where{dir_.path()};
+    if (!ddir.empty()) where.push_back(ddir);
+    for (const auto& w : where) {
+        const bool direct = w != dir_.path();
+        {
+            Scheduler s(options());
+            s.block_on([&]() -> Task<void> {
+                File f = open_or_throw(w / "shutdown", direct ? kCreateRwDirect : kCreateRw);
+                AlignedBuffer data(1 << 20);
+                CO_ASSERT(co_await f.write_all_at(data, 0));
+                drop_cache(f);
+                for (int i = 0; i < 4; ++i)
+                    spawn([](std::filesystem::path p, bool direct) -> Task<void> {
+                        File f = open_or_throw(p, {.read = true, .direct = direct});
+                        AlignedBuffer buf(1 << 20);
+                        (void)co_await f.read_at(buf, 0);
+                    }(w / "shutdown", direct));
+                co_await yield_now(); // let them start their reads
+                co_await yield_now();
+            }());
+        } // ~Scheduler: shutdown with reads in flight
+        SUCCEED();
+    }
+}
+
+TEST_P(FileTest, BufferedFilesOnEpollUseTheBlockingPool) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "pool", kCreateRw);
+        std::vector<std::byte> data(256 * 1024);
+        fill_pattern(data, 10, 0);
+        // Many writes at once: on epoll they queue on the pool and complete back on this thread.
+        std::vector<Task<bool>> ws;
+        for (std::size_t i = 0; i < 64; ++i)
+            ws.push_back(
+                [](const File& f, std::span<const std::byte> d, std::size_t i) -> Task<bool> {
+                    auto w = co_await f.write_all_at(d, i * d.size());
+                    co_return w&&* w == d.size();
+                }(f, data, i));
+        auto ok = co_await when_all(std::move(ws));
+        EXPECT_EQ(std::count(ok.begin(), ok.end(), true), 64);
+        CO_ASSERT(co_await f.fsync());
+        if (Scheduler::current()->backend() == Backend::epoll) {
+            const int pool = threads_named("galay-fs");
+            EXPECT_GE(pool, 1);
+            EXPECT_LE(pool, 4);
+        } else {
+            EXPECT_EQ(threads_named("galay-fs"), 0); // io_uring runs buffered I/O itself
+        }
+        std::vector<std::byte> back(data.size());
+        CO_ASSERT(co_await f.read_exact_at(back, 63 * data.size()));
+        EXPECT_TRUE(has_pattern(back, 10, 0));
+    }());
+}
+
+TEST_P(FileTest, OpenErrorsNameThePath) {
+    auto missing = File::open(dir_ / "no-such-dir" / "file", kCreateRw);
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error(), std::errc::no_such_file_or_directory);
+    const std::string msg = fs::describe_error(dir_ / "no-such-dir" / "file", missing.error());
+    EXPECT_NE(msg.find("no-such-dir/file"), std::string::npos) << msg;
+    EXPECT_EQ(File::open(dir_ / "x", {.read = true, .truncate = true}).error(),
+              std::errc::invalid_argument);
+    const std::string direct = fs::describe_error("/dev/shm/x", errc::direct_io_unsupported);
+    EXPECT_NE(direct.find("/var/tmp"), std::string::npos) << direct;
+}
+
+TEST_P(FileTest, CloseThenOperationsFailWithBadFd) {
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "close", kCreateRw);
+        auto c = co_await f.close();
+        EXPECT_TRUE(c) << c.error().message();
+        EXPECT_FALSE(f.is_open());
+        std::array<char, 10> buf;
+        auto r = co_await f.read_at(buf, 0);
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::bad_file_descriptor);
+    }());
+}
+
+GALAY_INSTANTIATE_BACKENDS(FileTest);

@@ -1,0 +1,549 @@
+// bench_file_io: file I/O benchmark on galay-kernel, with our users' command line.
+//
+//   bench_file_io -w <workers> -n <ops per worker> -b <block size> -batch <n> -d <dir>
+//                 [--backend io_uring|epoll] [--direct] [--prealloc fallocate|zero|none] [--json]
+//
+// Each worker (a coroutine; all on one scheduler thread) owns one file in <dir>. Write phase: all
+// workers write their n blocks concurrently; read phase: all read them back, and every block is
+// compared with what was written (the pattern encodes worker id and block index, so a misplaced
+// block is caught too). With -batch N a worker queues N operations in an fs::Batch and submits them
+// at once (one io_submit on epoll+libaio, one io_uring_enter on io_uring). The phases are timed
+// separately with the steady clock (nanosecond resolution), and IOPS and throughput are computed
+// from the exact durations. Every failed or short operation and every mismatching block is an
+// error; errors make the exit code 1. Usage errors exit 2. The files are removed at exit (also on
+// SIGINT/SIGTERM).
+//
+// Before the timed write phase each file is preallocated (untimed), by default with fallocate, as
+// fio lays out the files of write jobs. `--prealloc none` (or --no-prealloc) makes the timed writes
+// extend the files: ext4 and xfs cannot start such O_DIRECT writes without blocking, so
+// epoll+libaio redoes them on its thread pool and io_uring on its workers. `--prealloc zero`
+// writes the files with zeros first, so the timed writes overwrite written blocks (no
+// unwritten-extent conversion at completion).
+#include "common/histogram.hpp"
+#include "common/tool_support.hpp"
+
+#include <galay/galay.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace galay;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    unsigned workers = 4;
+    std::uint64_t ops = 1000;
+    std::size_t block = 4096;
+    unsigned batch = 1;
+    std::string dir = "/tmp";
+    bool direct = false;
+    std::string prealloc = "fallocate"; // fallocate | zero | none
+    bool json = false;
+    Backend backend = Backend::automatic;
+    std::optional<std::uint64_t> corrupt_block; // test hook: damage worker 0's block between phases
+};
+
+// ---------------------------------------------------------------------------------------------
+// Files: names, removal at exit, filesystem facts
+// ---------------------------------------------------------------------------------------------
+
+/// The benchmark's files; removed by the destructor and by the SIGINT/SIGTERM handler.
+std::vector<std::string> g_paths;
+
+void remove_files() {
+    for (const std::string& p : g_paths)
+        ::unlink(p.c_str());
+}
+
+extern "C" void on_signal(int sig) {
+    for (const std::string& p : g_paths) // unlink is async-signal-safe; g_paths is not modified
+        ::unlink(p.c_str());             // once the handler is installed
+    ::_exit(128 + sig);
+}
+
+struct FilesGuard {
+    ~FilesGuard() { remove_files(); }
+};
+
+constexpr long kTmpfsMagic = 0x01021994;
+
+std::string fs_type_name(long magic) {
+    switch (magic) {
+    case 0xEF53:
+        return "ext4";
+    case 0x58465342:
+        return "xfs";
+    case 0x9123683E:
+        return "btrfs";
+    case kTmpfsMagic:
+        return "tmpfs";
+    case 0x794c7630:
+        return "overlayfs";
+    case 0x6969:
+        return "nfs";
+    case 0x65735546:
+        return "fuse";
+    case 0xF2F52010:
+        return "f2fs";
+    case 0x2FC12FC1:
+        return "zfs";
+    default: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "fs 0x%lx", static_cast<unsigned long>(magic));
+        return buf;
+    }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block contents
+// ---------------------------------------------------------------------------------------------
+
+std::uint64_t mix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/// Block `block` of worker `worker`: 64-bit words that depend on both and on their position.
+void fill_block(std::span<std::byte> out, unsigned worker, std::uint64_t block) {
+    const std::uint64_t h = mix64(static_cast<std::uint64_t>(worker) << 40 ^ block);
+    std::size_t i = 0;
+    for (std::uint64_t k = 0; i + 8 <= out.size(); i += 8, ++k) {
+        const std::uint64_t v = h + k * 0x9E3779B97F4A7C15ull;
+        std::memcpy(out.data() + i, &v, 8);
+    }
+    for (; i < out.size(); ++i)
+        out[i] = static_cast<std::byte>(h >> (8 * (i % 8)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+struct Stats {
+    std::uint64_t reads = 0, writes = 0;
+    std::uint64_t bytes_read = 0, bytes_written = 0;
+    std::uint64_t errors = 0;
+    unsigned errors_printed = 0;
+    tools::LatencyHistogram read_lat, write_lat;
+
+    void error(unsigned worker, std::uint64_t block, const char* what, const std::string& why) {
+        ++errors;
+        if (errors_printed++ < 10)
+            std::fprintf(stderr, "bench_file_io: worker %u block %llu: %s: %s\n", worker,
+                         static_cast<unsigned long long>(block), what, why.c_str());
+        else if (errors_printed == 11)
+            std::fprintf(stderr, "bench_file_io: (further errors are counted, not printed)\n");
+    }
+};
+
+struct Worker {
+    unsigned id = 0;
+    fs::File file;
+    std::vector<fs::AlignedBuffer> bufs; // one per op in flight
+    fs::AlignedBuffer expected;          // the block a read should return
+};
+
+std::uint64_t ns_since(Clock::time_point t) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+}
+
+/// One completed write: count it or report it.
+void account_write(Stats& st, const Worker& w, std::uint64_t block, const Result<std::size_t>& r,
+                   std::size_t want, std::uint64_t lat_ns) {
+    if (!r) return st.error(w.id, block, "write", r.error().message());
+    if (*r != want) return st.error(w.id, block, "write", "short write");
+    ++st.writes;
+    st.bytes_written += *r;
+    st.write_lat.record(lat_ns);
+}
+
+/// One completed read: count it, then compare its block with the expected contents.
+void account_read(Stats& st, Worker& w, std::uint64_t block, const Result<std::size_t>& r,
+                  std::span<const std::byte> got, std::uint64_t lat_ns) {
+    if (!r) return st.error(w.id, block, "read", r.error().message());
+    if (*r != got.size()) return st.error(w.id, block, "read", "short read");
+    ++st.reads;
+    st.bytes_read += *r;
+    st.read_lat.record(lat_ns);
+    fill_block(w.expected.span(), w.id, block);
+    if (std::memcmp(got.data(), w.expected.data(), got.size()) != 0) {
+        std::size_t at = 0;
+        while (got[at] == w.expected.span()[at])
+            ++at;
+        st.error(w.id, block, "verify",
+                 "data differs from what was written, from byte " + std::to_string(at));
+    }
+}
+
+Task<void> write_phase(Worker& w, const Options& o, Stats& st) {
+    fs::Batch batch(o.batch);
+    for (std::uint64_t first = 0; first < o.ops; first += o.batch) {
+        const std::size_t k =
+            static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, o.ops - first));
+        for (std::size_t j = 0; j < k; ++j)
+            fill_block(w.bufs[j].span(), w.id, first + j);
+        const auto t0 = Clock::now();
+        if (o.batch == 1) {
+            auto r = co_await w.file.write_all_at(w.bufs[0], first * o.block);
+            account_write(st, w, first, r, o.block, ns_since(t0));
+            continue;
+        }
+        batch.clear();
+        for (std::size_t j = 0; j < k; ++j)
+            batch.write_all_at(w.file, w.bufs[j], (first + j) * o.block);
+        (void)co_await batch.submit(); // per-op results below
+        const std::uint64_t lat = ns_since(t0);
+        for (std::size_t j = 0; j < k; ++j)
+            account_write(st, w, first + j, batch.result(j), o.block, lat);
+    }
+}
+
+Task<void> read_phase(Worker& w, const Options& o, Stats& st) {
+    fs::Batch batch(o.batch);
+    for (std::uint64_t first = 0; first < o.ops; first += o.batch) {
+        const std::size_t k =
+            static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, o.ops - first));
+        // Poison the buffers: a read that reports success without filling them must not pass
+        // verification with the bytes of an earlier block.
+        for (std::size_t j = 0; j < k; ++j)
+            std::memset(w.bufs[j].data(), 0xA5, w.bufs[j].size());
+        const auto t0 = Clock::now();
+        if (o.batch == 1) {
+            auto r = co_await w.file.read_exact_at(w.bufs[0], first * o.block);
+            account_read(st, w, first, r, w.bufs[0].span(), ns_since(t0));
+            continue;
+        }
+        batch.clear();
+        for (std::size_t j = 0; j < k; ++j)
+            batch.read_exact_at(w.file, w.bufs[j], (first + j) * o.block);
+        (void)co_await batch.submit();
+        const std::uint64_t lat = ns_since(t0);
+        for (std::size_t j = 0; j < k; ++j)
+            account_read(st, w, first + j, batch.result(j), w.bufs[j].span(), lat);
+    }
+}
+
+/// Lay out a worker's file before the write phase (`mode` fallocate or zero). Sets `mode` to
+/// what was done when fallocate is not supported.
+Task<void> preallocate(Worker& w, std::uint64_t bytes, std::string& mode, Stats& st) {
+    if (mode == "fallocate") {
+        auto r = co_await w.file.fallocate(0, 0, bytes);
+        if (r) co_return;
+        if (r.error() == std::errc::operation_not_supported) {
+            mode = "none (fallocate unsupported)"; // writes extend the file
+            co_return;
+        }
+        co_return st.error(w.id, 0, "fallocate", r.error().message());
+    }
+    fs::AlignedBuffer zeros(std::min<std::uint64_t>(bytes, 1 << 20));
+    for (std::uint64_t at = 0; at < bytes; at += zeros.size()) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), bytes - at));
+        auto r = co_await w.file.write_all_at(zeros.span().first(n), at);
+        if (!r) co_return st.error(w.id, at / zeros.size(), "zero-fill", r.error().message());
+    }
+    if (auto r = co_await w.file.fdatasync(); !r)
+        st.error(w.id, 0, "fdatasync", r.error().message());
+}
+
+template <class F>
+Task<void> run_all(std::vector<Worker>& workers, F phase) {
+    std::vector<Task<void>> tasks;
+    tasks.reserve(workers.size());
+    for (Worker& w : workers)
+        tasks.push_back(phase(w));
+    co_await when_all(std::move(tasks));
+}
+
+double seconds(Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+}
+double mib(std::uint64_t bytes) {
+    return double(bytes) / (1024.0 * 1024.0);
+}
+
+/// The --corrupt-block hook: flip the bits of the byte at `offset` through a separate (buffered)
+/// descriptor and flush it, so that the read phase must notice.
+bool corrupt(const std::string& path, std::uint64_t offset) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    unsigned char b = 0;
+    bool ok = fd >= 0 && ::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+    b = static_cast<unsigned char>(~b);
+    ok = ok && ::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1 && ::fsync(fd) == 0;
+    if (!ok) std::fprintf(stderr, "bench_file_io: --corrupt-block: %s\n", std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return ok;
+}
+
+/// CLI11 reads "-batch" as "-b atch": our users' single-dash long flag becomes "--batch".
+std::vector<std::string> translate_args(int argc, char** argv) {
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "-batch" || a.starts_with("-batch=")) a.insert(0, "-");
+        args.push_back(std::move(a));
+    }
+    std::reverse(args.begin(), args.end()); // CLI11's vector form takes them last-first
+    return args;
+}
+
+/// Usage errors that CLI11 cannot see: the directory. Prints and returns false.
+bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
+    struct stat st {};
+    if (::stat(o.dir.c_str(), &st) != 0) {
+        std::fprintf(stderr, "bench_file_io: -d %s: %s\n", o.dir.c_str(), std::strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        std::fprintf(stderr, "bench_file_io: -d %s: not a directory\n", o.dir.c_str());
+        return false;
+    }
+    if (::access(o.dir.c_str(), W_OK | X_OK) != 0) {
+        std::fprintf(stderr, "bench_file_io: -d %s: cannot create files there: %s\n", o.dir.c_str(),
+                     std::strerror(errno));
+        return false;
+    }
+    struct statvfs vfs {};
+    if (::statvfs(o.dir.c_str(), &vfs) == 0) {
+        const std::uint64_t avail = std::uint64_t(vfs.f_bavail) * vfs.f_frsize;
+        if (avail < bytes_needed) {
+            std::fprintf(stderr,
+                         "bench_file_io: -d %s: the run writes %.1f MiB but only %.1f MiB are "
+                         "free there; lower -w, -n or -b\n",
+                         o.dir.c_str(), mib(bytes_needed), mib(avail));
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    CLI::App app{"File I/O benchmark on galay-kernel: each worker writes its own file, then reads "
+                 "it back and verifies every block",
+                 "bench_file_io"};
+    app.add_option("-w,--workers", o.workers, "workers (coroutines), one file each")
+        ->check(CLI::Range(1u, 4096u))
+        ->capture_default_str();
+    app.add_option("-n,--ops", o.ops, "operations per worker and phase (blocks per file)")
+        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32))
+        ->capture_default_str();
+    app.add_option("-b,--block-size", o.block, "block size in bytes")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20))
+        ->capture_default_str();
+    app.add_option("--batch", o.batch,
+                   "operations each worker submits at once (also spelled -batch)")
+        ->check(CLI::Range(1u, 1024u))
+        ->capture_default_str();
+    app.add_option("-d,--dir", o.dir, "directory for the test files")->capture_default_str();
+    app.add_flag("--direct", o.direct, "open the files with O_DIRECT (bypass the page cache)");
+    app.add_option("--prealloc", o.prealloc,
+                   "lay out the files before the (timed) write phase: fallocate, zero (write "
+                   "zeros first: the timed writes overwrite) or none (the writes extend the files)")
+        ->check(CLI::IsMember({"fallocate", "zero", "none"}))
+        ->capture_default_str();
+    app.add_flag_callback(
+        "--no-prealloc", [&o] { o.prealloc = "none"; }, "same as --prealloc none");
+    app.add_flag("--json", o.json, "print one JSON object instead of the table");
+    tools::add_backend_flag(app, &o.backend);
+    app.add_option("--corrupt-block", o.corrupt_block,
+                   "(testing) change one byte of worker 0's block N before the read phase")
+        ->group(""); // hidden: proves that verification catches a damaged block
+    try {
+        app.parse(translate_args(argc, argv));
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+
+    const std::uint64_t file_bytes = o.ops * o.block;
+    if (!check_dir(o, file_bytes * o.workers)) return 2;
+    struct statfs sfs {};
+    const long magic = ::statfs(o.dir.c_str(), &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
+    const std::string fs_name = fs_type_name(magic);
+
+    std::optional<Scheduler> sched;
+    try {
+        sched.emplace(SchedulerOptions{.backend = o.backend});
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_file_io: %s\n", e.what());
+        return 1;
+    }
+
+    // Open (and create) every file first; the signal handler removes them from now on.
+    std::vector<Worker> workers(o.workers);
+    for (unsigned i = 0; i < o.workers; ++i)
+        g_paths.push_back(o.dir + "/bench_file_io." + std::to_string(::getpid()) + "." +
+                          std::to_string(i) + ".dat");
+    FilesGuard guard;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    const fs::OpenOptions open_opts{.read = true,
+                                    .write = true,
+                                    .create = true,
+                                    .truncate = true,
+                                    .direct = o.direct,
+                                    .mode = 0600};
+    std::size_t block_align = 0;
+    for (unsigned i = 0; i < o.workers; ++i) {
+        Worker& w = workers[i];
+        w.id = i;
+        auto f = fs::File::open(g_paths[i], open_opts);
+        if (!f) {
+            if (f.error() == errc::direct_io_unsupported)
+                std::fprintf(stderr,
+                             "bench_file_io: --direct: -d %s is on %s, which does not support "
+                             "O_DIRECT; use a directory on a disk filesystem, e.g. -d /var/tmp\n",
+                             o.dir.c_str(), fs_name.c_str());
+            else
+                std::fprintf(stderr, "bench_file_io: cannot create %s\n",
+                             fs::describe_error(g_paths[i], f.error()).c_str());
+            return f.error() == errc::direct_io_unsupported ? 2 : 1;
+        }
+        w.file = std::move(*f);
+        block_align = std::max(w.file.logical_block_size(), std::size_t{512});
+        if (o.direct && o.block % block_align != 0) {
+            std::fprintf(stderr,
+                         "bench_file_io: -b %zu: O_DIRECT needs a multiple of the logical block "
+                         "size of %s (%zu bytes)\n",
+                         o.block, o.dir.c_str(), block_align);
+            return 2;
+        }
+        for (unsigned j = 0; j < o.batch; ++j)
+            w.bufs.emplace_back(o.block,
+                                std::max(block_align, fs::AlignedBuffer::kDefaultAlignment));
+        w.expected = fs::AlignedBuffer(o.block);
+    }
+    if (o.direct && magic == kTmpfsMagic)
+        std::fprintf(stderr,
+                     "bench_file_io: note: -d %s is tmpfs: it accepts O_DIRECT but the data stays "
+                     "in memory, so this measures memory copies, not a device; use -d /var/tmp "
+                     "to measure a disk\n",
+                     o.dir.c_str());
+
+    Stats st;
+    std::string prealloc = o.prealloc;
+    if (o.prealloc != "none")
+        sched->block_on(
+            run_all(workers, [&](Worker& w) { return preallocate(w, file_bytes, prealloc, st); }));
+
+    const auto t0 = Clock::now();
+    sched->block_on(run_all(workers, [&](Worker& w) { return write_phase(w, o, st); }));
+    const auto t1 = Clock::now();
+    if (o.corrupt_block && *o.corrupt_block < o.ops &&
+        !corrupt(g_paths[0], *o.corrupt_block * o.block))
+        return 1;
+    const auto t1r = Clock::now();
+    sched->block_on(run_all(workers, [&](Worker& w) { return read_phase(w, o, st); }));
+    const auto t2 = Clock::now();
+
+    const double write_s = seconds(t1 - t0), read_s = seconds(t2 - t1r),
+                 total_s = seconds(t2 - t0 - (t1r - t1));
+    const double read_iops = read_s > 0 ? double(st.reads) / read_s : 0;
+    const double write_iops = write_s > 0 ? double(st.writes) / write_s : 0;
+    const double read_mibps = read_s > 0 ? mib(st.bytes_read) / read_s : 0;
+    const double write_mibps = write_s > 0 ? mib(st.bytes_written) / write_s : 0;
+    auto us = [](const tools::LatencyHistogram& h, double q) {
+        return double(h.percentile_ns(q)) / 1000.0;
+    };
+    auto lat_json = [&](const tools::LatencyHistogram& h) {
+        return nlohmann::json{{"mean", h.mean_ns() / 1000.0}, {"p50", us(h, 0.50)},
+                              {"p95", us(h, 0.95)},           {"p99", us(h, 0.99)},
+                              {"p999", us(h, 0.999)},         {"max", double(h.max_ns()) / 1000.0}};
+    };
+    const std::string backend_label =
+        std::string(sched->backend_name()) +
+        (sched->backend() == Backend::epoll
+             ? (o.direct ? " (O_DIRECT files: libaio)" : " (buffered files: thread pool)")
+             : "");
+
+    if (o.json) {
+        nlohmann::json j = {
+            {"tool", "bench_file_io"},
+            {"backend", sched->backend_name()},
+            {"dir", o.dir},
+            {"fs_type", fs_name},
+            {"workers", o.workers},
+            {"ops_per_worker", o.ops},
+            {"block_size", o.block},
+            {"batch", o.batch},
+            {"direct", o.direct},
+            {"prealloc", prealloc},
+            {"duration_s", total_s},
+            {"write_duration_s", write_s},
+            {"read_duration_s", read_s},
+            {"reads", st.reads},
+            {"writes", st.writes},
+            {"bytes_read", st.bytes_read},
+            {"bytes_written", st.bytes_written},
+            {"read_iops", read_iops},
+            {"write_iops", write_iops},
+            {"read_mibps", read_mibps},
+            {"write_mibps", write_mibps},
+            {"read_latency_us", lat_json(st.read_lat)},
+            {"write_latency_us", lat_json(st.write_lat)},
+            {"errors", st.errors},
+        };
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf("=== bench_file_io ===\n");
+        std::printf("Backend: %s\n", backend_label.c_str());
+        std::printf("Directory: %s (%s)\n", o.dir.c_str(), fs_name.c_str());
+        std::printf("Workers: %u\n", o.workers);
+        std::printf("Operations per worker: %s writes + %s reads\n",
+                    tools::with_commas(o.ops).c_str(), tools::with_commas(o.ops).c_str());
+        std::printf("Block size: %zu bytes\n", o.block);
+        std::printf("Batch size: %u\n", o.batch);
+        std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
+        std::printf("Preallocation: %s\n", prealloc.c_str());
+        std::printf("Total operations: %s (%s reads + %s writes)\n\n",
+                    tools::with_commas(o.ops * o.workers * 2).c_str(),
+                    tools::with_commas(o.ops * o.workers).c_str(),
+                    tools::with_commas(o.ops * o.workers).c_str());
+        std::printf("Total duration:     %.6f s (write phase %.6f s, read phase %.6f s)\n", total_s,
+                    write_s, read_s);
+        std::printf("Total reads:        %s\n", tools::with_commas(st.reads).c_str());
+        std::printf("Total writes:       %s\n", tools::with_commas(st.writes).c_str());
+        std::printf("Data read:          %.3f MiB\n", mib(st.bytes_read));
+        std::printf("Data written:       %.3f MiB\n", mib(st.bytes_written));
+        std::printf("Read IOPS:          %s\n",
+                    tools::with_commas(static_cast<std::uint64_t>(read_iops + 0.5)).c_str());
+        std::printf("Write IOPS:         %s\n",
+                    tools::with_commas(static_cast<std::uint64_t>(write_iops + 0.5)).c_str());
+        std::printf("Read throughput:    %.2f MiB/s\n", read_mibps);
+        std::printf("Write throughput:   %.2f MiB/s\n", write_mibps);
+        const char* per = o.batch > 1 ? " (per batch)" : "";
+        std::printf("Read latency%s (us):  p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
+                    us(st.read_lat, 0.5), us(st.read_lat, 0.99), us(st.read_lat, 0.999),
+                    double(st.read_lat.max_ns()) / 1000.0);
+        std::printf("Write latency%s (us): p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
+                    us(st.write_lat, 0.5), us(st.write_lat, 0.99), us(st.write_lat, 0.999),
+                    double(st.write_lat.max_ns()) / 1000.0);
+        std::printf("Errors:             %s\n", tools::with_commas(st.errors).c_str());
+    }
+    if (st.errors > 0) {
+        std::fprintf(stderr, "bench_file_io: %s error%s (see above): exit code 1\n",
+                     tools::with_commas(st.errors).c_str(), st.errors == 1 ? "" : "s");
+        return 1;
+    }
+    return 0;
+}
