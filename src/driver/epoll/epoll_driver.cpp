@@ -5,6 +5,7 @@
 // the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
 // created on the first one.
 #include "driver/common/buffer_pool.hpp"
+#include "driver/common/op_queue.hpp"
 #include "driver/epoll/file_engine.hpp"
 #include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
@@ -47,45 +48,9 @@ bool is_file_op(OpCode c) noexcept {
     }
 }
 
-/// A FIFO of ops waiting for one direction of one fd.
-struct WaitList {
-    IoOp* head = nullptr;
-    IoOp* tail = nullptr;
-
-    void push(IoOp& op) noexcept {
-        op.next_waiter = nullptr;
-        if (tail != nullptr)
-            tail->next_waiter = &op;
-        else
-            head = &op;
-        tail = &op;
-    }
-    IoOp* pop() noexcept {
-        IoOp* op = head;
-        head = op->next_waiter;
-        if (head == nullptr) tail = nullptr;
-        op->next_waiter = nullptr;
-        return op;
-    }
-    bool remove(IoOp& op) noexcept {
-        IoOp* prev = nullptr;
-        for (IoOp* p = head; p != nullptr; prev = p, p = p->next_waiter) {
-            if (p != &op) continue;
-            if (prev != nullptr)
-                prev->next_waiter = p->next_waiter;
-            else
-                head = p->next_waiter;
-            if (tail == p) tail = prev;
-            p->next_waiter = nullptr;
-            return true;
-        }
-        return false;
-    }
-};
-
 struct FdState {
-    WaitList readers;
-    WaitList writers;
+    OpQueue readers;
+    OpQueue writers;
     bool registered = false;
     // False after a short read (the socket was drained): the next read skips the try-first
     // system call and waits for the edge. Any data that arrives after that read raises a new
@@ -129,20 +94,15 @@ public:
     }
 
     bool submit(IoOp& op) override {
+        if (is_file_op(op.code)) {
+            if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+            return files_->submit(op);
+        }
         switch (op.code) {
         case OpCode::close:
             forget_fd(op.fd);
             op.result = ::close(op.fd) == 0 ? 0 : -errno;
             return true;
-        case OpCode::read_at:
-        case OpCode::write_at:
-        case OpCode::readv_at:
-        case OpCode::writev_at:
-        case OpCode::fsync:
-        case OpCode::fdatasync:
-        case OpCode::fallocate:
-            if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
-            return files_->submit(op);
         default:
             break;
         }
@@ -150,7 +110,7 @@ public:
             // Every buffer is lent out: wait for one to come back (as io_uring does).
             op.pending = true;
             ++waiting_;
-            starved_.push(op);
+            starved_.push_back(op);
             return false;
         }
         if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
@@ -176,7 +136,7 @@ public:
             }
             st.registered = true;
         }
-        (waits_for_read(op.code) ? st.readers : st.writers).push(op);
+        (waits_for_read(op.code) ? st.readers : st.writers).push_back(op);
         op.pending = true;
         ++waiting_;
         return false;
@@ -203,7 +163,7 @@ public:
         // An op that finds no data gives its buffer straight back, so keep going while there
         // are buffers and starved ops.
         while (starved_.head != nullptr && !pool_.empty()) {
-            IoOp* op = starved_.pop();
+            IoOp* op = starved_.pop_front();
             op->pending = false;
             --waiting_;
             if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
@@ -290,9 +250,9 @@ private:
         if (!st.peer_closed) st.maybe_readable = false;
     }
 
-    void fail_all(WaitList& list, int err) noexcept {
+    void fail_all(OpQueue& list, int err) noexcept {
         while (list.head != nullptr) {
-            IoOp* op = list.pop();
+            IoOp* op = list.pop_front();
             op->result = err;
             --waiting_;
             sched_.complete(*op);
@@ -300,14 +260,14 @@ private:
     }
 
     /// Retry the waiting ops of one direction in order until one would block again.
-    void retry(WaitList& list) {
+    void retry(OpQueue& list) {
         while (list.head != nullptr) {
             if (list.head->code == OpCode::recv_pooled && pool_.empty()) {
-                starved_.push(*list.pop()); // ready, but no buffer: wait for one
+                starved_.push_back(*list.pop_front()); // ready, but no buffer: wait for one
                 continue;
             }
             if (!attempt(*list.head)) return;
-            IoOp* op = list.pop();
+            IoOp* op = list.pop_front();
             --waiting_;
             sched_.complete(*op);
         }
@@ -401,7 +361,7 @@ private:
     std::vector<FdState> fds_;
     std::vector<epoll_event> events_;
     std::size_t waiting_ = 0;
-    WaitList starved_; // recv_pooled ops waiting for a pool buffer
+    OpQueue starved_; // recv_pooled ops waiting for a pool buffer
     std::unique_ptr<EpollFileEngine> files_;
 };
 

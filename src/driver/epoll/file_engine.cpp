@@ -170,49 +170,6 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
-// The op queue
-// ---------------------------------------------------------------------------------------------
-
-void EpollFileEngine::OpQueue::push_back(IoOp& op) noexcept {
-    op.next_waiter = nullptr;
-    if (tail != nullptr)
-        tail->next_waiter = &op;
-    else
-        head = &op;
-    tail = &op;
-}
-
-void EpollFileEngine::OpQueue::push_front(IoOp& op) noexcept {
-    op.next_waiter = head;
-    head = &op;
-    if (tail == nullptr) tail = &op;
-}
-
-IoOp* EpollFileEngine::OpQueue::pop_front() noexcept {
-    IoOp* op = head;
-    if (op == nullptr) return nullptr;
-    head = op->next_waiter;
-    if (head == nullptr) tail = nullptr;
-    op->next_waiter = nullptr;
-    return op;
-}
-
-bool EpollFileEngine::OpQueue::remove(IoOp& op) noexcept {
-    IoOp* prev = nullptr;
-    for (IoOp* p = head; p != nullptr; prev = p, p = p->next_waiter) {
-        if (p != &op) continue;
-        if (prev != nullptr)
-            prev->next_waiter = p->next_waiter;
-        else
-            head = p->next_waiter;
-        if (tail == p) tail = prev;
-        p->next_waiter = nullptr;
-        return true;
-    }
-    return false;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The engine
 // ---------------------------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@
 // for every file. When io_setup fails (fs.aio-max-nr exhausted), O_DIRECT files use the pool too.
 #pragma once
 
+#include "driver/common/op_queue.hpp"
+
 #include "galay/runtime.hpp"
 
 #include <libaio.h>
@@ -75,16 +77,6 @@ public:
 
 private:
     static constexpr unsigned kAioDepth = 256;
-
-    /// Ops waiting for io_submit, linked through IoOp::next_waiter.
-    struct OpQueue {
-        IoOp* head = nullptr;
-        IoOp* tail = nullptr;
-        void push_back(IoOp& op) noexcept;
-        void push_front(IoOp& op) noexcept;
-        IoOp* pop_front() noexcept;
-        bool remove(IoOp& op) noexcept;
-    };
 
     bool ensure_aio();
     /// One io_submit for everything queued (as far as slots allow); refused ops go to refused_.
