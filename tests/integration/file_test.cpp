@@ -306,8 +306,9 @@ TEST_P(FileTest, DirectAppendsWithoutPreallocationAreCompleteAndInOrder) {
         CO_ASSERT(co_await f.read_exact_at(back, 0));
         for (std::size_t i = 0; i < kBlocks; ++i)
             EXPECT_TRUE(has_pattern(back.span().subspan(i * bs, bs), 11, i)) << i;
-        if (Scheduler::current()->backend() == Backend::epoll)
+        if (Scheduler::current()->backend() == Backend::epoll) {
             EXPECT_GE(threads_named("galay-fs"), 1) << "appends did not reach the pool";
+        }
     }());
 }
 

@@ -25,7 +25,9 @@ TEST(SocketAddrTest, RejectsMalformedInput) {
                             "::1:80", "[::1]80", "[::1", "localhost:80", "1.2.3.4:8x"}) {
         auto a = SocketAddr::parse(bad);
         EXPECT_FALSE(a) << bad;
-        if (!a) EXPECT_EQ(a.error(), std::errc::invalid_argument) << bad;
+        if (!a) {
+            EXPECT_EQ(a.error(), std::errc::invalid_argument) << bad;
+        }
     }
 }
 
