@@ -250,6 +250,26 @@ JoinChild run_child(Task<T> task, Slot<T>& slot) {
     }
 }
 
+/// One child coroutine per task, each storing its outcome in the matching slot (not started).
+template <class... Ts>
+std::vector<JoinChild> make_children(std::tuple<Slot<Ts>...>& slots, Task<Ts>... tasks) {
+    std::vector<JoinChild> children;
+    children.reserve(sizeof...(Ts));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (children.push_back(run_child(std::move(tasks), std::get<I>(slots))), ...);
+    }
+    (std::index_sequence_for<Ts...>{});
+    return children;
+}
+template <class T>
+std::vector<JoinChild> make_children(std::vector<Slot<T>>& slots, std::vector<Task<T>>& tasks) {
+    std::vector<JoinChild> children;
+    children.reserve(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+        children.push_back(run_child(std::move(tasks[i]), slots[i]));
+    return children;
+}
+
 /// Starts every child, then suspends the parent until the last one has finished.
 struct JoinAwaiter {
     JoinState& join;
@@ -289,12 +309,7 @@ struct JoinAwaiter {
 template <class... Ts>
 Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
     std::tuple<detail::Slot<Ts>...> slots;
-    std::vector<detail::JoinChild> children;
-    children.reserve(sizeof...(Ts));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (children.push_back(detail::run_child(std::move(tasks), std::get<I>(slots))), ...);
-    }
-    (std::index_sequence_for<Ts...>{});
+    std::vector<detail::JoinChild> children = detail::make_children(slots, std::move(tasks)...);
     detail::JoinState join;
     co_await detail::JoinAwaiter{join, children, nullptr};
     co_return std::apply([](auto&... s) { return std::tuple<detail::Lifted<Ts>...>{s.take()...}; },
@@ -305,10 +320,7 @@ Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
 template <class T>
 Task<std::vector<detail::Lifted<T>>> when_all(std::vector<Task<T>> tasks) {
     std::vector<detail::Slot<T>> slots(tasks.size());
-    std::vector<detail::JoinChild> children;
-    children.reserve(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i)
-        children.push_back(detail::run_child(std::move(tasks[i]), slots[i]));
+    std::vector<detail::JoinChild> children = detail::make_children(slots, tasks);
     detail::JoinState join;
     co_await detail::JoinAwaiter{join, children, nullptr};
     std::vector<detail::Lifted<T>> out;
@@ -326,12 +338,7 @@ template <class... Ts>
 Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
     static_assert(sizeof...(Ts) > 0, "when_any needs at least one task");
     std::tuple<detail::Slot<Ts>...> slots;
-    std::vector<detail::JoinChild> children;
-    children.reserve(sizeof...(Ts));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (children.push_back(detail::run_child(std::move(tasks), std::get<I>(slots))), ...);
-    }
-    (std::index_sequence_for<Ts...>{});
+    std::vector<detail::JoinChild> children = detail::make_children(slots, std::move(tasks)...);
     detail::CancelScope scope;
     detail::JoinState join;
     join.losers = &scope;
@@ -356,10 +363,7 @@ Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
 template <class T>
 Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> tasks) {
     std::vector<detail::Slot<T>> slots(tasks.size());
-    std::vector<detail::JoinChild> children;
-    children.reserve(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i)
-        children.push_back(detail::run_child(std::move(tasks[i]), slots[i]));
+    std::vector<detail::JoinChild> children = detail::make_children(slots, tasks);
     detail::CancelScope scope;
     detail::JoinState join;
     join.losers = &scope;
