@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
     app.add_option("--buffer", buffer_size, "receive buffer per connection with --recv copy")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
         ->capture_default_str();
+    bool no_register_files = false;
+    app.add_flag("--no-register-files", no_register_files,
+                 "io_uring: keep connections out of the ring's registered-file table (to measure "
+                 "what it buys)");
     tools::add_backend_flag(app, &backend);
     CLI11_PARSE(app, argc, argv);
 
@@ -101,7 +105,7 @@ int main(int argc, char** argv) {
 
     auto run = [&](unsigned i, bool announce) {
         try {
-            Scheduler sched({.backend = backend});
+            Scheduler sched({.backend = backend, .register_files = !no_register_files});
             if (announce) {
                 std::printf("listening on %s (bench_server, %s, %u thread%s)\n",
                             addr->to_string().c_str(), sched.backend_name(), threads,

@@ -55,6 +55,11 @@ struct SchedulerOptions {
     unsigned ring_entries = 1024;     ///< io_uring submission queue size
     unsigned pool_buffers = 4096;     ///< buffers lent by `recv_pooled` (a power of two)
     unsigned pool_buffer_size = 2048; ///< bytes per pooled buffer
+    /// io_uring: put the fds of sockets and files that transfer data into the ring's registered-
+    /// file table (saves a reference-count round trip on the file per request). Slots are
+    /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while
+    /// registered stays open until the scheduler is destroyed, so close through galay.
+    bool register_files = true;
 };
 
 namespace detail {

@@ -85,7 +85,7 @@ std::uint32_t lookup_block_size(int fd) noexcept {
 
 void close_file(int fd) noexcept {
     if (fd < 0) return;
-    if (Scheduler* s = Scheduler::current()) s->driver().forget_fd(fd);
+    detail::forget_fd_everywhere(fd);
     ::close(fd);
 }
 

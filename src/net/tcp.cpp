@@ -1,5 +1,7 @@
 #include "galay/net/tcp.hpp"
 
+#include "runtime/fd_owners.hpp"
+
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
@@ -12,7 +14,7 @@ namespace detail {
 
 void close_fd(int fd) noexcept {
     if (fd < 0) return;
-    if (Scheduler* s = Scheduler::current()) s->driver().forget_fd(fd);
+    forget_fd_everywhere(fd);
     ::close(fd);
 }
 

@@ -1,6 +1,7 @@
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
+#include "runtime/fd_owners.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -105,6 +106,25 @@ UnhandledExceptionHandler set_unhandled_exception_handler(UnhandledExceptionHand
 void report_unhandled_exception(std::exception_ptr e) noexcept {
     g_unhandled.load()(e);
 }
+
+namespace detail {
+
+std::atomic<Driver*> FdOwners::slots_[FdOwners::kMaxFd];
+std::mutex FdOwners::mutex_;
+
+void forget_fd_everywhere(int fd) noexcept {
+    if (fd < 0) return;
+    Scheduler* s = Scheduler::current();
+    Driver* mine = s != nullptr ? &s->driver() : nullptr;
+    if (mine != nullptr) mine->forget_fd(fd);
+    if (!FdOwners::in_range(fd)) return;
+    Driver* owner = FdOwners::owner(fd);
+    if (owner == nullptr || owner == mine) return;
+    std::lock_guard lock(FdOwners::mutex());
+    if (FdOwners::disown(fd, owner)) owner->forget_fd_remote(fd);
+}
+
+} // namespace detail
 
 Scheduler& current_scheduler() {
     Scheduler* s = t_current;

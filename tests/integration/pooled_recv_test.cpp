@@ -2,9 +2,16 @@
 // provided-buffer ring; epoll: a free list), on both backends.
 #include "support/backends.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstring>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace galay;
@@ -176,6 +183,139 @@ TEST_P(PooledRecvTest, EofIsAnEmptyBufferAndClosedStreamsReturnTheirBuffers) {
             EXPECT_TRUE(eof->empty());
         }());
     }
+}
+
+// The server side closes while its multishot recv is still armed (io_uring). The kernel request
+// holds the socket, so unless the close cancels it first the peer never sees the FIN.
+TEST_P(PooledRecvTest, ClosingWhileARecvIsArmedSendsFinToThePeer) {
+    Scheduler sched(small_pool());
+    sched.block_on([]() -> Task<void> {
+        for (int round = 0; round < 3; ++round) {
+            auto [c, s] = co_await pair_on_loopback();
+            CO_ASSERT(co_await c.send_all(std::string_view("hi")));
+            EXPECT_EQ(co_await read_pooled(s, 2), "hi"); // arms the multishot recv
+            {
+                TcpStream gone = std::move(s); // destroyed here: close with the recv armed
+            }
+            std::array<char, 16> buf;
+            auto n = co_await c.recv(buf).timeout(10s);
+            CO_ASSERT(n); // a timeout here means the FIN never left
+            EXPECT_EQ(*n, 0u);
+        }
+    }());
+}
+
+// A closed stream's fd number is usually reused by the next accept at once. Cancelling the old
+// connection's requests must not touch the new one's.
+TEST_P(PooledRecvTest, AReusedFdNumberIsNotCancelledByTheOldClose) {
+    Scheduler sched(small_pool());
+    sched.block_on([]() -> Task<void> {
+        auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+        CO_ASSERT(l);
+        const auto addr = SocketAddr::loopback_v4(l->local_addr()->port());
+        for (int round = 0; round < 3; ++round) {
+            auto c1 = co_await TcpStream::connect(addr);
+            auto s1 = co_await l->accept();
+            CO_ASSERT(c1 && s1);
+            CO_ASSERT(co_await c1->send_all(std::string_view("a")));
+            EXPECT_EQ(co_await read_pooled(*s1, 1), "a");
+            const int old_fd = s1->fd();
+            auto c2 = co_await TcpStream::connect(addr); // (takes a new fd number itself)
+            { TcpStream gone = std::move(*s1); }
+            auto s2 = co_await l->accept();
+            CO_ASSERT(c2 && s2);
+            EXPECT_EQ(s2->fd(), old_fd); // the case under test
+            CO_ASSERT(co_await c2->send_all(std::string_view("bc")));
+            EXPECT_EQ(co_await read_pooled(*s2, 2), "bc");
+            CO_ASSERT(co_await c2->send_all(std::string_view("de")));
+            EXPECT_EQ(co_await read_pooled(*s2, 2), "de");
+        }
+    }());
+}
+
+namespace {
+/// A blocking loopback client socket (plain system calls: it lives on a thread with no
+/// scheduler), with a receive timeout so that a missing FIN fails the test instead of hanging it.
+int blocking_client(std::uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{.tv_sec = 10, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+} // namespace
+
+// On io_uring a stream that has transferred data sits in its scheduler's registered-file table,
+// which holds the socket open by itself. Destroying the stream on another thread (here one with
+// no scheduler at all) must still get the slot cleared, or the peer would never see the FIN.
+TEST_P(PooledRecvTest, AStreamDestroyedOnAnotherThreadStillSendsFin) {
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    ASSERT_TRUE(l);
+    const std::uint16_t port = l->local_addr()->port();
+    std::promise<TcpStream> handoff;
+    auto stream = handoff.get_future();
+    const Backend backend = GetParam();
+    std::thread server([&] {
+        Scheduler sched(SchedulerOptions{.backend = backend});
+        sched.block_on([&]() -> Task<void> {
+            auto data = co_await l->accept();
+            auto control = co_await l->accept();
+            CO_ASSERT(data && control);
+            std::string got = co_await read_pooled(*data, 2); // registers the fd on io_uring
+            EXPECT_EQ(got, "hi");
+            CO_ASSERT(co_await data->send_all(std::string_view("ok")));
+            handoff.set_value(std::move(*data));
+            std::array<char, 8> buf; // keep the loop running until the test says stop
+            auto n = co_await control->recv(buf).timeout(30s);
+            EXPECT_TRUE(n && *n == 0);
+        }());
+    });
+    int data = blocking_client(port);
+    int control = blocking_client(port);
+    ASSERT_GE(data, 0);
+    ASSERT_GE(control, 0);
+    ASSERT_EQ(::send(data, "hi", 2, 0), 2);
+    char buf[8];
+    ASSERT_EQ(::recv(data, buf, 2, MSG_WAITALL), 2);
+    {
+        TcpStream s = stream.get(); // destroyed right here, on a thread without a scheduler
+    }
+    ssize_t n;
+    do
+        n = ::recv(data, buf, sizeof buf, 0);
+    while (n < 0 && errno == EINTR);
+    EXPECT_EQ(n, 0) << "no FIN: errno " << errno;
+    ::close(control);
+    server.join();
+    ::close(data);
+}
+
+// release() hands the fd to the caller, who closes it with close(2): that must close the socket
+// for real (no registered-file slot left holding it).
+TEST_P(PooledRecvTest, AReleasedFdClosedByTheCallerSendsFin) {
+    Scheduler sched(small_pool());
+    sched.block_on([]() -> Task<void> {
+        auto [c, s] = co_await pair_on_loopback();
+        CO_ASSERT(co_await c.send_all(std::string_view("hi")));
+        EXPECT_EQ(co_await read_pooled(s, 2), "hi");
+        CO_ASSERT(co_await s.send_all(std::string_view("ok")));
+        std::array<char, 16> buf;
+        auto ok = co_await c.recv(buf).timeout(10s);
+        CO_ASSERT(ok && *ok == 2);
+        int fd = s.release(); // (its multishot recv is still armed on io_uring)
+        CO_ASSERT(fd >= 0);
+        ::close(fd);
+        auto n = co_await c.recv(buf).timeout(10s);
+        CO_ASSERT(n);
+        EXPECT_EQ(*n, 0u);
+    }());
 }
 
 GALAY_INSTANTIATE_BACKENDS(PooledRecvTest);

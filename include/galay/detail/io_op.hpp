@@ -51,6 +51,7 @@ struct IoOp {
     bool cancelled = false; // cancellation was requested
     bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
     bool direct = false;    // file ops: the fd is O_DIRECT (epoll: libaio; otherwise a thread pool)
+    bool fixed = false;     // io_uring: issued on the fd's registered-file slot
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
     void* buf = nullptr;      // data buffer, iovec array, or msghdr
@@ -85,6 +86,10 @@ struct IoOp {
 
 enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 
+/// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
+/// driver forgets it, and a driver on another thread that registered it clears its slot.
+void forget_fd_everywhere(int fd) noexcept;
+
 /// The interface every backend implements. One driver per scheduler (per thread).
 class Driver {
 public:
@@ -110,6 +115,10 @@ public:
 
     /// The fd is about to be closed synchronously: forget any state about it.
     virtual void forget_fd(int fd) noexcept = 0;
+
+    /// Thread-safe, called from another thread with `FdOwners::mutex()` held: the fd this
+    /// driver registered is being closed there; clear its slot soon (io_uring only).
+    virtual void forget_fd_remote(int /*fd*/) noexcept {}
 
     /// Cancel every pending op and wait until the kernel has finished with all of them.
     virtual void shutdown() noexcept = 0;

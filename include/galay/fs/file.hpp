@@ -194,8 +194,12 @@ public:
     bool is_open() const noexcept { return fd_ >= 0; }
     bool is_direct() const noexcept { return direct_; }
     int fd() const noexcept { return fd_; }
-    /// Give up ownership of the fd.
-    int release() noexcept { return std::exchange(fd_, -1); }
+    /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
+    /// files), and closing it is now the caller's job.
+    int release() noexcept {
+        detail::forget_fd_everywhere(fd_);
+        return std::exchange(fd_, -1);
+    }
 
 private:
     friend class Batch;

@@ -16,8 +16,9 @@ class BufferPool {
 public:
     BufferPool(unsigned count, unsigned size)
         : count_(count)
-        , size_(size) {
-        bytes_ = std::size_t{count} * size;
+        , size_(size)
+        , stride_(coloured_stride(size)) {
+        bytes_ = std::size_t{count} * stride_;
         // mmap: page-aligned, and pages are only resident once a buffer is first used.
         void* p =
             ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -33,7 +34,7 @@ public:
 
     unsigned count() const noexcept { return count_; }
     unsigned size() const noexcept { return size_; }
-    char* address(std::uint16_t id) const noexcept { return base_ + std::size_t{id} * size_; }
+    char* address(std::uint16_t id) const noexcept { return base_ + std::size_t{id} * stride_; }
 
     bool empty() const noexcept { return free_.empty(); }
 
@@ -47,8 +48,17 @@ public:
     void put(std::uint16_t id) noexcept { free_.push_back(id); }
 
 private:
+    /// Buffers are one cache line more than a multiple of 1 KiB apart: with a power-of-two stride
+    /// the first lines of every buffer (all a small message touches) would fall into the same few
+    /// cache sets and evict each other.
+    static std::size_t coloured_stride(unsigned size) noexcept {
+        std::size_t s = (std::size_t{size} + 63) & ~std::size_t{63};
+        return (s % 1024 == 0) ? s + 64 : s;
+    }
+
     unsigned count_;
     unsigned size_;
+    std::size_t stride_;
     std::size_t bytes_;
     char* base_ = nullptr;
     std::vector<std::uint16_t> free_;

@@ -7,19 +7,23 @@
 #include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
+#include "runtime/fd_owners.hpp"
 
 #include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,18 +33,25 @@ namespace {
 // user_data values that are not an IoOp address (ops are at least 8-byte aligned).
 constexpr std::uint64_t kIgnoreTag = 1; // cancel requests: their own completion is not interesting
 constexpr std::uint64_t kWakeTag = 2;   // the eventfd read that lets other threads wake us
-constexpr std::uint64_t kMultishotTag = 3; // low 3 bits of a multishot recv: fd << 32 | gen << 3
+constexpr std::uint64_t kMultishotTag = 3;  // low 3 bits of a multishot recv: fd << 32 | gen << 3
+constexpr std::uint64_t kRegisterTag = 4;   // FILES_UPDATE putting fd (ud >> 32) in its slot
+constexpr std::uint64_t kUnregisterTag = 5; // FILES_UPDATE clearing a slot
 constexpr std::uint16_t kBufferGroup = 0;
 
-/// The multishot recv of one fd. Completions the task has not asked for yet wait in `queue`, so a
-/// recv_pooled that times out or is cancelled loses nothing: the bytes come with the next call.
-struct MultishotRecv {
+/// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
+/// Completions the task has not asked for yet wait in `queue`, so a recv_pooled that times out or
+/// is cancelled loses nothing: the bytes come with the next call.
+struct FdState {
+    enum : std::uint8_t { kUnregistered = 0, kRegistered = 1, kRefused = 2 };
+    bool owned = false;                // FdOwners names this driver (see runtime/fd_owners.hpp)
+    std::uint8_t file = kUnregistered; // the registered-file slot numbered like the fd
     struct Completion {
         std::int32_t res;
         std::uint16_t buffer;
     };
     std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
     bool armed = false;           // a multishot recv for this generation is in the kernel
+    bool armed_fixed = false;     // ... issued on the registered-file slot
     bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
     IoOp* waiter = nullptr;
     std::vector<Completion> queue;
@@ -124,6 +135,7 @@ public:
                                                                 "fewer ring entries)"
                                                               : ""));
         setup_buffer_ring(options);
+        if (options.register_files) setup_file_table();
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (wake_fd_ < 0) {
             int e = errno;
@@ -134,7 +146,12 @@ public:
     }
 
     ~UringDriver() override {
-        io_uring_queue_exit(&ring_);
+        { // nobody may name us as an owner once we are gone
+            std::lock_guard lock(FdOwners::mutex());
+            for (std::size_t fd = 0; fd < fds_.size(); ++fd)
+                if (fds_[fd].owned) FdOwners::disown(static_cast<int>(fd), this);
+        }
+        io_uring_queue_exit(&ring_); // (drops the registered files with the ring)
         ::close(wake_fd_);
         if (buf_ring_ != nullptr) ::munmap(buf_ring_, buf_ring_bytes_);
     }
@@ -144,6 +161,7 @@ public:
     std::size_t in_flight() const noexcept override { return in_flight_; }
 
     bool submit(IoOp& op) override {
+        if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
         if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) return submit_pooled(op);
         if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
@@ -156,7 +174,10 @@ public:
             op.buf = pool_->address(static_cast<std::uint16_t>(id));
             op.len = pool_->size();
         }
-        if (op.code == OpCode::close) forget_fd(op.fd);
+        if (op.code == OpCode::close)
+            forget_fd_everywhere(op.fd); // (clears a registered slot before the close runs)
+        else if (registers_file(op.code))
+            register_file(op.fd);
         prep(op);
         op.pending = true;
         ++in_flight_;
@@ -168,10 +189,7 @@ public:
             pool_->put(id);
             return;
         }
-        io_uring_buf_ring_add(buf_ring_, pool_->address(id), pool_->size(), id,
-                              io_uring_buf_ring_mask(pool_->count()), 0);
-        io_uring_buf_ring_advance(buf_ring_, 1);
-        ++ring_free_;
+        ring_put(id); // published with the next submission (publish_buffers)
     }
 
     void cancel(IoOp& op) override {
@@ -179,7 +197,7 @@ public:
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
             // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
             // is queued for the next call.
-            MultishotRecv& m = multishot_[static_cast<std::size_t>(op.fd)];
+            FdState& m = fds_[static_cast<std::size_t>(op.fd)];
             if (m.waiter != &op) return;
             m.waiter = nullptr;
             op.result = -ECANCELED;
@@ -192,19 +210,10 @@ public:
     }
 
     void forget_fd(int fd) noexcept override {
-        if (fd >= 0 && static_cast<std::size_t>(fd) < multishot_.size()) {
-            MultishotRecv& m = multishot_[static_cast<std::size_t>(fd)];
-            ++m.generation; // completions of the old connection are now stale
-            m.armed = false;
-            m.starved = false;
-            while (m.has_queued()) {
-                MultishotRecv::Completion c = m.pop();
-                if (c.res > 0) give_back(c.buffer);
-            }
-            if (IoOp* w = std::exchange(m.waiter, nullptr)) {
-                w->result = -ECANCELED;
-                sched_.complete(*w);
-            }
+        drop_fd_state(fd);
+        if (fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() && fds_[fd].owned) {
+            fds_[fd].owned = false;
+            FdOwners::disown(fd, this);
         }
         // close(2) does not cancel io_uring requests that hold the file: do it explicitly.
         if (in_flight_ == 0) return;
@@ -213,13 +222,27 @@ public:
         io_uring_sqe_set_data64(e, kIgnoreTag);
     }
 
+    void forget_fd_remote(int fd) noexcept override {
+        // Called with FdOwners::mutex() held; ownership is already given up. The fd number may
+        // be reused at once, but it can only reach this thread through something synchronised
+        // after the flag below, and submit() drops the old state before using any fd.
+        remote_forgets_.push_back(fd);
+        remote_forget_pending_.store(true, std::memory_order_release);
+        wake();
+    }
+
     void wake() noexcept override {
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
     }
 
     void poll(std::int64_t timeout_ns) override {
-        if (!starved_.empty() && ring_free_ > 0) rearm_starved();
+        if (remote_forget_pending_.load(std::memory_order_acquire)) drain_remote_forgets();
+        if (buf_ring_ != nullptr) {
+            provision_buffers();
+            publish_buffers();
+            if (!starved_.empty() && ring_free_ > 0) rearm_starved();
+        }
         int ret;
         if (timeout_ns == 0) {
             ret = io_uring_submit_and_get_events(&ring_);
@@ -325,7 +348,121 @@ private:
             io_uring_prep_poll_add(e, op.fd, POLLOUT);
             break;
         }
+        op.fixed = op.code != OpCode::close && uses_fixed(op.fd);
+        if (op.fixed) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
         io_uring_sqe_set_data(e, &op);
+    }
+
+    // --- registered files ------------------------------------------------------------------
+    // An fd that is used for transfers is put into the ring's file table, in the slot of the same
+    // number, the first time it is used (a FILES_UPDATE request queued before the op, so it costs
+    // no system call). Ops on it then skip the per-request fget/fput of the file. The slot is
+    // cleared (another FILES_UPDATE) before galay closes or releases the fd, on whatever thread.
+
+    static bool registers_file(OpCode c) noexcept {
+        switch (c) {
+        case OpCode::recv:
+        case OpCode::send:
+        case OpCode::recv_pooled:
+        case OpCode::recvmsg:
+        case OpCode::sendmsg:
+        case OpCode::read_at:
+        case OpCode::write_at:
+        case OpCode::readv_at:
+        case OpCode::writev_at:
+            return true;
+        default:
+            return false;
+        }
+    }
+
+    void setup_file_table() {
+        rlimit rl{};
+        std::size_t n = 65536; // (the kernel allocates 8 bytes per slot up front)
+        if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n)
+            n = static_cast<std::size_t>(rl.rlim_cur);
+        if (n == 0 || io_uring_register_files_sparse(&ring_, static_cast<unsigned>(n)) != 0)
+            return; // (kernels before 5.19, or no room): plain fds
+        slot_values_.resize(n);
+        for (std::size_t i = 0; i < n; ++i)
+            slot_values_[i] = static_cast<int>(i);
+    }
+
+    bool uses_fixed(int fd) const noexcept {
+        return fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() &&
+               fds_[static_cast<std::size_t>(fd)].file == FdState::kRegistered;
+    }
+
+    /// Record this driver as the fd's owner, so that closing it on any thread comes back here.
+    bool own(int fd, FdState& st) noexcept {
+        if (st.owned) return true;
+        if (!FdOwners::in_range(fd) || !FdOwners::claim(fd, this)) return false;
+        st.owned = true;
+        return true;
+    }
+
+    void register_file(int fd) {
+        if (fd < 0 || static_cast<std::size_t>(fd) >= slot_values_.size()) return;
+        FdState& st = state(fd);
+        if (st.file != FdState::kUnregistered || !own(fd, st)) return;
+        st.file = FdState::kRegistered;
+        io_uring_sqe* e = sqe();
+        io_uring_prep_files_update(e, &slot_values_[static_cast<std::size_t>(fd)], 1, fd);
+        io_uring_sqe_set_data64(e, static_cast<std::uint64_t>(fd) << 32 | kRegisterTag);
+    }
+
+    /// Drop what this driver holds for `fd` (its multishot recv, its registered slot, queued
+    /// buffers), before the fd is closed or handed over. Ownership is the caller's business.
+    void drop_fd_state(int fd) noexcept {
+        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
+        FdState& m = fds_[static_cast<std::size_t>(fd)];
+        if (m.armed) {
+            // The armed recv holds the socket open: closing the fd alone would never send
+            // the FIN. Cancel it by its user_data, which (unlike the fd number, closed and
+            // perhaps reused before this is submitted) names exactly this connection's recv.
+            io_uring_sqe* e = sqe();
+            io_uring_prep_cancel64(e, multishot_tag(fd, m.generation), 0);
+            io_uring_sqe_set_data64(e, kIgnoreTag);
+        }
+        if (m.file == FdState::kRegistered) { // the slot's reference would keep it open too
+            io_uring_sqe* e = sqe();
+            io_uring_prep_files_update(e, &kNoFile, 1, fd);
+            io_uring_sqe_set_data64(e, static_cast<std::uint64_t>(fd) << 32 | kUnregisterTag);
+        }
+        m.file = FdState::kUnregistered; // (a refusal was about that file, not the number)
+        m.armed_fixed = false;
+        ++m.generation; // completions of the old connection are now stale
+        m.armed = false;
+        m.starved = false;
+        while (m.has_queued()) {
+            FdState::Completion c = m.pop();
+            if (c.res > 0) give_back(c.buffer);
+        }
+        if (IoOp* w = std::exchange(m.waiter, nullptr)) {
+            w->result = -ECANCELED;
+            sched_.complete(*w);
+        }
+    }
+
+    void drain_remote_forgets() noexcept {
+        std::vector<int> fds;
+        {
+            std::lock_guard lock(FdOwners::mutex());
+            fds.swap(remote_forgets_);
+            remote_forget_pending_.store(false, std::memory_order_relaxed);
+        }
+        for (int fd : fds) {
+            if (static_cast<std::size_t>(fd) < fds_.size()) fds_[fd].owned = false;
+            drop_fd_state(fd);
+        }
+    }
+
+    /// A FILES_UPDATE completed. A failed registration leaves the fd on plain ops; ops already
+    /// issued on the empty slot fail with EBADF and are issued again (see reap).
+    void on_files_update(std::uint64_t ud, std::int32_t res) noexcept {
+        if (res >= 0 || (ud & 7) != kRegisterTag) return;
+        FdState& st = state(static_cast<int>(ud >> 32));
+        if (st.file == FdState::kRegistered) st.file = FdState::kRefused;
     }
 
     void reap() {
@@ -344,7 +481,15 @@ private:
                 on_multishot(ud, cqe->res, cqe->flags);
                 continue;
             }
+            if ((ud & 7) == kRegisterTag || (ud & 7) == kUnregisterTag) {
+                on_files_update(ud, cqe->res);
+                continue;
+            }
             auto* op = reinterpret_cast<IoOp*>(ud);
+            if (cqe->res == -EBADF && op->fixed && !uses_fixed(op->fd)) {
+                prep(*op); // its slot was never filled: again on the plain fd
+                continue;
+            }
             if (is_mmsg(op->code)) {
                 if (!mmsg_ready(*op, cqe->res)) {
                     prep(*op); // it would block again: wait for the next readiness
@@ -398,22 +543,43 @@ private:
             return;
         }
         buf_ring_ = br;
-        for (unsigned i = 0; i < count; ++i)
-            io_uring_buf_ring_add(br, pool_->address(static_cast<std::uint16_t>(i)), pool_->size(),
-                                  static_cast<std::uint16_t>(i), io_uring_buf_ring_mask(count),
-                                  static_cast<int>(i));
-        io_uring_buf_ring_advance(br, static_cast<int>(count));
-        ring_free_ = count;
+        provision_buffers();
+        publish_buffers();
     }
 
-    MultishotRecv& multishot(int fd) {
-        if (static_cast<std::size_t>(fd) >= multishot_.size())
-            multishot_.resize(
-                std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, multishot_.size() * 2));
-        return multishot_[static_cast<std::size_t>(fd)];
+    /// Stage buffer `id` at the ring's tail; the kernel sees it after publish_buffers().
+    void ring_put(std::uint16_t id) noexcept {
+        io_uring_buf_ring_add(buf_ring_, pool_->address(id), pool_->size(), id,
+                              io_uring_buf_ring_mask(pool_->count()), staged_++);
+        ++ring_free_;
+    }
+    /// One release store of the tail makes every buffer staged since the last call visible.
+    void publish_buffers() noexcept {
+        if (staged_ == 0) return;
+        io_uring_buf_ring_advance(buf_ring_, staged_);
+        staged_ = 0;
+    }
+    /// The kernel takes buffers from the ring's head and we return them at its tail, so every
+    /// buffer ever handed to it stays in rotation. Handing over only as many as the load needs
+    /// (one per armed multishot recv, which is the most a single wait can consume, plus slack)
+    /// keeps that rotation small enough to stay in cache: 100 connections cycle through a few
+    /// hundred KiB instead of the whole pool. The pool only grows; ENOBUFS grows it at once.
+    void provision_buffers() noexcept {
+        const unsigned count = pool_->count();
+        if (provisioned_ == count) return;
+        std::size_t want = armed_multishots_ + kBufferSlack;
+        if (!starved_.empty()) want += starved_.size() + kBufferSlack;
+        while (ring_free_ < want && provisioned_ < count)
+            ring_put(static_cast<std::uint16_t>(provisioned_++));
     }
 
-    void deliver(IoOp& op, MultishotRecv::Completion c) noexcept {
+    FdState& state(int fd) {
+        if (static_cast<std::size_t>(fd) >= fds_.size())
+            fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
+        return fds_[static_cast<std::size_t>(fd)];
+    }
+
+    void deliver(IoOp& op, FdState::Completion c) noexcept {
         op.result = c.res;
         if (c.res > 0) {
             op.aux = c.buffer;
@@ -422,28 +588,38 @@ private:
     }
 
     bool submit_pooled(IoOp& op) {
-        MultishotRecv& m = multishot(op.fd);
+        FdState& m = state(op.fd);
         if (m.has_queued()) { // already arrived: no suspension, no system call
             deliver(op, m.pop());
             return true;
         }
         m.waiter = &op;
         op.pending = true;
-        if (!m.armed && !m.starved) arm_multishot(op.fd, m);
+        if (!m.armed && !m.starved) {
+            own(op.fd, m); // the armed recv holds the socket: a close anywhere must cancel it
+            register_file(op.fd);
+            arm_multishot(op.fd, m);
+        }
         return false;
     }
 
-    void arm_multishot(int fd, MultishotRecv& m) {
+    void arm_multishot(int fd, FdState& m) {
         io_uring_sqe* e = sqe();
         io_uring_prep_recv(e, fd, nullptr, 0, 0);
+        m.armed_fixed = uses_fixed(fd);
+        if (m.armed_fixed) e->flags |= IOSQE_FIXED_FILE;
         e->ioprio |= IORING_RECV_MULTISHOT;
         e->flags |= IOSQE_BUFFER_SELECT;
         e->buf_group = kBufferGroup;
-        io_uring_sqe_set_data64(e, static_cast<std::uint64_t>(fd) << 32 |
-                                       std::uint64_t{m.generation & 0x1fffffff} << 3 |
-                                       kMultishotTag);
+        io_uring_sqe_set_data64(e, multishot_tag(fd, m.generation));
         m.armed = true;
+        ++armed_multishots_;
         ++in_flight_;
+    }
+
+    static std::uint64_t multishot_tag(int fd, std::uint32_t generation) noexcept {
+        return static_cast<std::uint64_t>(fd) << 32 | std::uint64_t{generation & 0x1fffffff} << 3 |
+               kMultishotTag;
     }
 
     void on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t flags) {
@@ -453,14 +629,19 @@ private:
         const bool has_buffer = flags & IORING_CQE_F_BUFFER;
         const auto bid = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
         if (has_buffer) --ring_free_;
-        MultishotRecv& m = multishot(fd);
+        FdState& m = state(fd);
         const bool current = gen == (m.generation & 0x1fffffff);
         if (!more) {
             --in_flight_;
+            --armed_multishots_;
             if (current) m.armed = false;
         }
         if (!current) { // the connection that armed it is gone
             if (has_buffer) give_back(bid);
+            return;
+        }
+        if (res == -EBADF && !more && m.armed_fixed && !uses_fixed(fd)) {
+            arm_multishot(fd, m); // its slot was never filled: again on the plain fd
             return;
         }
         if (res == -ENOBUFS) { // the ring ran dry: resume once buffers are given back
@@ -468,7 +649,7 @@ private:
             starved_.push_back(fd);
             return;
         }
-        MultishotRecv::Completion c{res, bid};
+        FdState::Completion c{res, bid};
         if (IoOp* w = std::exchange(m.waiter, nullptr)) {
             deliver(*w, c);
             sched_.complete(*w);
@@ -481,7 +662,7 @@ private:
         std::vector<int> fds;
         fds.swap(starved_);
         for (int fd : fds) {
-            MultishotRecv& m = multishot(fd);
+            FdState& m = state(fd);
             if (!m.starved) continue;
             m.starved = false;
             if (!m.armed) arm_multishot(fd, m);
@@ -493,8 +674,16 @@ private:
     std::unique_ptr<BufferPool> pool_;
     io_uring_buf_ring* buf_ring_ = nullptr;
     std::size_t buf_ring_bytes_ = 0;
-    std::uint32_t ring_free_ = 0;
-    std::vector<MultishotRecv> multishot_;
+    static inline int kNoFile = -1; // FILES_UPDATE value that empties a slot
+    std::vector<int> slot_values_;  // slot_values_[i] == i, read by FILES_UPDATE; size = table size
+    std::vector<int> remote_forgets_; // guarded by FdOwners::mutex()
+    std::atomic<bool> remote_forget_pending_{false};
+    static constexpr std::size_t kBufferSlack = 32;
+    std::size_t ring_free_ = 0; // buffers the kernel may pick (including staged ones)
+    unsigned provisioned_ = 0;  // ids [0, provisioned_) have been handed to the ring
+    int staged_ = 0;            // added at the tail since the last publish_buffers()
+    std::size_t armed_multishots_ = 0;
+    std::vector<FdState> fds_;
     std::vector<int> starved_;
     unsigned flags_ = 0;
     int wake_fd_ = -1;
