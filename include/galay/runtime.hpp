@@ -52,9 +52,12 @@ Result<Backend> resolve_backend(Backend requested);
 
 struct SchedulerOptions {
     Backend backend = Backend::automatic;
-    unsigned ring_entries = 1024;     ///< io_uring submission queue size
-    unsigned pool_buffers = 4096;     ///< buffers lent by `recv_pooled` (a power of two)
-    unsigned pool_buffer_size = 2048; ///< bytes per pooled buffer
+    unsigned ring_entries = 1024; ///< io_uring submission queue size
+    unsigned pool_buffers = 4096; ///< buffers lent by `recv_pooled` (a power of two)
+    /// Bytes per pooled buffer. Large, so that one receive takes whatever the socket holds (a
+    /// 16 KiB message, or 16 pipelined small ones) and one send echoes it. The pool is address
+    /// space only until used: a buffer costs the pages a receive actually wrote.
+    unsigned pool_buffer_size = 64 * 1024;
     /// io_uring: put the fds of sockets and files that transfer data into the ring's registered-
     /// file table (saves a reference-count round trip on the file per request). Slots are
     /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while

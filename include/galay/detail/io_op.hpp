@@ -51,7 +51,7 @@ struct IoOp {
     bool cancelled = false; // cancellation was requested
     bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
     bool direct = false;    // file ops: the fd is O_DIRECT (epoll: libaio; otherwise a thread pool)
-    bool fixed = false;     // io_uring: issued on the fd's registered-file slot
+    bool fixed_file = false; // io_uring: issued on the fd's registered-file slot
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
     void* buf = nullptr;      // data buffer, iovec array, or msghdr

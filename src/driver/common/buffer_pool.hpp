@@ -19,9 +19,10 @@ public:
         , size_(size)
         , stride_(coloured_stride(size)) {
         bytes_ = std::size_t{count} * stride_;
-        // mmap: page-aligned, and pages are only resident once a buffer is first used.
-        void* p =
-            ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        // mmap: page-aligned, and pages are only resident once a receive writes them. NORESERVE:
+        // the pool is mostly address space (4096 x 64 KiB by default), not a commitment.
+        void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) throw std::bad_alloc();
         base_ = static_cast<char*>(p);
         free_.reserve(count);

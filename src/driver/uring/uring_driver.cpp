@@ -348,8 +348,8 @@ private:
             io_uring_prep_poll_add(e, op.fd, POLLOUT);
             break;
         }
-        op.fixed = op.code != OpCode::close && uses_fixed(op.fd);
-        if (op.fixed) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
+        op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
+        if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
         io_uring_sqe_set_data(e, &op);
     }
 
@@ -486,7 +486,7 @@ private:
                 continue;
             }
             auto* op = reinterpret_cast<IoOp*>(ud);
-            if (cqe->res == -EBADF && op->fixed && !uses_fixed(op->fd)) {
+            if (cqe->res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
                 prep(*op); // its slot was never filled: again on the plain fd
                 continue;
             }
