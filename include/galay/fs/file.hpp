@@ -25,11 +25,17 @@
 //    completion ring (io_getevents semantics, without the system call). Buffered files (no
 //    O_DIRECT) cannot use libaio usefully: for them io_submit performs the whole copy synchronously
 //    and blocks the thread on a page-cache miss or a dirty-page throttle. So on epoll, buffered
-//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and everything
-//    else on a buffered file (writes, uncached reads, fsync, fdatasync, fallocate; also fsync and
-//    fallocate on O_DIRECT files) runs on a small blocking thread pool of at most 4 threads per
-//    scheduler ("galay-fs"), started on first use, whose completions return to the scheduler's
-//    thread.
+//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and the other
+//    transfers on a buffered file (writes, uncached reads) run on a small blocking thread pool of
+//    at most 4 threads per scheduler ("galay-fs"), started on first use, whose completions return
+//    to the scheduler's thread.
+//  - epoll, fsync and fdatasync: through libaio for every file, buffered or O_DIRECT
+//    (IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC, Linux >= 4.18: io_submit hands the flush to a kernel
+//    workqueue and returns at once). On a kernel without them (io_submit refuses the iocb) they
+//    fall back to the pool, detected once, with no error reported. An fsync cannot be cancelled
+//    once the kernel has it: a timeout or cancellation waits for its real result.
+//  - epoll, fallocate: there is no AIO command for it, so it runs on the pool for every file.
+//    `truncate` (ftruncate) has none either and is a synchronous call on the caller's thread.
 //  - libaio requests carry RWF_NOWAIT, so io_submit does not block the loop where a filesystem
 //    would (ext4 and xfs write past the end of a file synchronously): such a request completes
 //    with EAGAIN and is redone on the pool, as io_uring redoes it on its workers. Preallocating
