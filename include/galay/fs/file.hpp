@@ -18,7 +18,8 @@
 //
 // How each backend runs them:
 //  - io_uring: every operation is one SQE (IORING_OP_READ/WRITE/READV/WRITEV/FSYNC/FALLOCATE),
-//    submitted with everything else of the loop turn in one io_uring_enter.
+//    submitted with everything else of the loop turn in one io_uring_enter. read_at/write_at on an
+//    fs::FixedBuffer (a buffer registered with the ring) are READ_FIXED/WRITE_FIXED.
 //  - epoll: files opened with `direct` go through Linux AIO (libaio): an operation is handed to
 //    the kernel (io_submit) when its task suspends on it, an fs::Batch in one io_submit; the
 //    completions are signalled through an eventfd in the epoll set and collected from the AIO
@@ -50,6 +51,7 @@
 #include "galay/detail/buffers.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/fs/aligned_buffer.hpp"
+#include "galay/fs/fixed_buffer.hpp"
 
 #include <sys/uio.h>
 
@@ -165,6 +167,15 @@ public:
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::all);
     }
+    /// The same four operations on a registered buffer, or a slice of one (fs::FixedBuffer):
+    /// io_uring IORING_OP_READ_FIXED / WRITE_FIXED when the buffer is registered with this
+    /// thread's ring, the plain operation otherwise (epoll, a refused registration). Results,
+    /// alignment rules and errors are those of the plain operations.
+    detail::FileTransferAwaitable read_at(FixedSlice buf, std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable read_exact_at(FixedSlice buf,
+                                                std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable write_at(FixedSlice buf, std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable write_all_at(FixedSlice buf, std::uint64_t offset) const noexcept;
     /// preadv(2): scatter one read into several buffers (the iovecs must outlive the await).
     detail::FileTransferAwaitable readv_at(std::span<const iovec> iov,
                                            std::uint64_t offset) const noexcept;
@@ -197,6 +208,11 @@ public:
         return AlignedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
     }
 
+    /// The same, registered with this thread's scheduler (see fs::FixedBuffer).
+    FixedBuffer make_fixed_buffer(std::size_t size) const {
+        return FixedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
+    }
+
     bool is_open() const noexcept { return fd_ >= 0; }
     bool is_direct() const noexcept { return direct_; }
     int fd() const noexcept { return fd_; }
@@ -207,15 +223,18 @@ private:
     friend class Batch;
 
     /// The op for a transfer, and the error to report instead of submitting it (if any).
+    /// `fixed_slot` >= 0: `buf` lies in that registered buffer of this thread's ring.
     std::error_code prepare_transfer(detail::IoOp& op, detail::OpCode code, const void* buf,
-                                     std::size_t len, std::uint64_t offset,
-                                     detail::FileXfer mode) const noexcept;
+                                     std::size_t len, std::uint64_t offset, detail::FileXfer mode,
+                                     int fixed_slot = -1) const noexcept;
+    /// The slot of `buf`'s buffer in this thread's ring, or -1 (not registered with it).
+    static int fixed_slot(const FixedSlice& buf) noexcept;
     std::error_code prepare_vector(detail::IoOp& op, detail::OpCode code,
                                    std::span<const iovec> iov, std::uint64_t offset) const noexcept;
     std::error_code prepare_sync(detail::IoOp& op, detail::OpCode code) const noexcept;
     detail::FileTransferAwaitable transfer(detail::OpCode code, const void* buf, std::size_t len,
-                                           std::uint64_t offset,
-                                           detail::FileXfer mode) const noexcept;
+                                           std::uint64_t offset, detail::FileXfer mode,
+                                           int fixed_slot = -1) const noexcept;
 
     int fd_ = -1;
     bool direct_ = false;

@@ -5,6 +5,7 @@
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
 #include "driver/common/buffer_pool.hpp"
 #include "driver/mmsg.hpp"
+#include "driver/uring/fixed_buffers.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
@@ -254,6 +255,11 @@ public:
         }
     }
 
+    int register_buffer(BufferRegistration& r) noexcept override {
+        return fixed_.add(ring_, *this, r);
+    }
+    void unregister_buffer(BufferRegistration& r) noexcept override { fixed_.remove(ring_, r); }
+
 private:
     io_uring_sqe* sqe() {
         io_uring_sqe* e = io_uring_get_sqe(&ring_);
@@ -272,6 +278,7 @@ private:
 
     void prep(IoOp& op) {
         io_uring_sqe* e = sqe();
+        if (op.fixed && fixed_.prep(e, op)) return; // fs::FixedBuffer: READ_FIXED / WRITE_FIXED
         switch (op.code) {
         case OpCode::accept:
             io_uring_prep_accept(e, op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
@@ -500,6 +507,7 @@ private:
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
     std::size_t in_flight_ = 0;
+    FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
 };
 
 } // namespace
