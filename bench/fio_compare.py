@@ -98,6 +98,9 @@ def run_aio(args, engine, pattern, depth, mode):
            "--direct", "--json", "--allow-overwrite"]
     if mode == "batched":
         cmd += ["--batch"]
+    if engine == "io_uring":
+        cmd += [f for f, on in (("--fixedbufs", args.fixedbufs),
+                                ("--registerfiles", args.registerfiles)) if on]
     j = json.loads(run(cmd, "aio_bench"))
     return {"iops": j["iops"], "bw_mib_s": j["bandwidth_mib_s"],
             "lat_mean_us": j["latency_ns"]["mean"] / 1e3,
@@ -116,6 +119,9 @@ def run_fio(args, engine, pattern, depth, mode):
            "--percentile_list=50:95:99:99.9", "--norandommap=1", "--randrepeat=0"]
     if mode == "batched":
         cmd += [f"--iodepth_batch_submit={depth}", f"--iodepth_batch_complete_max={depth}"]
+    if engine == "io_uring":  # fio's io_uring engine options (after --ioengine)
+        cmd += [f for f, on in (("--fixedbufs=1", args.fixedbufs),
+                                ("--registerfiles=1", args.registerfiles)) if on]
     out = run(cmd, "fio")
     j = json.loads(out[out.index("{"):])
     job = j["jobs"][0]
@@ -172,6 +178,12 @@ def main():
     ap.add_argument("--with-noise", action="store_true",
                     help="also run fio a second time in every round and print the fio/fio "
                          "ratios (the noise floor) under each case")
+    ap.add_argument("--fixedbufs", action="store_true",
+                    help="io_uring cases: registered buffers in both tools (aio_bench "
+                         "--fixedbufs, fio --fixedbufs=1)")
+    ap.add_argument("--registerfiles", action="store_true",
+                    help="io_uring cases: registered file in both tools (aio_bench "
+                         "--registerfiles, fio --registerfiles=1)")
     args = ap.parse_args()
     if args.nice:
         NICE[:] = ["nice", "-n", str(args.nice)]
@@ -208,6 +220,7 @@ def main():
     print(f"fio_compare: {len(cases)} cases x {args.rounds} rounds x "
           f"{3 if args.with_noise else 2} runs x {args.runtime} s, "
           f"bs {args.bs}, {args.threads} thread(s), direct, file {args.file} ({typ})"
+          f"{''.join(', io_uring ' + o for o, on in (('fixedbufs', args.fixedbufs), ('registerfiles', args.registerfiles)) if on)}"
           f"{', nice ' + str(args.nice) if args.nice else ''}", flush=True)
     results = []
     t0 = time.time()

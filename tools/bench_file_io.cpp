@@ -2,6 +2,7 @@
 //
 //   bench_file_io -w <workers> -n <ops per worker> -b <block size> -batch <n> -d <dir>
 //                 [--backend io_uring|epoll] [--direct] [--prealloc fallocate|zero|none] [--json]
+//                 [--fixed]
 //
 // Each worker (a coroutine; all on one scheduler thread) owns one file in <dir>. Write phase: all
 // workers write their n blocks concurrently; read phase: all read them back, and every block is
@@ -19,6 +20,11 @@
 // epoll+libaio redoes them on its thread pool and io_uring on its workers. `--prealloc zero`
 // writes the files with zeros first, so the timed writes overwrite written blocks (no
 // unwritten-extent conversion at completion).
+//
+// `--fixed`: each worker's buffers are one fs::FixedBuffer, registered with the io_uring ring, and
+// every read and write names a slice of it (IORING_OP_READ_FIXED / WRITE_FIXED). On epoll, and
+// for workers whose registration the kernel refuses, the same memory with the plain operations;
+// the report says how many workers got registered buffers.
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 
@@ -37,6 +43,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +61,7 @@ struct Options {
     bool direct = false;
     std::string prealloc = "fallocate"; // fallocate | zero | none
     bool json = false;
+    bool fixed = false; // buffers registered with the io_uring ring (fs::FixedBuffer)
     Backend backend = Backend::automatic;
     std::optional<std::uint64_t> corrupt_block; // test hook: damage worker 0's block between phases
 };
@@ -157,8 +165,20 @@ struct Stats {
 struct Worker {
     unsigned id = 0;
     fs::File file;
-    std::vector<fs::AlignedBuffer> bufs; // one per op in flight
-    fs::AlignedBuffer expected;          // the block a read should return
+    fs::AlignedBuffer arena;                    // the op buffers, one after the other
+    std::optional<fs::FixedBuffer> fixed_arena; // instead of `arena` with --fixed
+    std::vector<std::span<std::byte>> bufs;     // one per op in flight, in the arena
+    std::vector<fs::FixedSlice> fixed_bufs;     // the same, for the fixed operations (--fixed)
+    fs::AlignedBuffer expected;                 // the block a read should return
+
+    detail::FileTransferAwaitable write_all(std::size_t j, std::uint64_t offset) {
+        if (!fixed_bufs.empty()) return file.write_all_at(fixed_bufs[j], offset);
+        return file.write_all_at(bufs[j], offset);
+    }
+    detail::FileTransferAwaitable read_exact(std::size_t j, std::uint64_t offset) {
+        if (!fixed_bufs.empty()) return file.read_exact_at(fixed_bufs[j], offset);
+        return file.read_exact_at(bufs[j], offset);
+    }
 };
 
 std::uint64_t ns_since(Clock::time_point t) {
@@ -200,16 +220,19 @@ Task<void> write_phase(Worker& w, const Options& o, Stats& st) {
         const std::size_t k =
             static_cast<std::size_t>(std::min<std::uint64_t>(o.batch, o.ops - first));
         for (std::size_t j = 0; j < k; ++j)
-            fill_block(w.bufs[j].span(), w.id, first + j);
+            fill_block(w.bufs[j], w.id, first + j);
         const auto t0 = Clock::now();
         if (o.batch == 1) {
-            auto r = co_await w.file.write_all_at(w.bufs[0], first * o.block);
+            auto r = co_await w.write_all(0, first * o.block);
             account_write(st, w, first, r, o.block, ns_since(t0));
             continue;
         }
         batch.clear();
         for (std::size_t j = 0; j < k; ++j)
-            batch.write_all_at(w.file, w.bufs[j], (first + j) * o.block);
+            if (w.fixed_bufs.empty())
+                batch.write_all_at(w.file, w.bufs[j], (first + j) * o.block);
+            else
+                batch.write_all_at(w.file, w.fixed_bufs[j], (first + j) * o.block);
         (void)co_await batch.submit(); // per-op results below
         const std::uint64_t lat = ns_since(t0);
         for (std::size_t j = 0; j < k; ++j)
@@ -228,17 +251,20 @@ Task<void> read_phase(Worker& w, const Options& o, Stats& st) {
             std::memset(w.bufs[j].data(), 0xA5, w.bufs[j].size());
         const auto t0 = Clock::now();
         if (o.batch == 1) {
-            auto r = co_await w.file.read_exact_at(w.bufs[0], first * o.block);
-            account_read(st, w, first, r, w.bufs[0].span(), ns_since(t0));
+            auto r = co_await w.read_exact(0, first * o.block);
+            account_read(st, w, first, r, w.bufs[0], ns_since(t0));
             continue;
         }
         batch.clear();
         for (std::size_t j = 0; j < k; ++j)
-            batch.read_exact_at(w.file, w.bufs[j], (first + j) * o.block);
+            if (w.fixed_bufs.empty())
+                batch.read_exact_at(w.file, w.bufs[j], (first + j) * o.block);
+            else
+                batch.read_exact_at(w.file, w.fixed_bufs[j], (first + j) * o.block);
         (void)co_await batch.submit();
         const std::uint64_t lat = ns_since(t0);
         for (std::size_t j = 0; j < k; ++j)
-            account_read(st, w, first + j, batch.result(j), w.bufs[j].span(), lat);
+            account_read(st, w, first + j, batch.result(j), w.bufs[j], lat);
     }
 }
 
@@ -365,6 +391,9 @@ int main(int argc, char** argv) {
     app.add_flag_callback(
         "--no-prealloc", [&o] { o.prealloc = "none"; }, "same as --prealloc none");
     app.add_flag("--json", o.json, "print one JSON object instead of the table");
+    app.add_flag("--fixed", o.fixed,
+                 "io_uring: register each worker's buffers with the ring (fs::FixedBuffer: "
+                 "READ_FIXED/WRITE_FIXED); on epoll the plain operations");
     tools::add_backend_flag(app, &o.backend);
     app.add_option("--corrupt-block", o.corrupt_block,
                    "(testing) change one byte of worker 0's block N before the read phase")
@@ -428,10 +457,28 @@ int main(int argc, char** argv) {
                          o.block, o.dir.c_str(), block_align);
             return 2;
         }
-        for (unsigned j = 0; j < o.batch; ++j)
-            w.bufs.emplace_back(o.block,
-                                std::max(block_align, fs::AlignedBuffer::kDefaultAlignment));
         w.expected = fs::AlignedBuffer(o.block);
+    }
+    // One buffer per op in flight, in one allocation per worker, created on the scheduler's thread
+    // so that --fixed can register it with the ring.
+    const std::size_t buf_align = std::max(block_align, fs::AlignedBuffer::kDefaultAlignment);
+    const std::size_t stride = (o.block + buf_align - 1) / buf_align * buf_align;
+    unsigned registered = 0; // workers whose arena is registered (--fixed)
+    if (o.fixed)
+        sched->block_on([&]() -> Task<void> {
+            for (Worker& w : workers) {
+                w.fixed_arena.emplace(stride * o.batch, buf_align);
+                registered += w.fixed_arena->registered();
+            }
+            co_return;
+        }());
+    for (Worker& w : workers) {
+        if (!o.fixed) w.arena = fs::AlignedBuffer(stride * o.batch, buf_align);
+        std::byte* base = o.fixed ? w.fixed_arena->data() : w.arena.data();
+        for (unsigned j = 0; j < o.batch; ++j) {
+            w.bufs.emplace_back(base + j * stride, o.block);
+            if (o.fixed) w.fixed_bufs.push_back(w.fixed_arena->slice(j * stride, o.block));
+        }
     }
     if (o.direct && magic == kTmpfsMagic)
         std::fprintf(stderr,
@@ -487,6 +534,8 @@ int main(int argc, char** argv) {
             {"block_size", o.block},
             {"batch", o.batch},
             {"direct", o.direct},
+            {"fixed", o.fixed},
+            {"fixed_registered_workers", registered},
             {"prealloc", prealloc},
             {"duration_s", total_s},
             {"write_duration_s", write_s},
@@ -514,6 +563,9 @@ int main(int argc, char** argv) {
         std::printf("Block size: %zu bytes\n", o.block);
         std::printf("Batch size: %u\n", o.batch);
         std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
+        if (o.fixed)
+            std::printf("Fixed buffers: registered for %u of %u workers%s\n", registered, o.workers,
+                        sched->backend() == Backend::epoll ? " (epoll: plain operations)" : "");
         std::printf("Preallocation: %s\n", prealloc.c_str());
         std::printf("Total operations: %s (%s reads + %s writes)\n\n",
                     tools::with_commas(o.ops * o.workers * 2).c_str(),

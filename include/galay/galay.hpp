@@ -4,6 +4,7 @@
 #include "galay/error.hpp"
 #include "galay/fs/batch.hpp"
 #include "galay/fs/file.hpp"
+#include "galay/fs/fixed_buffer.hpp"
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"

@@ -177,11 +177,32 @@ std::size_t Batch::push(Entry e) {
 }
 
 std::size_t Batch::add_transfer(const File& f, detail::OpCode code, const void* buf,
-                                std::size_t len, std::uint64_t offset, detail::FileXfer mode) {
+                                std::size_t len, std::uint64_t offset, detail::FileXfer mode,
+                                int fixed_slot) {
     Entry e;
     e.mode = mode;
-    e.precheck = f.prepare_transfer(e.op, code, buf, len, offset, mode);
+    e.precheck = f.prepare_transfer(e.op, code, buf, len, offset, mode, fixed_slot);
     return push(e);
+}
+
+std::size_t Batch::read_at(const File& f, FixedSlice buf, std::uint64_t offset) {
+    return add_transfer(f, detail::OpCode::read_at, buf.data(), buf.size(), offset,
+                        detail::FileXfer::some, File::fixed_slot(buf));
+}
+
+std::size_t Batch::read_exact_at(const File& f, FixedSlice buf, std::uint64_t offset) {
+    return add_transfer(f, detail::OpCode::read_at, buf.data(), buf.size(), offset,
+                        detail::FileXfer::exact, File::fixed_slot(buf));
+}
+
+std::size_t Batch::write_at(const File& f, FixedSlice buf, std::uint64_t offset) {
+    return add_transfer(f, detail::OpCode::write_at, buf.data(), buf.size(), offset,
+                        detail::FileXfer::some, File::fixed_slot(buf));
+}
+
+std::size_t Batch::write_all_at(const File& f, FixedSlice buf, std::uint64_t offset) {
+    return add_transfer(f, detail::OpCode::write_at, buf.data(), buf.size(), offset,
+                        detail::FileXfer::all, File::fixed_slot(buf));
 }
 
 std::size_t Batch::readv_at(const File& f, std::span<const iovec> iov, std::uint64_t offset) {

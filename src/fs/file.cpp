@@ -157,8 +157,11 @@ std::size_t File::logical_block_size() const noexcept {
 }
 
 std::error_code File::prepare_transfer(IoOp& op, OpCode code, const void* buf, std::size_t len,
-                                       std::uint64_t offset, detail::FileXfer mode) const noexcept {
+                                       std::uint64_t offset, detail::FileXfer mode,
+                                       int fixed_slot) const noexcept {
     op.code = code;
+    op.fixed_buffer = fixed_slot >= 0;
+    op.aux = op.fixed_buffer ? static_cast<std::uint64_t>(fixed_slot) : 0;
     op.fd = fd_;
     op.buf = const_cast<void*>(buf);
     op.len = static_cast<std::uint32_t>(std::min(len, kMaxTransfer));
@@ -206,11 +209,42 @@ std::error_code File::prepare_sync(IoOp& op, OpCode code) const noexcept {
 }
 
 detail::FileTransferAwaitable File::transfer(OpCode code, const void* buf, std::size_t len,
-                                             std::uint64_t offset,
-                                             detail::FileXfer mode) const noexcept {
+                                             std::uint64_t offset, detail::FileXfer mode,
+                                             int fixed_slot) const noexcept {
     IoOp op;
-    std::error_code pre = prepare_transfer(op, code, buf, len, offset, mode);
+    std::error_code pre = prepare_transfer(op, code, buf, len, offset, mode, fixed_slot);
     return detail::FileTransferAwaitable(op, mode, pre);
+}
+
+int File::fixed_slot(const FixedSlice& buf) noexcept {
+    const detail::BufferRegistration* r = buf.reg_;
+    if (r == nullptr || r->driver == nullptr) return -1;
+    Scheduler* s = Scheduler::current();
+    // Registered with another thread's ring: a plain operation here.
+    if (s == nullptr || &s->driver() != r->driver) return -1;
+    return r->slot;
+}
+
+detail::FileTransferAwaitable File::read_at(FixedSlice buf, std::uint64_t offset) const noexcept {
+    return transfer(OpCode::read_at, buf.data(), buf.size(), offset, detail::FileXfer::some,
+                    fixed_slot(buf));
+}
+
+detail::FileTransferAwaitable File::read_exact_at(FixedSlice buf,
+                                                  std::uint64_t offset) const noexcept {
+    return transfer(OpCode::read_at, buf.data(), buf.size(), offset, detail::FileXfer::exact,
+                    fixed_slot(buf));
+}
+
+detail::FileTransferAwaitable File::write_at(FixedSlice buf, std::uint64_t offset) const noexcept {
+    return transfer(OpCode::write_at, buf.data(), buf.size(), offset, detail::FileXfer::some,
+                    fixed_slot(buf));
+}
+
+detail::FileTransferAwaitable File::write_all_at(FixedSlice buf,
+                                                 std::uint64_t offset) const noexcept {
+    return transfer(OpCode::write_at, buf.data(), buf.size(), offset, detail::FileXfer::all,
+                    fixed_slot(buf));
 }
 
 detail::FileTransferAwaitable File::readv_at(std::span<const iovec> iov,

@@ -2,6 +2,7 @@
 // pool and the RWF_NOWAIT fast path) and O_DIRECT files (io_uring; epoll through libaio).
 #include "support/backends.hpp"
 #include "support/files.hpp"
+#include "support/patterns.hpp"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -19,28 +20,15 @@ using fs::AlignedBuffer;
 using fs::Batch;
 using fs::File;
 using fs::OpenOptions;
+using test::fill_pattern;
+using test::has_pattern;
+using test::threads_named;
 
 namespace {
 
 constexpr OpenOptions kCreateRw{.read = true, .write = true, .create = true, .truncate = true};
 constexpr OpenOptions kCreateRwDirect{
     .read = true, .write = true, .create = true, .truncate = true, .direct = true};
-
-/// Deterministic bytes for block `block` of stream `seed`.
-void fill_pattern(std::span<std::byte> buf, std::uint64_t seed, std::uint64_t block) {
-    std::uint64_t x = (seed << 32 ^ block) * 0x9E3779B97F4A7C15ull + 1;
-    for (std::byte& b : buf) {
-        x ^= x >> 29;
-        x *= 0xBF58476D1CE4E5B9ull;
-        b = static_cast<std::byte>(x >> 56);
-    }
-}
-
-bool has_pattern(std::span<const std::byte> buf, std::uint64_t seed, std::uint64_t block) {
-    std::vector<std::byte> want(buf.size());
-    fill_pattern(want, seed, block);
-    return std::memcmp(want.data(), buf.data(), buf.size()) == 0;
-}
 
 File open_or_throw(const std::filesystem::path& p, const OpenOptions& o) {
     auto f = File::open(p, o);
@@ -52,17 +40,6 @@ File open_or_throw(const std::filesystem::path& p, const OpenOptions& o) {
 void drop_cache(const File& f) {
     ::fdatasync(f.fd());
     ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
-}
-
-/// Threads of this process named `name` (pool threads are "galay-fs").
-int threads_named(const std::string& name) {
-    int n = 0;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream comm(e.path() / "comm");
-        std::string c;
-        if (std::getline(comm, c) && c == name) ++n;
-    }
-    return n;
 }
 
 } // namespace
@@ -168,6 +145,292 @@ TEST_P(FileTest, FsyncAndFdatasyncSucceed) {
         CO_ASSERT(!c);
         EXPECT_EQ(c.error(), std::errc::bad_file_descriptor);
     }());
+}
+
+/// Sets an environment variable for the lifetime of the object (the tests run one at a time).
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value)
+        : name_(name) {
+        ::setenv(name, value, 1);
+    }
+    ~ScopedEnv() { ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+};
+
+TEST_P(FileTest, FsyncAfterWritesNeedsNoPoolAndTheDataReadsBack) {
+    // On epoll, fsync and fdatasync go through libaio (IOCB_CMD_FSYNC/FDSYNC) for buffered and
+    // O_DIRECT files alike: no pool thread is started for them. The data is written with
+    // pwrite(2), so that nothing else could have started one.
+    for (bool direct : {false, true}) {
+        std::filesystem::path where = dir_.path();
+        if (direct) {
+            where = direct_dir();
+            if (where.empty()) {
+                std::printf("%s\n", skip_reason_.c_str());
+                continue;
+            }
+        }
+        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
+        run([&]() -> Task<void> {
+            File f = open_or_throw(where / "synced", direct ? kCreateRwDirect : kCreateRw);
+            AlignedBuffer data(256 * 1024);
+            fill_pattern(data.span(), 12, 0);
+            const auto n = static_cast<ssize_t>(data.size());
+            CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), 0) == n);
+            auto a = co_await f.fsync();
+            EXPECT_TRUE(a) << a.error().message();
+            fill_pattern(data.span(), 12, 1);
+            CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), n) == n);
+            auto b = co_await f.fdatasync();
+            EXPECT_TRUE(b) << b.error().message();
+            EXPECT_EQ(threads_named("galay-fs"), 0) << "fsync/fdatasync ran on the blocking pool";
+            EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+
+            File back = open_or_throw(where / "synced", {.read = true, .direct = direct});
+            AlignedBuffer in(2 * data.size());
+            CO_ASSERT(co_await back.read_exact_at(in, 0));
+            EXPECT_TRUE(has_pattern(in.span().first(data.size()), 12, 0));
+            EXPECT_TRUE(has_pattern(in.span().subspan(data.size()), 12, 1));
+        }());
+    }
+}
+
+TEST_P(FileTest, FsyncThroughAReadOnlyDescriptorWorksAsFsync2Does) {
+    // Linux flushes a file through any descriptor of it: fsync(2) on a read-only descriptor
+    // succeeds, and a directory (only ever opened read-only) is flushed that way to make a rename
+    // durable. The library does what fsync(2) does, on both backends.
+    run([&]() -> Task<void> {
+        {
+            File w = open_or_throw(dir_ / "ro", kCreateRw);
+            std::string s = "read-only flush";
+            CO_ASSERT(co_await w.write_all_at(s, 0));
+        }
+        File ro = open_or_throw(dir_ / "ro", {.read = true});
+        EXPECT_EQ(::fsync(ro.fd()), 0) << std::strerror(errno);
+        auto a = co_await ro.fsync();
+        EXPECT_TRUE(a) << a.error().message();
+        auto b = co_await ro.fdatasync();
+        EXPECT_TRUE(b) << b.error().message();
+        File dir(::open(dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        CO_ASSERT(dir.is_open());
+        auto c = co_await dir.fsync();
+        EXPECT_TRUE(c) << c.error().message();
+    }());
+}
+
+TEST_P(FileTest, FsyncOnAClosedOrInvalidDescriptorOrAPipeFailsClearly) {
+    run([&]() -> Task<void> {
+        File closed;
+        auto a = co_await closed.fsync();
+        CO_ASSERT(!a);
+        EXPECT_EQ(a.error(), std::errc::bad_file_descriptor) << a.error().message();
+
+        // A descriptor number that is not open: the kernel refuses the request (epoll: io_submit
+        // refuses the iocb; io_uring: the CQE), and the error says so.
+        File invalid(1 << 24);
+        for (auto sync : {&File::fsync, &File::fdatasync}) {
+            auto r = co_await (invalid.*sync)();
+            CO_ASSERT(!r);
+            EXPECT_EQ(r.error(), std::errc::bad_file_descriptor) << r.error().message();
+            const std::string msg = fs::describe_error("descriptor 16777216", r.error());
+            EXPECT_EQ(msg, "descriptor 16777216: Bad file descriptor");
+        }
+        (void)invalid.release(); // not ours to close
+
+        // A pipe has no fsync: EINVAL, as from fsync(2) (epoll: io_submit refuses the iocb with
+        // EINVAL, the pool's fsync(2) says it again).
+        int p[2];
+        CO_ASSERT(::pipe2(p, O_CLOEXEC) == 0);
+        File rd(p[0]), wr(p[1]);
+        auto c = co_await rd.fsync();
+        CO_ASSERT(!c);
+        EXPECT_EQ(c.error(), std::errc::invalid_argument) << c.error().message();
+        auto d = co_await wr.fdatasync();
+        CO_ASSERT(!d);
+        EXPECT_EQ(d.error(), std::errc::invalid_argument) << d.error().message();
+
+        // None of that disturbs the flush of a regular file.
+        File f = open_or_throw(dir_ / "after-errors", kCreateRw);
+        std::string s = "still fine";
+        CO_ASSERT(co_await f.write_all_at(s, 0));
+        auto e = co_await f.fsync();
+        EXPECT_TRUE(e) << e.error().message();
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+    }());
+}
+
+TEST_P(FileTest, ManyConcurrentFsyncsAllComplete) {
+    // More flushes at once than the epoll engine has AIO slots (256): the rest wait their turn.
+    constexpr std::size_t kFiles = 4, kTasks = 400, kBlock = 4096;
+    for (bool direct : {false, true}) {
+        std::filesystem::path where = dir_.path();
+        if (direct) {
+            where = direct_dir();
+            if (where.empty()) {
+                std::printf("%s\n", skip_reason_.c_str());
+                continue;
+            }
+        }
+        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
+        run([&]() -> Task<void> {
+            std::vector<File> files;
+            for (std::size_t i = 0; i < kFiles; ++i)
+                files.push_back(open_or_throw(where / ("many-sync-" + std::to_string(i)),
+                                              direct ? kCreateRwDirect : kCreateRw));
+            auto task = [&](std::size_t i) -> Task<bool> {
+                const File& f = files[i % kFiles];
+                AlignedBuffer buf(kBlock);
+                fill_pattern(buf.span(), 13, i);
+                auto w = co_await f.write_all_at(buf, (i / kFiles) * kBlock);
+                auto s = i % 2 == 0 ? co_await f.fsync() : co_await f.fdatasync();
+                if (!s) ADD_FAILURE() << "flush " << i << ": " << s.error().message();
+                co_return w&& s;
+            };
+            std::vector<Task<bool>> tasks;
+            for (std::size_t i = 0; i < kTasks; ++i)
+                tasks.push_back(task(i));
+            auto ok = co_await when_all(std::move(tasks));
+            EXPECT_EQ(std::count(ok.begin(), ok.end(), true), static_cast<long>(kTasks));
+            EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+            AlignedBuffer in(kBlock);
+            for (std::size_t i = 0; i < kTasks; ++i) {
+                CO_ASSERT(co_await files[i % kFiles].read_exact_at(in, (i / kFiles) * kBlock));
+                EXPECT_TRUE(has_pattern(in.span(), 13, i)) << i;
+            }
+        }());
+    }
+}
+
+TEST_P(FileTest, KernelWithoutAioFsyncFallsBackToThePoolSilently) {
+    // GALAY_TEST_AIO_FSYNC_REFUSED makes the epoll engine send fsync iocbs with a field the kernel
+    // rejects, so io_submit refuses them with EINVAL, as kernels before 4.18 refuse every AIO
+    // fsync. The flushes must still succeed (through the pool), with no error visible; io_uring
+    // is not affected.
+    ScopedEnv refuse("GALAY_TEST_AIO_FSYNC_REFUSED", "1");
+    for (bool direct : {false, true}) {
+        std::filesystem::path where = dir_.path();
+        if (direct) {
+            where = direct_dir();
+            if (where.empty()) {
+                std::printf("%s\n", skip_reason_.c_str());
+                continue;
+            }
+        }
+        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
+        run([&]() -> Task<void> {
+            File f = open_or_throw(where / "refused-sync", direct ? kCreateRwDirect : kCreateRw);
+            AlignedBuffer data(64 * 1024);
+            fill_pattern(data.span(), 14, 0);
+            CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), 0) ==
+                      static_cast<ssize_t>(data.size()));
+            auto a = co_await f.fsync();
+            EXPECT_TRUE(a) << a.error().message();
+            if (Scheduler::current()->backend() == Backend::epoll) {
+                EXPECT_GE(threads_named("galay-fs"), 1)
+                    << "the refused fsync did not reach the pool";
+            } else {
+                EXPECT_EQ(threads_named("galay-fs"), 0);
+            }
+            auto b = co_await f.fdatasync();
+            EXPECT_TRUE(b) << b.error().message();
+            // In a batch, after writes (one io_submit on epoll for the O_DIRECT writes).
+            std::vector<AlignedBuffer> bufs;
+            Batch batch;
+            for (std::size_t i = 0; i < 4; ++i) {
+                bufs.emplace_back(4096);
+                fill_pattern(bufs.back().span(), 14, i + 1);
+                batch.write_all_at(f, bufs.back(), data.size() + i * 4096);
+            }
+            batch.fsync(f);
+            batch.fdatasync(f);
+            auto done = co_await batch.submit();
+            EXPECT_TRUE(done) << done.error().message();
+            EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+            AlignedBuffer in(data.size() + 4 * 4096);
+            CO_ASSERT(co_await f.read_exact_at(in, 0));
+            EXPECT_TRUE(has_pattern(in.span().first(data.size()), 14, 0));
+            for (std::size_t i = 0; i < 4; ++i)
+                EXPECT_TRUE(has_pattern(in.span().subspan(data.size() + i * 4096, 4096), 14, i + 1))
+                    << i;
+        }());
+    }
+}
+
+TEST_P(FileTest, CancelledOrTimedOutFsyncHasFinishedWhenTheTaskResumes) {
+    // An fsync the kernel holds cannot be stopped (io_cancel has nothing to cancel for AIO fsync;
+    // io_uring does not interrupt one either): the task resumes once it has finished, with its
+    // real result, or with ECANCELED/ETIMEDOUT if it was still queued.
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "sync-cancel", kCreateRw);
+        AlignedBuffer data(4 << 20); // dirty pages: the flush has work to do
+        fill_pattern(data.span(), 15, 0);
+        CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), 0) ==
+                  static_cast<ssize_t>(data.size()));
+        auto flush = [&]() -> Task<Result<void>> { co_return co_await f.fsync(); };
+        auto at_once = []() -> Task<int> { co_return 1; };
+        auto r = co_await when_any(flush(), at_once());
+        if (r.index() == 0) {
+            auto v = std::get<0>(r);
+            EXPECT_TRUE(v) << v.error().message();
+        }
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+
+        CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), 0) ==
+                  static_cast<ssize_t>(data.size()));
+        auto t = co_await f.fdatasync().timeout(1ns);
+        if (!t) {
+            EXPECT_EQ(t.error(), std::errc::timed_out) << t.error().message();
+        }
+        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+        AlignedBuffer in(data.size());
+        CO_ASSERT(co_await f.read_exact_at(in, 0));
+        EXPECT_TRUE(has_pattern(in.span(), 15, 0));
+    }());
+}
+
+TEST_P(FileTest, SchedulerShutdownWaitsForInFlightFsyncs) {
+    // Detached tasks still flushing when block_on returns: shutdown cannot cancel their fsyncs
+    // and must wait for them before it destroys their frames (the IoOps live there).
+    std::filesystem::path ddir = direct_dir();
+    std::vector<std::filesystem::path> where{dir_.path()};
+    if (!ddir.empty()) where.push_back(ddir);
+    for (const auto& w : where) {
+        const bool direct = w != dir_.path();
+        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
+        std::size_t in_flight_at_exit = 0;
+        {
+            Scheduler s(options());
+            s.block_on([&]() -> Task<void> {
+                for (int i = 0; i < 4; ++i) {
+                    const auto p = w / ("shutdown-sync-" + std::to_string(i));
+                    File f = open_or_throw(p, direct ? kCreateRwDirect : kCreateRw);
+                    AlignedBuffer data(2 << 20);
+                    fill_pattern(data.span(), 16, i);
+                    CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), 0) ==
+                              static_cast<ssize_t>(data.size()));
+                    spawn([](std::filesystem::path p, bool direct) -> Task<void> {
+                        File f = open_or_throw(p, {.read = true, .write = true, .direct = direct});
+                        (void)co_await f.fsync();
+                        (void)co_await f.fdatasync();
+                    }(p, direct));
+                }
+                co_await yield_now(); // let them submit their flushes
+                in_flight_at_exit = Scheduler::current()->driver().in_flight();
+            }());
+        } // ~Scheduler: shutdown with flushes in flight
+        std::printf("flushes in flight at shutdown: %zu\n", in_flight_at_exit);
+        for (int i = 0; i < 4; ++i) { // the files are intact
+            File f = open_or_throw(w / ("shutdown-sync-" + std::to_string(i)), {.read = true});
+            AlignedBuffer in(2 << 20);
+            ASSERT_EQ(::pread(f.fd(), in.data(), in.size(), 0), static_cast<ssize_t>(in.size()));
+            EXPECT_TRUE(has_pattern(in.span(), 16, i)) << i;
+        }
+    }
 }
 
 TEST_P(FileTest, FallocateGrowsTheFileAndKeepSizeDoesNot) {

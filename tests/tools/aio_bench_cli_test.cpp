@@ -193,29 +193,33 @@ TEST_P(AioBenchFlags, BadFlagIsAUsageError) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, AioBenchFlags,
-    ::testing::Values(BadFlag{{}, "--file"}, BadFlag{{"-f", "F", "-q", "0"}, "-q"},
-                      BadFlag{{"-f", "F", "-q", "abc"}, "-q"},
-                      BadFlag{{"-f", "F", "-q", "100000"}, "-q"},
-                      BadFlag{{"-f", "F", "-t", "0"}, "-t"}, BadFlag{{"-f", "F", "-r", "0"}, "-r"},
-                      BadFlag{{"-f", "F", "-r", "soon"}, "-r"},
-                      BadFlag{{"-f", "F", "-b", "0"}, "-b"}, BadFlag{{"-f", "F", "-b", "4x"}, "-b"},
-                      BadFlag{{"-f", "F", "-b", "1000", "--direct"}, "-b"},
-                      BadFlag{{"-f", "F", "-b", "1000", "--verify"}, "-b"},
-                      BadFlag{{"-f", "F", "-e", "posixaio"}, "-e"},
-                      BadFlag{{"-f", "F", "-p", "randread2"}, "-p"},
-                      BadFlag{{"-f", "F", "--size", "big"}, "--size"},
-                      BadFlag{{"-f", "F", "--size", "1k", "-b", "4k"}, "--size"},
-                      BadFlag{{"-f", "F", "-p", "rand_rw", "--rwmix", "101"}, "--rwmix"},
-                      BadFlag{{"-f", "F", "--rwmix", "50"}, "--rwmix"},
-                      BadFlag{{"-f", "F", "--ios", "0"}, "--ios"},
-                      BadFlag{{"-f", "F", "--poll-mode", "spin"}, "--poll-mode"},
-                      BadFlag{{"-f", "F", "-e", "libaio", "--poll-mode", "sqpoll"}, "--poll-mode"},
-                      BadFlag{{"-f", "F", "-e", "io_uring", "-P"}, "-P"},
-                      BadFlag{{"-f", "F", "--compare", "-e", "libaio"}, "-e"},
-                      BadFlag{{"-f", "F", "-q", "8", "--submit-batch", "9"}, "--submit-batch"},
-                      BadFlag{{"-f", "F", "--complete-batch", "0"}, "--complete-batch"},
-                      BadFlag{{"-f", "F", "--batch", "--submit-batch", "2"}, "--batch"},
-                      BadFlag{{"-f", "F", "--no-such-flag"}, "--no-such-flag"}));
+    ::testing::Values(
+        BadFlag{{}, "--file"}, BadFlag{{"-f", "F", "-q", "0"}, "-q"},
+        BadFlag{{"-f", "F", "-q", "abc"}, "-q"}, BadFlag{{"-f", "F", "-q", "100000"}, "-q"},
+        BadFlag{{"-f", "F", "-t", "0"}, "-t"}, BadFlag{{"-f", "F", "-r", "0"}, "-r"},
+        BadFlag{{"-f", "F", "-r", "soon"}, "-r"}, BadFlag{{"-f", "F", "-b", "0"}, "-b"},
+        BadFlag{{"-f", "F", "-b", "4x"}, "-b"},
+        BadFlag{{"-f", "F", "-b", "1000", "--direct"}, "-b"},
+        BadFlag{{"-f", "F", "-b", "1000", "--verify"}, "-b"},
+        BadFlag{{"-f", "F", "-e", "posixaio"}, "-e"}, BadFlag{{"-f", "F", "-p", "randread2"}, "-p"},
+        BadFlag{{"-f", "F", "--size", "big"}, "--size"},
+        BadFlag{{"-f", "F", "--size", "1k", "-b", "4k"}, "--size"},
+        BadFlag{{"-f", "F", "-p", "rand_rw", "--rwmix", "101"}, "--rwmix"},
+        BadFlag{{"-f", "F", "--rwmix", "50"}, "--rwmix"},
+        BadFlag{{"-f", "F", "--ios", "0"}, "--ios"},
+        BadFlag{{"-f", "F", "--poll-mode", "spin"}, "--poll-mode"},
+        BadFlag{{"-f", "F", "-e", "libaio", "--poll-mode", "sqpoll"}, "--poll-mode"},
+        BadFlag{{"-f", "F", "-e", "io_uring", "-P"}, "-P"},
+        BadFlag{{"-f", "F", "--compare", "-e", "libaio"}, "-e"},
+        BadFlag{{"-f", "F", "-q", "8", "--submit-batch", "9"}, "--submit-batch"},
+        BadFlag{{"-f", "F", "--complete-batch", "0"}, "--complete-batch"},
+        BadFlag{{"-f", "F", "--batch", "--submit-batch", "2"}, "--batch"},
+        BadFlag{{"-f", "F", "--no-such-flag"}, "--no-such-flag"},
+        BadFlag{{"-f", "F", "--fixedbufs"}, "--fixedbufs"}, // default engine: libaio
+        BadFlag{{"-f", "F", "-e", "libaio", "--fixedbufs"}, "--fixedbufs"},
+        BadFlag{{"-f", "F", "-e", "libaio", "--registerfiles"}, "--registerfiles"},
+        BadFlag{{"-f", "F", "--compare", "--registerfiles"}, "--registerfiles"},
+        BadFlag{{"-f", "F", "-e", "io_uring", "-q", "20000", "--fixedbufs"}, "--fixedbufs"}));
 
 // ---------------------------------------------------------------------------------------------
 // Everything else runs on both engines.
@@ -432,7 +436,7 @@ TEST_P(AioBenchEngine, JsonHasTheDocumentedKeys) {
     EXPECT_EQ(j["engine"], GetParam());
     for (const char* k : {"file", "engine", "pattern", "block_size", "iodepth", "threads",
                           "runtime_s", "ios", "direct", "poll", "verify", "rwmix_read", "seed",
-                          "submit_batch", "complete_batch", "target"})
+                          "submit_batch", "complete_batch", "fixedbufs", "registerfiles", "target"})
         EXPECT_TRUE(j["config"].contains(k)) << "config." << k;
     EXPECT_EQ(j["config"]["rwmix_read"], 70);
     EXPECT_TRUE(j["config"]["target"]["created"].get<bool>());
@@ -569,6 +573,55 @@ TEST_P(AioBenchEngine, IosLimitIsExactAcrossThreads) {
         EXPECT_EQ(j["ops"]["total"], 1001) << "-t " << t;
         EXPECT_EQ(j["latency_ns"]["samples"], 1001);
     }
+}
+
+// fio's io_uring options fixedbufs and registerfiles: real runs that write and verify, buffered
+// and O_DIRECT, one block size of one page and one of several; the JSON and the header say which.
+TEST_F(AioBenchCli, IoUringFixedbufsAndRegisterfilesRunAndVerify) {
+    for (bool direct : {false, true}) {
+        if (direct && !direct_ok()) {
+            std::cout << "[ SKIPPED  ] --direct variant: no O_DIRECT in " << dir_ << "\n";
+            continue;
+        }
+        for (std::vector<std::string> opts : {std::vector<std::string>{"--fixedbufs"},
+                                              {"--registerfiles"},
+                                              {"--fixedbufs", "--registerfiles"}}) {
+            for (const char* bs : {"4k", "64k"}) {
+                std::vector<std::string> a{"-f",       path("fx.dat").string(),
+                                           "-e",       "io_uring",
+                                           "-p",       "rand_rw",
+                                           "-q",       "16",
+                                           "-b",       bs,
+                                           "--ios",    "3000",
+                                           "--size",   "16m",
+                                           "--verify", "--json"};
+                a.insert(a.end(), opts.begin(), opts.end());
+                if (direct) a.push_back("--direct");
+                std::string trace = std::string(direct ? "--direct" : "buffered") + " -b " + bs;
+                for (const auto& o : opts)
+                    trace += " " + o;
+                SCOPED_TRACE(trace);
+                Outcome r = run(a);
+                ASSERT_EQ(r.code, 0) << r.err;
+                auto j = r.json();
+                EXPECT_EQ(j["ops"]["total"], 3000);
+                EXPECT_GT(j["ops"]["read"].get<uint64_t>(), 0u);
+                EXPECT_GT(j["ops"]["write"].get<uint64_t>(), 0u);
+                EXPECT_EQ(j["errors"], 0);
+                EXPECT_EQ(j["verify_errors"], 0);
+                const bool fixed = opts[0] == "--fixedbufs";
+                const bool files = opts.back() == "--registerfiles";
+                EXPECT_EQ(j["config"]["fixedbufs"], fixed);
+                EXPECT_EQ(j["config"]["registerfiles"], files);
+                EXPECT_FALSE(fs::exists(path("fx.dat")));
+            }
+        }
+    }
+    // The text header names them.
+    Outcome r = run({"-f", path("fx.dat").string(), "-e", "io_uring", "--ios", "200", "--size",
+                     "2m", "--fixedbufs", "--registerfiles"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(", fixedbufs, registerfiles"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, AioBenchEngine, ::testing::Values("libaio", "io_uring"),

@@ -200,4 +200,44 @@ TEST_P(BenchFileIoRun, ACorruptedBlockIsCaughtAndFailsTheRun) {
     EXPECT_TRUE(dir_is_empty(dir.path()));
 }
 
+TEST_P(BenchFileIoRun, FixedBuffersVerifyEveryBlockAndCatchACorruptedOne) {
+    // --fixed: registered buffers on io_uring (READ_FIXED/WRITE_FIXED), plain operations on epoll.
+    std::string tried;
+    auto d = galay::test::direct_io_dir(&tried);
+    std::vector<std::vector<std::string>> variants{{"-w", "3", "-n", "40"},
+                                                   {"-w", "3", "-n", "40", "-batch", "4"}};
+    if (d)
+        variants.push_back({"-w", "3", "-n", "40", "-batch", "4", "--direct"});
+    else
+        std::printf("SKIP (--direct variant): no directory accepts O_DIRECT; tried %s\n",
+                    tried.c_str());
+    const unsigned want_registered = GetParam() == galay::Backend::io_uring ? 3 : 0;
+    for (auto args : variants) {
+        const bool direct = args.back() == "--direct";
+        galay::test::TempDir dir = direct ? galay::test::TempDir(*d) : galay::test::TempDir();
+        args.push_back("--fixed");
+        std::string trace;
+        for (const auto& a : args)
+            trace += a + " ";
+        SCOPED_TRACE(trace);
+        nlohmann::json j = run_json(args, dir.path());
+        if (j.is_discarded()) return;
+        EXPECT_EQ(j["errors"], 0);
+        EXPECT_EQ(j["reads"], 120);
+        EXPECT_EQ(j["writes"], 120);
+        EXPECT_EQ(j["fixed"], true);
+        EXPECT_EQ(j["fixed_registered_workers"], want_registered);
+    }
+    galay::test::TempDir dir;
+    ToolRun r = run_tool({"-w", "2", "-n", "20", "-batch", "2", "--fixed", "--corrupt-block", "7",
+                          "--backend", galay::backend_name(GetParam()), "-d", dir.path().string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("worker 0 block 7: verify"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("Fixed buffers: registered for " +
+                         std::to_string(want_registered / 3 * 2) + " of 2 workers"),
+              std::string::npos)
+        << r.out;
+    EXPECT_TRUE(dir_is_empty(dir.path()));
+}
+
 GALAY_INSTANTIATE_BACKENDS(BenchFileIoRun);

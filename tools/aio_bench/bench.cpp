@@ -134,10 +134,8 @@ void run_worker(Shared& sh, Worker& w) {
         sh.done.fetch_add(1);
     };
 
-    E eng;
-    if (auto r = eng.init(EngineSetup{sh.target.fd, q, cfg.poll, sh.target.path}); !r)
-        return fail_setup(r.error());
-
+    // The buffers first: the engine may register them, and drains in-flight I/O into them when it
+    // is destroyed, so they must outlive it.
     const size_t stride = (bs + 4095) & ~size_t{4095};
     void* mem = nullptr;
     if (int e = posix_memalign(&mem, 4096, stride * q); e != 0)
@@ -145,6 +143,14 @@ void run_worker(Shared& sh, Worker& w) {
                           "): " + std::strerror(e));
     std::unique_ptr<void, FreeDeleter> mem_owner(mem);
     auto* bufs = static_cast<unsigned char*>(mem);
+
+    E eng;
+    EngineSetup setup{sh.target.fd, q, cfg.poll, sh.target.path};
+    setup.bufs = bufs;
+    setup.stride = stride;
+    setup.fixed_bufs = cfg.fixedbufs;
+    setup.register_files = cfg.registerfiles;
+    if (auto r = eng.init(setup); !r) return fail_setup(r.error());
     Rng rng(sh.seed ^ (0xa0761d6478bd642full * (w.id + 1)));
     // Write data: random bytes once (not compressible or dedupable), or the verify stamp per write.
     for (size_t i = 0; i < stride * q; i += 8) {

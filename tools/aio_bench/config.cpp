@@ -166,6 +166,12 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
                  "Batch fully: --submit-batch and --complete-batch = iodepth (one submit syscall "
                  "per refill, every ready completion per wait)");
     app.add_option("--seed", seed, "PRNG seed for offsets and verify stamps (default: clock)");
+    app.add_flag("--fixedbufs", cfg.fixedbufs,
+                 "io_uring: register the I/O buffers with the ring once and use READ_FIXED/"
+                 "WRITE_FIXED (fio's io_uring fixedbufs)");
+    app.add_flag("--registerfiles", cfg.registerfiles,
+                 "io_uring: register the file with the ring and use IOSQE_FIXED_FILE (fio's "
+                 "io_uring registerfiles)");
 
     try {
         app.parse(argc, argv);
@@ -302,6 +308,23 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     if (cfg.poll == PollMode::iopoll && uring_used && !cfg.direct)
         return usage("-P/--poll: io_uring IOPOLL only works with O_DIRECT; add --direct (or use "
                      "--poll-mode sqpoll)");
+    for (auto [on, flag] : {std::pair{cfg.fixedbufs, "--fixedbufs"},
+                            std::pair{cfg.registerfiles, "--registerfiles"}}) {
+        if (!on) continue;
+        if (cfg.compare)
+            return usage(std::string(flag) + ": an io_uring engine option (as in fio); --compare "
+                                             "also runs libaio, which has none: run -e io_uring "
+                                             "with and without it instead");
+        if (cfg.engine != EngineKind::io_uring)
+            return usage(std::string(flag) +
+                         ": an io_uring engine option (as in fio), not "
+                         "available with -e libaio" +
+                         (o_engine->count() ? "" : " (the default engine)") + "; add -e io_uring");
+    }
+    if (cfg.fixedbufs && cfg.depth > 16384)
+        return usage("--fixedbufs: registers one buffer per I/O slot and io_uring takes at most "
+                     "16384; -q " +
+                     std::to_string(cfg.depth) + " is more");
     if (cfg.verify && cfg.block_size % 512 != 0)
         return usage("-b/--block-size: --verify stamps 512-byte sectors; the block size must be "
                      "a multiple of 512");

@@ -61,6 +61,9 @@ struct Config {
     // reaped per wait (less CPU per I/O; on a virtio disk also a burstier queue, see README).
     unsigned submit_batch = 1;
     unsigned complete_batch = 1;
+    // io_uring engine options, as fio's io_uring `fixedbufs` and `registerfiles`.
+    bool fixedbufs = false;     // registered buffers: READ_FIXED / WRITE_FIXED
+    bool registerfiles = false; // registered file: IOSQE_FIXED_FILE
 
     // The time limit in ns, or 0 for none (count-limited run).
     uint64_t runtime_ns() const;

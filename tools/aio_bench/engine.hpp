@@ -6,6 +6,7 @@
 //
 //   std::expected<void, std::string> init(const EngineSetup&);   // once, in the worker thread
 //   void prep(uint32_t slot, bool write, void* buf, uint32_t len, uint64_t offset);  // no syscall
+//       (`buf` is the slot's buffer from EngineSetup)
 //   int submit_and_reap(unsigned min, Completion* out, unsigned max);
 //       submits everything prepped since the last call (one batch), then returns between `min`
 //       and `max` completions (fewer than `min` only if fewer are in flight). A negative value is
@@ -35,6 +36,12 @@ struct EngineSetup {
     unsigned depth = 1;
     PollMode poll = PollMode::none;
     std::string path; // for messages
+    // The I/O buffers: slot i uses [bufs + i * stride, + block size). Allocated before the engine
+    // and freed after it, so an engine may register them (io_uring --fixedbufs).
+    unsigned char* bufs = nullptr;
+    size_t stride = 0;
+    bool fixed_bufs = false;     // io_uring: registered buffers, READ_FIXED/WRITE_FIXED
+    bool register_files = false; // io_uring: registered file, IOSQE_FIXED_FILE
 };
 
 template <class E>

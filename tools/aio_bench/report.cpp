@@ -131,10 +131,11 @@ void print_header(std::FILE* out, const Config& cfg, const Target& t, uint64_t s
     if (cfg.depth > 1)
         std::fprintf(out, ", submit batch %u, complete batch %u", cfg.submit_batch,
                      cfg.complete_batch);
-    std::fprintf(out, "%s%s%s\n", cfg.direct ? ", direct" : ", buffered",
+    std::fprintf(out, "%s%s%s%s%s\n", cfg.direct ? ", direct" : ", buffered",
                  cfg.poll != PollMode::none
                      ? (std::string(", poll ") + std::string(to_string(cfg.poll))).c_str()
                      : "",
+                 cfg.fixedbufs ? ", fixedbufs" : "", cfg.registerfiles ? ", registerfiles" : "",
                  cfg.verify ? ", verify" : "");
     std::fprintf(out, "target %s: %s on %s, %s, %llu of %llu bytes used%s\n", t.path.c_str(),
                  t.block_device ? "block device" : "file", t.device.c_str(),
@@ -257,6 +258,8 @@ nlohmann::json config_json(const Config& cfg, const Target& t, uint64_t seed) {
     c["cpu_counters"] = cfg.cpu_counters;
     c["submit_batch"] = cfg.submit_batch;
     c["complete_batch"] = cfg.complete_batch;
+    c["fixedbufs"] = cfg.fixedbufs;
+    c["registerfiles"] = cfg.registerfiles;
     c["seed"] = seed;
     nlohmann::json tj;
     tj["path"] = t.path;

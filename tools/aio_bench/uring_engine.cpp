@@ -1,5 +1,8 @@
 #include "uring_engine.hpp"
 
+#include <sys/resource.h>
+#include <sys/uio.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -21,7 +24,7 @@ UringEngine::~UringEngine() {
 }
 
 std::expected<void, std::string> UringEngine::init(const EngineSetup& s) {
-    fd_ = s.fd;
+    file_ = s.fd;
     poll_ = s.poll;
     io_uring_params p{};
     if (poll_ == PollMode::iopoll) p.flags |= IORING_SETUP_IOPOLL;
@@ -49,6 +52,36 @@ std::expected<void, std::string> UringEngine::init(const EngineSetup& s) {
         return std::unexpected(msg);
     }
     ring_ok_ = true;
+    if (s.register_files) {
+        r = io_uring_register_files(&ring_, &s.fd, 1);
+        if (r < 0)
+            return std::unexpected(std::string("--registerfiles: io_uring_register_files: ") +
+                                   std::strerror(-r));
+        file_ = 0;
+        sqe_flags_ = IOSQE_FIXED_FILE;
+    }
+    if (s.fixed_bufs) {
+        std::vector<iovec> iov(s.depth);
+        for (unsigned i = 0; i < s.depth; ++i)
+            iov[i] = iovec{s.bufs + size_t{i} * s.stride, s.stride};
+        r = io_uring_register_buffers(&ring_, iov.data(), s.depth);
+        if (r < 0) {
+            std::string msg = "--fixedbufs: io_uring_register_buffers(" + std::to_string(s.depth) +
+                              " buffers of " + std::to_string(s.stride) +
+                              " bytes): " + std::strerror(-r);
+            if (r == -ENOMEM) {
+                rlimit lim{};
+                getrlimit(RLIMIT_MEMLOCK, &lim);
+                msg +=
+                    " (registered buffers count against the locked-memory limit, ulimit -l = " +
+                    (lim.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                                   : std::to_string(lim.rlim_cur / 1024) + " KiB") +
+                    "; raise it, or lower -q/-b)";
+            }
+            return std::unexpected(msg);
+        }
+        fixed_bufs_ = true;
+    }
     return {};
 }
 

@@ -9,6 +9,11 @@
 //   submission needs no syscall. Completions are taken from the CQ ring when there, otherwise
 //   waited for in io_uring_enter(GETEVENTS) (fio's sqthread_poll spins instead, which starves the
 //   SQ thread when cores are scarce).
+// --fixedbufs (fio's io_uring `fixedbufs`): the slot buffers are registered with the ring once
+//   (io_uring_register_buffers, one iovec per slot), and I/O is IORING_OP_READ_FIXED/WRITE_FIXED
+//   with buf_index = slot: the kernel does not map and pin the pages for every request.
+// --registerfiles (fio's `registerfiles`): the target fd is registered (io_uring_register_files)
+//   and SQEs name it by index 0 with IOSQE_FIXED_FILE: no file reference taken per request.
 #pragma once
 
 #include "engine.hpp"
@@ -36,10 +41,17 @@ public:
         // wait_for_sqe() covers anything else.
         if (!sqe) [[unlikely]]
             sqe = wait_for_sqe();
-        if (write)
-            io_uring_prep_write(sqe, fd_, buf, len, offset);
-        else
-            io_uring_prep_read(sqe, fd_, buf, len, offset);
+        if (fixed_bufs_) {
+            if (write)
+                io_uring_prep_write_fixed(sqe, file_, buf, len, offset, static_cast<int>(slot));
+            else
+                io_uring_prep_read_fixed(sqe, file_, buf, len, offset, static_cast<int>(slot));
+        } else if (write) {
+            io_uring_prep_write(sqe, file_, buf, len, offset);
+        } else {
+            io_uring_prep_read(sqe, file_, buf, len, offset);
+        }
+        sqe->flags |= sqe_flags_;
         io_uring_sqe_set_data64(sqe, slot);
         ++pending_;
     }
@@ -52,7 +64,9 @@ private:
 
     io_uring ring_{};
     bool ring_ok_ = false;
-    int fd_ = -1;
+    int file_ = -1;               // the fd, or its index in the registered files (--registerfiles)
+    unsigned char sqe_flags_ = 0; // IOSQE_FIXED_FILE with --registerfiles
+    bool fixed_bufs_ = false;
     PollMode poll_ = PollMode::none;
     unsigned inflight_ = 0; // submitted to the kernel
     unsigned pending_ = 0;  // prepped, not yet submitted

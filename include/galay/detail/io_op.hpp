@@ -5,6 +5,7 @@
 // Nothing in this header touches a kernel interface; drivers live in src/driver/.
 #pragma once
 
+#include <cerrno>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -51,7 +52,8 @@ struct IoOp {
     bool cancelled = false; // cancellation was requested
     bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
     bool direct = false;    // file ops: the fd is O_DIRECT (epoll: libaio; otherwise a thread pool)
-    bool fixed_file = false; // io_uring: issued on the fd's registered-file slot
+    bool fixed_file = false;   // io_uring: issued on the fd's registered-file slot
+    bool fixed_buffer = false; // read_at/write_at: `buf` is in the registered buffer number `aux`
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
     void* buf = nullptr;      // data buffer, iovec array, or msghdr
@@ -89,6 +91,19 @@ enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 /// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
 /// driver forgets it, and a driver on another thread that registered it clears its slot.
 void forget_fd_everywhere(int fd) noexcept;
+
+class Driver;
+
+/// A buffer registered with a driver for fixed-buffer I/O: the handle fs::FixedBuffer keeps at a
+/// stable heap address. The driver sets `driver` and `slot` when it registers the buffer, clears
+/// them when it unregisters it, and also when the driver itself is destroyed first (its ring, and
+/// every registration with it, is then gone).
+struct BufferRegistration {
+    void* addr = nullptr;
+    std::size_t len = 0;
+    Driver* driver = nullptr; // null: not registered
+    int slot = -1;            // index in the driver's buffer table
+};
 
 /// The interface every backend implements. One driver per scheduler (per thread).
 class Driver {
@@ -128,6 +143,19 @@ public:
 
     /// Number of ops handed to the kernel and not yet completed.
     virtual std::size_t in_flight() const noexcept = 0;
+
+    /// Register [r.addr, r.addr + r.len) for fixed-buffer I/O (this driver's thread only). Returns
+    /// 0 and sets r.driver and r.slot, or -errno: -EOPNOTSUPP where the backend has no registered
+    /// buffers (epoll), else why the kernel refused (-ENOMEM: RLIMIT_MEMLOCK; -ENOBUFS: the
+    /// table is full; ...).
+    virtual int register_buffer(BufferRegistration& r) noexcept {
+        (void)r;
+        return -EOPNOTSUPP;
+    }
+    /// Undo register_buffer (this driver's thread only). Once it returns the kernel starts no new
+    /// I/O on the buffer; operations still running on it must have finished before it is freed,
+    /// as for any buffer.
+    virtual void unregister_buffer(BufferRegistration& r) noexcept { (void)r; }
 };
 
 } // namespace galay::detail

@@ -98,6 +98,12 @@ public:
         return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
                             std::ranges::size(buf), offset, detail::FileXfer::all);
     }
+    /// The same on a registered buffer or a slice of one (fs::FixedBuffer): READ_FIXED /
+    /// WRITE_FIXED on io_uring where it is registered with this thread's ring.
+    std::size_t read_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    std::size_t read_exact_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    std::size_t write_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    std::size_t write_all_at(const File& f, FixedSlice buf, std::uint64_t offset);
     std::size_t readv_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
     std::size_t writev_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
     std::size_t fsync(const File& f);
@@ -123,7 +129,7 @@ private:
     };
 
     std::size_t add_transfer(const File& f, detail::OpCode code, const void* buf, std::size_t len,
-                             std::uint64_t offset, detail::FileXfer mode);
+                             std::uint64_t offset, detail::FileXfer mode, int fixed_slot = -1);
     std::size_t push(Entry e);
 
     std::vector<Entry> entries_;

@@ -18,18 +18,25 @@
 //
 // How each backend runs them:
 //  - io_uring: every operation is one SQE (IORING_OP_READ/WRITE/READV/WRITEV/FSYNC/FALLOCATE),
-//    submitted with everything else of the loop turn in one io_uring_enter.
+//    submitted with everything else of the loop turn in one io_uring_enter. read_at/write_at on an
+//    fs::FixedBuffer (a buffer registered with the ring) are READ_FIXED/WRITE_FIXED.
 //  - epoll: files opened with `direct` go through Linux AIO (libaio): an operation is handed to
 //    the kernel (io_submit) when its task suspends on it, an fs::Batch in one io_submit; the
 //    completions are signalled through an eventfd in the epoll set and collected from the AIO
 //    completion ring (io_getevents semantics, without the system call). Buffered files (no
 //    O_DIRECT) cannot use libaio usefully: for them io_submit performs the whole copy synchronously
 //    and blocks the thread on a page-cache miss or a dirty-page throttle. So on epoll, buffered
-//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and everything
-//    else on a buffered file (writes, uncached reads, fsync, fdatasync, fallocate; also fsync and
-//    fallocate on O_DIRECT files) runs on a small blocking thread pool of at most 4 threads per
-//    scheduler ("galay-fs"), started on first use, whose completions return to the scheduler's
-//    thread.
+//    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and the other
+//    transfers on a buffered file (writes, uncached reads) run on a small blocking thread pool of
+//    at most 4 threads per scheduler ("galay-fs"), started on first use, whose completions return
+//    to the scheduler's thread.
+//  - epoll, fsync and fdatasync: through libaio for every file, buffered or O_DIRECT
+//    (IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC, Linux >= 4.18: io_submit hands the flush to a kernel
+//    workqueue and returns at once). On a kernel without them (io_submit refuses the iocb) they
+//    fall back to the pool, detected once, with no error reported. An fsync cannot be cancelled
+//    once the kernel has it: a timeout or cancellation waits for its real result.
+//  - epoll, fallocate: there is no AIO command for it, so it runs on the pool for every file.
+//    `truncate` (ftruncate) has none either and is a synchronous call on the caller's thread.
 //  - libaio requests carry RWF_NOWAIT, so io_submit does not block the loop where a filesystem
 //    would (ext4 and xfs write past the end of a file synchronously): such a request completes
 //    with EAGAIN and is redone on the pool, as io_uring redoes it on its workers. Preallocating
@@ -44,6 +51,7 @@
 #include "galay/detail/buffers.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/fs/aligned_buffer.hpp"
+#include "galay/fs/fixed_buffer.hpp"
 
 #include <sys/uio.h>
 
@@ -159,6 +167,15 @@ public:
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::all);
     }
+    /// The same four operations on a registered buffer, or a slice of one (fs::FixedBuffer):
+    /// io_uring IORING_OP_READ_FIXED / WRITE_FIXED when the buffer is registered with this
+    /// thread's ring, the plain operation otherwise (epoll, a refused registration). Results,
+    /// alignment rules and errors are those of the plain operations.
+    detail::FileTransferAwaitable read_at(FixedSlice buf, std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable read_exact_at(FixedSlice buf,
+                                                std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable write_at(FixedSlice buf, std::uint64_t offset) const noexcept;
+    detail::FileTransferAwaitable write_all_at(FixedSlice buf, std::uint64_t offset) const noexcept;
     /// preadv(2): scatter one read into several buffers (the iovecs must outlive the await).
     detail::FileTransferAwaitable readv_at(std::span<const iovec> iov,
                                            std::uint64_t offset) const noexcept;
@@ -191,6 +208,11 @@ public:
         return AlignedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
     }
 
+    /// The same, registered with this thread's scheduler (see fs::FixedBuffer).
+    FixedBuffer make_fixed_buffer(std::size_t size) const {
+        return FixedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
+    }
+
     bool is_open() const noexcept { return fd_ >= 0; }
     bool is_direct() const noexcept { return direct_; }
     int fd() const noexcept { return fd_; }
@@ -205,15 +227,18 @@ private:
     friend class Batch;
 
     /// The op for a transfer, and the error to report instead of submitting it (if any).
+    /// `fixed_slot` >= 0: `buf` lies in that registered buffer of this thread's ring.
     std::error_code prepare_transfer(detail::IoOp& op, detail::OpCode code, const void* buf,
-                                     std::size_t len, std::uint64_t offset,
-                                     detail::FileXfer mode) const noexcept;
+                                     std::size_t len, std::uint64_t offset, detail::FileXfer mode,
+                                     int fixed_slot = -1) const noexcept;
+    /// The slot of `buf`'s buffer in this thread's ring, or -1 (not registered with it).
+    static int fixed_slot(const FixedSlice& buf) noexcept;
     std::error_code prepare_vector(detail::IoOp& op, detail::OpCode code,
                                    std::span<const iovec> iov, std::uint64_t offset) const noexcept;
     std::error_code prepare_sync(detail::IoOp& op, detail::OpCode code) const noexcept;
     detail::FileTransferAwaitable transfer(detail::OpCode code, const void* buf, std::size_t len,
-                                           std::uint64_t offset,
-                                           detail::FileXfer mode) const noexcept;
+                                           std::uint64_t offset, detail::FileXfer mode,
+                                           int fixed_slot = -1) const noexcept;
 
     int fd_ = -1;
     bool direct_ = false;

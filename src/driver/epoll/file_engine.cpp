@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -209,6 +210,8 @@ bool EpollFileEngine::ensure_aio() {
         ctx_ = nullptr;
         return false;
     }
+    const char* fake = std::getenv("GALAY_TEST_AIO_FSYNC_REFUSED");
+    fake_sync_refusal_ = fake != nullptr && *fake != '\0' && *fake != '0';
     slots_.resize(kAioDepth);
     free_slots_.reserve(kAioDepth);
     for (std::uint32_t i = kAioDepth; i-- > 0;)
@@ -226,22 +229,46 @@ bool EpollFileEngine::submit(IoOp& op) {
     case OpCode::readv_at:
     case OpCode::writev_at:
         if (op.direct && ensure_aio()) {
-            queue_.push_back(op);
-            ++queued_;
-            op.pending = true;
-            // The awaiting task is about to suspend: hand its operations to the kernel now
-            // rather than after every other task of this loop turn has run (see the header).
-            // A Batch marks all but its last operation MSG_MORE, so they share one io_submit.
-            if ((op.msg_flags & MSG_MORE) == 0) submit_queued();
+            to_aio(op);
             return false;
         }
         if (op.code == OpCode::read_at && !op.direct && read_cached(op)) return true;
+        break;
+    case OpCode::fsync:
+    case OpCode::fdatasync:
+        // IOCB_CMD_FSYNC/FDSYNC (Linux >= 4.18) run on a kernel workqueue, so io_submit returns
+        // at once, for buffered and O_DIRECT files alike. Until a kernel turns out not to have
+        // them (see refuse_sync).
+        op.aux = 0;
+        if (aio_sync_ && ensure_aio()) {
+            to_aio(op);
+            return false;
+        }
         break;
     default:
         break;
     }
     to_pool(op);
     return false;
+}
+
+void EpollFileEngine::to_aio(IoOp& op) {
+    queue_.push_back(op);
+    ++queued_;
+    op.pending = true;
+    // The awaiting task is about to suspend: hand its operations to the kernel now rather than
+    // after every other task of this loop turn has run (see the header). A Batch marks all but
+    // its last operation MSG_MORE, so they share one io_submit.
+    if ((op.msg_flags & MSG_MORE) == 0) submit_queued();
+}
+
+void EpollFileEngine::refuse_sync(IoOp& op) {
+    // io_submit said EINVAL to an fsync iocb: either this kernel has no AIO fsync (before 4.18)
+    // or this file has no fsync at all (a pipe, a socket). fsync(2) on the pool tells them apart
+    // (drain_pool): if it succeeds, AIO fsync is off for good; if not, the caller gets fsync(2)'s
+    // own error, as io_uring would give it.
+    op.aux = kSyncRefusedByAio;
+    to_pool(op);
 }
 
 bool EpollFileEngine::read_cached(IoOp& op) noexcept {
@@ -307,13 +334,25 @@ void EpollFileEngine::submit_queued() {
             ::io_prep_preadv(cb, op.fd, static_cast<const iovec*>(op.buf), static_cast<int>(op.len),
                              static_cast<long long>(op.offset));
             break;
-        default: // writev_at (nothing else is queued)
+        case OpCode::writev_at:
             ::io_prep_pwritev(cb, op.fd, static_cast<const iovec*>(op.buf),
                               static_cast<int>(op.len), static_cast<long long>(op.offset));
             break;
+        case OpCode::fsync:
+            ::io_prep_fsync(cb, op.fd);
+            break;
+        default: // fdatasync (nothing else is queued)
+            ::io_prep_fdsync(cb, op.fd);
+            break;
         }
         cb->data = &op;
-        cb->aio_rw_flags = nowait_ ? RWF_NOWAIT : 0;
+        // The kernel refuses an fsync iocb with any of these fields set (fs/aio.c aio_fsync).
+        // GALAY_TEST_AIO_FSYNC_REFUSED sets one on purpose, so that tests see the refusal of a
+        // kernel without AIO fsync.
+        if (is_sync(op.code))
+            cb->aio_rw_flags = fake_sync_refusal_ ? RWF_NOWAIT : 0;
+        else
+            cb->aio_rw_flags = nowait_ ? RWF_NOWAIT : 0;
         ::io_set_eventfd(cb, efd_);
         to_submit_.push_back(cb);
     }
@@ -336,11 +375,19 @@ void EpollFileEngine::submit_queued() {
             }
             break;
         }
+        if (r == -EINVAL && is_sync(static_cast<IoOp*>(to_submit_[off]->data)->code)) {
+            iocb* cb = to_submit_[off++];
+            IoOp& op = *static_cast<IoOp*>(cb->data);
+            release_slot(cb);
+            refuse_sync(op);
+            continue;
+        }
         if ((r == -EOPNOTSUPP || r == -EINVAL) && nowait_) {
             // This kernel or filesystem has no RWF_NOWAIT for AIO: submit blocking from now on.
             nowait_ = false;
             for (std::size_t i = off; i < to_submit_.size(); ++i)
-                to_submit_[i]->aio_rw_flags = 0;
+                if (!is_sync(static_cast<IoOp*>(to_submit_[i]->data)->code))
+                    to_submit_[i]->aio_rw_flags = 0;
             continue;
         }
         // The first remaining iocb was refused (EBADF, EINVAL, ...): fail that op alone. It is
@@ -383,6 +430,11 @@ void EpollFileEngine::finish(const io_event& ev) {
 void EpollFileEngine::drain_pool() {
     pool_->drain([this](IoOp& op) {
         --pool_pending_;
+        if (op.aux == kSyncRefusedByAio) {
+            op.aux = 0;
+            // fsync(2) did what the AIO fsync was refused: the kernel has none (before 4.18).
+            if (op.result >= 0) aio_sync_ = false;
+        }
         sched_.complete(op);
     });
 }

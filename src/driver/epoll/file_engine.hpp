@@ -30,8 +30,18 @@
 // miss), so a buffered read is first tried with preadv2(RWF_NOWAIT) (served at once from the
 // page cache) and everything else goes to a small blocking thread pool (at most 4 threads,
 // started on demand). Workers hand finished ops back through a lock-free queue and the driver's
-// wake-up; the scheduler thread then completes them. fsync, fdatasync and fallocate use the pool
-// for every file. When io_setup fails (fs.aio-max-nr exhausted), O_DIRECT files use the pool too.
+// wake-up; the scheduler thread then completes them.
+//
+// fsync and fdatasync go through AIO for every file, buffered or O_DIRECT: IOCB_CMD_FSYNC and
+// IOCB_CMD_FDSYNC (Linux >= 4.18) make io_submit queue the flush on a kernel workqueue and return
+// at once; the completion arrives like any other. They carry no RWF_NOWAIT (the kernel refuses
+// any rw flag on them) and they cannot be cancelled (io_cancel has nothing to stop: a cancelled or
+// timed-out fsync completes with its real result, and shutdown waits for it like for a read). An
+// fsync iocb refused with EINVAL is redone with fsync(2) on the pool; when that succeeds, the
+// kernel has no AIO fsync and every later one goes to the pool directly (a file that has no
+// fsync at all, a pipe, fails both ways and keeps AIO fsync on). fallocate has no AIO command:
+// it runs on the pool for every file. When io_setup fails (fs.aio-max-nr exhausted), O_DIRECT
+// files and fsync use the pool too.
 #pragma once
 
 #include "driver/common/op_queue.hpp"
@@ -78,7 +88,14 @@ public:
 private:
     static constexpr unsigned kAioDepth = 256;
 
+    /// op.aux of an fsync that io_submit refused and the pool redoes (see refuse_sync).
+    static constexpr std::uint64_t kSyncRefusedByAio = 1;
+
+    static bool is_sync(OpCode c) noexcept { return c == OpCode::fsync || c == OpCode::fdatasync; }
     bool ensure_aio();
+    /// Queue an op for io_submit (now, unless it is a Batch op marked MSG_MORE).
+    void to_aio(IoOp& op);
+    void refuse_sync(IoOp& op);
     /// One io_submit for everything queued (as far as slots allow); refused ops go to refused_.
     void submit_queued();
     bool read_cached(IoOp& op) noexcept;
@@ -93,6 +110,9 @@ private:
 
     enum class Aio : std::uint8_t { untried, ready, unavailable } aio_ = Aio::untried;
     bool nowait_ = true; // iocbs carry RWF_NOWAIT (until the kernel refuses it)
+    bool aio_sync_ =
+        true; // fsync/fdatasync go through AIO (until the kernel turns out not to have it)
+    bool fake_sync_refusal_ = false; // GALAY_TEST_AIO_FSYNC_REFUSED: fsync iocbs the kernel refuses
     io_context_t ctx_ = nullptr;
     int efd_ = -1;
     std::vector<iocb> slots_;

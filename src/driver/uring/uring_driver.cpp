@@ -5,6 +5,7 @@
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
 #include "driver/common/buffer_pool.hpp"
 #include "driver/mmsg.hpp"
+#include "driver/uring/fixed_buffers.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 #include "runtime/fd_owners.hpp"
@@ -277,6 +278,11 @@ public:
         }
     }
 
+    int register_buffer(BufferRegistration& r) noexcept override {
+        return fixed_.add(ring_, *this, r);
+    }
+    void unregister_buffer(BufferRegistration& r) noexcept override { fixed_.remove(ring_, r); }
+
 private:
     io_uring_sqe* sqe() {
         io_uring_sqe* e = io_uring_get_sqe(&ring_);
@@ -295,6 +301,15 @@ private:
 
     void prep(IoOp& op) {
         io_uring_sqe* e = sqe();
+        // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
+        const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
+        if (!prepared) prep_plain(e, op);
+        op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
+        if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
+        io_uring_sqe_set_data(e, &op);
+    }
+
+    static void prep_plain(io_uring_sqe* e, IoOp& op) {
         switch (op.code) {
         case OpCode::accept:
             io_uring_prep_accept(e, op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
@@ -348,9 +363,6 @@ private:
             io_uring_prep_poll_add(e, op.fd, POLLOUT);
             break;
         }
-        op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
-        if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
-        io_uring_sqe_set_data(e, &op);
     }
 
     // --- registered files ------------------------------------------------------------------
@@ -689,6 +701,7 @@ private:
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
     std::size_t in_flight_ = 0;
+    FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
 };
 
 } // namespace
