@@ -22,19 +22,12 @@ using fs::File;
 using fs::OpenOptions;
 using test::fill_pattern;
 using test::has_pattern;
+using test::kCreateRw;
+using test::kCreateRwDirect;
+using test::open_or_throw;
 using test::threads_named;
 
 namespace {
-
-constexpr OpenOptions kCreateRw{.read = true, .write = true, .create = true, .truncate = true};
-constexpr OpenOptions kCreateRwDirect{
-    .read = true, .write = true, .create = true, .truncate = true, .direct = true};
-
-File open_or_throw(const std::filesystem::path& p, const OpenOptions& o) {
-    auto f = File::open(p, o);
-    if (!f) throw Error(f.error(), fs::describe_error(p, f.error()));
-    return std::move(*f);
-}
 
 /// Drop the file's clean pages so the next read has to go to the device.
 void drop_cache(const File& f) {
@@ -62,6 +55,16 @@ protected:
     }
     std::optional<test::TempDir> direct_tmp_;
     std::string skip_reason_;
+
+    /// The buffered directory and, where O_DIRECT works, a direct one (else a line says why).
+    std::vector<std::pair<std::filesystem::path, bool>> places() {
+        std::vector<std::pair<std::filesystem::path, bool>> v{{dir_.path(), false}};
+        if (auto d = direct_dir(); !d.empty())
+            v.emplace_back(d, true);
+        else
+            std::printf("%s\n", skip_reason_.c_str());
+        return v;
+    }
 };
 
 #define REQUIRE_DIRECT_DIR(var)                                                                    \
@@ -166,15 +169,7 @@ TEST_P(FileTest, FsyncAfterWritesNeedsNoPoolAndTheDataReadsBack) {
     // On epoll, fsync and fdatasync go through libaio (IOCB_CMD_FSYNC/FDSYNC) for buffered and
     // O_DIRECT files alike: no pool thread is started for them. The data is written with
     // pwrite(2), so that nothing else could have started one.
-    for (bool direct : {false, true}) {
-        std::filesystem::path where = dir_.path();
-        if (direct) {
-            where = direct_dir();
-            if (where.empty()) {
-                std::printf("%s\n", skip_reason_.c_str());
-                continue;
-            }
-        }
+    for (const auto& [where, direct] : places()) {
         SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
         run([&]() -> Task<void> {
             File f = open_or_throw(where / "synced", direct ? kCreateRwDirect : kCreateRw);
@@ -267,15 +262,7 @@ TEST_P(FileTest, FsyncOnAClosedOrInvalidDescriptorOrAPipeFailsClearly) {
 TEST_P(FileTest, ManyConcurrentFsyncsAllComplete) {
     // More flushes at once than the epoll engine has AIO slots (256): the rest wait their turn.
     constexpr std::size_t kFiles = 4, kTasks = 400, kBlock = 4096;
-    for (bool direct : {false, true}) {
-        std::filesystem::path where = dir_.path();
-        if (direct) {
-            where = direct_dir();
-            if (where.empty()) {
-                std::printf("%s\n", skip_reason_.c_str());
-                continue;
-            }
-        }
+    for (const auto& [where, direct] : places()) {
         SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
         run([&]() -> Task<void> {
             std::vector<File> files;
@@ -312,15 +299,7 @@ TEST_P(FileTest, KernelWithoutAioFsyncFallsBackToThePoolSilently) {
     // fsync. The flushes must still succeed (through the pool), with no error visible; io_uring
     // is not affected.
     ScopedEnv refuse("GALAY_TEST_AIO_FSYNC_REFUSED", "1");
-    for (bool direct : {false, true}) {
-        std::filesystem::path where = dir_.path();
-        if (direct) {
-            where = direct_dir();
-            if (where.empty()) {
-                std::printf("%s\n", skip_reason_.c_str());
-                continue;
-            }
-        }
+    for (const auto& [where, direct] : places()) {
         SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
         run([&]() -> Task<void> {
             File f = open_or_throw(where / "refused-sync", direct ? kCreateRwDirect : kCreateRw);
@@ -653,15 +632,7 @@ TEST_P(FileTest, RequestsTheKernelRefusesFailAloneAndLeaveNoTimerBehind) {
 }
 
 TEST_P(FileTest, BatchSubmitsEveryOpAndReportsEachResult) {
-    for (bool direct : {false, true}) {
-        std::filesystem::path where = dir_.path();
-        if (direct) {
-            where = direct_dir();
-            if (where.empty()) {
-                std::printf("%s\n", skip_reason_.c_str());
-                continue;
-            }
-        }
+    for (const auto& [where, direct] : places()) {
         SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
         run([&]() -> Task<void> {
             File f = open_or_throw(where / "batch", direct ? kCreateRwDirect : kCreateRw);
@@ -742,12 +713,7 @@ TEST_P(FileTest, CancellingAnInFlightReadLeavesTheFileUsable) {
     // Cancel (1) before the driver has submitted the read and (2) after one loop turn, when the
     // kernel (or a pool thread) holds it: either way the read has finished before when_any
     // returns, and the file still reads back.
-    for (bool direct : {false, true}) {
-        std::filesystem::path where = dir_.path();
-        if (direct) {
-            where = direct_dir();
-            if (where.empty()) continue;
-        }
+    for (const auto& [where, direct] : places()) {
         for (int turns : {0, 2}) {
             SCOPED_TRACE(std::string(direct ? "O_DIRECT" : "buffered") + ", loop turns " +
                          std::to_string(turns));

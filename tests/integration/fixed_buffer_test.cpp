@@ -22,18 +22,11 @@ using fs::FixedBuffer;
 using fs::OpenOptions;
 using test::fill_pattern;
 using test::has_pattern;
+using test::kCreateRw;
+using test::kCreateRwDirect;
+using test::open_or_throw;
 
 namespace {
-
-constexpr OpenOptions kCreateRw{.read = true, .write = true, .create = true, .truncate = true};
-constexpr OpenOptions kCreateRwDirect{
-    .read = true, .write = true, .create = true, .truncate = true, .direct = true};
-
-File open_or_throw(const std::filesystem::path& p, const OpenOptions& o) {
-    auto f = File::open(p, o);
-    if (!f) throw Error(f.error(), fs::describe_error(p, f.error()));
-    return std::move(*f);
-}
 
 bool on_uring() {
     return Scheduler::current()->backend() == Backend::io_uring;

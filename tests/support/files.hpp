@@ -1,5 +1,7 @@
-// Scratch directories for file tests, and finding one where O_DIRECT works.
+// Scratch directories for file tests, finding one where O_DIRECT works, and opening test files.
 #pragma once
+
+#include <galay/galay.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -70,6 +72,19 @@ inline std::optional<std::filesystem::path> direct_io_dir(std::string* tried = n
         if (tried != nullptr) *tried += candidates[i] + " (O_DIRECT: " + std::strerror(err) + ") ";
     }
     return std::nullopt;
+}
+
+/// Read-write, created and truncated; and the same with O_DIRECT.
+inline constexpr fs::OpenOptions kCreateRw{
+    .read = true, .write = true, .create = true, .truncate = true};
+inline constexpr fs::OpenOptions kCreateRwDirect{
+    .read = true, .write = true, .create = true, .truncate = true, .direct = true};
+
+/// Open `p` or throw with the library's message (which names the path).
+inline fs::File open_or_throw(const std::filesystem::path& p, const fs::OpenOptions& o) {
+    auto f = fs::File::open(p, o);
+    if (!f) throw Error(f.error(), fs::describe_error(p, f.error()));
+    return std::move(*f);
 }
 
 } // namespace galay::test
