@@ -83,12 +83,6 @@ std::uint32_t lookup_block_size(int fd) noexcept {
     return 4096;
 }
 
-void close_file(int fd) noexcept {
-    if (fd < 0) return;
-    detail::forget_fd_everywhere(fd);
-    ::close(fd);
-}
-
 } // namespace
 
 std::string describe_error(const std::filesystem::path& path, std::error_code ec) {
@@ -111,7 +105,7 @@ File::File(int fd) noexcept
 
 File& File::operator=(File&& o) noexcept {
     if (this != &o) {
-        close_file(fd_);
+        detail::close_fd(fd_);
         fd_ = std::exchange(o.fd_, -1);
         direct_ = o.direct_;
         block_size_ = o.block_size_;
@@ -120,7 +114,7 @@ File& File::operator=(File&& o) noexcept {
 }
 
 File::~File() {
-    close_file(fd_);
+    detail::close_fd(fd_);
 }
 
 Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o) {

@@ -1,7 +1,5 @@
 #include "galay/net/tcp.hpp"
 
-#include "runtime/fd_owners.hpp"
-
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
@@ -11,12 +9,6 @@
 
 namespace galay {
 namespace detail {
-
-void close_fd(int fd) noexcept {
-    if (fd < 0) return;
-    forget_fd_everywhere(fd);
-    ::close(fd);
-}
 
 Result<int> make_socket(int family, int type, int protocol) noexcept {
     int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);

@@ -4,6 +4,7 @@
 #include "runtime/fd_owners.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -122,6 +123,12 @@ void forget_fd_everywhere(int fd) noexcept {
     if (owner == nullptr || owner == mine) return;
     std::lock_guard lock(FdOwners::mutex());
     if (FdOwners::disown(fd, owner)) owner->forget_fd_remote(fd);
+}
+
+void close_fd(int fd) noexcept {
+    if (fd < 0) return;
+    forget_fd_everywhere(fd);
+    ::close(fd);
 }
 
 } // namespace detail

@@ -91,6 +91,8 @@ enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 /// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
 /// driver forgets it, and a driver on another thread that registered it clears its slot.
 void forget_fd_everywhere(int fd) noexcept;
+/// forget_fd_everywhere(fd), then close(2). Nothing for fd < 0.
+void close_fd(int fd) noexcept;
 
 class Driver;
 

@@ -86,8 +86,6 @@ private:
 
 namespace detail {
 
-/// Closes the fd it owns (after telling the current driver to forget it).
-void close_fd(int fd) noexcept;
 /// A non-blocking, close-on-exec socket.
 Result<int> make_socket(int family, int type, int protocol = 0) noexcept;
 
