@@ -85,27 +85,36 @@ def aio_bench_pairs(args):
     variants = {"A": base, "B": base + ["--fixedbufs", "--registerfiles"]}
     print("aio_bench A: " + " ".join(variants["A"]))
     print("aio_bench B: " + " ".join(variants["B"]))
-    pairs = []
-    for i in range(args.pairs):
-        order = "AB" if i % 2 == 0 else "BA"
-        got = {}
-        for v in order:
-            load = loadavg()
-            j, cpu, dio = run(variants[v], dev)
-            ios = j["ops"]["total"]
-            got[v] = {"iops": j["iops"], "task_clock_ns_per_io": j["cpu"]["task_clock_ns_per_io"],
-                      "process_cpu_ns_per_io": j["cpu"]["process_cpu_ns_per_io"],
-                      "p99_us": j["latency_ns"]["p99"] / 1e3, "errors": j["errors"]}
-            foreign = None if dio is None else max(0, dio - ios)
-            print(f"  pair {i + 1} {v}: {j['iops']:9.0f} IOPS  task-clock "
-                  f"{got[v]['task_clock_ns_per_io']:7.0f} ns/IO  process CPU "
-                  f"{got[v]['process_cpu_ns_per_io']:7.0f} ns/IO  p99 {got[v]['p99_us']:7.1f} us"
-                  f"  (load {load:.2f}, foreign device I/Os {foreign})", flush=True)
-        pairs.append((got["A"], got["B"]))
+
+    def measure(i, v, load):
+        j, cpu, dio = run(variants[v], dev)
+        ios = j["ops"]["total"]
+        got = {"iops": j["iops"], "task_clock_ns_per_io": j["cpu"]["task_clock_ns_per_io"],
+               "process_cpu_ns_per_io": j["cpu"]["process_cpu_ns_per_io"],
+               "p99_us": j["latency_ns"]["p99"] / 1e3, "errors": j["errors"]}
+        foreign = None if dio is None else max(0, dio - ios)
+        print(f"  pair {i + 1} {v}: {j['iops']:9.0f} IOPS  task-clock "
+              f"{got['task_clock_ns_per_io']:7.0f} ns/IO  process CPU "
+              f"{got['process_cpu_ns_per_io']:7.0f} ns/IO  p99 {got['p99_us']:7.1f} us"
+              f"  (load {load:.2f}, foreign device I/Os {foreign})", flush=True)
+        return got
+
+    pairs = alternating_pairs(args.pairs, measure)
     return summarize("aio_bench io_uring, B = --fixedbufs --registerfiles", pairs,
                      [("iops", "IOPS"), ("task_clock_ns_per_io", "task-clock per I/O (ns)"),
                       ("process_cpu_ns_per_io", "process CPU per I/O (ns)"),
                       ("p99_us", "p99 latency (us)")])
+
+
+def alternating_pairs(n, measure):
+    """n pairs of measure(i, "A"|"B", load average before the run), in the order AB, BA, AB, ..."""
+    pairs = []
+    for i in range(n):
+        got = {}
+        for v in ("AB" if i % 2 == 0 else "BA"):
+            got[v] = measure(i, v, loadavg())
+        pairs.append((got["A"], got["B"]))
+    return pairs
 
 
 def file_io_pairs(args):
@@ -116,22 +125,20 @@ def file_io_pairs(args):
     variants = {"A": base, "B": base + ["--fixed"]}
     print("\nbench_file_io A: " + " ".join(variants["A"]))
     print("bench_file_io B: " + " ".join(variants["B"]))
-    pairs = []
-    for i in range(args.pairs):
-        order = "AB" if i % 2 == 0 else "BA"
-        got = {}
-        for v in order:
-            load = loadavg()
-            j, cpu, dio = run(variants[v], dev)
-            n = j["reads"] + j["writes"]
-            if j["errors"] or (v == "B" and j["fixed_registered_workers"] != args.workers):
-                sys.exit(f"fixedbufs_ab: bench_file_io {v}: errors or unregistered buffers: {j}")
-            got[v] = {"write_iops": j["write_iops"], "read_iops": j["read_iops"],
-                      "cpu_ns_per_op": cpu * 1e9 / n}
-            print(f"  pair {i + 1} {v}: write {j['write_iops']:9.0f} IOPS  read "
-                  f"{j['read_iops']:9.0f} IOPS  CPU {got[v]['cpu_ns_per_op']:7.0f} ns/op  "
-                  f"(load {load:.2f}, device I/Os {dio} for {n} ops)", flush=True)
-        pairs.append((got["A"], got["B"]))
+
+    def measure(i, v, load):
+        j, cpu, dio = run(variants[v], dev)
+        n = j["reads"] + j["writes"]
+        if j["errors"] or (v == "B" and j["fixed_registered_workers"] != args.workers):
+            sys.exit(f"fixedbufs_ab: bench_file_io {v}: errors or unregistered buffers: {j}")
+        got = {"write_iops": j["write_iops"], "read_iops": j["read_iops"],
+               "cpu_ns_per_op": cpu * 1e9 / n}
+        print(f"  pair {i + 1} {v}: write {j['write_iops']:9.0f} IOPS  read "
+              f"{j['read_iops']:9.0f} IOPS  CPU {got['cpu_ns_per_op']:7.0f} ns/op  "
+              f"(load {load:.2f}, device I/Os {dio} for {n} ops)", flush=True)
+        return got
+
+    pairs = alternating_pairs(args.pairs, measure)
     return summarize("bench_file_io --direct io_uring, B = --fixed", pairs,
                      [("write_iops", "write IOPS"), ("read_iops", "read IOPS"),
                       ("cpu_ns_per_op", "CPU per operation (ns)")])
