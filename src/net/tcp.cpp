@@ -79,7 +79,6 @@ Result<TcpStream> AcceptAwaitable::result() {
 ConnectAwaitable::ConnectAwaitable(const SocketAddr& addr) noexcept
     : addr_(addr) {
     op_.code = OpCode::connect;
-    op_.addrlen_value = addr.size();
     if (addr.size() == 0) {
         setup_error_ = EAFNOSUPPORT;
         return;

@@ -45,6 +45,10 @@ struct TimerNode {
 };
 
 /// One I/O operation. Filled by an awaitable, completed by a driver. Never copied while pending.
+///
+/// It lives in every awaiting coroutine's frame (an echo loop holds two, for every connection), so
+/// it is kept small: 104 bytes. Accept and connect keep their address in `buf`/`len`/`aux`
+/// rather than in fields of their own.
 struct IoOp {
     OpCode code{};
     bool all = false;       // send/recv: finish short transfers before completing
@@ -56,18 +60,31 @@ struct IoOp {
     bool fixed_buffer = false; // read_at/write_at: `buf` is in the registered buffer number `aux`
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
-    void* buf = nullptr;      // data buffer, iovec array, or msghdr
-    std::uint32_t len = 0;    // buffer length or iovec count
-    std::uint64_t offset = 0; // file offset; fallocate length in `aux`
-    std::uint64_t aux = 0;
-    sockaddr* addr = nullptr;         // accept: out address; connect: target
-    std::uint32_t* addrlen = nullptr; // accept: in/out length (socklen_t)
-    std::uint32_t addrlen_value = 0;  // connect: address length
-    std::int64_t result = 0;          // >= 0: value (bytes, fd); < 0: -errno
-    std::size_t done = 0;             // bytes moved so far (for `all`)
+    std::uint32_t len = 0;    // buffer length, iovec count; connect: address length
+    std::uint32_t done = 0;   // bytes (or messages) moved so far (for `all`); connect: issued
+    void* buf = nullptr;      // data buffer, iovec array, or msghdr; accept/connect: the address
+    std::uint64_t offset = 0; // file offset
+    std::uint64_t aux = 0;    // pool buffer id, registered buffer, fallocate length; accept: the
+                              // address of the in/out address length (socklen_t)
+    std::int64_t result = 0;  // >= 0: value (bytes, fd); < 0: -errno
     std::coroutine_handle<> waiter;
     TimerNode timer;             // deadline, when the op has a timeout
     IoOp* next_waiter = nullptr; // epoll: per-fd FIFO of waiting ops
+
+    /// accept and connect: the peer address (out for accept, in for connect).
+    sockaddr* address() const noexcept { return static_cast<sockaddr*>(buf); }
+    /// accept: the in/out address length.
+    std::uint32_t* address_length() const noexcept {
+        return reinterpret_cast<std::uint32_t*>(static_cast<std::uintptr_t>(aux));
+    }
+    void set_accept_address(sockaddr* a, std::uint32_t* a_len) noexcept {
+        buf = a;
+        aux = reinterpret_cast<std::uintptr_t>(a_len);
+    }
+    void set_connect_address(const sockaddr* a, std::uint32_t a_len) noexcept {
+        buf = const_cast<sockaddr*>(a);
+        len = a_len;
+    }
 
     /// Fold one transfer result into the op. Returns true when the op must be issued again
     /// (an `all` transfer that moved some bytes but not all of them).
@@ -76,15 +93,17 @@ struct IoOp {
             result = res;
             return false;
         }
-        done += static_cast<std::size_t>(res);
+        done += static_cast<std::uint32_t>(res); // res <= remaining(): no overflow
         if (all && res > 0 && done < len) return true;
         result = all ? static_cast<std::int64_t>(done) : res;
         return false;
     }
     /// The buffer position for the next piece of an `all` transfer.
     char* cursor() const noexcept { return static_cast<char*>(buf) + done; }
-    std::uint32_t remaining() const noexcept { return len - static_cast<std::uint32_t>(done); }
+    std::uint32_t remaining() const noexcept { return len - done; }
 };
+static_assert(sizeof(void*) != 8 || sizeof(IoOp) <= 104,
+              "IoOp grew: it is in every awaiting frame");
 
 enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 

@@ -121,10 +121,7 @@ private:
 class AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
 public:
     AcceptAwaitable(int fd, SocketAddr* peer) noexcept;
-    void prepare() noexcept {
-        op_.addr = addr_.data();
-        op_.addrlen = &addrlen_;
-    }
+    void prepare() noexcept { op_.set_accept_address(addr_.data(), &addrlen_); }
     Result<TcpStream> result();
 
 private:
@@ -139,7 +136,7 @@ public:
     ConnectAwaitable(ConnectAwaitable&& o) noexcept;
     ~ConnectAwaitable();
     bool await_ready() const noexcept { return setup_error_ != 0; }
-    void prepare() noexcept { op_.addr = addr_.data(); }
+    void prepare() noexcept { op_.set_connect_address(addr_.data(), addr_.size()); }
     Result<TcpStream> result();
 
 private:

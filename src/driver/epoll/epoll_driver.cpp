@@ -300,14 +300,15 @@ private:
                 break;
             }
             case OpCode::accept:
-                r = ::accept4(op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
+                r = ::accept4(op.fd, op.address(),
+                              reinterpret_cast<socklen_t*>(op.address_length()),
                               SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
                 break;
             case OpCode::connect:
                 if (op.done == 0) {
                     op.done = 1; // the connect(2) has been issued; later: collect its outcome
-                    r = ::connect(op.fd, op.addr, op.addrlen_value);
+                    r = ::connect(op.fd, op.address(), op.len);
                     if (r < 0 && errno == EINPROGRESS) return false;
                 } else {
                     int err = 0;

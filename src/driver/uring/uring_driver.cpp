@@ -312,11 +312,12 @@ private:
     static void prep_plain(io_uring_sqe* e, IoOp& op) {
         switch (op.code) {
         case OpCode::accept:
-            io_uring_prep_accept(e, op.fd, op.addr, reinterpret_cast<socklen_t*>(op.addrlen),
+            io_uring_prep_accept(e, op.fd, op.address(),
+                                 reinterpret_cast<socklen_t*>(op.address_length()),
                                  SOCK_NONBLOCK | SOCK_CLOEXEC);
             break;
         case OpCode::connect:
-            io_uring_prep_connect(e, op.fd, op.addr, op.addrlen_value);
+            io_uring_prep_connect(e, op.fd, op.address(), op.len);
             break;
         case OpCode::recv:
         case OpCode::recv_pooled: // (without buffer rings: into the pool buffer set in submit)
