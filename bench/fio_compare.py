@@ -122,6 +122,7 @@ def run_fio(args, engine, pattern, depth, mode):
     if engine == "io_uring":  # fio's io_uring engine options (after --ioengine)
         cmd += [f for f, on in (("--fixedbufs=1", args.fixedbufs),
                                 ("--registerfiles=1", args.registerfiles)) if on]
+    cmd += args.fio_extra
     out = run(cmd, "fio")
     j = json.loads(out[out.index("{"):])
     job = j["jobs"][0]
@@ -178,6 +179,9 @@ def main():
     ap.add_argument("--with-noise", action="store_true",
                     help="also run fio a second time in every round and print the fio/fio "
                          "ratios (the noise floor) under each case")
+    ap.add_argument("--fio-extra", action="append", default=[], metavar="OPT",
+                    help="one more fio option for every fio run, e.g. --fio-extra=--clocksource=cpu "
+                         "(fio's TSC clock instead of clock_gettime); repeatable")
     ap.add_argument("--fixedbufs", action="store_true",
                     help="io_uring cases: registered buffers in both tools (aio_bench "
                          "--fixedbufs, fio --fixedbufs=1)")
@@ -221,6 +225,7 @@ def main():
           f"{3 if args.with_noise else 2} runs x {args.runtime} s, "
           f"bs {args.bs}, {args.threads} thread(s), direct, file {args.file} ({typ})"
           f"{''.join(', io_uring ' + o for o, on in (('fixedbufs', args.fixedbufs), ('registerfiles', args.registerfiles)) if on)}"
+          f"{''.join(', fio ' + o for o in args.fio_extra)}"
           f"{', nice ' + str(args.nice) if args.nice else ''}", flush=True)
     results = []
     t0 = time.time()
