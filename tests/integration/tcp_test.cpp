@@ -350,6 +350,25 @@ TEST_P(TcpTest, AddressesAndOptions) {
     }());
 }
 
+TEST_P(TcpTest, AcceptReportsThePeerAddressOnV4AndV6) {
+    auto check = [](TcpListener& l, SocketAddr target) -> Task<void> {
+        SocketAddr peer;
+        auto [c, s] = co_await when_all(
+            as_task(TcpStream::connect(target)),
+            [&]() -> Task<Result<TcpStream>> { co_return co_await l.accept(&peer); }());
+        CO_ASSERT(c);
+        CO_ASSERT(s);
+        EXPECT_EQ(peer, *c->local_addr()) << peer.to_string();
+        EXPECT_EQ(peer, *s->peer_addr()) << peer.to_string();
+        EXPECT_EQ(peer.is_v6(), target.is_v6());
+    };
+    TcpListener v4 = listen_loopback();
+    run(check(v4, SocketAddr::loopback_v4(port_of(v4))));
+    auto v6 = TcpListener::bind(SocketAddr::loopback_v6(0));
+    if (!v6) GTEST_SKIP() << "SKIP: no IPv6 loopback here: " << v6.error().message();
+    run(check(*v6, SocketAddr::loopback_v6(v6->local_addr()->port())));
+}
+
 TEST_P(TcpTest, DestroyingAStreamClosesItsFd) {
     int fd = run([]() -> Task<int> {
         auto [c, s] = co_await connected_pair();
