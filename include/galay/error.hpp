@@ -26,6 +26,8 @@ enum class errc {
     unexpected_eof,           ///< the peer closed (or the file ended) before all bytes arrived
     backend_unavailable,      ///< the requested backend cannot run on this kernel
     direct_io_unsupported,    ///< the filesystem refuses O_DIRECT (open fails with EINVAL)
+    transfer_too_large,       ///< send_all/recv_exact/read_exact_at/write_all_at: more than one
+                              ///< call can move (TCP: 4 GiB - 1; files: 2 GiB - 4 KiB); split it
 };
 
 const std::error_category& galay_category() noexcept;

@@ -165,6 +165,10 @@ std::error_code File::prepare_transfer(IoOp& op, OpCode code, const void* buf, s
     // at the unaligned end would fail with EINVAL) and a short write means the device is full.
     op.all = mode != detail::FileXfer::some && !direct_;
     if (fd_ < 0) return errno_code(EBADF);
+    // read_at/write_at move part of a larger buffer, as pread/pwrite do; the exact/all forms
+    // must not report success for the first 2 GiB only.
+    if (mode != detail::FileXfer::some && len > kMaxTransfer)
+        return make_error_code(errc::transfer_too_large);
     if (direct_) {
         const auto block = static_cast<std::uint32_t>(logical_block_size());
         if (!aligned(reinterpret_cast<std::uintptr_t>(buf), block) || !aligned(offset, block) ||

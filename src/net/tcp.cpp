@@ -40,11 +40,15 @@ TransferAwaitable::TransferAwaitable(OpCode code, int fd, const void* buf, std::
     op_.fd = fd;
     op_.buf = const_cast<void*>(buf);
     op_.len = clamp_len(len);
+    // A plain send/recv of more moves part of it, as send(2) does; an all-or-error one must not
+    // report success for the first 4 GiB only.
+    too_large_ = all && len > UINT32_MAX;
     op_.all = all;
     op_.msg_flags = flags;
 }
 
 Result<std::size_t> TransferAwaitable::result() {
+    if (too_large_) return fail(errc::transfer_too_large);
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (exact_ && static_cast<std::size_t>(op_.result) < op_.len) return fail(errc::unexpected_eof);
     return static_cast<std::size_t>(op_.result);

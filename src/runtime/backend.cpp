@@ -26,6 +26,11 @@ public:
             return "the requested I/O backend is not available here";
         case errc::direct_io_unsupported:
             return "the filesystem does not support O_DIRECT";
+        case errc::transfer_too_large:
+            return "buffer too large for one all-or-error transfer (TCP send_all/recv_exact: at "
+                   "most 4 GiB - 1 bytes; files read_exact_at/write_all_at: at most 2 GiB - 4 "
+                   "KiB); "
+                   "split it";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -1,5 +1,6 @@
 // Files end to end, on every backend: buffered files (io_uring natively; epoll through its thread
 // pool and the RWF_NOWAIT fast path) and O_DIRECT files (io_uring; epoll through libaio).
+#include "support/address_space.hpp"
 #include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
@@ -113,6 +114,27 @@ TEST_P(FileTest, ReadsPastTheEndAreShortThenEmpty) {
         auto exact = co_await f.read_exact_at(buf, 0);
         CO_ASSERT(!exact);
         EXPECT_EQ(exact.error(), errc::unexpected_eof) << exact.error().message();
+    }());
+}
+
+TEST_P(FileTest, ExactAndAllTransfersBeyondOneCallFailBeforeAnyIo) {
+    // Linux moves at most 2 GiB - 4 KiB per read/write; read_exact_at/write_all_at of more must
+    // fail whole, not return success for the first 2 GiB. The buffer is unreadable address space.
+    test::ReservedAddressSpace huge(std::size_t{3} << 30);
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "huge", kCreateRw);
+        auto w = co_await f.write_all_at(huge.span(), 0);
+        CO_ASSERT(!w);
+        EXPECT_EQ(w.error(), errc::transfer_too_large) << w.error().message();
+        auto r = co_await f.read_exact_at(huge.span(), 0);
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), errc::transfer_too_large) << r.error().message();
+        EXPECT_EQ(*f.size(), 0u); // nothing was written
+        // write_at may move part, as pwrite(2) does, so it is not refused: it reaches the kernel,
+        // which cannot read the buffer.
+        auto some = co_await f.write_at(huge.span(), 0);
+        CO_ASSERT(!some);
+        EXPECT_EQ(some.error(), std::errc::bad_address) << some.error().message();
     }());
 }
 

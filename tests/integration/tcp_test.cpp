@@ -1,4 +1,5 @@
 // TCP end to end, on every backend: real sockets on loopback ephemeral ports.
+#include "support/address_space.hpp"
 #include "support/backends.hpp"
 
 #include <fcntl.h>
@@ -367,6 +368,28 @@ TEST_P(TcpTest, AcceptReportsThePeerAddressOnV4AndV6) {
     auto v6 = TcpListener::bind(SocketAddr::loopback_v6(0));
     if (!v6) GTEST_SKIP() << "SKIP: no IPv6 loopback here: " << v6.error().message();
     run(check(*v6, SocketAddr::loopback_v6(v6->local_addr()->port())));
+}
+
+TEST_P(TcpTest, SendAllAndRecvExactBeyondFourGibFailBeforeAnyIo) {
+    // One op carries at most 4 GiB - 1 bytes; an all-or-error transfer of more must fail whole,
+    // not report success for the first 4 GiB. The buffer is unreadable address space.
+    test::ReservedAddressSpace huge((std::size_t{4} << 30) + 4096);
+    run([&]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        auto w = co_await c.send_all(huge.span());
+        CO_ASSERT(!w);
+        EXPECT_EQ(w.error(), errc::transfer_too_large) << w.error().message();
+        // (bounded: without the check this would wait for 4 GiB that never come)
+        auto r = co_await s.recv_exact(huge.span()).timeout(10s);
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), errc::transfer_too_large) << r.error().message();
+        // Nothing moved: the stream still carries a normal exchange from its first byte.
+        std::string m = "ok";
+        CO_ASSERT(co_await c.send_all(m));
+        std::array<char, 2> buf;
+        CO_ASSERT(co_await s.recv_exact(buf));
+        EXPECT_EQ(std::string(buf.data(), 2), "ok");
+    }());
 }
 
 TEST_P(TcpTest, DestroyingAStreamClosesItsFd) {

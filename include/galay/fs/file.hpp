@@ -149,7 +149,8 @@ public:
                         offset, detail::FileXfer::some);
     }
     /// Read exactly `buf.size()` bytes (continuing short reads); reaching the end of the file
-    /// first is `errc::unexpected_eof`.
+    /// first is `errc::unexpected_eof`. More than 2 GiB - 4 KiB (Linux's limit for one read) is
+    /// `errc::transfer_too_large`, before any I/O.
     template <MutableBuffer B>
     detail::FileTransferAwaitable read_exact_at(B&& buf, std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::read_at, std::ranges::data(buf), std::ranges::size(buf),
@@ -161,7 +162,8 @@ public:
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::some);
     }
-    /// Write all of `buf` at `offset` (continuing short writes); returns buf.size().
+    /// Write all of `buf` at `offset` (continuing short writes); returns buf.size(). More than
+    /// 2 GiB - 4 KiB is `errc::transfer_too_large`, before any I/O.
     template <ConstBuffer B>
     detail::FileTransferAwaitable write_all_at(const B& buf, std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),

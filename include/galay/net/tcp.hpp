@@ -93,10 +93,13 @@ class TransferAwaitable : public IoAwaitable<TransferAwaitable> {
 public:
     TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, bool all, bool exact,
                       int flags) noexcept;
+    /// An all-or-error transfer larger than one op can carry fails at once (never in part).
+    bool await_ready() const noexcept { return too_large_; }
     Result<std::size_t> result();
 
 private:
-    bool exact_; // recv_exact: fewer bytes than asked (EOF) is an error
+    bool exact_;             // recv_exact: fewer bytes than asked (EOF) is an error
+    bool too_large_ = false; // send_all/recv_exact of more than UINT32_MAX bytes
 };
 
 class RecvPooledAwaitable : public IoAwaitable<RecvPooledAwaitable> {
@@ -198,6 +201,7 @@ public:
     /// cancelled recv_pooled consumes nothing; later bytes come with the next call.
     detail::RecvPooledAwaitable recv_pooled() noexcept { return detail::RecvPooledAwaitable(fd_); }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
+    /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
     template <MutableBuffer B>
     detail::TransferAwaitable recv_exact(B&& buf) noexcept {
         return {detail::OpCode::recv,
@@ -219,7 +223,8 @@ public:
                 false,
                 flags};
     }
-    /// Send all of `buf`, finishing short writes; returns buf.size() on success.
+    /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
+    /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
     template <ConstBuffer B>
     detail::TransferAwaitable send_all(const B& buf) noexcept {
         return {detail::OpCode::send,
