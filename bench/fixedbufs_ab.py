@@ -18,23 +18,14 @@ and the I/O other processes did on the device during each run are printed with i
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def diskstats_ios(dev):
-    major, minor = os.major(dev), os.minor(dev)
-    with open("/proc/diskstats") as f:
-        for line in f:
-            p = line.split()
-            if int(p[0]) == major and int(p[1]) == minor:
-                return int(p[3]) + int(p[7])
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from file_io_ab import children_cpu_seconds, diskstats_ios  # noqa: E402
 
 
 def loadavg():
@@ -45,13 +36,12 @@ def loadavg():
 def run(cmd, dev):
     """Runs cmd; returns (parsed JSON of stdout, its user+sys CPU seconds, foreign device I/Os)."""
     before = diskstats_ios(dev)
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = children_cpu_seconds()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu_seconds() - cpu0
     after = diskstats_ios(dev)
     if p.returncode != 0:
         sys.exit(f"fixedbufs_ab: failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr}")
-    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return json.loads(p.stdout), cpu, (after - before) if before is not None else None
 
 
