@@ -1,6 +1,7 @@
 // galay/galay.hpp: everything at once.
 #pragma once
 
+#include "galay/blocking.hpp"
 #include "galay/error.hpp"
 #include "galay/fs/batch.hpp"
 #include "galay/fs/file.hpp"
@@ -8,6 +9,7 @@
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"
+#include "galay/join_handle.hpp"
 #include "galay/runtime.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"

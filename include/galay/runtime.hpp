@@ -1,26 +1,54 @@
-// galay/runtime.hpp: the per-thread scheduler, backend selection, block_on and spawn.
+// galay/runtime.hpp: schedulers (one per thread), the multi-threaded Runtime, spawn.
 //
-//     #include <galay/runtime.hpp>
-//     galay::Task<int> run() { co_return 7; }
+//     #include <galay/galay.hpp>
+//     galay::Task<int> answer() { co_return 42; }
 //     int main() {
-//         galay::Scheduler sched({.backend = galay::Backend::automatic});
-//         std::printf("%d on %s\n", sched.block_on(run()), sched.backend_name());
+//         galay::Runtime rt;                             // one worker (thread + driver) per core
+//         int v = rt.block_on(answer());                 // runs on a worker; value or exception
+//         auto h = rt.spawn(answer());                   // least-loaded worker, from any thread
+//         int w = h.join();                              // (JoinHandle: co_await it in a task)
 //     }
 //
-// One `Scheduler` per thread; it owns one driver (io_uring or epoll) and a timer heap, and runs
-// the coroutines of that thread. Work reaches a scheduler from other threads only through
-// `post()` (a lock-free MPSC queue plus a wake-up), which is what a multi-threaded runtime is
-// made of. `Backend::automatic` uses io_uring when the kernel allows it and epoll otherwise,
+// A `Scheduler` runs the coroutines of one thread; it owns one driver (io_uring or epoll) and a
+// timer heap. `Backend::automatic` uses io_uring when the kernel allows it and epoll otherwise,
 // printing one line when it falls back; `GALAY_BACKEND=epoll|io_uring|auto` overrides it.
+// `galay::block_on(task)` runs one on the calling thread.
+//
+// A `Runtime` is N workers, each a thread with its own Scheduler: thread per core, shared nothing.
+//
+// Threading rules:
+//   - A task runs on the worker it was spawned on, from start to end (no work stealing: its
+//     frame, its sockets and its pending kernel operations belong to that worker's driver).
+//     `galay::spawn(t)` starts `t` on the current worker; `spawn_on(i, t)` on worker i;
+//     `rt.spawn(t)` on the least-loaded worker (fewest unfinished tasks; ties go round-robin).
+//   - What may cross threads: a `Task` not yet started (it runs where it is spawned), a
+//     `JoinHandle` (await, join or abort it anywhere), a `TcpStream`/`TcpListener`/`fs::File`
+//     nobody is using (its next operation runs on the worker that awaits it), and plain values.
+//     What may not: an awaitable being awaited, a `PooledBuffer` (give it back on its worker),
+//     an `fs::FixedBuffer` (registered with one worker's ring).
+//   - `Runtime::spawn`, `spawn_on`, `Scheduler::post`, `JoinHandle::abort` are safe from any
+//     thread, including threads that are not workers. `JoinHandle::join()` blocks and is for
+//     threads that run no scheduler.
+//   - Blocking calls do not belong in a task: `co_await galay::spawn_blocking(fn)` runs `fn` on
+//     the blocking pool (galay/blocking.hpp) and resumes the task on its worker.
+//   - Shutdown (`rt.shutdown()` or the destructor): every task is cancelled (its pending
+//     operation completes with `operation_canceled`, later ones fail at once), the workers run
+//     until their tasks have finished or `shutdown_grace` has passed, then every kernel operation
+//     is cancelled and finished, the frames of the tasks still alive are destroyed (their handles
+//     throw `operation_canceled`), and the threads are joined. Blocking functions already
+//     running on the pool are waited for.
 #pragma once
 
 #include "galay/detail/io_op.hpp"
 #include "galay/detail/timer_heap.hpp"
 #include "galay/error.hpp"
+#include "galay/join_handle.hpp"
 #include "galay/task.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,22 +91,30 @@ struct SchedulerOptions {
     /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while
     /// registered stays open until the scheduler is destroyed, so close through galay.
     bool register_files = true;
+    /// io_uring workers of one Runtime wake each other with IORING_OP_MSG_RING (one SQE that
+    /// rides with the sender's next io_uring_enter) instead of an eventfd write, where the
+    /// kernel has it (>= 5.18). Off: eventfd, as from any other thread (to measure the
+    /// difference: tools/bench_wake).
+    bool msg_ring_wake = true;
 };
 
 namespace detail {
 class RemoteQueue;
-struct DetachedPromise;
 } // namespace detail
+
+class Runtime;
 
 class Scheduler {
 public:
     /// Creates the driver. Throws `galay::Error` when the requested backend cannot run.
     explicit Scheduler(SchedulerOptions options = {});
+    /// Cancels and finishes every kernel operation, destroys the tasks still alive (their
+    /// handles throw `operation_canceled`).
     ~Scheduler();
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
 
-    /// The scheduler running on this thread (inside block_on), or null.
+    /// The scheduler running on this thread (inside block_on, or a Runtime worker), or null.
     static Scheduler* current() noexcept;
     /// Make `s` this thread's current scheduler; returns the previous one.
     static Scheduler* exchange_current(Scheduler* s) noexcept;
@@ -87,20 +123,27 @@ public:
     const char* backend_name() const noexcept { return driver_->name(); }
     detail::Driver& driver() noexcept { return *driver_; }
 
-    /// Run `task` on this thread until it finishes; detached tasks run alongside it.
+    /// Run `task` on this thread until it finishes; spawned tasks run alongside it.
     template <class T>
     T block_on(Task<T> task);
 
-    /// Start `task` detached on this scheduler. An exception escaping it is reported.
-    void spawn(Task<void> task);
+    /// Start `task` on this scheduler. From its own thread it is queued at once; from any other
+    /// thread it is posted (and starts when this scheduler runs). Dropping the handle detaches
+    /// the task; an exception escaping a detached task is reported.
+    template <class T>
+    JoinHandle<T> spawn(Task<T> task);
 
-    /// Number of detached tasks that have not finished.
-    std::size_t detached_count() const noexcept { return detached_count_; }
+    /// Spawned tasks that have not finished (including ones posted from other threads and not
+    /// started yet). What `Runtime::spawn` balances on.
+    std::size_t detached_count() const noexcept { return live_.load(std::memory_order_relaxed); }
 
     /// Resume `h` from this thread's run loop (this thread only).
     void schedule(std::coroutine_handle<> h) { ready_.push_back(h); }
-    /// Resume `h` on this scheduler's thread. Safe from any thread.
+    /// Resume `h` on this scheduler's thread. Safe from any thread. A sleeping scheduler is
+    /// woken (eventfd; IORING_OP_MSG_RING between io_uring workers of one Runtime).
     void post(std::coroutine_handle<> h);
+    /// Run `call` on this scheduler's thread (see detail::RemoteCall). Safe from any thread.
+    void post(detail::RemoteCall& call);
 
     // --- used by awaitables and drivers ---------------------------------------------------
     static std::int64_t now_ns() noexcept {
@@ -125,30 +168,47 @@ public:
 
 private:
     static constexpr unsigned kInlineBudget = 64;
+    friend class Runtime;
+    friend struct detail::SpawnBase;
 
-    void run_until_done(const std::size_t& remaining);
+    /// Run until `remaining` is 0 or, when deadline_ns >= 0, the steady clock reaches it.
+    void run_until_done(const std::size_t& remaining, std::int64_t deadline_ns = -1);
     void run_ready();
     void fire_timers();
     void drain_remote();
-    void shutdown() noexcept;
-    friend struct detail::DetachedPromise;
+    void enqueue_remote(std::uintptr_t item);
+    void start_spawned(detail::SpawnBase& t);
+    void adopt(detail::SpawnBase& t);
+    void leave(detail::SpawnBase& t) noexcept;
+    /// Cancel every task; tasks started from now on are cancelled at once.
+    void cancel_all() noexcept;
+    /// On this scheduler's thread: cancel and finish every kernel op, destroy every task left.
+    void teardown() noexcept;
+    /// Drop what is queued from other threads (coroutines are not resumed; calls are told).
+    void drop_remote() noexcept;
 
     std::unique_ptr<detail::Driver> driver_;
     std::unique_ptr<detail::RemoteQueue> remote_;
     std::vector<std::coroutine_handle<>> ready_;
     std::vector<std::coroutine_handle<>> running_;
     detail::TimerHeap timers_;
-    detail::DetachedPromise* detached_head_ = nullptr;
-    std::size_t detached_count_ = 0;
+    detail::SpawnBase* tasks_ = nullptr; // spawned tasks started here and not finished
+    std::size_t linked_ = 0;             // how many
+    std::atomic<std::size_t> live_{0};   // placed here and not finished (any thread reads)
+    const void* wake_group_ = nullptr;   // the Runtime this is a worker of
+    bool stopping_ = false;              // cancel_all() ran: new tasks start cancelled
+    bool torn_down_ = false;
+    bool in_loop_ = false; // inside run_until_done: the driver is polled soon (MSG_RING wakes)
     unsigned inline_completions_ = 0;
 };
 
 /// The current thread's scheduler; terminates with a clear message when there is none.
 Scheduler& current_scheduler();
 
-/// Start `task` detached on the current scheduler.
-inline void spawn(Task<void> task) {
-    current_scheduler().spawn(std::move(task));
+/// Start `task` on the current scheduler (the current worker, in a Runtime).
+template <class T>
+JoinHandle<T> spawn(Task<T> task) {
+    return current_scheduler().spawn(std::move(task));
 }
 
 /// Create a scheduler with `options`, run `task` to completion on this thread, return its result.
@@ -166,6 +226,121 @@ struct YieldAwaiter {
 };
 inline YieldAwaiter yield_now() noexcept {
     return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------------------------
+
+struct RuntimeOptions {
+    /// Worker threads (one Scheduler each). 0: std::thread::hardware_concurrency().
+    unsigned workers = 0;
+    /// Backend, ring and pool sizes, for every worker.
+    SchedulerOptions scheduler{};
+    /// Pin worker i to the i-th CPU this process may run on (modulo their number).
+    bool pin_workers = false;
+    /// How long shutdown lets cancelled tasks finish on their own before their frames are
+    /// destroyed.
+    std::chrono::milliseconds shutdown_grace{1000};
+};
+
+/// N workers, each a thread with its own Scheduler (see the threading rules at the top).
+class Runtime {
+public:
+    /// Starts the workers. Throws `galay::Error` when a worker's scheduler cannot be created.
+    explicit Runtime(RuntimeOptions options = {});
+    /// shutdown().
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    /// The runtime whose worker this thread is, or null.
+    static Runtime* current() noexcept;
+
+    unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
+    Backend backend() const noexcept;
+    const char* backend_name() const noexcept;
+    /// Worker i's scheduler (e.g. to `post` to it).
+    Scheduler& scheduler(unsigned worker) const;
+
+    /// Run `task` on a worker and wait for it on this thread: returns its value or rethrows its
+    /// exception. For threads that are not workers (from a task, co_await a spawn instead).
+    template <class T>
+    T block_on(Task<T> task) {
+        return spawn(std::move(task)).join();
+    }
+    /// Start `task` on the worker with the fewest unfinished tasks (ties: round-robin). Counting
+    /// tasks rather than rotating keeps long-lived tasks (connections) spread when short ones come
+    /// and go. From any thread. After shutdown the handle throws `operation_canceled`.
+    template <class T>
+    JoinHandle<T> spawn(Task<T> task) {
+        return spawn_on(least_loaded(), std::move(task));
+    }
+    /// Start `task` on worker `worker` (< size()). From any thread.
+    template <class T>
+    JoinHandle<T> spawn_on(unsigned worker, Task<T> task);
+
+    /// The worker `spawn` would pick now.
+    unsigned least_loaded() const noexcept;
+
+    /// Stop: cancel every task, let them finish (up to `shutdown_grace`), destroy what is left,
+    /// join the threads. Idempotent; from a thread that is not a worker.
+    void shutdown() noexcept;
+
+private:
+    struct Worker;
+    bool enter() noexcept;
+    void leave() noexcept;
+    void worker_main(unsigned index);
+
+    RuntimeOptions options_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    mutable std::atomic<unsigned> next_{0};
+    std::atomic<int> entered_{0};
+    std::atomic<bool> closed_{false};
+    bool joined_ = false;
+};
+
+/// The index of this thread's worker in its Runtime, or -1 on a thread that is not a worker.
+int this_worker() noexcept;
+
+/// Start `task` on worker `worker` of the current thread's Runtime (a worker thread only).
+template <class T>
+JoinHandle<T> spawn_on(unsigned worker, Task<T> task);
+
+namespace detail {
+/// Terminate with `what` on stderr (misuse that cannot be reported otherwise).
+[[noreturn]] void fatal(const char* what) noexcept;
+/// The scheduler of a spawn that is refused (runtime shut down): none. Completes the task's state.
+void refuse_spawn(SpawnBase& t) noexcept;
+} // namespace detail
+
+template <class T>
+JoinHandle<T> Scheduler::spawn(Task<T> task) {
+    detail::SpawnPromise<T>& p = detail::make_spawned(std::move(task));
+    start_spawned(p);
+    return JoinHandle<T>(p);
+}
+
+template <class T>
+JoinHandle<T> Runtime::spawn_on(unsigned worker, Task<T> task) {
+    if (worker >= size()) throw std::out_of_range("galay: spawn_on: no such worker");
+    detail::SpawnPromise<T>& p = detail::make_spawned(std::move(task));
+    if (!enter()) {
+        detail::refuse_spawn(p);
+        return JoinHandle<T>(p);
+    }
+    scheduler(worker).start_spawned(p);
+    leave();
+    return JoinHandle<T>(p);
+}
+
+template <class T>
+JoinHandle<T> spawn_on(unsigned worker, Task<T> task) {
+    Runtime* rt = Runtime::current();
+    if (rt == nullptr)
+        detail::fatal("galay: spawn_on() outside a Runtime worker (use rt.spawn_on)");
+    return rt->spawn_on(worker, std::move(task));
 }
 
 template <class T>

@@ -1,4 +1,5 @@
 #include "galay/net/socket_addr.hpp"
+#include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
 
 #include <arpa/inet.h>
@@ -8,8 +9,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <memory>
-#include <thread>
 
 namespace galay {
 
@@ -199,34 +198,19 @@ void run_lookup(Lookup& l) {
     l.result = std::move(out);
 }
 
-/// Runs getaddrinfo on a helper thread and resumes the awaiting coroutine on its scheduler.
-/// (It has a constructor on purpose: GCC 12 destroys an aggregate temporary in a co_await
-/// expression twice, which would drop the shared_ptr twice.)
-struct LookupAwaiter {
-    explicit LookupAwaiter(std::shared_ptr<Lookup> l) noexcept
-        : lookup(std::move(l)) {}
-    std::shared_ptr<Lookup> lookup;
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) {
-        Scheduler* s = &current_scheduler();
-        std::thread([l = lookup, s, h] {
-            run_lookup(*l);
-            s->post(h);
-        }).detach();
-    }
-    void await_resume() const noexcept {}
-};
-
 } // namespace
 
 Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port) {
     Result<SocketAddr> numeric = SocketAddr::from_ip(host, port);
     if (numeric) co_return std::vector<SocketAddr>{*numeric};
-    auto l = std::make_shared<Lookup>();
-    l->host = std::move(host);
-    l->port = port;
-    co_await LookupAwaiter(l);
-    co_return std::move(l->result);
+    // getaddrinfo blocks: on the blocking pool (cancellable until a pool thread starts it).
+    Lookup l;
+    l.host = std::move(host);
+    l.port = port;
+    co_return co_await spawn_blocking([&l] {
+        run_lookup(l);
+        return std::move(l.result);
+    });
 }
 
 } // namespace galay

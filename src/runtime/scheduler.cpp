@@ -30,61 +30,22 @@ Scheduler* Scheduler::exchange_current(Scheduler* s) noexcept {
 
 namespace detail {
 
-/// Coroutine handles posted from other threads, plus a flag so that a burst of posts costs one
-/// wake-up.
+/// Work posted from other threads: coroutine handles to resume and RemoteCalls (low bit set),
+/// plus a flag so that a burst of posts costs one wake-up.
 class RemoteQueue {
 public:
-    moodycamel::ConcurrentQueue<std::coroutine_handle<>> queue;
+    moodycamel::ConcurrentQueue<std::uintptr_t> queue;
     std::atomic<bool> wake_pending{false};
-    // Posts in progress. A post's handle may be resumed (and the scheduler destroyed) before the
-    // posting thread has finished waking the driver, so shutdown waits for this to reach zero.
+    // Posts in progress. A post's item may be run (and the scheduler destroyed) before the
+    // posting thread has finished waking the driver, so destruction waits for this to reach 0.
     std::atomic<int> posting{0};
 };
 
-/// The promise of a detached task: linked into its scheduler so that shutdown can destroy the
-/// ones still suspended.
-struct DetachedPromise {
-    Scheduler* sched = nullptr;
-    DetachedPromise* prev = nullptr;
-    DetachedPromise* next = nullptr;
-
-    struct Handle {
-        std::coroutine_handle<DetachedPromise> h;
-    };
-    Handle get_return_object() noexcept {
-        return {std::coroutine_handle<DetachedPromise>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept {
-        report_unhandled_exception(std::current_exception());
-    }
-    ~DetachedPromise() {
-        if (sched == nullptr) return;
-        if (prev != nullptr)
-            prev->next = next;
-        else
-            sched->detached_head_ = next;
-        if (next != nullptr) next->prev = prev;
-        --sched->detached_count_;
-    }
-};
+constexpr std::uintptr_t kCallBit = 1; // RemoteCall* | 1 (coroutine frames are aligned)
 
 } // namespace detail
-} // namespace galay
 
-template <class... Args>
-struct std::coroutine_traits<galay::detail::DetachedPromise::Handle, Args...> {
-    using promise_type = galay::detail::DetachedPromise;
-};
-
-namespace galay {
 namespace {
-
-detail::DetachedPromise::Handle run_detached(Task<void> task) {
-    co_await std::move(task);
-}
 
 void default_unhandled(std::exception_ptr e) noexcept {
     try {
@@ -107,6 +68,143 @@ UnhandledExceptionHandler set_unhandled_exception_handler(UnhandledExceptionHand
 void report_unhandled_exception(std::exception_ptr e) noexcept {
     g_unhandled.load()(e);
 }
+
+namespace detail {
+
+void fatal(const char* what) noexcept {
+    std::fprintf(stderr, "%s\n", what);
+    std::abort();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spawned tasks
+// ---------------------------------------------------------------------------------------------
+
+void SpawnBase::finish() noexcept {
+    if (sched != nullptr) sched->leave(*this);
+    const std::uint32_t prev = state.exchange(kDone, std::memory_order_acq_rel);
+    if (prev == kAwaited) {
+        // The awaiter published `waiter` before kAwaited and can no longer withdraw it.
+        if (waiter_sched == Scheduler::current())
+            waiter_sched->schedule(waiter);
+        else
+            waiter_sched->post(waiter);
+    } else if (prev == kJoining) {
+        state.notify_all(); // (the handle's reference keeps this state alive meanwhile)
+    }
+    release();
+}
+
+void SpawnBase::abandon() noexcept {
+    drop_inner(*this); // destroys the task's frames, innermost first
+    shut_down = true;
+    finish();
+}
+
+void SpawnBase::release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) self.destroy();
+}
+
+void SpawnBase::request_abort() noexcept {
+    if (state.load(std::memory_order_acquire) == kDone || sched == nullptr) return;
+    if (Scheduler::current() == sched && linked) {
+        scope.request();
+        return;
+    }
+    if (abort_sent.exchange(true, std::memory_order_acq_rel)) return;
+    refs.fetch_add(1, std::memory_order_relaxed); // the posted call's, released when it runs
+    sched->post(abort_call);
+}
+
+void SpawnBase::on_start(void* owner, bool run) noexcept {
+    auto* t = static_cast<SpawnBase*>(owner);
+    if (run)
+        t->sched->adopt(*t);
+    else
+        t->abandon();
+}
+
+void SpawnBase::on_abort(void* owner, bool run) noexcept {
+    auto* t = static_cast<SpawnBase*>(owner);
+    // A finished or abandoned task's scope may list leaves of frames already destroyed. (Posts
+    // from two threads may arrive in either order: an abort can precede the task's start.)
+    if (run && t->state.load(std::memory_order_acquire) != kDone) {
+        if (t->linked)
+            t->scope.request();
+        else
+            t->abort_early = true;
+    }
+    t->release();
+}
+
+void SpawnBase::wait_done() noexcept {
+    if (Scheduler::current() != nullptr)
+        fatal("galay: JoinHandle::join() would block a scheduler thread; co_await the handle "
+              "inside a task instead");
+    std::uint32_t s = state.load(std::memory_order_acquire);
+    if (s == kDone) return;
+    std::uint32_t expected = kRunning;
+    state.compare_exchange_strong(expected, kJoining, std::memory_order_acq_rel);
+    while ((s = state.load(std::memory_order_acquire)) != kDone)
+        state.wait(s, std::memory_order_acquire);
+}
+
+void SpawnBase::check_result() const {
+    if (shut_down)
+        throw Error(errno_code(ECANCELED),
+                    "galay: the runtime shut down before the spawned task finished");
+    if (taken) throw std::logic_error("galay: the result of a JoinHandle was already taken");
+}
+
+void refuse_spawn(SpawnBase& t) noexcept {
+    t.sched = nullptr;
+    t.abandon();
+}
+
+// ---------------------------------------------------------------------------------------------
+// RemoteWait
+// ---------------------------------------------------------------------------------------------
+
+void RemoteWait::set_waiter(std::coroutine_handle<> h) {
+    sched_ = &current_scheduler();
+    waiter_ = h;
+    interrupted_ = 0;
+}
+
+void RemoteWait::arm(CancelScope* scope) {
+    if (deadline_ns_ != 0) {
+        timer_.deadline_ns = deadline_ns_;
+        timer_.on_fire = &RemoteWait::on_deadline;
+        timer_.context = this;
+        sched_->arm_timer(timer_);
+    }
+    scope_ = scope;
+    if (scope != nullptr) scope->link(*this); // (calls cancel() at once if it was requested)
+}
+
+int RemoteWait::end_wait() noexcept {
+    if (scope_ != nullptr) CancelScope::unlink(*this);
+    scope_ = nullptr;
+    if (timer_.armed()) sched_->disarm_timer(timer_);
+    return interrupted_;
+}
+
+void RemoteWait::interrupt(int reason) noexcept {
+    if (interrupted_ != 0 || !waiter_) return;
+    if (!withdraw()) return; // the completion has the waiter: its post is on the way
+    interrupted_ = reason;
+    if (timer_.armed()) sched_->disarm_timer(timer_);
+    sched_->schedule(waiter_);
+}
+
+void RemoteWait::on_deadline(TimerNode* n) {
+    static_cast<RemoteWait*>(n->context)->interrupt(ETIMEDOUT);
+}
+
+} // namespace detail
+} // namespace galay
+
+namespace galay {
 
 namespace detail {
 
@@ -153,51 +251,132 @@ Scheduler::Scheduler(SchedulerOptions options)
 }
 
 Scheduler::~Scheduler() {
-    shutdown();
-}
-
-void Scheduler::shutdown() noexcept {
-    Scheduler* saved = exchange_current(this);
+    teardown(); // (done already on a Runtime worker's own thread)
     while (remote_->posting.load(std::memory_order_acquire) != 0)
         std::this_thread::yield();
-    // Cancel every kernel operation and wait for it, so no buffer of a frame we are about to
-    // destroy is still owned by the kernel.
-    driver_->shutdown();
-    ready_.clear();
-    timers_.clear();
-    while (detached_head_ != nullptr) {
-        auto h = std::coroutine_handle<detail::DetachedPromise>::from_promise(*detached_head_);
-        h.destroy();
-    }
+    drop_remote();
     driver_.reset();
+}
+
+void Scheduler::teardown() noexcept {
+    if (torn_down_) return;
+    torn_down_ = true;
+    stopping_ = true;
+    Scheduler* saved = exchange_current(this);
+    // Cancel every kernel operation and wait for it, so no buffer of a frame about to be
+    // destroyed is still owned by the kernel.
+    driver_->shutdown();
+    // The frames about to be destroyed hold the timer nodes: forget them first.
+    timers_.clear();
+    while (tasks_ != nullptr)
+        tasks_->abandon(); // (unlinks it)
+    ready_.clear();
+    running_.clear();
+    drop_remote();
     exchange_current(saved);
 }
 
-void Scheduler::spawn(Task<void> task) {
-    auto h = run_detached(std::move(task)).h;
-    detail::DetachedPromise& p = h.promise();
-    p.sched = this;
-    p.next = detached_head_;
-    if (detached_head_ != nullptr) detached_head_->prev = &p;
-    detached_head_ = &p;
-    ++detached_count_;
-    schedule(h);
+void Scheduler::drop_remote() noexcept {
+    std::uintptr_t batch[64];
+    std::size_t n;
+    while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0) {
+        for (std::size_t i = 0; i < n; ++i) {
+            if ((batch[i] & detail::kCallBit) == 0)
+                continue; // a frame being (or already) destroyed
+            auto* c = reinterpret_cast<detail::RemoteCall*>(batch[i] & ~detail::kCallBit);
+            c->fn(c->owner, false);
+        }
+    }
+}
+
+void Scheduler::start_spawned(detail::SpawnBase& t) {
+    t.sched = this;
+    live_.fetch_add(1, std::memory_order_relaxed);
+    if (t_current == this)
+        adopt(t);
+    else
+        post(t.start_call);
+}
+
+void Scheduler::adopt(detail::SpawnBase& t) {
+    t.linked = true;
+    t.prev = nullptr;
+    t.next = tasks_;
+    if (tasks_ != nullptr) tasks_->prev = &t;
+    tasks_ = &t;
+    ++linked_;
+    // Started during shutdown, or aborted before it started: cancelled from the start.
+    if (stopping_ || t.abort_early) t.scope.request();
+    schedule(t.self);
+}
+
+void Scheduler::leave(detail::SpawnBase& t) noexcept {
+    if (t.linked) {
+        if (t.prev != nullptr)
+            t.prev->next = t.next;
+        else
+            tasks_ = t.next;
+        if (t.next != nullptr) t.next->prev = t.prev;
+        t.prev = t.next = nullptr;
+        t.linked = false;
+        --linked_;
+    }
+    live_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Scheduler::cancel_all() noexcept {
+    stopping_ = true;
+    for (detail::SpawnBase* t = tasks_; t != nullptr;) {
+        detail::SpawnBase* next = t->next; // (request() never finishes a task: nothing resumes)
+        t->scope.request();
+        t = next;
+    }
 }
 
 void Scheduler::post(std::coroutine_handle<> h) {
+    enqueue_remote(reinterpret_cast<std::uintptr_t>(h.address()));
+}
+
+void Scheduler::post(detail::RemoteCall& call) {
+    enqueue_remote(reinterpret_cast<std::uintptr_t>(&call) | detail::kCallBit);
+}
+
+void Scheduler::enqueue_remote(std::uintptr_t item) {
     remote_->posting.fetch_add(1, std::memory_order_acq_rel);
-    remote_->queue.enqueue(h);
-    if (!remote_->wake_pending.exchange(true, std::memory_order_acq_rel)) driver_->wake();
-    remote_->posting.fetch_sub(1, std::memory_order_acq_rel);
+    remote_->queue.enqueue(item);
+    if (!remote_->wake_pending.exchange(true, std::memory_order_acq_rel)) {
+        Scheduler* from = t_current;
+        // From our own loop the flag alone is enough: it is checked before the driver sleeps.
+        // Between workers of one Runtime on io_uring, an IORING_OP_MSG_RING queued in the
+        // sender's ring rides with its next io_uring_enter (its loop polls right after the
+        // current batch), instead of an eventfd write now.
+        if (from == this) {
+        } else if (from != nullptr && from->in_loop_ && wake_group_ != nullptr &&
+                   from->wake_group_ == wake_group_ && from->driver_->wake_peer(*driver_)) {
+        } else {
+            driver_->wake();
+        }
+    }
+    remote_->posting.fetch_sub(1, std::memory_order_release);
 }
 
 void Scheduler::drain_remote() {
-    if (!remote_->wake_pending.load(std::memory_order_acquire)) return;
-    remote_->wake_pending.store(false, std::memory_order_release);
-    std::coroutine_handle<> batch[64];
+    // An exchange (not a store): the flag must be clear before the queue is read, or a post
+    // between the two could find it still set and skip its wake-up.
+    if (!remote_->wake_pending.exchange(false, std::memory_order_acq_rel)) return;
+    std::uintptr_t batch[64];
     std::size_t n;
-    while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0)
-        ready_.insert(ready_.end(), batch, batch + n);
+    while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0) {
+        for (std::size_t i = 0; i < n; ++i) {
+            if ((batch[i] & detail::kCallBit) != 0) {
+                auto* c = reinterpret_cast<detail::RemoteCall*>(batch[i] & ~detail::kCallBit);
+                c->fn(c->owner, true);
+            } else {
+                ready_.push_back(
+                    std::coroutine_handle<>::from_address(reinterpret_cast<void*>(batch[i])));
+            }
+        }
+    }
 }
 
 void Scheduler::run_ready() {
@@ -220,7 +399,9 @@ void Scheduler::fire_timers() {
     }
 }
 
-void Scheduler::run_until_done(const std::size_t& remaining) {
+void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadline_ns) {
+    const bool outer = !in_loop_;
+    in_loop_ = true;
     while (remaining != 0) {
         drain_remote();
         run_ready();
@@ -231,8 +412,17 @@ void Scheduler::run_until_done(const std::size_t& remaining) {
             timeout = 0;
         else if (!timers_.empty())
             timeout = std::max<std::int64_t>(0, timers_.top()->deadline_ns - now_ns());
+        if (deadline_ns >= 0) {
+            const std::int64_t left = deadline_ns - now_ns();
+            if (left <= 0) break;
+            if (timeout < 0 || timeout > left) timeout = left;
+        }
         driver_->poll(timeout);
         fire_timers();
+    }
+    if (outer) {
+        in_loop_ = false;
+        driver_->flush_wakes(); // wake-ups queued in the ring by the last batch
     }
 }
 

@@ -29,7 +29,7 @@ inline bool has_pattern(std::span<const std::byte> buf, std::uint64_t seed, std:
     return std::memcmp(want.data(), buf.data(), buf.size()) == 0;
 }
 
-/// Threads of this process named `name` (the epoll file engine's pool threads are "galay-fs").
+/// Threads of this process named `name` (the blocking pool's threads are "galay-blocking").
 inline int threads_named(const std::string& name) {
     int n = 0;
     for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {

@@ -149,6 +149,16 @@ public:
     /// Thread-safe: make a blocking `poll` return soon.
     virtual void wake() noexcept = 0;
 
+    /// On this driver's thread: queue a wake-up of `peer` (another thread's driver) that this
+    /// driver sends with its next `poll` (io_uring: IORING_OP_MSG_RING). False when it cannot
+    /// (then the caller uses `peer.wake()`). The peer must outlive the send.
+    virtual bool wake_peer(Driver& peer) noexcept {
+        (void)peer;
+        return false;
+    }
+    /// Send the wake-ups queued by wake_peer now (the caller is not about to poll).
+    virtual void flush_wakes() noexcept {}
+
     /// The fd is about to be closed synchronously: forget any state about it.
     virtual void forget_fd(int fd) noexcept = 0;
 

@@ -27,9 +27,9 @@
 //    O_DIRECT) cannot use libaio usefully: for them io_submit performs the whole copy synchronously
 //    and blocks the thread on a page-cache miss or a dirty-page throttle. So on epoll, buffered
 //    reads first try `preadv2(RWF_NOWAIT)` (served at once when the data is cached), and the other
-//    transfers on a buffered file (writes, uncached reads) run on a small blocking thread pool of
-//    at most 4 threads per scheduler ("galay-fs"), started on first use, whose completions return
-//    to the scheduler's thread.
+//    transfers on a buffered file (writes, uncached reads) run on galay's blocking pool (the one
+//    process-wide pool `spawn_blocking` uses, galay/blocking.hpp), whose completions return to
+//    the scheduler's thread.
 //  - epoll, fsync and fdatasync: through libaio for every file, buffered or O_DIRECT
 //    (IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC, Linux >= 4.18: io_submit hands the flush to a kernel
 //    workqueue and returns at once). On a kernel without them (io_submit refuses the iocb) they

@@ -61,8 +61,9 @@ private:
 };
 
 /// Resolve `host` (a name or a numeric address) to socket addresses with `port`. Numeric
-/// addresses resolve at once; names are looked up (getaddrinfo) on a helper thread so the
-/// scheduler keeps running.
+/// addresses resolve at once; names are looked up (getaddrinfo) on the blocking pool
+/// (galay/blocking.hpp) so the scheduler keeps running. Cancellable until a pool thread starts
+/// the lookup.
 Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
 
 } // namespace galay

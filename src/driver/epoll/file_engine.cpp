@@ -1,8 +1,9 @@
 #include "driver/epoll/file_engine.hpp"
 
+#include "galay/blocking.hpp"
+
 #include <concurrentqueue/concurrentqueue.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h> // MSG_MORE
@@ -12,23 +13,16 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <thread>
 
 namespace galay::detail {
 
-// ---------------------------------------------------------------------------------------------
-// The blocking pool
-// ---------------------------------------------------------------------------------------------
-
 namespace {
 
-/// The system call(s) of one file op, on a pool thread.
+/// The system call(s) of one file op, on a blocking-pool thread.
 void run_blocking(IoOp& op) noexcept {
     for (;;) {
         ssize_t r;
@@ -71,105 +65,6 @@ void run_blocking(IoOp& op) noexcept {
 
 } // namespace
 
-/// A few threads that run file ops with blocking system calls. Only the owning scheduler thread
-/// calls push/try_remove/drain; workers touch an op only between taking it from `queue_` and
-/// enqueueing it in `done_` (whose enqueue/dequeue order the accesses).
-class BlockingPool {
-public:
-    static constexpr std::size_t kMaxThreads = 4;
-
-    explicit BlockingPool(Driver& driver)
-        : driver_(driver) {}
-
-    ~BlockingPool() {
-        {
-            std::lock_guard lk(m_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        for (std::thread& t : threads_)
-            t.join();
-    }
-
-    void push(IoOp& op) {
-        std::lock_guard lk(m_);
-        queue_.push_back(&op);
-        // A thread per op waiting beyond the idle ones, up to the limit; started on demand so a
-        // scheduler that never touches a buffered file has none.
-        if (queue_.size() > idle_ && threads_.size() < kMaxThreads)
-            threads_.emplace_back([this] { work(); });
-        else if (idle_ > 0)
-            cv_.notify_one();
-    }
-
-    /// Take `op` back if no thread has started it.
-    bool try_remove(IoOp& op) noexcept {
-        std::lock_guard lk(m_);
-        for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-            if (*it != &op) continue;
-            queue_.erase(it);
-            return true;
-        }
-        return false;
-    }
-
-    /// Take back every op no thread has started.
-    template <class F>
-    void remove_all(F&& f) {
-        std::deque<IoOp*> taken;
-        {
-            std::lock_guard lk(m_);
-            taken.swap(queue_);
-        }
-        for (IoOp* op : taken)
-            f(*op);
-    }
-
-    /// Call `f` for every finished op (owning thread).
-    template <class F>
-    void drain(F&& f) {
-        // Clear the flag first (acq_rel: see the producer's enqueue): a completion enqueued after
-        // this point wakes the driver again.
-        wake_pending_.exchange(false, std::memory_order_acq_rel);
-        IoOp* batch[64];
-        std::size_t n;
-        while ((n = done_.try_dequeue_bulk(batch, 64)) != 0)
-            for (std::size_t i = 0; i < n; ++i)
-                f(*batch[i]);
-    }
-
-private:
-    void work() {
-        ::pthread_setname_np(::pthread_self(), "galay-fs");
-        std::unique_lock lk(m_);
-        for (;;) {
-            while (queue_.empty() && !stop_) {
-                ++idle_;
-                cv_.wait(lk);
-                --idle_;
-            }
-            if (queue_.empty()) return; // stopping, and nothing left
-            IoOp* op = queue_.front();
-            queue_.pop_front();
-            lk.unlock();
-            run_blocking(*op);
-            done_.enqueue(op);
-            if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) driver_.wake();
-            lk.lock();
-        }
-    }
-
-    Driver& driver_;
-    std::mutex m_;
-    std::condition_variable cv_;
-    std::deque<IoOp*> queue_;
-    std::vector<std::thread> threads_;
-    std::size_t idle_ = 0;
-    bool stop_ = false;
-    moodycamel::ConcurrentQueue<IoOp*> done_;
-    std::atomic<bool> wake_pending_{false};
-};
-
 // ---------------------------------------------------------------------------------------------
 // The engine
 // ---------------------------------------------------------------------------------------------
@@ -180,7 +75,9 @@ EpollFileEngine::EpollFileEngine(Scheduler& sched, Driver& driver, int epoll_fd)
     , epoll_fd_(epoll_fd) {}
 
 EpollFileEngine::~EpollFileEngine() {
-    pool_.reset(); // joins the threads (shutdown() has waited for their work)
+    // shutdown() has taken back or waited for every pool op; make sure no pool thread is still
+    // between its hand-back and its return.
+    blocking_wait_idle(this, nullptr);
     if (ctx_ != nullptr) ::io_destroy(ctx_);
     if (efd_ >= 0) ::close(efd_);
 }
@@ -292,10 +189,26 @@ bool EpollFileEngine::read_cached(IoOp& op) noexcept {
 }
 
 void EpollFileEngine::to_pool(IoOp& op) {
-    if (!pool_) pool_ = std::make_unique<BlockingPool>(driver_);
     op.pending = true;
     ++pool_pending_;
-    pool_->push(op);
+    try {
+        blocking_submit(&EpollFileEngine::pool_run, this, &op);
+    } catch (...) { // no pool thread could be started: fail this op alone
+        --pool_pending_;
+        op.result = -EAGAIN;
+        refused_.push_back(op);
+        ++refused_count_;
+    }
+}
+
+void EpollFileEngine::pool_run(void* engine, void* op_ptr) noexcept {
+    auto* self = static_cast<EpollFileEngine*>(engine);
+    IoOp* op = static_cast<IoOp*>(op_ptr);
+    run_blocking(*op);
+    // After the enqueue the op belongs to the scheduler thread again; the engine stays until
+    // blocking_wait_idle says this thread is done.
+    self->pool_done_.enqueue(op);
+    if (!self->pool_wake_pending_.exchange(true, std::memory_order_acq_rel)) self->driver_.wake();
 }
 
 void EpollFileEngine::release_slot(iocb* cb) noexcept {
@@ -428,15 +341,23 @@ void EpollFileEngine::finish(const io_event& ev) {
 }
 
 void EpollFileEngine::drain_pool() {
-    pool_->drain([this](IoOp& op) {
-        --pool_pending_;
-        if (op.aux == kSyncRefusedByAio) {
-            op.aux = 0;
-            // fsync(2) did what the AIO fsync was refused: the kernel has none (before 4.18).
-            if (op.result >= 0) aio_sync_ = false;
+    // Clear the flag first (acq_rel: see pool_run's enqueue): a hand-back after this point
+    // wakes the driver again.
+    pool_wake_pending_.exchange(false, std::memory_order_acq_rel);
+    IoOp* batch[64];
+    std::size_t n;
+    while ((n = pool_done_.try_dequeue_bulk(batch, 64)) != 0) {
+        for (std::size_t i = 0; i < n; ++i) {
+            IoOp& op = *batch[i];
+            --pool_pending_;
+            if (op.aux == kSyncRefusedByAio) {
+                op.aux = 0;
+                // fsync(2) did what the AIO fsync was refused: the kernel has none (before 4.18).
+                if (op.result >= 0) aio_sync_ = false;
+            }
+            sched_.complete(op);
         }
-        sched_.complete(op);
-    });
+    }
 }
 
 namespace {
@@ -496,7 +417,7 @@ void EpollFileEngine::cancel(IoOp& op) noexcept {
         sched_.complete(op);
         return;
     }
-    if (pool_ && pool_->try_remove(op)) {
+    if (pool_pending_ > 0 && blocking_cancel(this, &op)) {
         --pool_pending_;
         op.result = -ECANCELED;
         sched_.complete(op);
@@ -563,12 +484,16 @@ void EpollFileEngine::shutdown() noexcept {
                 finish(events_[i]);
         }
     }
-    if (pool_) {
-        pool_->remove_all([this](IoOp& op) {
-            --pool_pending_;
-            op.result = -ECANCELED;
-            sched_.complete(op);
-        });
+    if (pool_pending_ > 0) {
+        blocking_cancel_all(
+            this,
+            [](void* op, void* engine) noexcept {
+                auto* self = static_cast<EpollFileEngine*>(engine);
+                --self->pool_pending_;
+                static_cast<IoOp*>(op)->result = -ECANCELED;
+                self->sched_.complete(*static_cast<IoOp*>(op));
+            },
+            this);
         while (pool_pending_ > 0) { // ops running on pool threads cannot be interrupted
             drain_pool();
             if (pool_pending_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -28,9 +28,10 @@
 //
 // Buffered files: io_submit would do the whole copy synchronously (and block on a page-cache
 // miss), so a buffered read is first tried with preadv2(RWF_NOWAIT) (served at once from the
-// page cache) and everything else goes to a small blocking thread pool (at most 4 threads,
-// started on demand). Workers hand finished ops back through a lock-free queue and the driver's
-// wake-up; the scheduler thread then completes them.
+// page cache) and everything else goes to galay's blocking pool (the process-wide one
+// `spawn_blocking` uses, galay/blocking.hpp; not a pool per scheduler). Pool threads hand
+// finished ops back through a lock-free queue and the driver's wake-up; the scheduler thread
+// then completes them.
 //
 // fsync and fdatasync go through AIO for every file, buffered or O_DIRECT: IOCB_CMD_FSYNC and
 // IOCB_CMD_FDSYNC (Linux >= 4.18) make io_submit queue the flush on a kernel workqueue and return
@@ -48,14 +49,13 @@
 
 #include "galay/runtime.hpp"
 
+#include <concurrentqueue/concurrentqueue.h>
 #include <libaio.h>
 
-#include <memory>
+#include <atomic>
 #include <vector>
 
 namespace galay::detail {
-
-class BlockingPool;
 
 class EpollFileEngine {
 public:
@@ -103,6 +103,8 @@ private:
     void finish(const io_event& ev);
     void release_slot(iocb* cb) noexcept;
     void drain_pool();
+    /// On a pool thread: run `op`'s system call and hand it back.
+    static void pool_run(void* engine, void* op) noexcept;
 
     Scheduler& sched_;
     Driver& driver_;
@@ -125,8 +127,9 @@ private:
     std::size_t refused_count_ = 0;
     std::size_t in_kernel_ = 0;
 
-    std::unique_ptr<BlockingPool> pool_;
-    std::size_t pool_pending_ = 0;
+    std::size_t pool_pending_ = 0; // ops given to the blocking pool and not handed back
+    moodycamel::ConcurrentQueue<IoOp*> pool_done_;
+    std::atomic<bool> pool_wake_pending_{false};
 };
 
 } // namespace galay::detail

@@ -1,0 +1,218 @@
+// Runtime: N worker threads, one Scheduler each (see the threading rules in galay/runtime.hpp).
+//
+// A worker's life has three phases. (1) It runs its scheduler until the stop call posted by
+// shutdown() arrives; the call cancels every task of the worker and marks it stopping (tasks
+// started later begin cancelled). (2) It keeps running until it has no task left or the grace
+// period ends: cancelled tasks usually end within a turn, as their pending operations complete
+// with operation_canceled. (3) On its own thread (a DEFER_TASKRUN ring accepts submissions from
+// its creator only) it cancels and finishes every kernel operation and destroys the tasks still
+// alive. The Scheduler objects stay until the Runtime is destroyed, after every thread has been
+// joined, so that a post from any thread (a task finishing on another worker, a blocking-pool
+// thread) always finds its target; what arrives after phase 3 is dropped there.
+#include "galay/runtime.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <thread>
+
+namespace galay {
+
+namespace {
+thread_local Runtime* t_runtime = nullptr;
+thread_local int t_worker = -1;
+} // namespace
+
+struct Runtime::Worker {
+    Runtime* rt = nullptr;
+    unsigned index = 0;
+    int cpu = -1; // pin_workers: the CPU it runs on
+    std::thread thread;
+    std::unique_ptr<Scheduler> sched;
+    std::exception_ptr error; // its scheduler could not be created
+    std::atomic<int> status{kStarting};
+    enum : int { kStarting, kReady, kFailed };
+    std::size_t running = 1; // phase 1 lasts while this is 1 (worker thread only)
+    detail::RemoteCall stop_call;
+
+    static void on_stop(void* owner, bool run) noexcept {
+        auto* w = static_cast<Worker*>(owner);
+        if (!run) return;
+        w->running = 0;
+        w->sched->cancel_all();
+    }
+};
+
+namespace {
+
+std::vector<int> allowed_cpus() {
+    std::vector<int> cpus;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+} // namespace
+
+Runtime* Runtime::current() noexcept {
+    return t_runtime;
+}
+
+int this_worker() noexcept {
+    return t_worker;
+}
+
+Runtime::Runtime(RuntimeOptions options)
+    : options_(options) {
+    unsigned n = options_.workers;
+    if (n == 0) n = std::thread::hardware_concurrency();
+    if (n == 0) n = 1;
+    std::vector<int> cpus;
+    if (options_.pin_workers) cpus = allowed_cpus();
+    workers_.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+        auto w = std::make_unique<Worker>();
+        w->rt = this;
+        w->index = i;
+        w->stop_call = {&Worker::on_stop, w.get()};
+        if (!cpus.empty()) w->cpu = cpus[i % cpus.size()];
+        workers_.push_back(std::move(w));
+    }
+    unsigned started = 0;
+    std::exception_ptr thread_error;
+    for (unsigned i = 0; i < n; ++i) {
+        Worker& w = *workers_[i];
+        try {
+            w.thread = std::thread([this, i] { worker_main(i); });
+            ++started;
+        } catch (...) {
+            thread_error = std::current_exception();
+            break;
+        }
+    }
+    // Wait until every started worker has created its scheduler (or failed to).
+    std::exception_ptr error = thread_error;
+    for (unsigned i = 0; i < started; ++i) {
+        Worker& w = *workers_[i];
+        w.status.wait(Worker::kStarting, std::memory_order_acquire);
+        if (w.status.load(std::memory_order_acquire) == Worker::kFailed && !error) error = w.error;
+    }
+    if (error) {
+        shutdown();
+        workers_.clear();
+        std::rethrow_exception(error);
+    }
+}
+
+void Runtime::worker_main(unsigned index) {
+    Worker& w = *workers_[index];
+    t_runtime = this;
+    t_worker = static_cast<int>(index);
+    const std::string name = "galay-w" + std::to_string(index);
+    ::pthread_setname_np(::pthread_self(), name.c_str());
+    if (w.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w.cpu, &set);
+        ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+    }
+    std::unique_ptr<Scheduler> sched;
+    std::exception_ptr error;
+    try {
+        sched = std::make_unique<Scheduler>(options_.scheduler);
+        sched->wake_group_ = this;
+    } catch (...) {
+        error = std::current_exception();
+    }
+    Scheduler* s = sched.get();
+    w.sched = std::move(sched);
+    w.error = error;
+    w.status.store(s != nullptr ? Worker::kReady : Worker::kFailed, std::memory_order_release);
+    w.status.notify_all();
+    if (s == nullptr) return;
+
+    Scheduler::exchange_current(s);
+    s->run_until_done(w.running); // until the stop call
+    const std::int64_t grace =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.shutdown_grace).count();
+    s->run_until_done(s->linked_, Scheduler::now_ns() + (grace > 0 ? grace : 0));
+    s->teardown();
+    Scheduler::exchange_current(nullptr);
+    t_runtime = nullptr;
+    t_worker = -1;
+}
+
+Runtime::~Runtime() {
+    shutdown();
+    // Everything queued for a worker after its phase 3 is dropped while every scheduler still
+    // exists (dropping a spawn completes its handle, which may post to another one).
+    for (auto& w : workers_)
+        if (w->sched) w->sched->drop_remote();
+    for (auto& w : workers_)
+        w->sched.reset();
+}
+
+Backend Runtime::backend() const noexcept {
+    return workers_.front()->sched->backend();
+}
+
+const char* Runtime::backend_name() const noexcept {
+    return workers_.front()->sched->backend_name();
+}
+
+Scheduler& Runtime::scheduler(unsigned worker) const {
+    if (worker >= workers_.size()) throw std::out_of_range("galay: no such worker");
+    return *workers_[worker]->sched;
+}
+
+unsigned Runtime::least_loaded() const noexcept {
+    const auto n = static_cast<unsigned>(workers_.size());
+    const unsigned start = next_.fetch_add(1, std::memory_order_relaxed) % n;
+    unsigned best = start;
+    std::size_t best_load = workers_[start]->sched->detached_count();
+    for (unsigned k = 1; k < n && best_load != 0; ++k) {
+        const unsigned i = (start + k) % n;
+        const std::size_t load = workers_[i]->sched->detached_count();
+        if (load < best_load) {
+            best = i;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
+bool Runtime::enter() noexcept {
+    // Dekker with shutdown(): both sides write their flag then read the other's, seq_cst.
+    entered_.fetch_add(1, std::memory_order_seq_cst);
+    if (!closed_.load(std::memory_order_seq_cst)) return true;
+    entered_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+}
+
+void Runtime::leave() noexcept {
+    entered_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Runtime::shutdown() noexcept {
+    if (joined_) return;
+    if (t_runtime == this)
+        detail::fatal("galay: Runtime::shutdown() called from one of its own workers (it joins "
+                      "them); call it from another thread");
+    closed_.store(true, std::memory_order_seq_cst);
+    while (entered_.load(std::memory_order_seq_cst) != 0)
+        std::this_thread::yield();
+    for (auto& w : workers_)
+        if (w->sched) w->sched->post(w->stop_call);
+    for (auto& w : workers_)
+        if (w->thread.joinable()) w->thread.join();
+    joined_ = true;
+}
+
+} // namespace galay
