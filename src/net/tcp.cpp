@@ -210,6 +210,43 @@ Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions opti
     return l;
 }
 
+Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& addr, unsigned n,
+                                                           ListenOptions options) {
+    if (n == 0) return fail(EINVAL);
+    std::vector<TcpListener> out;
+    out.reserve(n);
+    // The first one: an exclusive bind (no SO_REUSEPORT yet), which fails with EADDRINUSE on
+    // any socket holding the port, with or without SO_REUSEPORT. SO_REUSEPORT is set after the
+    // bind and before listen(), which is when the kernel forms the port's reuseport group, so
+    // the others can join it.
+    options.reuse_port = false;
+    auto first = detail::make_socket(addr.family(), SOCK_STREAM);
+    if (!first) return std::unexpected(first.error());
+    TcpListener l0;
+    l0.fd_ = *first;
+    if (options.reuse_addr)
+        if (auto r = detail::setsockopt_int(l0.fd_, SOL_SOCKET, SO_REUSEADDR, 1); !r)
+            return std::unexpected(r.error());
+    if (addr.is_v6())
+        if (auto r = detail::setsockopt_int(l0.fd_, IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only); !r)
+            return std::unexpected(r.error());
+    if (::bind(l0.fd_, addr.data(), addr.size()) < 0) return fail(errno);
+    if (n > 1)
+        if (auto r = detail::setsockopt_int(l0.fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+            return std::unexpected(r.error());
+    if (::listen(l0.fd_, options.backlog) < 0) return fail(errno);
+    auto bound = l0.local_addr();
+    if (!bound) return std::unexpected(bound.error());
+    out.push_back(std::move(l0));
+    options.reuse_port = true;
+    for (unsigned i = 1; i < n; ++i) {
+        auto l = bind(*bound, options);
+        if (!l) return std::unexpected(l.error());
+        out.push_back(std::move(*l));
+    }
+    return out;
+}
+
 Result<SocketAddr> TcpListener::local_addr() const noexcept {
     return detail::sock_name(fd_, false);
 }

@@ -273,6 +273,10 @@ void Scheduler::teardown() noexcept {
     ready_.clear();
     running_.clear();
     drop_remote();
+    // The destroyed frames closed their sockets: on io_uring, the requests that drop the ring's
+    // references to them (registered slot, armed multishot recv) go to the kernel now, not
+    // whenever the ring is torn down.
+    driver_->flush();
     exchange_current(saved);
 }
 
@@ -422,7 +426,7 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
     }
     if (outer) {
         in_loop_ = false;
-        driver_->flush_wakes(); // wake-ups queued in the ring by the last batch
+        driver_->flush(); // wake-ups (and anything else) queued in the ring by the last batch
     }
 }
 

@@ -156,8 +156,9 @@ public:
         (void)peer;
         return false;
     }
-    /// Send the wake-ups queued by wake_peer now (the caller is not about to poll).
-    virtual void flush_wakes() noexcept {}
+    /// Hand what is queued for the kernel (wake-ups from wake_peer, the slot clearing and
+    /// cancels of a close) to it now: the caller is not about to poll.
+    virtual void flush() noexcept {}
 
     /// The fd is about to be closed synchronously: forget any state about it.
     virtual void forget_fd(int fd) noexcept = 0;

@@ -33,6 +33,7 @@
 #include <ranges>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace galay {
 
@@ -276,7 +277,9 @@ private:
 struct ListenOptions {
     int backlog = 4096;
     bool reuse_addr = true;
-    bool reuse_port = false; ///< SO_REUSEPORT: several listeners (threads) share one port
+    /// SO_REUSEPORT: several listeners share one port. Linux lets any socket of the same user
+    /// that also sets it share the port, another process included; `bind_sharded` does not.
+    bool reuse_port = false;
     bool v6_only = false;
 };
 
@@ -291,6 +294,13 @@ public:
 
     /// socket + options + bind + listen. Port 0 picks a free port (see local_addr()).
     static Result<TcpListener> bind(const SocketAddr& addr, ListenOptions options = {}) noexcept;
+    /// `n` listeners on one address that share it with SO_REUSEPORT (the kernel spreads new
+    /// connections over them: one per worker). A port that anything else holds (another
+    /// process, an unrelated socket, SO_REUSEPORT or not) is `EADDRINUSE`: the first listener is
+    /// bound without SO_REUSEPORT, which fails on any holder, and only then opens the port to
+    /// the other n-1. Port 0: they all get the port the first one was given.
+    static Result<std::vector<TcpListener>> bind_sharded(const SocketAddr& addr, unsigned n,
+                                                         ListenOptions options = {});
 
     /// Wait for the next connection. `peer`, if given, receives the remote address.
     detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {

@@ -37,6 +37,8 @@ constexpr std::uint64_t kWakeTag = 2;   // the eventfd read that lets other thre
 constexpr std::uint64_t kMultishotTag = 3;  // low 3 bits of a multishot recv: fd << 32 | gen << 3
 constexpr std::uint64_t kRegisterTag = 4;   // FILES_UPDATE putting fd (ud >> 32) in its slot
 constexpr std::uint64_t kUnregisterTag = 5; // FILES_UPDATE clearing a slot
+constexpr std::uint64_t kMsgWakeTag = 6;    // a MSG_RING from another worker's ring: wake up
+constexpr std::uint64_t kMsgFailTag = 7; // our MSG_RING to peer (ud & ~7) failed: use its eventfd
 constexpr std::uint16_t kBufferGroup = 0;
 
 /// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
@@ -124,6 +126,23 @@ constexpr struct {
     {IORING_OP_FSYNC, "FSYNC"},     {IORING_OP_FALLOCATE, "FALLOCATE"},
 };
 
+/// IORING_OP_MSG_RING (5.18) and IOSQE_CQE_SKIP_SUCCESS (5.17), probed once per process.
+bool msg_ring_supported() {
+    static const bool supported = [] {
+        io_uring ring;
+        if (setup_ring(ring, 8, nullptr) < 0) return false;
+        bool ok = false;
+        if (io_uring_probe* probe = io_uring_get_probe_ring(&ring)) {
+            ok = io_uring_opcode_supported(probe, IORING_OP_MSG_RING) &&
+                 (ring.features & IORING_FEAT_CQE_SKIP) != 0;
+            io_uring_free_probe(probe);
+        }
+        io_uring_queue_exit(&ring);
+        return ok;
+    }();
+    return supported;
+}
+
 class UringDriver final : public Driver {
 public:
     UringDriver(Scheduler& s, const SchedulerOptions& options)
@@ -144,6 +163,7 @@ public:
             throw Error(errno_code(e), "galay: eventfd failed");
         }
         arm_wake();
+        msg_ring_ = options.msg_ring_wake && msg_ring_supported();
     }
 
     ~UringDriver() override {
@@ -237,7 +257,30 @@ public:
         [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
     }
 
+    // Waking another worker's ring: an IORING_OP_MSG_RING SQE in our own ring posts a CQE
+    // (kMsgWakeTag) straight into the peer's completion queue. It is submitted with our next
+    // io_uring_enter (the loop polls right after the batch that posted), so it costs no system
+    // call of its own, where an eventfd write costs one; the peer wakes from its wait on that
+    // CQE with no read to re-arm. CQE_SKIP_SUCCESS: a completion comes back only when the message
+    // failed (the peer's CQ is full, ...), and then the peer's eventfd wakes it instead.
+    bool wake_peer(Driver& peer) noexcept override {
+        if (!msg_ring_ || peer.backend() != Backend::io_uring) return false;
+        auto& target = static_cast<UringDriver&>(peer);
+        io_uring_sqe* e = sqe();
+        io_uring_prep_msg_ring(e, target.ring_.ring_fd, 0, kMsgWakeTag, 0);
+        e->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        io_uring_sqe_set_data64(e, reinterpret_cast<std::uint64_t>(&target) | kMsgFailTag);
+        msgs_queued_ = true;
+        return true;
+    }
+
+    void flush() noexcept override {
+        msgs_queued_ = false;
+        if (io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);
+    }
+
     void poll(std::int64_t timeout_ns) override {
+        msgs_queued_ = false; // submitted below
         if (remote_forget_pending_.load(std::memory_order_acquire)) drain_remote_forgets();
         if (buf_ring_ != nullptr) {
             provision_buffers();
@@ -490,6 +533,11 @@ private:
                 arm_wake();
                 continue;
             }
+            if (ud == kMsgWakeTag) continue; // another worker woke us
+            if ((ud & 7) == kMsgFailTag) {
+                reinterpret_cast<UringDriver*>(ud & ~std::uint64_t{7})->wake();
+                continue;
+            }
             if ((ud & 7) == kMultishotTag) {
                 on_multishot(ud, cqe->res, cqe->flags);
                 continue;
@@ -707,6 +755,8 @@ private:
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
+    bool msg_ring_ = false;    // wake peers with IORING_OP_MSG_RING
+    bool msgs_queued_ = false; // MSG_RING SQEs queued since the last submission
     std::size_t in_flight_ = 0;
     FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
 };

@@ -1,0 +1,96 @@
+// galay/net/server.hpp: serve one TCP address on every worker of a Runtime.
+//
+//     galay::Task<void> echo(galay::TcpStream conn);            // one task per connection
+//     galay::Runtime rt;
+//     auto server = galay::serve(rt, galay::SocketAddr::any_v4(9000), echo);
+//     if (!server) { /* EADDRINUSE: the port is held by someone else */ }
+//     rt.block_on(galay::as_task(galay::signal({SIGINT, SIGTERM})));
+//     server->stop();                                            // (shutdown does it too)
+//
+// Two ways to spread connections over the workers:
+//   - `ListenMode::sharded` (the default): one SO_REUSEPORT listener per worker, each accepting
+//     on its own worker; the kernel hashes every new connection (its addresses and ports) to one
+//     of them. No cross-thread traffic at all, but a hash is not a balance: with few long-lived
+//     connections the workers end up unevenly loaded (8 connections on 2 workers are split 4/4
+//     only about a quarter of the time).
+//   - `ListenMode::dispatch`: one listener on one worker (`acceptor`), which hands each accepted
+//     connection to the worker that has the fewest open connections of this server (ties go
+//     round-robin). Balanced by construction, at the price of one cross-thread post per
+//     connection and one accepting worker.
+// Either way a connection's task runs on one worker from start to end: no cross-thread traffic
+// per request.
+//
+// The port is bound with `TcpListener::bind_sharded`: a port held by anything else is
+// EADDRINUSE, never silently shared. The handler is called as `handler(TcpStream)` on the worker
+// that will run the connection and must return a `Task<void>`; it is kept alive until the last
+// connection task has finished (a capturing lambda coroutine is fine).
+#pragma once
+
+#include "galay/net/tcp.hpp"
+#include "galay/runtime.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace galay {
+
+enum class ListenMode : std::uint8_t {
+    sharded,  ///< a SO_REUSEPORT listener per worker; the kernel picks the worker
+    dispatch, ///< one acceptor hands each connection to the least-loaded worker
+};
+
+struct ServeOptions {
+    ListenMode mode = ListenMode::sharded;
+    /// Backlog, SO_REUSEADDR, IPV6_V6ONLY (`reuse_port` is decided by the mode).
+    ListenOptions listen{};
+    /// dispatch: the worker that accepts.
+    unsigned acceptor = 0;
+    /// Accept errors (EMFILE, ENFILE, ...) are reported at most once a second per server, with
+    /// how many occurred since the previous report (this one included), from whichever worker
+    /// hit one. Default: one line on stderr. After a resource error (EMFILE, ENFILE, ENOBUFS,
+    /// ENOMEM) the listener waits 10 ms before accepting again (the connection waits in the
+    /// backlog meanwhile).
+    std::function<void(const SocketAddr& where, std::error_code error, std::uint64_t count)>
+        on_accept_error{};
+};
+
+namespace detail {
+struct ServerState;
+}
+
+/// A running server (see the top of this header). Dropping it leaves the server running until
+/// `stop()` is called on another handle or the runtime shuts down.
+class TcpServer {
+public:
+    TcpServer() = default;
+    TcpServer(TcpServer&&) noexcept = default;
+    TcpServer& operator=(TcpServer&&) noexcept = default;
+    ~TcpServer();
+
+    /// The address the listeners are bound to (with the real port when 0 was asked for).
+    const SocketAddr& local_addr() const noexcept;
+    ListenMode mode() const noexcept;
+    /// Stop accepting: the accept loops are aborted and their listeners closed. From a thread
+    /// that is not a worker it returns once they are closed (the port is free); from a task it
+    /// returns at once and they close as soon as their workers run. Open connections go on.
+    void stop() noexcept;
+    /// Connections of this server open on `worker` now, and accepted for it so far.
+    std::size_t connections(unsigned worker) const noexcept;
+    std::uint64_t accepted(unsigned worker) const noexcept;
+
+private:
+    friend Result<TcpServer> serve(Runtime&, const SocketAddr&,
+                                   std::function<Task<void>(TcpStream)>, ServeOptions);
+    std::shared_ptr<detail::ServerState> state_;
+    std::vector<JoinHandle<void>> acceptors_;
+};
+
+/// Serve `addr` on every worker of `rt`, running `handler(stream)` for each connection.
+/// Errors: what binding the address gives (EADDRINUSE when the port is taken, EACCES, ...).
+[[nodiscard]] Result<TcpServer> serve(Runtime& rt, const SocketAddr& addr,
+                                      std::function<Task<void>(TcpStream)> handler,
+                                      ServeOptions options = {});
+
+} // namespace galay

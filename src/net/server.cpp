@@ -1,0 +1,200 @@
+#include "galay/net/server.hpp"
+#include "galay/time/sleep.hpp"
+
+#include <atomic>
+#include <cstdio>
+
+namespace galay {
+namespace detail {
+
+/// Per worker, on its own cache line: the acceptor of one worker never shares a line with
+/// another's.
+struct alignas(64) WorkerCount {
+    std::atomic<std::size_t> live{0};
+    std::atomic<std::uint64_t> accepted{0};
+};
+
+namespace {
+
+void default_accept_error(const SocketAddr& where, std::error_code e, std::uint64_t count) {
+    const bool fds =
+        e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system;
+    if (count > 1)
+        std::fprintf(stderr, "galay: accept on %s: %s%s (%llu times since the last report)\n",
+                     where.to_string().c_str(), e.message().c_str(),
+                     fds ? " (raise ulimit -n)" : "", static_cast<unsigned long long>(count));
+    else
+        std::fprintf(stderr, "galay: accept on %s: %s%s\n", where.to_string().c_str(),
+                     e.message().c_str(), fds ? " (raise ulimit -n)" : "");
+}
+
+bool is_resource_error(std::error_code e) noexcept {
+    return e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system ||
+           e == std::errc::no_buffer_space || e == std::errc::not_enough_memory;
+}
+
+bool is_persistent_error(std::error_code e) noexcept {
+    return e == std::errc::bad_file_descriptor || e == std::errc::invalid_argument ||
+           e == std::errc::not_a_socket || e == std::errc::operation_not_supported;
+}
+
+} // namespace
+
+struct ServerState {
+    Runtime* rt = nullptr;
+    SocketAddr addr;
+    ListenMode mode = ListenMode::sharded;
+    std::function<Task<void>(TcpStream)> handler;
+    std::function<void(const SocketAddr&, std::error_code, std::uint64_t)> on_error;
+    std::unique_ptr<WorkerCount[]> counts;
+    unsigned workers = 0;
+    std::atomic<unsigned> next{0};
+    std::atomic<std::int64_t> last_report_ns{0};
+    std::atomic<std::uint64_t> errors{0};
+
+    /// The worker with the fewest open connections of this server; ties rotate.
+    unsigned least_loaded() noexcept {
+        const unsigned start = next.fetch_add(1, std::memory_order_relaxed) % workers;
+        unsigned best = start;
+        std::size_t best_live = counts[start].live.load(std::memory_order_relaxed);
+        for (unsigned k = 1; k < workers && best_live != 0; ++k) {
+            const unsigned i = (start + k) % workers;
+            const std::size_t l = counts[i].live.load(std::memory_order_relaxed);
+            if (l < best_live) {
+                best = i;
+                best_live = l;
+            }
+        }
+        return best;
+    }
+
+    void accept_failed(std::error_code e) {
+        errors.fetch_add(1, std::memory_order_relaxed);
+        const std::int64_t now = Scheduler::now_ns();
+        std::int64_t last = last_report_ns.load(std::memory_order_relaxed);
+        if (last != 0 && now - last < 1'000'000'000) return;
+        if (!last_report_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+        const std::uint64_t n = errors.exchange(0, std::memory_order_relaxed);
+        if (on_error)
+            on_error(addr, e, n);
+        else
+            default_accept_error(addr, e, n);
+    }
+};
+
+namespace {
+
+/// One open connection of a server on one worker: a parameter of the connection's coroutine, so
+/// that it is released with the frame whether the task ran or was dropped unstarted. It holds
+/// the server's state (and so its handler) alive.
+class ConnectionSlot {
+public:
+    ConnectionSlot(std::shared_ptr<ServerState> st, unsigned worker) noexcept
+        : st_(std::move(st))
+        , worker_(worker) {}
+    ConnectionSlot(ConnectionSlot&& o) noexcept = default;
+    ConnectionSlot& operator=(ConnectionSlot&&) = delete;
+    ~ConnectionSlot() {
+        if (st_) st_->counts[worker_].live.fetch_sub(1, std::memory_order_relaxed);
+    }
+    ServerState& state() const noexcept { return *st_; }
+
+private:
+    std::shared_ptr<ServerState> st_;
+    unsigned worker_;
+};
+
+Task<void> run_connection(ConnectionSlot slot, TcpStream s) {
+    co_await slot.state().handler(std::move(s));
+}
+
+Task<void> accept_loop(std::shared_ptr<ServerState> st, TcpListener listener, unsigned self) {
+    for (;;) {
+        auto conn = co_await listener.accept();
+        if (conn) {
+            const unsigned w = st->mode == ListenMode::sharded ? self : st->least_loaded();
+            st->counts[w].live.fetch_add(1, std::memory_order_relaxed);
+            st->counts[w].accepted.fetch_add(1, std::memory_order_relaxed);
+            auto task = run_connection(ConnectionSlot(st, w), std::move(*conn));
+            if (w == self)
+                spawn(std::move(task));
+            else
+                st->rt->spawn_on(w, std::move(task));
+            continue;
+        }
+        const std::error_code e = conn.error();
+        if (e == std::errc::operation_canceled) co_return; // stop() or shutdown
+        st->accept_failed(e);
+        if (is_persistent_error(e)) co_return;
+        if (is_resource_error(e) && !co_await sleep(std::chrono::milliseconds(10))) co_return;
+    }
+}
+
+} // namespace
+} // namespace detail
+
+TcpServer::~TcpServer() = default;
+
+const SocketAddr& TcpServer::local_addr() const noexcept {
+    static const SocketAddr none;
+    return state_ ? state_->addr : none;
+}
+
+ListenMode TcpServer::mode() const noexcept {
+    return state_ ? state_->mode : ListenMode::sharded;
+}
+
+void TcpServer::stop() noexcept {
+    for (auto& a : acceptors_)
+        a.abort();
+    if (Scheduler::current() != nullptr) return; // a worker: cannot block; they close soon
+    for (auto& a : acceptors_) {
+        try {
+            a.join();
+        } catch (...) { // (the runtime shut down first: closed too)
+        }
+    }
+    acceptors_.clear();
+}
+
+std::size_t TcpServer::connections(unsigned worker) const noexcept {
+    if (!state_ || worker >= state_->workers) return 0;
+    return state_->counts[worker].live.load(std::memory_order_relaxed);
+}
+
+std::uint64_t TcpServer::accepted(unsigned worker) const noexcept {
+    if (!state_ || worker >= state_->workers) return 0;
+    return state_->counts[worker].accepted.load(std::memory_order_relaxed);
+}
+
+Result<TcpServer> serve(Runtime& rt, const SocketAddr& addr,
+                        std::function<Task<void>(TcpStream)> handler, ServeOptions options) {
+    if (!handler) return fail(EINVAL);
+    const unsigned n = rt.size();
+    if (options.mode == ListenMode::dispatch && options.acceptor >= n) return fail(EINVAL);
+    auto listeners = TcpListener::bind_sharded(addr, options.mode == ListenMode::sharded ? n : 1,
+                                               options.listen);
+    if (!listeners) return std::unexpected(listeners.error());
+    auto bound = listeners->front().local_addr();
+    if (!bound) return std::unexpected(bound.error());
+
+    auto st = std::make_shared<detail::ServerState>();
+    st->rt = &rt;
+    st->addr = *bound;
+    st->mode = options.mode;
+    st->handler = std::move(handler);
+    st->on_error = std::move(options.on_accept_error);
+    st->workers = n;
+    st->counts = std::make_unique<detail::WorkerCount[]>(n);
+
+    TcpServer server;
+    server.state_ = st;
+    for (unsigned i = 0; i < listeners->size(); ++i) {
+        const unsigned w = options.mode == ListenMode::sharded ? i : options.acceptor;
+        server.acceptors_.push_back(
+            rt.spawn_on(w, detail::accept_loop(st, std::move((*listeners)[i]), w)));
+    }
+    return server;
+}
+
+} // namespace galay

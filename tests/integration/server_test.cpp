@@ -1,0 +1,235 @@
+// Listening on every worker: bind_sharded (and the port it refuses to share), serve() in the
+// sharded and dispatch modes, stop and rebind; and galay::signal.
+#include "support/backends.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <vector>
+
+using namespace galay;
+using namespace std::chrono_literals;
+
+namespace {
+
+class ServerTest : public test::BackendTest {
+protected:
+    RuntimeOptions rt_options(unsigned workers) const {
+        RuntimeOptions o;
+        o.workers = workers;
+        o.scheduler = options();
+        return o;
+    }
+};
+
+/// A blocking client socket connected to `to` (the kernel completes the handshake from the
+/// backlog, whether or not the server has accepted yet).
+int connect_to(const SocketAddr& to) {
+    const int fd = ::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, to.data(), to.size()) != 0)
+        throw Error(errno_code(errno), "connect " + to.to_string());
+    return fd;
+}
+
+/// Send `msg` and read it back (5 s at most for the answer).
+std::string echo_once(int fd, const std::string& msg) {
+    if (::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(msg.size()))
+        return "send failed";
+    std::string got;
+    while (got.size() < msg.size()) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 5000) != 1) return "timed out";
+        char buf[256];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return "closed";
+        got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got;
+}
+
+Task<void> echo(TcpStream s) {
+    std::array<char, 256> buf;
+    for (;;) {
+        auto n = co_await s.recv(buf);
+        if (!n || *n == 0) co_return;
+        if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
+    }
+}
+
+} // namespace
+
+TEST_P(ServerTest, BindShardedSharesOnePortAmongItsListeners) {
+    auto group = TcpListener::bind_sharded(SocketAddr::loopback_v4(0), 3);
+    ASSERT_TRUE(group) << group.error().message();
+    ASSERT_EQ(group->size(), 3u);
+    const auto port = (*group)[0].local_addr()->port();
+    EXPECT_NE(port, 0);
+    for (auto& l : *group)
+        EXPECT_EQ(l.local_addr()->port(), port);
+}
+
+TEST_P(ServerTest, BindShardedRefusesAPortHeldByAPlainListener) {
+    auto holder = TcpListener::bind(SocketAddr::loopback_v4(0));
+    ASSERT_TRUE(holder);
+    const auto port = holder->local_addr()->port();
+    auto group = TcpListener::bind_sharded(SocketAddr::loopback_v4(port), 2);
+    ASSERT_FALSE(group);
+    EXPECT_EQ(group.error(), std::errc::address_in_use);
+}
+
+TEST_P(ServerTest, BindShardedRefusesAPortHeldByAnotherReusePortListener) {
+    // What another process's SO_REUSEPORT listener (an older bench_server) looks like: Linux
+    // would let a plain SO_REUSEPORT bind of the same user join it and take half its connections.
+    auto holder = TcpListener::bind(SocketAddr::loopback_v4(0), {.reuse_port = true});
+    ASSERT_TRUE(holder);
+    const auto port = holder->local_addr()->port();
+    auto group = TcpListener::bind_sharded(SocketAddr::loopback_v4(port), 2);
+    ASSERT_FALSE(group);
+    EXPECT_EQ(group.error(), std::errc::address_in_use);
+    // And a second sharded group on a port a first group holds.
+    auto first = TcpListener::bind_sharded(SocketAddr::loopback_v4(0), 2);
+    ASSERT_TRUE(first);
+    auto second = TcpListener::bind_sharded(*(*first)[0].local_addr(), 2);
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error(), std::errc::address_in_use);
+}
+
+TEST_P(ServerTest, ServeRefusesABusyPort) {
+    Runtime rt(rt_options(2));
+    auto holder = TcpListener::bind(SocketAddr::loopback_v4(0));
+    ASSERT_TRUE(holder);
+    for (ListenMode mode : {ListenMode::sharded, ListenMode::dispatch}) {
+        auto server = serve(rt, *holder->local_addr(), echo, {.mode = mode});
+        ASSERT_FALSE(server);
+        EXPECT_EQ(server.error(), std::errc::address_in_use);
+    }
+}
+
+TEST_P(ServerTest, ShardedServerEchoesOnEveryConnection) {
+    Runtime rt(rt_options(2));
+    auto server = serve(rt, SocketAddr::loopback_v4(0), echo);
+    ASSERT_TRUE(server) << server.error().message();
+    EXPECT_NE(server->local_addr().port(), 0);
+    std::vector<int> fds;
+    for (int i = 0; i < 16; ++i)
+        fds.push_back(connect_to(server->local_addr()));
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+        const std::string msg = "hello " + std::to_string(i);
+        EXPECT_EQ(echo_once(fds[i], msg), msg);
+    }
+    EXPECT_EQ(server->accepted(0) + server->accepted(1), 16u);
+    for (int fd : fds)
+        ::close(fd);
+}
+
+TEST_P(ServerTest, DispatchModeSpreadsLongLivedConnectionsEvenly) {
+    for (unsigned workers : {2u, 3u}) {
+        Runtime rt(rt_options(workers));
+        static std::array<std::atomic<int>, 3> per_worker;
+        static std::atomic<int> started;
+        for (auto& c : per_worker)
+            c = 0;
+        started = 0;
+        auto server = serve(rt, SocketAddr::loopback_v4(0),
+                            [](TcpStream s) -> Task<void> {
+                                ++per_worker[static_cast<std::size_t>(this_worker())];
+                                ++started;
+                                started.notify_all();
+                                co_await echo(std::move(s)); // until the client closes
+                            },
+                            {.mode = ListenMode::dispatch});
+        ASSERT_TRUE(server) << server.error().message();
+        const int conns = 4 * static_cast<int>(workers);
+        std::vector<int> fds;
+        for (int i = 0; i < conns; ++i)
+            fds.push_back(connect_to(server->local_addr()));
+        for (int s; (s = started.load()) < conns;)
+            started.wait(s);
+        for (unsigned w = 0; w < workers; ++w) {
+            EXPECT_EQ(per_worker[w].load(), 4) << "worker " << w << " of " << workers;
+            EXPECT_EQ(server->connections(w), 4u);
+            EXPECT_EQ(server->accepted(w), 4u);
+        }
+        for (int fd : fds)
+            EXPECT_EQ(echo_once(fd, "x"), "x");
+        for (int fd : fds)
+            ::close(fd);
+    }
+}
+
+TEST_P(ServerTest, StopClosesTheListenersWhileConnectionsGoOn) {
+    Runtime rt(rt_options(2));
+    for (ListenMode mode : {ListenMode::sharded, ListenMode::dispatch}) {
+        auto server = serve(rt, SocketAddr::loopback_v4(0), echo, {.mode = mode});
+        ASSERT_TRUE(server);
+        const SocketAddr addr = server->local_addr();
+        const int fd = connect_to(addr);
+        EXPECT_EQ(echo_once(fd, "before"), "before");
+        server->stop(); // returns once the listeners are closed
+        // The port is free again: a new group can take it...
+        auto again = TcpListener::bind_sharded(addr, 2);
+        EXPECT_TRUE(again) << again.error().message();
+        // ...and the open connection is still served.
+        EXPECT_EQ(echo_once(fd, "after"), "after");
+        ::close(fd);
+    }
+}
+
+TEST_P(ServerTest, ShutdownClosesEverythingAndThePortCanBeBoundAtOnce) {
+    SocketAddr addr;
+    int fd = -1;
+    {
+        Runtime rt(rt_options(2));
+        auto server = serve(rt, SocketAddr::loopback_v4(0), echo);
+        ASSERT_TRUE(server);
+        addr = server->local_addr();
+        fd = connect_to(addr);
+        EXPECT_EQ(echo_once(fd, "ping"), "ping");
+    } // ~Runtime: listeners and the connection closed
+    char c;
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0); // the server side closed: EOF
+    ::close(fd);
+    auto again = TcpListener::bind_sharded(addr, 2);
+    EXPECT_TRUE(again) << again.error().message();
+}
+
+TEST_P(ServerTest, ASignalWakesTheTaskWaitingForIt) {
+    Runtime rt(rt_options(2));
+    auto wait = galay::signal(SIGUSR1); // the handler is installed from here on
+    auto h = rt.spawn(as_task(std::move(wait)));
+    ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0); // before or after the wait starts: both work
+    auto r = h.join();
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, SIGUSR1);
+    // Any of several signals; the result names the one that came.
+    auto either = galay::signal({SIGUSR1, SIGUSR2});
+    ::raise(SIGUSR2);
+    auto r2 = rt.block_on(as_task(std::move(either)));
+    ASSERT_TRUE(r2);
+    EXPECT_EQ(*r2, SIGUSR2);
+}
+
+TEST_P(ServerTest, ASignalWaitTimesOutAndIsCancellable) {
+    Runtime rt(rt_options(1));
+    auto r = rt.block_on([]() -> Task<bool> {
+        auto t = co_await galay::signal(SIGUSR2).timeout(2ms);
+        if (t || t.error() != std::errc::timed_out) co_return false;
+        auto any = co_await when_any(as_task(galay::signal(SIGUSR2)), sleep(1ms));
+        co_return any.index() == 1;
+    }());
+    EXPECT_TRUE(r);
+    auto bad = rt.block_on(as_task(galay::signal(SIGKILL)));
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error(), std::errc::invalid_argument);
+    auto zero = rt.block_on(as_task(galay::signal(0)));
+    ASSERT_FALSE(zero);
+}
+
+GALAY_INSTANTIATE_BACKENDS(ServerTest);
