@@ -91,6 +91,9 @@ struct SchedulerOptions {
     /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while
     /// registered stays open until the scheduler is destroyed, so close through galay.
     bool register_files = true;
+    /// io_uring: one multishot accept per listener serves every `accept()` (Linux >= 5.19,
+    /// probed at run time; older kernels get one accept request per call, as does `false`).
+    bool multishot_accept = true;
     /// io_uring workers of one Runtime wake each other with IORING_OP_MSG_RING (one SQE that
     /// rides with the sender's next io_uring_enter) instead of an eventfd write, where the
     /// kernel has it (>= 5.18). Off: eventfd, as from any other thread (to measure the

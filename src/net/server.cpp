@@ -1,6 +1,8 @@
 #include "galay/net/server.hpp"
 #include "galay/time/sleep.hpp"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdio>
 
@@ -108,7 +110,20 @@ Task<void> run_connection(ConnectionSlot slot, TcpStream s) {
     co_await slot.state().handler(std::move(s));
 }
 
+/// Stops a listener listening when the accept loop ends, however it ends (also when its frame is
+/// destroyed at shutdown). shutdown(2) takes the socket out of the listening state at once, so
+/// the port can be bound again right away, even while the kernel still holds the file (an armed
+/// multishot accept on io_uring is released only when the ring processes its cancellation).
+struct StopListening {
+    explicit StopListening(int fd) noexcept
+        : fd(fd) {}
+    StopListening(const StopListening&) = delete;
+    ~StopListening() { ::shutdown(fd, SHUT_RD); }
+    int fd;
+};
+
 Task<void> accept_loop(std::shared_ptr<ServerState> st, TcpListener listener, unsigned self) {
+    StopListening stop(listener.fd());
     for (;;) {
         auto conn = co_await listener.accept();
         if (conn) {

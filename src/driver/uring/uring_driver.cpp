@@ -6,6 +6,7 @@
 #include "driver/common/buffer_pool.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/uring/fixed_buffers.hpp"
+#include "driver/uring/multishot_accept.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 #include "runtime/fd_owners.hpp"
@@ -37,8 +38,10 @@ constexpr std::uint64_t kWakeTag = 2;   // the eventfd read that lets other thre
 constexpr std::uint64_t kMultishotTag = 3;  // low 3 bits of a multishot recv: fd << 32 | gen << 3
 constexpr std::uint64_t kRegisterTag = 4;   // FILES_UPDATE putting fd (ud >> 32) in its slot
 constexpr std::uint64_t kUnregisterTag = 5; // FILES_UPDATE clearing a slot
-constexpr std::uint64_t kMsgWakeTag = 6;    // a MSG_RING from another worker's ring: wake up
-constexpr std::uint64_t kMsgFailTag = 7; // our MSG_RING to peer (ud & ~7) failed: use its eventfd
+static_assert(MultishotAccepts::kTag == 6); // multishot accept: fd << 32 | gen << 3
+// IORING_OP_MSG_RING wake-ups. Exactly 7: a peer worker's ring woke us. A pointer | 7: the
+// MSG_RING we sent to that peer (a UringDriver, 8-aligned) failed; wake it by its eventfd.
+constexpr std::uint64_t kMsgTag = 7;
 constexpr std::uint16_t kBufferGroup = 0;
 
 /// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
@@ -156,6 +159,7 @@ public:
                                                               : ""));
         setup_buffer_ring(options);
         if (options.register_files) setup_file_table();
+        multishot_accept_ = options.multishot_accept && multishot_accept_supported();
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (wake_fd_ < 0) {
             int e = errno;
@@ -184,6 +188,10 @@ public:
     bool submit(IoOp& op) override {
         if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
         if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
+        if (op.code == OpCode::accept && multishot_accept_) {
+            own(op.fd, state(op.fd)); // the armed accept holds the listener: closes come here
+            return accepts_.submit(op);
+        }
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) return submit_pooled(op);
         if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
             int id = pool_->take();
@@ -215,6 +223,7 @@ public:
 
     void cancel(IoOp& op) override {
         if (!op.pending) return;
+        if (op.code == OpCode::accept && multishot_accept_) return accepts_.cancel(op);
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
             // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
             // is queued for the next call.
@@ -258,7 +267,7 @@ public:
     }
 
     // Waking another worker's ring: an IORING_OP_MSG_RING SQE in our own ring posts a CQE
-    // (kMsgWakeTag) straight into the peer's completion queue. It is submitted with our next
+    // (kMsgTag) straight into the peer's completion queue. It is submitted with our next
     // io_uring_enter (the loop polls right after the batch that posted), so it costs no system
     // call of its own, where an eventfd write costs one; the peer wakes from its wait on that
     // CQE with no read to re-arm. CQE_SKIP_SUCCESS: a completion comes back only when the message
@@ -267,9 +276,9 @@ public:
         if (!msg_ring_ || peer.backend() != Backend::io_uring) return false;
         auto& target = static_cast<UringDriver&>(peer);
         io_uring_sqe* e = sqe();
-        io_uring_prep_msg_ring(e, target.ring_.ring_fd, 0, kMsgWakeTag, 0);
+        io_uring_prep_msg_ring(e, target.ring_.ring_fd, 0, kMsgTag, 0);
         e->flags |= IOSQE_CQE_SKIP_SUCCESS;
-        io_uring_sqe_set_data64(e, reinterpret_cast<std::uint64_t>(&target) | kMsgFailTag);
+        io_uring_sqe_set_data64(e, reinterpret_cast<std::uint64_t>(&target) | kMsgTag);
         msgs_queued_ = true;
         return true;
     }
@@ -470,6 +479,7 @@ private:
     /// Drop what this driver holds for `fd` (its multishot recv, its registered slot, queued
     /// buffers), before the fd is closed or handed over. Ownership is the caller's business.
     void drop_fd_state(int fd) noexcept {
+        if (multishot_accept_) accepts_.forget(fd);
         if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
         FdState& m = fds_[static_cast<std::size_t>(fd)];
         if (m.armed) {
@@ -533,13 +543,16 @@ private:
                 arm_wake();
                 continue;
             }
-            if (ud == kMsgWakeTag) continue; // another worker woke us
-            if ((ud & 7) == kMsgFailTag) {
-                reinterpret_cast<UringDriver*>(ud & ~std::uint64_t{7})->wake();
-                continue;
+            if ((ud & 7) == kMsgTag) {
+                if (ud != kMsgTag) reinterpret_cast<UringDriver*>(ud & ~std::uint64_t{7})->wake();
+                continue; // (ud == kMsgTag: another worker woke us)
             }
             if ((ud & 7) == kMultishotTag) {
                 on_multishot(ud, cqe->res, cqe->flags);
+                continue;
+            }
+            if ((ud & 7) == MultishotAccepts::kTag) {
+                accepts_.on_cqe(ud, cqe->res, cqe->flags);
                 continue;
             }
             if ((ud & 7) == kRegisterTag || (ud & 7) == kUnregisterTag) {
@@ -759,6 +772,8 @@ private:
     bool msgs_queued_ = false; // MSG_RING SQEs queued since the last submission
     std::size_t in_flight_ = 0;
     FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
+    bool multishot_accept_ = false;
+    MultishotAccepts accepts_{ring_, sched_, in_flight_}; // (after the members it refers to)
 };
 
 } // namespace
