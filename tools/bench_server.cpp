@@ -1,72 +1,104 @@
-// bench_server [port]: a TCP echo server on galay-kernel, for bench_client and the harness.
-//   bench_server 8080 --backend io_uring --threads 1
-// With --threads N, N schedulers (one per thread) each accept on their own SO_REUSEPORT listener.
+// bench_server [port]: a TCP echo server on galay's Runtime, for bench_client and the harnesses.
+//   bench_server 8080 --backend io_uring --threads 2 --listen dispatch
+//
+// --threads N runs N workers (one thread and one io_uring/epoll scheduler each). --listen picks
+// how connections reach them: `sharded` (a SO_REUSEPORT listener per worker, the kernel hashes
+// each connection to one) or `dispatch` (one acceptor hands each connection to the worker with
+// the fewest open ones). A port held by anything else (another bench_server, any process) is an
+// error, never shared. Port 0 takes a free port; the "listening on" line gives the real one.
+//
+// SIGINT or SIGTERM stop it: the listeners are closed, the connections cancelled, the workers
+// joined, and per-worker figures printed (connections, echoes, bytes; --json: one object). Exit
+// status: 0 after a signal, 1 when it cannot listen or start, 2 on bad flags.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
+#include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <thread>
+#include <string>
 #include <vector>
 
 namespace {
 
 using namespace galay;
 
+/// Per worker, written only by that worker (read after the workers are joined).
+struct alignas(64) WorkerStats {
+    std::uint64_t echoes = 0; // receives echoed back
+    std::uint64_t bytes = 0;
+};
+std::vector<WorkerStats> g_stats;
+
+WorkerStats& my_stats() {
+    return g_stats[static_cast<std::size_t>(this_worker())];
+}
+
 /// Echo through a per-connection buffer (`--recv copy`).
-galay::Task<void> echo_copy(TcpStream conn, std::size_t buffer_size) {
+Task<void> echo_copy(TcpStream conn, std::size_t buffer_size) {
     (void)conn.set_nodelay(true);
+    WorkerStats& st = my_stats();
     std::vector<char> buf(buffer_size);
     for (;;) {
         auto n = co_await conn.recv(buf);
         if (!n || *n == 0) co_return;
         if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        ++st.echoes;
+        st.bytes += *n;
     }
 }
 
 /// Echo through buffers lent by the scheduler (`--recv pooled`, the default): on io_uring one
 /// multishot recv per connection over a provided-buffer ring; idle connections hold no buffer.
-galay::Task<void> echo_pooled(TcpStream conn) {
+Task<void> echo_pooled(TcpStream conn) {
     (void)conn.set_nodelay(true);
+    WorkerStats& st = my_stats();
     for (;;) {
         auto b = co_await conn.recv_pooled();
         if (!b || b->empty()) co_return;
         if (!co_await conn.send_all(b->bytes())) co_return;
+        ++st.echoes;
+        st.bytes += b->size();
     }
 }
 
-galay::Task<void> accept_loop(TcpListener listener, bool pooled, std::size_t buffer_size) {
-    for (;;) {
-        auto conn = co_await listener.accept();
-        if (conn) {
-            spawn(pooled ? echo_pooled(std::move(*conn))
-                         : echo_copy(std::move(*conn), buffer_size));
-        } else if (conn.error() == std::errc::too_many_files_open) {
-            std::fprintf(stderr, "bench_server: accept: %s (raise ulimit -n)\n",
-                         conn.error().message().c_str());
-            co_await sleep(std::chrono::milliseconds(10));
-        } else if (conn.error() != std::errc::operation_canceled) {
-            std::fprintf(stderr, "bench_server: accept: %s\n", conn.error().message().c_str());
-        }
-    }
+void report_accept_error(const SocketAddr& where, std::error_code e, std::uint64_t count) {
+    const bool fds =
+        e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system;
+    std::string times =
+        count > 1 ? " (" + std::to_string(count) + " times since the last report)" : "";
+    std::fprintf(stderr, "bench_server: accept on %s: %s%s%s\n", where.to_string().c_str(),
+                 e.message().c_str(), fds ? " (raise ulimit -n)" : "", times.c_str());
+}
+
+const char* signal_name(int s) {
+    return s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"TCP echo server on galay-kernel"};
+    CLI::App app{"TCP echo server on galay-kernel's Runtime"};
     std::uint16_t port = 8080;
     unsigned threads = 1;
     std::size_t buffer_size = 64 * 1024;
     std::string bind_ip = "0.0.0.0";
+    std::string listen_mode = "sharded";
+    std::string recv_mode = "pooled";
+    bool no_register_files = false, pin = false, json = false;
     Backend backend = Backend::automatic;
-    app.add_option("port", port, "TCP port to listen on")->capture_default_str();
-    app.add_option("-t,--threads", threads, "scheduler threads (SO_REUSEPORT listeners)")
+    app.add_option("port", port, "TCP port to listen on (0: any free port)")->capture_default_str();
+    app.add_option("-t,--threads", threads, "worker threads (one scheduler each)")
         ->check(CLI::Range(1u, 256u))
         ->capture_default_str();
+    app.add_option("--listen", listen_mode,
+                   "sharded: a SO_REUSEPORT listener per worker (the kernel picks); dispatch: one "
+                   "acceptor hands each connection to the least-loaded worker")
+        ->check(CLI::IsMember({"sharded", "dispatch"}))
+        ->capture_default_str();
     app.add_option("--bind", bind_ip, "address to bind")->capture_default_str();
-    std::string recv_mode = "pooled";
     app.add_option("--recv", recv_mode,
                    "pooled: buffers lent by the scheduler (io_uring: multishot recv + buffer "
                    "ring); copy: one buffer per connection")
@@ -75,12 +107,17 @@ int main(int argc, char** argv) {
     app.add_option("--buffer", buffer_size, "receive buffer per connection with --recv copy")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
         ->capture_default_str();
-    bool no_register_files = false;
     app.add_flag("--no-register-files", no_register_files,
                  "io_uring: keep connections out of the ring's registered-file table (to measure "
                  "what it buys)");
+    app.add_flag("--pin", pin, "pin worker i to the i-th CPU this process may use");
+    app.add_flag("--json", json, "at exit, print the per-worker figures as one JSON object");
     tools::add_backend_flag(app, &backend);
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
 
     auto addr = SocketAddr::from_ip(bind_ip, port);
     if (!addr) {
@@ -90,40 +127,75 @@ int main(int argc, char** argv) {
     }
     tools::raise_fd_limit_to_max();
     std::signal(SIGPIPE, SIG_IGN);
+    // Caught from here on: a SIGTERM right after "listening on" is a clean stop, not a kill.
+    auto stop_signal = galay::signal({SIGINT, SIGTERM});
+    g_stats.resize(threads);
 
-    // Bind every listener before any thread starts, so a busy port is one clear error.
-    std::vector<TcpListener> listeners;
-    for (unsigned i = 0; i < threads; ++i) {
-        auto l = TcpListener::bind(*addr, {.backlog = 4096, .reuse_port = threads > 1});
-        if (!l) {
-            std::fprintf(stderr, "bench_server: cannot listen on %s: %s\n",
-                         addr->to_string().c_str(), l.error().message().c_str());
+    try {
+        RuntimeOptions ro;
+        ro.workers = threads;
+        ro.pin_workers = pin;
+        ro.scheduler.backend = backend;
+        ro.scheduler.register_files = !no_register_files;
+        Runtime rt(ro);
+
+        std::function<Task<void>(TcpStream)> handler;
+        if (recv_mode == "pooled")
+            handler = echo_pooled;
+        else
+            handler = [buffer_size](TcpStream c) { return echo_copy(std::move(c), buffer_size); };
+        ServeOptions so;
+        so.mode = listen_mode == "dispatch" ? ListenMode::dispatch : ListenMode::sharded;
+        so.listen.backlog = 4096;
+        so.on_accept_error = report_accept_error;
+        auto server = serve(rt, *addr, std::move(handler), std::move(so));
+        if (!server) {
+            std::fprintf(stderr, "bench_server: cannot listen on %s: %s%s\n",
+                         addr->to_string().c_str(), server.error().message().c_str(),
+                         server.error() == std::errc::address_in_use
+                             ? " (another process or socket holds the port)"
+                             : "");
             return 1;
         }
-        listeners.push_back(std::move(*l));
-    }
+        std::printf("listening on %s (bench_server, %s, %u thread%s, %s)\n",
+                    server->local_addr().to_string().c_str(), rt.backend_name(), threads,
+                    threads == 1 ? "" : "s", listen_mode.c_str());
+        std::fflush(stdout);
 
-    auto run = [&](unsigned i, bool announce) {
-        try {
-            Scheduler sched({.backend = backend, .register_files = !no_register_files});
-            if (announce) {
-                std::printf("listening on %s (bench_server, %s, %u thread%s)\n",
-                            addr->to_string().c_str(), sched.backend_name(), threads,
-                            threads == 1 ? "" : "s");
-                std::fflush(stdout);
-            }
-            sched.block_on(
-                accept_loop(std::move(listeners[i]), recv_mode == "pooled", buffer_size));
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "bench_server: %s\n", e.what());
-            std::exit(1);
+        auto sig = rt.block_on(as_task(std::move(stop_signal)));
+        server->stop(); // the listeners are closed: the port is free again
+        rt.shutdown();  // connections cancelled, workers joined
+
+        nlohmann::json out;
+        out["port"] = server->local_addr().port();
+        out["backend"] = rt.backend_name();
+        out["threads"] = threads;
+        out["listen"] = listen_mode;
+        out["signal"] = sig ? signal_name(*sig) : "?";
+        std::uint64_t conns = 0, echoes = 0;
+        for (unsigned w = 0; w < threads; ++w) {
+            const WorkerStats& s = g_stats[w];
+            out["workers"].push_back(
+                {{"connections", server->accepted(w)}, {"echoes", s.echoes}, {"bytes", s.bytes}});
+            conns += server->accepted(w);
+            echoes += s.echoes;
         }
-    };
-    std::vector<std::thread> workers;
-    for (unsigned i = 1; i < threads; ++i)
-        workers.emplace_back(run, i, false);
-    run(0, true);
-    for (auto& w : workers)
-        w.join();
+        if (json) {
+            std::printf("%s\n", out.dump().c_str());
+        } else {
+            std::printf("stopped by %s: %s connections, %s echoes\n",
+                        out["signal"].get<std::string>().c_str(), tools::with_commas(conns).c_str(),
+                        tools::with_commas(echoes).c_str());
+            for (unsigned w = 0; w < threads; ++w)
+                std::printf("  worker %u: %s connections, %s echoes, %s bytes\n", w,
+                            tools::with_commas(server->accepted(w)).c_str(),
+                            tools::with_commas(g_stats[w].echoes).c_str(),
+                            tools::with_commas(g_stats[w].bytes).c_str());
+        }
+        std::fflush(stdout);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_server: %s\n", e.what());
+        return 1;
+    }
     return 0;
 }
