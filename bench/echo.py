@@ -178,7 +178,7 @@ def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
         sampler.start()
         # To tell a contaminated run from a real difference: CPU time of the client (the only
         # child reaped during the run), of the server, and of everything else on the two CPUs.
-        pinned = {str(args.server_cpu), str(args.client_cpu)}
+        pinned = set(str(args.server_cpu).split(",")) | set(str(args.client_cpu).split(","))
         t0, busy0, srv0 = time.monotonic(), cpu_busy_s(pinned), proc_cpu_s(server.pid)
         ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cli_err_path = os.path.join(logdir, tag + ".client.log")
