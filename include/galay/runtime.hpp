@@ -22,10 +22,12 @@
 //     `galay::spawn(t)` starts `t` on the current worker; `spawn_on(i, t)` on worker i;
 //     `rt.spawn(t)` on the least-loaded worker (fewest unfinished tasks; ties go round-robin).
 //   - What may cross threads: a `Task` not yet started (it runs where it is spawned), a
-//     `JoinHandle` (await, join or abort it anywhere), a `TcpStream`/`TcpListener`/`fs::File`
-//     nobody is using (its next operation runs on the worker that awaits it), and plain values.
-//     What may not: an awaitable being awaited, a `PooledBuffer` (give it back on its worker),
-//     an `fs::FixedBuffer` (registered with one worker's ring).
+//     `JoinHandle` (await, join or abort it anywhere), a socket or file before its first
+//     operation (an accepted connection handed to another worker, as `serve`'s dispatch mode
+//     does), and plain values. What may not: an awaitable being awaited, a socket that has
+//     been used (on io_uring its worker's ring may hold an armed multishot receive for it), a
+//     `PooledBuffer` (give it back on its worker), an `fs::FixedBuffer` (registered with one
+//     worker's ring). Closing a socket or file is safe on any thread.
 //   - `Runtime::spawn`, `spawn_on`, `Scheduler::post`, `JoinHandle::abort` are safe from any
 //     thread, including threads that are not workers. `JoinHandle::join()` blocks and is for
 //     threads that run no scheduler.

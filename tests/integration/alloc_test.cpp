@@ -98,6 +98,45 @@ TEST_P(AllocationTest, EchoRequestsAllocateNothingWithCallerBuffers) {
         << "heap allocations in " << kMeasured << " requests";
 }
 
+namespace {
+Task<int> one() {
+    co_return 1;
+}
+} // namespace
+
+TEST_P(AllocationTest, ASpawnAllocatesOneFrameBesidesTheTasks) {
+    // The JoinHandle's shared state lives in a small wrapper frame: nothing else is allocated,
+    // locally or on another worker, once the cross-thread queues are warm.
+    run([]() -> Task<void> {
+        for (int i = 0; i < 100; ++i) { // warm-up
+            co_await spawn(one());
+        }
+        Task<int> t = one();
+        const std::uint64_t before = g_allocations.load();
+        JoinHandle<int> h = spawn(std::move(t));
+        EXPECT_EQ(g_allocations.load() - before, 1u);
+        EXPECT_EQ(co_await h, 1);
+    }());
+    RuntimeOptions o;
+    o.workers = 2;
+    o.scheduler = options();
+    Runtime rt(o);
+    constexpr int kRounds = 2000;
+    const auto per_round = rt.spawn_on(0, [](Runtime& rt) -> Task<std::uint64_t> {
+                                 for (int i = 0; i < 200; ++i) // warm-up
+                                     co_await rt.spawn_on(1, one());
+                                 const std::uint64_t before = g_allocations.load();
+                                 int sum = 0;
+                                 for (int i = 0; i < kRounds; ++i)
+                                     sum += co_await rt.spawn_on(1, one());
+                                 const std::uint64_t n = g_allocations.load() - before;
+                                 EXPECT_EQ(sum, kRounds);
+                                 co_return n;
+                             }(rt))
+                               .join();
+    EXPECT_EQ(per_round, 2u * kRounds) << "the task frame and the wrapper frame, nothing else";
+}
+
 TEST_P(AllocationTest, TheCounterSeesAllocations) { // the test above can fail
     std::uint64_t before = g_allocations.load();
     auto* p = new int(3);
