@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <thread>
 
 namespace galay {
@@ -80,6 +82,24 @@ void fatal(const char* what) noexcept {
 // Spawned tasks
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+/// Where threads blocked in JoinHandle::join() sleep: a few mutex + condition variable pairs
+/// picked by the address of the task's state. A condition variable rather than
+/// std::atomic::wait (a raw futex system call): under ThreadSanitizer a signal that arrives
+/// while a thread is in a call TSan does not intercept is held back until the thread makes one,
+/// so a program parked in join() would never see its SIGTERM.
+struct JoinStripe {
+    std::mutex m;
+    std::condition_variable cv;
+};
+JoinStripe& join_stripe(const void* state) noexcept {
+    static JoinStripe stripes[16];
+    return stripes[(reinterpret_cast<std::uintptr_t>(state) >> 6) % 16];
+}
+
+} // namespace
+
 void SpawnBase::finish() noexcept {
     if (sched != nullptr) sched->leave(*this);
     const std::uint32_t prev = state.exchange(kDone, std::memory_order_acq_rel);
@@ -90,7 +110,10 @@ void SpawnBase::finish() noexcept {
         else
             waiter_sched->post(waiter);
     } else if (prev == kJoining) {
-        state.notify_all(); // (the handle's reference keeps this state alive meanwhile)
+        // (the handle's reference keeps this state alive meanwhile)
+        JoinStripe& js = join_stripe(this);
+        { std::lock_guard lk(js.m); } // the joiner checks the state under this lock
+        js.cv.notify_all();
     }
     release();
 }
@@ -141,12 +164,12 @@ void SpawnBase::wait_done() noexcept {
     if (Scheduler::current() != nullptr)
         fatal("galay: JoinHandle::join() would block a scheduler thread; co_await the handle "
               "inside a task instead");
-    std::uint32_t s = state.load(std::memory_order_acquire);
-    if (s == kDone) return;
+    if (state.load(std::memory_order_acquire) == kDone) return;
+    JoinStripe& js = join_stripe(this);
+    std::unique_lock lk(js.m);
     std::uint32_t expected = kRunning;
     state.compare_exchange_strong(expected, kJoining, std::memory_order_acq_rel);
-    while ((s = state.load(std::memory_order_acquire)) != kDone)
-        state.wait(s, std::memory_order_acquire);
+    js.cv.wait(lk, [this] { return state.load(std::memory_order_acquire) == kDone; });
 }
 
 void SpawnBase::check_result() const {

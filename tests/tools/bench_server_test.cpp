@@ -81,12 +81,12 @@ public:
         if (pidfd_ >= 0) ::close(pidfd_);
     }
 
-    /// The next line of stdout ("" at EOF or after 10 s).
+    /// The next line of stdout ("" at EOF or after 30 s: generous for the sanitizer builds).
     std::string line() {
         std::string l;
         for (;;) {
             pollfd p{out_, POLLIN, 0};
-            if (::poll(&p, 1, 10'000) != 1) return l;
+            if (::poll(&p, 1, 30'000) != 1) return l;
             char c;
             if (::read(out_, &c, 1) != 1) return l;
             if (c == '\n') return l;
@@ -101,13 +101,13 @@ public:
         return static_cast<std::uint16_t>(std::stoi(listening.substr(colon + 1)));
     }
 
-    /// Wait (10 s at most) for the process to end; its exit status, 128 + signal when killed.
+    /// Wait (30 s at most) for the process to end; its exit status, 128 + signal when killed.
     int wait() {
         if (exit_code_ >= 0) return exit_code_;
         if (pidfd_ >= 0) {
             pollfd p{pidfd_, POLLIN, 0};
-            if (::poll(&p, 1, 10'000) != 1) {
-                ADD_FAILURE() << "bench_server did not exit within 10 s";
+            if (::poll(&p, 1, 30'000) != 1) {
+                ADD_FAILURE() << "bench_server did not exit within 30 s";
                 ::kill(pid_, SIGKILL);
             }
         }
