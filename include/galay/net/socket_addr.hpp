@@ -63,6 +63,6 @@ private:
 /// Resolve `host` (a name or a numeric address) to socket addresses with `port`. Numeric
 /// addresses resolve at once; names are looked up (getaddrinfo) on a helper thread so the
 /// scheduler keeps running.
-Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
+[[nodiscard]] Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
 
 } // namespace galay
