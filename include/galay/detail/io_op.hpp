@@ -108,9 +108,13 @@ static_assert(sizeof(void*) != 8 || sizeof(IoOp) <= 104,
 enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 
 /// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
-/// driver forgets it, and a driver on another thread that registered it clears its slot.
-void forget_fd_everywhere(int fd) noexcept;
-/// forget_fd_everywhere(fd), then close(2). Nothing for fd < 0.
+/// driver forgets it, and so does the driver that registered it (at once when that driver belongs
+/// to this thread, even outside block_on; from another thread it is told to, and does so the
+/// next time it runs). Returns false in that last case: a driver on another thread may still hold
+/// the fd's file for a while.
+bool forget_fd_everywhere(int fd) noexcept;
+/// forget_fd_everywhere(fd), then close(2), so that the close is complete when this returns (the
+/// peer sees the FIN, a listener's port is free). Nothing for fd < 0.
 void close_fd(int fd) noexcept;
 
 class Driver;
@@ -149,8 +153,14 @@ public:
     /// Thread-safe: make a blocking `poll` return soon.
     virtual void wake() noexcept = 0;
 
-    /// The fd is about to be closed synchronously: forget any state about it.
+    /// The fd is about to be closed synchronously: forget any state about it, and have the
+    /// kernel let go of it before returning (io_uring: its registered-file slot and the requests
+    /// still pending on it), so that close(2) right after really closes it. This driver's
+    /// thread only, inside or outside block_on.
     virtual void forget_fd(int fd) noexcept = 0;
+
+    /// Whether the calling thread is the one this driver runs on (it may call forget_fd).
+    virtual bool runs_on_this_thread() const noexcept = 0;
 
     /// Thread-safe, called from another thread with `FdOwners::mutex()` held: the fd this
     /// driver registered is being closed there; clear its slot soon (io_uring only).

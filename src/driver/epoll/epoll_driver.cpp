@@ -23,6 +23,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace galay::detail {
@@ -178,6 +179,10 @@ public:
         st.registered = false;
         st.maybe_readable = true;
         st.peer_closed = false;
+    }
+
+    bool runs_on_this_thread() const noexcept override {
+        return std::this_thread::get_id() == thread_;
     }
 
     void wake() noexcept override {
@@ -356,6 +361,7 @@ private:
     }
 
     Scheduler& sched_;
+    const std::thread::id thread_ = std::this_thread::get_id();
     BufferPool pool_;
     int ep_ = -1;
     int wake_fd_ = -1;

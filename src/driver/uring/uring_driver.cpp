@@ -26,6 +26,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace galay::detail {
@@ -179,6 +180,8 @@ public:
             forget_fd_everywhere(op.fd); // (clears a registered slot before the close runs)
         else if (registers_file(op.code))
             register_file(op.fd);
+        else if (op.code == OpCode::accept && op.fd >= 0)
+            own(op.fd, state(op.fd)); // the pending accept holds the listener: see close_fd
         prep(op);
         op.pending = true;
         ++in_flight_;
@@ -211,16 +214,23 @@ public:
     }
 
     void forget_fd(int fd) noexcept override {
+        const unsigned queued = io_uring_sq_ready(&ring_);
         drop_fd_state(fd);
         if (fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() && fds_[fd].owned) {
             fds_[fd].owned = false;
             FdOwners::disown(fd, this);
         }
         // close(2) does not cancel io_uring requests that hold the file: do it explicitly.
-        if (in_flight_ == 0) return;
-        io_uring_sqe* e = sqe();
-        io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
-        io_uring_sqe_set_data64(e, kIgnoreTag);
+        if (in_flight_ != 0) {
+            io_uring_sqe* e = sqe();
+            io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(e, kIgnoreTag);
+        }
+        if (io_uring_sq_ready(&ring_) != queued) let_go_now();
+    }
+
+    bool runs_on_this_thread() const noexcept override {
+        return std::this_thread::get_id() == thread_;
     }
 
     void forget_fd_remote(int fd) noexcept override {
@@ -291,6 +301,20 @@ private:
             e = io_uring_get_sqe(&ring_);
         }
         return e;
+    }
+
+    /// Make the kernel act on the cancellations and slot clearings just queued before the fd is
+    /// closed: submit them, and run the completions they cause (with DEFER_TASKRUN those run only
+    /// when this thread enters the kernel asking for events), so that every reference the ring
+    /// held on the file is dropped when this returns. Otherwise they would go with the next loop
+    /// turn, and after block_on returned that may be never: no FIN, the port still bound, and a
+    /// cancel-by-fd issued after close(2) finds nothing. The completions are reaped by the next
+    /// poll as usual.
+    void let_go_now() noexcept {
+        int r;
+        do
+            r = io_uring_submit_and_get_events(&ring_);
+        while (r == -EINTR);
     }
 
     void arm_wake() {
@@ -688,6 +712,7 @@ private:
     }
 
     Scheduler& sched_;
+    const std::thread::id thread_ = std::this_thread::get_id(); // SINGLE_ISSUER: the only submitter
     io_uring ring_{};
     std::unique_ptr<BufferPool> pool_;
     io_uring_buf_ring* buf_ring_ = nullptr;
