@@ -175,6 +175,23 @@ public:
     /// Number of ops handed to the kernel and not yet completed.
     virtual std::size_t in_flight() const noexcept = 0;
 
+    // --- pool statistics (tests, tools) ---------------------------------------------------------
+    /// Pool buffers not free: lent to tasks, or holding bytes that no task has asked for yet.
+    virtual std::size_t pool_buffers_in_use() const noexcept = 0;
+    /// Pool buffers holding bytes received on `fd` that its task has not asked for yet (io_uring:
+    /// what its multishot recv brought while the task was busy; epoll takes a buffer only for the
+    /// system call, so none).
+    virtual std::size_t pool_buffers_queued(int fd) const noexcept {
+        (void)fd;
+        return 0;
+    }
+    /// Whether the driver is receiving on `fd` without its task asking (io_uring: a multishot
+    /// recv is armed on it).
+    virtual bool receives_ahead(int fd) const noexcept {
+        (void)fd;
+        return false;
+    }
+
     /// Register [r.addr, r.addr + r.len) for fixed-buffer I/O (this driver's thread only). Returns
     /// 0 and sets r.driver and r.slot, or -errno: -EOPNOTSUPP where the backend has no registered
     /// buffers (epoll), else why the kernel refused (-ENOMEM: RLIMIT_MEMLOCK; -ENOBUFS: the

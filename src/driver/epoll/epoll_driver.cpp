@@ -93,6 +93,9 @@ public:
     std::size_t in_flight() const noexcept override {
         return waiting_ + (files_ ? files_->in_flight() : 0);
     }
+    std::size_t pool_buffers_in_use() const noexcept override {
+        return pool_.count() - pool_.available();
+    }
 
     bool submit(IoOp& op) override {
         if (is_file_op(op.code)) {

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -49,20 +50,29 @@ struct FdState {
     std::uint8_t file = kUnregistered; // the registered-file slot numbered like the fd
     struct Completion {
         std::int32_t res;
-        std::uint16_t buffer;
+        std::uint16_t buffer; // a pool buffer id, or a heap chunk id when `copied`
+        bool copied = false;  // the bytes were moved out of the pool (see keep_share)
     };
     std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
     bool armed = false;           // a multishot recv for this generation is in the kernel
     bool armed_fixed = false;     // ... issued on the registered-file slot
     bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
+    bool paused = false;          // its share of the pool is queued: the recv is being cancelled
     IoOp* waiter = nullptr;
     std::vector<Completion> queue;
     std::size_t head = 0;
+    std::uint32_t pooled = 0; // queued completions that hold a pool buffer
 
     bool has_queued() const noexcept { return head < queue.size(); }
+    static bool holds_pool_buffer(const Completion& c) noexcept { return c.res > 0 && !c.copied; }
+    void push(Completion c) {
+        pooled += holds_pool_buffer(c);
+        queue.push_back(c);
+    }
     Completion pop() noexcept {
         Completion c = queue[head++];
         if (head == queue.size()) queue.clear(), head = 0;
+        pooled -= holds_pool_buffer(c);
         return c;
     }
 };
@@ -161,6 +171,18 @@ public:
     Backend backend() const noexcept override { return Backend::io_uring; }
     const char* name() const noexcept override { return "io_uring"; }
     std::size_t in_flight() const noexcept override { return in_flight_; }
+    std::size_t pool_buffers_in_use() const noexcept override {
+        if (buf_ring_ == nullptr) return pool_->count() - pool_->available();
+        return provisioned_ - ring_free_; // taken by the kernel and not given back
+    }
+    std::size_t pool_buffers_queued(int fd) const noexcept override {
+        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return 0;
+        return fds_[static_cast<std::size_t>(fd)].pooled;
+    }
+    bool receives_ahead(int fd) const noexcept override {
+        return fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() &&
+               fds_[static_cast<std::size_t>(fd)].armed;
+    }
 
     bool submit(IoOp& op) override {
         if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
@@ -189,6 +211,11 @@ public:
     }
 
     void give_back(std::uint16_t id) noexcept override {
+        if (id >= pool_->count()) { // a chunk keep_share() copied out of the pool
+            chunks_[id - pool_->count()].reset();
+            free_chunks_.push_back(id);
+            return;
+        }
         if (buf_ring_ == nullptr) {
             pool_->put(id);
             return;
@@ -471,6 +498,7 @@ private:
         ++m.generation; // completions of the old connection are now stale
         m.armed = false;
         m.starved = false;
+        m.paused = false;
         while (m.has_queued()) {
             FdState::Completion c = m.pop();
             if (c.res > 0) give_back(c.buffer);
@@ -624,7 +652,7 @@ private:
         op.result = c.res;
         if (c.res > 0) {
             op.aux = c.buffer;
-            op.buf = pool_->address(c.buffer);
+            op.buf = c.copied ? chunks_[c.buffer - pool_->count()].get() : pool_->address(c.buffer);
         }
     }
 
@@ -672,10 +700,11 @@ private:
         if (has_buffer) --ring_free_, ++demand_;
         FdState& m = state(fd);
         const bool current = gen == (m.generation & 0x1fffffff);
+        bool was_paused = false;
         if (!more) {
             --in_flight_;
             --armed_multishots_;
-            if (current) m.armed = false;
+            if (current) m.armed = false, was_paused = std::exchange(m.paused, false);
         }
         if (!current) { // the connection that armed it is gone
             if (has_buffer) give_back(bid);
@@ -691,13 +720,71 @@ private:
             starved_.push_back(fd);
             return;
         }
+        if (was_paused && res == -ECANCELED) { // the end pause() asked for: nothing to deliver
+            if (m.waiter != nullptr) arm_multishot(fd, m); // the task drained its queue meanwhile
+            return;
+        }
         FdState::Completion c{res, bid};
         if (IoOp* w = std::exchange(m.waiter, nullptr)) {
             deliver(*w, c);
             sched_.complete(*w);
-        } else {
-            m.queue.push_back(c);
+            return;
         }
+        if (m.pooled >= queue_cap()) { // its share of the pool is used up
+            if (more && !m.paused) pause(fd, m);
+            if (c.res > 0) keep_share(c);
+        }
+        m.push(c);
+    }
+
+    // --- a bounded share of the pool per connection -------------------------------------------
+    // A multishot recv keeps taking pool buffers for as long as bytes arrive, whether or not its
+    // task asks for them. A task that stops receiving (its echo waits on a peer that never reads)
+    // would let its connection take the whole pool and starve every other one. So once a
+    // connection holds `queue_cap()` queued pool buffers, its recv is cancelled: further bytes
+    // wait in the socket (whose window then closes on the sender), and the recv is armed again
+    // when the task has taken everything queued and asks for more. What the kernel delivered
+    // before the cancel took effect (one loop turn can bring dozens of completions) is copied
+    // out of the pool into chunks of its own, so the pool share stays at the cap; that copy is
+    // made once per stall, on the stalled connection only. The echo path, where the task waits
+    // for data, never queues and never comes here.
+
+    /// Completions one connection may have queued: an eighth of the pool up to 8 (8 x 64 KiB by
+    /// default), and 1 when fewer than an eighth of the buffers are left, so that many stalled
+    /// connections together cannot exhaust it either.
+    std::size_t queue_cap() const noexcept {
+        const std::size_t count = pool_->count();
+        const std::size_t left = ring_free_ + (count - provisioned_);
+        if (left < count / 8) return 1;
+        return std::clamp<std::size_t>(count / 8, 1, 8);
+    }
+
+    /// Move the bytes of `c` out of its pool buffer into a heap chunk and give the buffer back.
+    /// Keeps the buffer when the chunk ids are exhausted (65536 - pool size of them).
+    void keep_share(FdState::Completion& c) {
+        std::uint16_t id;
+        if (!free_chunks_.empty()) {
+            id = free_chunks_.back();
+            free_chunks_.pop_back();
+        } else if (pool_->count() + chunks_.size() <= UINT16_MAX) {
+            id = static_cast<std::uint16_t>(pool_->count() + chunks_.size());
+            chunks_.emplace_back();
+        } else {
+            return;
+        }
+        auto& chunk = chunks_[id - pool_->count()];
+        chunk = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(c.res));
+        std::memcpy(chunk.get(), pool_->address(c.buffer), static_cast<std::size_t>(c.res));
+        give_back(c.buffer);
+        c.buffer = id;
+        c.copied = true;
+    }
+
+    void pause(int fd, FdState& m) {
+        m.paused = true;
+        io_uring_sqe* e = sqe();
+        io_uring_prep_cancel64(e, multishot_tag(fd, m.generation), 0);
+        io_uring_sqe_set_data64(e, kIgnoreTag);
     }
 
     void rearm_starved() {
@@ -707,7 +794,8 @@ private:
             FdState& m = state(fd);
             if (!m.starved) continue;
             m.starved = false;
-            if (!m.armed) arm_multishot(fd, m);
+            // One whose share is queued waits for its task to drain it (submit_pooled re-arms).
+            if (!m.armed && (m.waiter != nullptr || m.pooled < queue_cap())) arm_multishot(fd, m);
         }
     }
 
@@ -729,6 +817,10 @@ private:
     int staged_ = 0;            // added at the tail since the last publish_buffers()
     std::vector<FdState> fds_;
     std::vector<int> starved_;
+    // Bytes copied out of the pool by keep_share, lent like pool buffers under ids from
+    // pool_->count() up (give_back frees them).
+    std::vector<std::unique_ptr<char[]>> chunks_;
+    std::vector<std::uint16_t> free_chunks_;
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
