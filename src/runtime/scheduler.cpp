@@ -1,3 +1,4 @@
+#include "driver/common/faults.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
@@ -167,6 +168,7 @@ Scheduler& current_scheduler() {
 
 Scheduler::Scheduler(SchedulerOptions options)
     : remote_(std::make_unique<detail::RemoteQueue>()) {
+    detail::faults::install_from_environment();
     Result<Backend> b = resolve_backend(options.backend);
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
     driver_ = *b == Backend::io_uring ? detail::make_uring_driver(*this, options)

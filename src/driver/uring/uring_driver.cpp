@@ -4,6 +4,7 @@
 // per operation. Rings are created SINGLE_ISSUER|DEFER_TASKRUN where the kernel allows it
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
 #include "driver/common/buffer_pool.hpp"
+#include "driver/common/faults.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/uring/fixed_buffers.hpp"
 #include "galay/runtime.hpp"
@@ -216,6 +217,12 @@ public:
             free_chunks_.push_back(id);
             return;
         }
+        if (faults::on()) [[unlikely]] {
+            if (faults::hit(faults::Kind::starve_ring, OpCode::recv_pooled)) {
+                withheld_.push_back(id); // back at the next poll
+                return;
+            }
+        }
         if (buf_ring_ == nullptr) {
             pool_->put(id);
             return;
@@ -276,6 +283,10 @@ public:
 
     void poll(std::int64_t timeout_ns) override {
         if (remote_forget_pending_.load(std::memory_order_acquire)) drain_remote_forgets();
+        if (!withheld_.empty() || !late_.empty()) [[unlikely]] {
+            release_withheld();
+            timeout_ns = 0; // (late completions are handled by this turn's reap)
+        }
         if (buf_ring_ != nullptr) {
             provision_buffers();
             publish_buffers();
@@ -300,6 +311,8 @@ public:
     }
 
     void shutdown() noexcept override {
+        shutting_down_ = true;
+        release_withheld();
         if (in_flight_ != 0) {
             io_uring_sqe* e = sqe();
             io_uring_prep_cancel64(e, 0, IORING_ASYNC_CANCEL_ANY);
@@ -352,15 +365,93 @@ private:
 
     void prep(IoOp& op) {
         io_uring_sqe* e = sqe();
+        std::uint32_t len = op.remaining();
+        if (faults::on()) [[unlikely]] {
+            if (inject(e, op, len)) return;
+        }
         // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
         const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
-        if (!prepared) prep_plain(e, op);
+        if (!prepared) prep_plain(e, op, len);
         op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
         if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
         io_uring_sqe_set_data(e, &op);
     }
 
-    static void prep_plain(io_uring_sqe* e, IoOp& op) {
+    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
+    /// Ops whose CQE may say EINTR (and, for sockets, EAGAIN): issued again, as a system call
+    /// would be retried.
+    static bool retried_when_interrupted(OpCode c) noexcept {
+        switch (c) {
+        case OpCode::accept:
+        case OpCode::recv:
+        case OpCode::recv_pooled: // (without buffer rings: a plain recv)
+        case OpCode::send:
+        case OpCode::recvmsg:
+        case OpCode::sendmsg:
+        case OpCode::read_at:
+        case OpCode::write_at:
+        case OpCode::readv_at:
+        case OpCode::writev_at:
+        case OpCode::fsync:
+        case OpCode::fdatasync:
+            return true;
+        default:
+            return false;
+        }
+    }
+    static bool is_file_op(OpCode c) noexcept {
+        return c == OpCode::read_at || c == OpCode::write_at || c == OpCode::readv_at ||
+               c == OpCode::writev_at || c == OpCode::fsync || c == OpCode::fdatasync ||
+               c == OpCode::fallocate;
+    }
+
+    /// Replace this issue of `op` by a fault: a NOP whose CQE carries the injected error (true),
+    /// or a shorter `len`. EAGAIN is not injected into file ops: a real one comes from an
+    /// O_NONBLOCK file and is reported, not retried (it would come back every time).
+    bool inject(io_uring_sqe* e, IoOp& op, std::uint32_t& len) {
+        if (shutting_down_ || !retried_when_interrupted(op.code)) return false;
+        int err = faults::refusal(op.code);
+        if (err == 0 && faults::hit(faults::Kind::canceled, op.code)) err = ECANCELED;
+        if (err == EAGAIN && is_file_op(op.code)) err = EINTR;
+        if (err != 0) {
+            io_uring_prep_nop(e);
+            io_uring_sqe_set_data(e, &op);
+            op.fixed_file = false;
+            injected_.push_back({&op, -err});
+            return true;
+        }
+        const bool has_len = op.code == OpCode::recv || op.code == OpCode::send ||
+                             ((op.code == OpCode::read_at || op.code == OpCode::write_at) &&
+                              !op.direct && !op.fixed_buffer);
+        if (has_len && len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+            len = faults::shorter(len);
+        return false;
+    }
+
+    /// The result an injected NOP stands for (its own CQE says 0).
+    std::int32_t injected_result(IoOp* op, std::int32_t res) noexcept {
+        for (std::size_t i = 0; i < injected_.size(); ++i) {
+            if (injected_[i].op != op) continue;
+            res = injected_[i].res;
+            injected_[i] = injected_.back();
+            injected_.pop_back();
+            break;
+        }
+        return res;
+    }
+
+    void release_withheld() noexcept {
+        std::vector<std::uint16_t> ids;
+        ids.swap(withheld_);
+        for (std::uint16_t id : ids) {
+            if (buf_ring_ == nullptr)
+                pool_->put(id);
+            else
+                ring_put(id);
+        }
+    }
+
+    static void prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         switch (op.code) {
         case OpCode::accept:
             io_uring_prep_accept(e, op.fd, op.address(),
@@ -372,10 +463,10 @@ private:
             break;
         case OpCode::recv:
         case OpCode::recv_pooled: // (without buffer rings: into the pool buffer set in submit)
-            io_uring_prep_recv(e, op.fd, op.cursor(), op.remaining(), op.msg_flags);
+            io_uring_prep_recv(e, op.fd, op.cursor(), len, op.msg_flags);
             break;
         case OpCode::send:
-            io_uring_prep_send(e, op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
+            io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
             break;
         case OpCode::recvmsg:
             io_uring_prep_recvmsg(e, op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
@@ -388,10 +479,10 @@ private:
             io_uring_prep_close(e, op.fd);
             break;
         case OpCode::read_at:
-            io_uring_prep_read(e, op.fd, op.cursor(), op.remaining(), op.offset + op.done);
+            io_uring_prep_read(e, op.fd, op.cursor(), len, op.offset + op.done);
             break;
         case OpCode::write_at:
-            io_uring_prep_write(e, op.fd, op.cursor(), op.remaining(), op.offset + op.done);
+            io_uring_prep_write(e, op.fd, op.cursor(), len, op.offset + op.done);
             break;
         case OpCode::readv_at:
             io_uring_prep_readv(e, op.fd, static_cast<const iovec*>(op.buf), op.len, op.offset);
@@ -531,6 +622,12 @@ private:
     }
 
     void reap() {
+        if (!late_.empty()) [[unlikely]] { // completions an injected delay held back a turn
+            std::vector<LateCqe> late;
+            late.swap(late_);
+            for (const LateCqe& c : late)
+                on_op_cqe(reinterpret_cast<IoOp*>(c.user_data), c.res, false);
+        }
         io_uring_cqe* cqe;
         unsigned head;
         unsigned seen = 0;
@@ -550,29 +647,55 @@ private:
                 on_files_update(ud, cqe->res);
                 continue;
             }
-            auto* op = reinterpret_cast<IoOp*>(ud);
-            if (cqe->res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
-                prep(*op); // its slot was never filled: again on the plain fd
-                continue;
-            }
-            if (is_mmsg(op->code)) {
-                if (!mmsg_ready(*op, cqe->res)) {
-                    prep(*op); // it would block again: wait for the next readiness
-                    continue;
-                }
-            } else if (op->absorb(cqe->res)) {
-                if (!op->cancelled) {
-                    prep(*op); // the rest of a short `all` transfer
-                    continue;
-                }
-                op->result = -ECANCELED; // stopped part-way (a deadline maps it to timed_out)
-            }
-            if (op->code == OpCode::recv_pooled && op->result <= 0) // (no buffer rings)
-                pool_->put(static_cast<std::uint16_t>(op->aux));    // nothing arrived in it
-            --in_flight_;
-            sched_.complete(*op);
+            on_op_cqe(reinterpret_cast<IoOp*>(ud), cqe->res, true);
         }
         io_uring_cq_advance(&ring_, seen);
+    }
+
+    struct LateCqe {
+        std::uint64_t user_data;
+        std::int32_t res;
+    };
+
+    void on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
+        if (!injected_.empty()) [[unlikely]]
+            res = injected_result(op, res);
+        if (faults::on() && may_delay && !shutting_down_) [[unlikely]] {
+            if (faults::hit(faults::Kind::late, op->code)) {
+                late_.push_back({reinterpret_cast<std::uint64_t>(op), res});
+                return;
+            }
+        }
+        if (res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
+            prep(*op); // its slot was never filled: again on the plain fd
+            return;
+        }
+        if ((res == -EINTR || (res == -EAGAIN && !is_file_op(op->code))) &&
+            retried_when_interrupted(op->code)) {
+            // Interrupted, or a socket that would block after all: issue it again, as a system
+            // call would be retried (a file's EAGAIN, from O_NONBLOCK, is reported instead).
+            if (!op->cancelled) {
+                prep(*op);
+                return;
+            }
+            res = -ECANCELED;
+        }
+        if (is_mmsg(op->code)) {
+            if (!mmsg_ready(*op, res)) {
+                prep(*op); // it would block again: wait for the next readiness
+                return;
+            }
+        } else if (op->absorb(res)) {
+            if (!op->cancelled) {
+                prep(*op); // the rest of a short `all` transfer
+                return;
+            }
+            op->result = -ECANCELED; // stopped part-way (a deadline maps it to timed_out)
+        }
+        if (op->code == OpCode::recv_pooled && op->result <= 0) // (no buffer rings)
+            pool_->put(static_cast<std::uint16_t>(op->aux));    // nothing arrived in it
+        --in_flight_;
+        sched_.complete(*op);
     }
 
     /// The readiness poll of a batch op completed with `res`. Returns true when the op is finished,
@@ -700,11 +823,10 @@ private:
         if (has_buffer) --ring_free_, ++demand_;
         FdState& m = state(fd);
         const bool current = gen == (m.generation & 0x1fffffff);
-        bool was_paused = false;
         if (!more) {
             --in_flight_;
             --armed_multishots_;
-            if (current) m.armed = false, was_paused = std::exchange(m.paused, false);
+            if (current) m.armed = false, m.paused = false;
         }
         if (!current) { // the connection that armed it is gone
             if (has_buffer) give_back(bid);
@@ -715,14 +837,25 @@ private:
             return;
         }
         if (res == -ENOBUFS) { // the ring ran dry: resume once buffers are given back
+            faults::ring_empty();
             ++demand_;
             m.starved = true;
             starved_.push_back(fd);
             return;
         }
-        if (was_paused && res == -ECANCELED) { // the end pause() asked for: nothing to deliver
-            if (m.waiter != nullptr) arm_multishot(fd, m); // the task drained its queue meanwhile
+        if (!more && res == -ECANCELED && !shutting_down_) {
+            // Ended by a cancel that is not the connection's close (that one makes the completion
+            // stale): pause() asked for it, or the kernel tore the request down. Nothing to
+            // deliver; armed again now if the task waits, else when it next asks.
+            if (m.waiter != nullptr) arm_multishot(fd, m);
             return;
+        }
+        if (faults::on() && more && res > 0 && !m.paused) [[unlikely]] {
+            if (faults::hit(faults::Kind::end_multishot, OpCode::recv_pooled)) {
+                io_uring_sqe* e = sqe(); // as the kernel may end it: its final CQE follows
+                io_uring_prep_cancel64(e, multishot_tag(fd, m.generation), 0);
+                io_uring_sqe_set_data64(e, kIgnoreTag);
+            }
         }
         FdState::Completion c{res, bid};
         if (IoOp* w = std::exchange(m.waiter, nullptr)) {
@@ -821,6 +954,15 @@ private:
     // pool_->count() up (give_back frees them).
     std::vector<std::unique_ptr<char[]>> chunks_;
     std::vector<std::uint16_t> free_chunks_;
+    bool shutting_down_ = false;
+    // Fault injection (galay/detail/faults.hpp); empty unless a plan is installed.
+    struct Injected {
+        IoOp* op;
+        std::int32_t res;
+    };
+    std::vector<Injected> injected_;      // NOPs standing for a failed op
+    std::vector<LateCqe> late_;           // completions held back one loop turn
+    std::vector<std::uint16_t> withheld_; // buffers kept out of the ring one loop turn
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
