@@ -140,6 +140,12 @@ bool forget_fd_everywhere(int fd) noexcept {
 
 void close_fd(int fd) noexcept {
     if (fd < 0) return;
+    // In a task, the current driver may close it with the loop's next submission (no system
+    // call of its own), unless a driver of another thread holds it.
+    if (Scheduler* s = Scheduler::current(); s != nullptr && FdOwners::in_range(fd)) {
+        Driver* owner = FdOwners::owner(fd);
+        if ((owner == nullptr || owner == &s->driver()) && s->driver().close_later(fd)) return;
+    }
     if (!forget_fd_everywhere(fd)) {
         // A driver on another thread holds the file (a registered slot, an armed recv) until it
         // next runs, which may be a while if its thread is outside block_on. shutdown(2) makes
@@ -246,6 +252,14 @@ void Scheduler::fire_timers() {
 }
 
 void Scheduler::run_until_done(const std::size_t& remaining) {
+    struct InLoop { // (nothing in the loop throws; this also covers a future early return)
+        detail::Driver& d;
+        explicit InLoop(detail::Driver& driver) noexcept
+            : d(driver) {
+            d.loop_entered();
+        }
+        ~InLoop() { d.loop_left(); }
+    } in_loop(*driver_);
     while (remaining != 0) {
         drain_remote();
         run_ready();

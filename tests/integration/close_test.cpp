@@ -118,8 +118,12 @@ TEST_P(CloseTest, StreamDestroyedOnAnotherThreadWhileItsSchedulerIdlesSendsFin) 
     }
 }
 
-// Inside a task: a stream destroyed by its task sends the FIN before the task's next wait.
-TEST_P(CloseTest, StreamDestroyedInsideATaskSendsFinAtOnce) {
+// Inside a task: a stream destroyed by its task has sent its FIN by the time the loop has
+// submitted to the kernel once more (on io_uring the close goes with that submission, which
+// costs no system call of its own); here the task yields once, then reads the peer's EOF with a
+// blocking call. And a stream destroyed as the last thing the block_on task does is closed when
+// block_on returns.
+TEST_P(CloseTest, StreamDestroyedInsideATaskSendsFinWithinTheLoopTurn) {
     Scheduler sched(options());
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
     ASSERT_TRUE(l);
@@ -127,17 +131,34 @@ TEST_P(CloseTest, StreamDestroyedInsideATaskSendsFinAtOnce) {
         int peer = blocking_client(l->local_addr()->port());
         ASSERT_GE(peer, 0);
         ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
-        // The task reads the peer's EOF itself with a blocking poll, never yielding to the
-        // scheduler in between: only a close that is done when the destructor returns passes.
         ssize_t seen = sched.block_on([&]() -> Task<ssize_t> {
             {
                 TcpStream s = co_await accept_and_exchange(*l, use);
                 char buf[4];
                 if (::recv(peer, buf, 4, MSG_WAITALL) != 4) co_return -1;
-            } // destroyed here
+            }                     // destroyed here
+            co_await yield_now(); // the loop turn ends
             co_return read_after_close(peer);
         }());
         EXPECT_EQ(seen, 0) << "the peer saw no FIN (-11 = timed out)";
+        ::close(peer);
+    }
+}
+
+TEST_P(CloseTest, StreamDestroyedAsTheLastActOfBlockOnIsClosedWhenItReturns) {
+    Scheduler sched(options());
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    ASSERT_TRUE(l);
+    for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
+        int peer = blocking_client(l->local_addr()->port());
+        ASSERT_GE(peer, 0);
+        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+        sched.block_on([&]() -> Task<void> {
+            TcpStream s = co_await accept_and_exchange(*l, use);
+        }()); // (destroyed when the task returns, just before block_on does)
+        char buf[4];
+        ASSERT_EQ(::recv(peer, buf, 4, MSG_WAITALL), 4);
+        EXPECT_EQ(read_after_close(peer), 0) << "the peer saw no FIN (-11 = timed out)";
         ::close(peer);
     }
 }

@@ -162,6 +162,21 @@ public:
     /// Whether the calling thread is the one this driver runs on (it may call forget_fd).
     virtual bool runs_on_this_thread() const noexcept = 0;
 
+    /// galay is closing `fd`, on this driver's thread. The driver may take the close over: it
+    /// forgets the fd and closes it with its next submission to the kernel, which comes before
+    /// the loop waits or block_on returns (io_uring: a TCP stream, closed by IORING_OP_CLOSE after
+    /// its multishot recv and registered slot are dropped, in the same system call as the loop's
+    /// next wait). Returns false when the caller must forget and close it now.
+    virtual bool close_later(int fd) noexcept {
+        (void)fd;
+        return false;
+    }
+
+    /// The scheduler's loop starts or stops running on this thread (nested block_on included).
+    /// When it stops, everything close_later took over has reached the kernel.
+    virtual void loop_entered() noexcept {}
+    virtual void loop_left() noexcept {}
+
     /// Thread-safe, called from another thread with `FdOwners::mutex()` held: the fd this
     /// driver registered is being closed there; clear its slot soon (io_uring only).
     virtual void forget_fd_remote(int /*fd*/) noexcept {}

@@ -61,6 +61,7 @@ struct FdState {
     bool armed_fixed = false;     // ... issued on the registered-file slot
     bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
     bool paused = false;          // its share of the pool is queued: the recv is being cancelled
+    bool stream = false;          // a TCP stream (recv/send ops): its close may be deferred
     IoOp* waiter = nullptr;
     std::vector<Completion> queue;
     std::size_t head = 0;
@@ -209,7 +210,7 @@ public:
         if (op.code == OpCode::close)
             forget_fd_everywhere(op.fd); // (clears a registered slot before the close runs)
         else if (registers_file(op.code))
-            register_file(op.fd);
+            register_file(op.fd, op.code == OpCode::recv || op.code == OpCode::send);
         else if (op.code == OpCode::accept && op.fd >= 0)
             own(op.fd, state(op.fd)); // the pending accept holds the listener: see close_fd
         prep(op);
@@ -275,6 +276,38 @@ public:
         return std::this_thread::get_id() == thread_;
     }
 
+    // Closing a TCP stream inside the loop costs no system call of its own: the multishot cancel,
+    // the slot clearing and an IORING_OP_CLOSE (in that order) go with the loop's next
+    // submission, which comes before it waits or block_on returns (loop_left). So the FIN leaves
+    // within the loop turn, and the kernel, not a close(2), drops the fd. Listeners, UDP sockets
+    // and files are closed at once instead (let_go_now + close(2)): binding their port again, or
+    // a lock on the file, must not wait for the loop.
+    bool close_later(int fd) noexcept override {
+        if (loop_depth_ == 0 || shutting_down_ || fd < 0 ||
+            static_cast<std::size_t>(fd) >= fds_.size() || !fds_[fd].stream)
+            return false;
+        drop_fd_state(fd);
+        if (fds_[fd].owned) {
+            fds_[fd].owned = false;
+            FdOwners::disown(fd, this);
+        }
+        if (in_flight_ != 0) { // (before the close: by fd, it must still name this file)
+            io_uring_sqe* e = sqe();
+            io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(e, kIgnoreTag);
+        }
+        io_uring_sqe* e = sqe();
+        io_uring_prep_close(e, fd);
+        io_uring_sqe_set_data64(e, kIgnoreTag);
+        closes_queued_ = true;
+        return true;
+    }
+    void loop_entered() noexcept override { ++loop_depth_; }
+    void loop_left() noexcept override {
+        --loop_depth_;
+        if (closes_queued_) let_go_now();
+    }
+
     void forget_fd_remote(int fd) noexcept override {
         // Called with FdOwners::mutex() held; ownership is already given up. The fd number may
         // be reused at once, but it can only reach this thread through something synchronised
@@ -311,6 +344,7 @@ public:
             io_uring_cqe* cqe = nullptr;
             ret = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
         }
+        if (ret >= 0 || ret == -ETIME) closes_queued_ = false; // (submitted with the wait)
         if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
             std::fprintf(stderr, "galay: io_uring_enter failed: %s\n", std::strerror(-ret));
             std::abort();
@@ -320,6 +354,7 @@ public:
 
     void shutdown() noexcept override {
         shutting_down_ = true;
+        if (closes_queued_) let_go_now();
         release_withheld();
         if (in_flight_ != 0) {
             io_uring_sqe* e = sqe();
@@ -363,6 +398,7 @@ private:
         do
             r = io_uring_submit_and_get_events(&ring_);
         while (r == -EINTR);
+        closes_queued_ = false;
     }
 
     void arm_wake() {
@@ -564,9 +600,10 @@ private:
         return true;
     }
 
-    void register_file(int fd) {
+    void register_file(int fd, bool stream) {
         if (fd < 0 || static_cast<std::size_t>(fd) >= slot_values_.size()) return;
         FdState& st = state(fd);
+        st.stream |= stream;
         if (st.file != FdState::kUnregistered || !own(fd, st)) return;
         st.file = FdState::kRegistered;
         io_uring_sqe* e = sqe();
@@ -599,6 +636,7 @@ private:
         m.armed = false;
         m.starved = false;
         m.paused = false;
+        m.stream = false;
         while (m.has_queued()) {
             FdState::Completion c = m.pop();
             if (c.res > 0) give_back(c.buffer);
@@ -802,7 +840,8 @@ private:
         op.pending = true;
         if (!m.armed && !m.starved) {
             own(op.fd, m); // the armed recv holds the socket: a close anywhere must cancel it
-            register_file(op.fd);
+            register_file(op.fd, true);
+            m.stream = true;
             arm_multishot(op.fd, m);
         }
         return false;
@@ -968,6 +1007,8 @@ private:
     std::vector<std::unique_ptr<char[]>> chunks_;
     std::vector<std::uint16_t> free_chunks_;
     bool shutting_down_ = false;
+    unsigned loop_depth_ = 0;    // block_on loops running on this thread (close_later)
+    bool closes_queued_ = false; // close_later queued SQEs not yet submitted
     // Fault injection (galay/detail/faults.hpp); empty unless a plan is installed.
     struct Injected {
         IoOp* op;
