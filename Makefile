@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: deps build test test-asan test-tsan bench format clean
+.PHONY: deps build test test-asan test-tsan bench soak format clean
 
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
@@ -35,6 +35,15 @@ test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+# Bounded soak (tests/soak/soak.py): connection churn against bench_server and UDP/file/TCP
+# open-close loops in one galay program, on each backend; fails if fds or RSS do not come back.
+# A few minutes by default; CI runs SOAK_SECONDS=30. Not part of `make test`.
+SOAK_SECONDS ?= 180
+soak: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target bench_server soak_local
+	$(PYTHON) tests/soak/soak.py --bin build/release/bin --duration $(SOAK_SECONDS)
 
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build

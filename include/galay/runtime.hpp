@@ -224,12 +224,12 @@ T block_on(Task<T> task, SchedulerOptions options = {}) {
 }
 
 /// Go to the back of the ready queue, letting other tasks of this scheduler run.
-struct YieldAwaiter {
+struct [[nodiscard]] YieldAwaiter {
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> h) const { current_scheduler().schedule(h); }
     void await_resume() const noexcept {}
 };
-inline YieldAwaiter yield_now() noexcept {
+[[nodiscard]] inline YieldAwaiter yield_now() noexcept {
     return {};
 }
 

@@ -52,7 +52,7 @@ struct PromiseBase {
     };
 
     std::suspend_always initial_suspend() const noexcept { return {}; }
-    FinalAwaiter final_suspend() const noexcept { return {}; }
+    [[nodiscard]] FinalAwaiter final_suspend() const noexcept { return {}; }
 };
 
 /// The cancellation scope of the coroutine behind `h`, if it is a galay coroutine.
@@ -125,7 +125,7 @@ public:
     bool valid() const noexcept { return static_cast<bool>(h_); }
     bool done() const noexcept { return h_ && h_.done(); }
 
-    struct Awaiter {
+    struct [[nodiscard]] Awaiter {
         handle_type h;
         bool await_ready() const noexcept { return !h || h.done(); }
         template <class P>
@@ -136,7 +136,7 @@ public:
         }
         T await_resume() { return h.promise().take(); }
     };
-    Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
+    [[nodiscard]] Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
 
     /// Give up ownership of the coroutine (used by spawn/block_on).
     handle_type release() noexcept { return std::exchange(h_, {}); }
@@ -271,7 +271,7 @@ std::vector<JoinChild> make_children(std::vector<Slot<T>>& slots, std::vector<Ta
 }
 
 /// Starts every child, then suspends the parent until the last one has finished.
-struct JoinAwaiter {
+struct [[nodiscard]] JoinAwaiter {
     JoinState& join;
     std::vector<JoinChild>& children;
     CancelScope* child_scope; // scope the children run in (null: inherit the parent's)
@@ -307,7 +307,7 @@ struct JoinAwaiter {
 /// Returns their results (void becomes std::monostate). If any threw, the first exception (in
 /// argument order) is rethrown after all have finished.
 template <class... Ts>
-Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
+[[nodiscard]] Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
     std::tuple<detail::Slot<Ts>...> slots;
     std::vector<detail::JoinChild> children = detail::make_children(slots, std::move(tasks)...);
     detail::JoinState join;
@@ -318,7 +318,7 @@ Task<std::tuple<detail::Lifted<Ts>...>> when_all(Task<Ts>... tasks) {
 
 /// Run a homogeneous set of tasks concurrently; results in input order.
 template <class T>
-Task<std::vector<detail::Lifted<T>>> when_all(std::vector<Task<T>> tasks) {
+[[nodiscard]] Task<std::vector<detail::Lifted<T>>> when_all(std::vector<Task<T>> tasks) {
     std::vector<detail::Slot<T>> slots(tasks.size());
     std::vector<detail::JoinChild> children = detail::make_children(slots, tasks);
     detail::JoinState join;
@@ -335,7 +335,7 @@ Task<std::vector<detail::Lifted<T>>> when_all(std::vector<Task<T>> tasks) {
 /// variant whose index is the winner's position. If the winner threw, its exception is rethrown;
 /// exceptions of cancelled losers are reported through the unhandled-exception handler.
 template <class... Ts>
-Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
+[[nodiscard]] Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
     static_assert(sizeof...(Ts) > 0, "when_any needs at least one task");
     std::tuple<detail::Slot<Ts>...> slots;
     std::vector<detail::JoinChild> children = detail::make_children(slots, std::move(tasks)...);
@@ -361,7 +361,7 @@ Task<std::variant<detail::Lifted<Ts>...>> when_any(Task<Ts>... tasks) {
 
 /// when_any over a homogeneous set: returns {index of the winner, its result}.
 template <class T>
-Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> tasks) {
+[[nodiscard]] Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> tasks) {
     std::vector<detail::Slot<T>> slots(tasks.size());
     std::vector<detail::JoinChild> children = detail::make_children(slots, tasks);
     detail::CancelScope scope;
@@ -375,7 +375,7 @@ Task<std::pair<std::size_t, detail::Lifted<T>>> when_any(std::vector<Task<T>> ta
 
 /// Wrap any awaitable (an I/O operation, say) in a Task, e.g. to pass it to when_all/when_any.
 template <class A>
-auto as_task(A awaitable) -> Task<decltype(std::declval<A&>().await_resume())> {
+[[nodiscard]] auto as_task(A awaitable) -> Task<decltype(std::declval<A&>().await_resume())> {
     co_return co_await std::move(awaitable);
 }
 
@@ -394,13 +394,13 @@ private:
 /// Run `task` so that `source.cancel()` cancels whatever it is waiting on. The source must
 /// outlive the task.
 template <class T>
-Task<T> with_cancel(CancelSource& source, Task<T> task) {
+[[nodiscard]] Task<T> with_cancel(CancelSource& source, Task<T> task) {
     auto h = task.handle();
     if (h) h.promise().scope = &source.scope();
     co_return co_await std::move(task);
 }
 template <>
-inline Task<void> with_cancel(CancelSource& source, Task<void> task) {
+[[nodiscard]] inline Task<void> with_cancel(CancelSource& source, Task<void> task) {
     auto h = task.handle();
     if (h) h.promise().scope = &source.scope();
     co_await std::move(task);

@@ -13,6 +13,7 @@
 // buffers, so the simplest shape stays.
 #pragma once
 
+#include "driver/common/faults.hpp"
 #include "galay/detail/io_op.hpp"
 
 #include <sys/socket.h>
@@ -28,13 +29,27 @@ inline bool is_mmsg(OpCode c) noexcept {
 /// Run the op's recvmmsg/sendmmsg on its non-blocking socket. Returns true when the op is
 /// finished (`op.result` set), false when the socket would block. A send batch the socket could
 /// not take whole continues from where it stopped (`op.done` datagrams already sent).
-inline bool attempt_mmsg(IoOp& op) noexcept {
+/// `injected_block` (fault injection): set when the EAGAIN was injected, not the socket's.
+inline bool attempt_mmsg(IoOp& op, bool* injected_block = nullptr) noexcept {
     auto* msgs = static_cast<mmsghdr*>(op.buf);
     for (;;) {
-        int r = op.code == OpCode::recvmmsg
-                    ? ::recvmmsg(op.fd, msgs, op.len, op.msg_flags, nullptr)
-                    : ::sendmmsg(op.fd, msgs + op.done, op.len - static_cast<unsigned>(op.done),
-                                 op.msg_flags | MSG_NOSIGNAL);
+        unsigned n = op.code == OpCode::recvmmsg ? op.len : op.len - op.done;
+        int r;
+        int fake = 0;
+        if (faults::on()) [[unlikely]] {
+            fake = faults::refusal(op.code);
+            if (fake == EAGAIN && injected_block != nullptr) *injected_block = true;
+            if (fake == 0 && n > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+                n = faults::shorter(n); // fewer datagrams
+        }
+        if (fake != 0) {
+            errno = fake;
+            r = -1;
+        } else {
+            r = op.code == OpCode::recvmmsg
+                    ? ::recvmmsg(op.fd, msgs, n, op.msg_flags, nullptr)
+                    : ::sendmmsg(op.fd, msgs + op.done, n, op.msg_flags | MSG_NOSIGNAL);
+        }
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
             if (errno == EINTR) continue;

@@ -1,9 +1,11 @@
+#include "driver/common/faults.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 #include "runtime/fd_owners.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -234,21 +236,49 @@ namespace detail {
 std::atomic<Driver*> FdOwners::slots_[FdOwners::kMaxFd];
 std::mutex FdOwners::mutex_;
 
-void forget_fd_everywhere(int fd) noexcept {
-    if (fd < 0) return;
+bool forget_fd_everywhere(int fd) noexcept {
+    if (fd < 0) return true;
     Scheduler* s = Scheduler::current();
     Driver* mine = s != nullptr ? &s->driver() : nullptr;
     if (mine != nullptr) mine->forget_fd(fd);
-    if (!FdOwners::in_range(fd)) return;
+    if (!FdOwners::in_range(fd)) return true;
+    if (Driver* owner = FdOwners::owner(fd); owner == nullptr || owner == mine) return true;
+    // Another driver holds it. Under the mutex it cannot be destroyed while we look at it.
+    std::unique_lock lock(FdOwners::mutex());
     Driver* owner = FdOwners::owner(fd);
-    if (owner == nullptr || owner == mine) return;
-    std::lock_guard lock(FdOwners::mutex());
-    if (FdOwners::disown(fd, owner)) owner->forget_fd_remote(fd);
+    if (owner == nullptr || owner == mine) return true;
+    if (owner->runs_on_this_thread()) {
+        // This thread's scheduler, outside block_on (or another scheduler's block_on is running
+        // on this thread): nothing else touches that driver, so it drops the fd right now.
+        lock.unlock();
+        owner->forget_fd(fd);
+        return true;
+    }
+    if (!FdOwners::disown(fd, owner)) return true;
+    owner->forget_fd_remote(fd);
+    return false;
 }
 
 void close_fd(int fd) noexcept {
     if (fd < 0) return;
-    forget_fd_everywhere(fd);
+    // In a task, the current driver may close it with the loop's next submission (no system
+    // call of its own), unless a driver of another thread holds it.
+    if (Scheduler* s = Scheduler::current(); s != nullptr && FdOwners::in_range(fd)) {
+        Driver* owner = FdOwners::owner(fd);
+        if ((owner == nullptr || owner == &s->driver()) && s->driver().close_later(fd)) return;
+    }
+    if (!forget_fd_everywhere(fd)) {
+        // A driver on another thread holds the file (a registered slot, an armed recv) until it
+        // next runs, which may be a while if its thread is outside block_on. shutdown(2) makes
+        // the close visible now: the FIN leaves and a listener stops listening. (Not with
+        // SO_LINGER 0: that peer must get the RST which the final release sends. Not a socket:
+        // nothing to do, the kernel object is released when that driver lets go.)
+        linger l{};
+        socklen_t len = sizeof l;
+        if (::getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &len) == 0 &&
+            !(l.l_onoff != 0 && l.l_linger == 0))
+            ::shutdown(fd, SHUT_RDWR);
+    }
     ::close(fd);
 }
 
@@ -265,6 +295,7 @@ Scheduler& current_scheduler() {
 
 Scheduler::Scheduler(SchedulerOptions options)
     : remote_(std::make_unique<detail::RemoteQueue>()) {
+    detail::faults::install_from_environment();
     Result<Backend> b = resolve_backend(options.backend);
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
     driver_ = *b == Backend::io_uring ? detail::make_uring_driver(*this, options)
@@ -429,6 +460,14 @@ void Scheduler::fire_timers() {
 void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadline_ns) {
     const bool outer = !in_loop_;
     in_loop_ = true;
+    struct InLoop { // (nothing in the loop throws; this also covers a future early return)
+        detail::Driver& d;
+        explicit InLoop(detail::Driver& driver) noexcept
+            : d(driver) {
+            d.loop_entered();
+        }
+        ~InLoop() { d.loop_left(); }
+    } in_loop(*driver_);
     while (remaining != 0) {
         drain_remote();
         run_ready();

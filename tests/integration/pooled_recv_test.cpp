@@ -322,4 +322,149 @@ TEST_P(PooledRecvTest, AReleasedFdClosedByTheCallerSendsFin) {
     }());
 }
 
+// Issue 13, defect 1. A client sends 1 MiB chunks and never reads, and its connection's task
+// stops receiving: on io_uring the multishot recv kept receiving for it into the shared pool until
+// it held every buffer, and every other connection starved. A connection may hold only a bounded
+// share of the pool; a consumer that stops reading slows only itself. The pool is small here
+// (64 x 4 KiB) so that the old behaviour exhausts it after 256 KiB.
+enum class Stall {
+    task_sleeps,         // the task receives once, then waits on something else
+    echo_blocks_in_send, // bench_server's echo: send_all waits for a client that never reads
+};
+
+class GreedyClientTest : public PooledRecvTest {
+protected:
+    static constexpr unsigned kBuffers = 64;
+
+    void run_greedy(Stall stall) {
+        Scheduler sched(
+            {.backend = GetParam(), .pool_buffers = kBuffers, .pool_buffer_size = 4096});
+        auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+        ASSERT_TRUE(l);
+        const std::uint16_t port = l->local_addr()->port();
+        // The greedy client: a plain blocking socket on a thread of its own, sending 1 MiB chunks
+        // until the test shuts it down. Small socket buffers, so that an echo to it blocks soon.
+        int greedy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(greedy, 0);
+        int small = 4096;
+        ::setsockopt(greedy, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(::connect(greedy, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+        std::thread writer([greedy] {
+            std::vector<char> chunk(1 << 20, 'x');
+            while (::send(greedy, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) {
+            }
+        });
+        auto echo = [](TcpStream s) -> Task<void> {
+            for (;;) {
+                auto b = co_await s.recv_pooled();
+                if (!b || b->empty()) co_return;
+                if (!co_await s.send_all(b->bytes())) co_return;
+            }
+        };
+        auto sleeper = [](TcpStream s) -> Task<void> {
+            auto b = co_await s.recv_pooled();
+            (void)co_await sleep(1h); // destroyed with the scheduler
+        };
+        std::string pong;
+        std::size_t held_by_greedy = 0;
+        std::size_t in_use = 0;
+        sched.block_on([&]() -> Task<void> {
+            auto g = co_await l->accept();
+            CO_ASSERT(g);
+            const int greedy_fd = g->fd();
+            CO_ASSERT(g->set_send_buffer_size(4096));
+            spawn(stall == Stall::task_sleeps ? sleeper(std::move(*g)) : echo(std::move(*g)));
+            // Wait until the greedy connection has stopped receiving ahead with bytes queued (its
+            // share is used up; before the fix: the pool ran dry). epoll receives nothing
+            // ahead: nothing to wait for there.
+            detail::Driver& d = current_scheduler().driver();
+            for (int i = 0; i < 10'000 && GetParam() == Backend::io_uring; ++i) {
+                if (d.pool_buffers_queued(greedy_fd) > 0 && !d.receives_ahead(greedy_fd)) break;
+                co_await sleep(1ms); // (a bound on the wait, not a synchronisation)
+            }
+            auto c = co_await TcpStream::connect(SocketAddr::loopback_v4(port));
+            auto s = co_await l->accept();
+            CO_ASSERT(c && s);
+            spawn(echo(std::move(*s)));
+            CO_ASSERT(co_await c->send_all(std::string_view("ping")));
+            std::array<char, 4> buf;
+            auto n = co_await c->recv_exact(buf).timeout(10s); // a failure bound, not speed
+            if (n) pong.assign(buf.data(), buf.size());
+            held_by_greedy = d.pool_buffers_queued(greedy_fd);
+            in_use = d.pool_buffers_in_use();
+        }());
+        ::shutdown(greedy, SHUT_RDWR); // the writer's send fails
+        writer.join();
+        ::close(greedy);
+        EXPECT_EQ(pong, "ping") << "the second client was not served: pool buffers in use "
+                                << in_use << " of " << kBuffers;
+        EXPECT_LE(held_by_greedy, kBuffers / 8) << "the greedy connection holds too much";
+        EXPECT_LT(in_use, kBuffers / 4);
+    }
+};
+
+TEST_P(GreedyClientTest, AConnectionWhoseTaskStopsReceivingHoldsABoundedShare) {
+    run_greedy(Stall::task_sleeps);
+}
+
+TEST_P(GreedyClientTest, AClientThatNeverReadsDoesNotStarveTheOthers) {
+    run_greedy(Stall::echo_blocks_in_send);
+}
+
+// The bytes a stalled connection's recv brought (some queued in pool buffers, some copied out of
+// the pool) and the bytes that waited in the socket while it was stopped all arrive, in order,
+// once its task receives again.
+TEST_P(GreedyClientTest, AStalledConnectionLosesNoByteWhenItResumes) {
+    Scheduler sched({.backend = GetParam(), .pool_buffers = kBuffers, .pool_buffer_size = 4096});
+    constexpr std::size_t kTotal = 4 << 20;
+    auto byte_at = [](std::size_t i) { return static_cast<char>((i * 7 + i / 4093) & 0xff); };
+    sched.block_on([&]() -> Task<void> {
+        auto [c, s] = co_await pair_on_loopback();
+        auto sender = [&]() -> Task<void> {
+            std::vector<char> chunk(1 << 20);
+            for (std::size_t off = 0; off < kTotal; off += chunk.size()) {
+                for (std::size_t i = 0; i < chunk.size(); ++i)
+                    chunk[i] = byte_at(off + i);
+                CO_ASSERT(co_await c.send_all(chunk));
+            }
+            CO_ASSERT(c.shutdown(Shutdown::write));
+        };
+        auto receiver = [&]() -> Task<void> {
+            std::size_t got = 0;
+            auto check = [&](const PooledBuffer& b) {
+                for (std::size_t i = 0; i < b.size(); ++i)
+                    if (b.data()[i] != byte_at(got + i)) return false;
+                got += b.size();
+                return true;
+            };
+            auto first = co_await s.recv_pooled().timeout(10s);
+            CO_ASSERT(first && !first->empty() && check(*first));
+            // Stop receiving until the connection's share is used up and its recv stopped.
+            detail::Driver& d = current_scheduler().driver();
+            for (int i = 0; i < 10'000 && GetParam() == Backend::io_uring; ++i) {
+                if (d.pool_buffers_queued(s.fd()) > 0 && !d.receives_ahead(s.fd())) break;
+                (void)co_await sleep(1ms); // (a bound on the wait, not a synchronisation)
+            }
+            if (GetParam() == Backend::io_uring) {
+                EXPECT_LE(d.pool_buffers_queued(s.fd()), 8u);
+            }
+            for (;;) {
+                auto b = co_await s.recv_pooled().timeout(10s);
+                CO_ASSERT(b);
+                if (b->empty()) break;
+                CO_ASSERT(check(*b));
+            }
+            EXPECT_EQ(got, kTotal);
+        };
+        co_await when_all(sender(), receiver());
+    }());
+    EXPECT_EQ(sched.driver().pool_buffers_in_use(), 0u); // every buffer and chunk came back
+}
+
+GALAY_INSTANTIATE_BACKENDS(GreedyClientTest);
+
 GALAY_INSTANTIATE_BACKENDS(PooledRecvTest);

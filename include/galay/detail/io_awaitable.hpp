@@ -19,7 +19,7 @@ void cancel_op(IoOp& op) noexcept;
 
 /// CRTP base: `Derived` provides `auto result()` mapping `op_.result` to the awaited value.
 template <class Derived>
-class IoAwaitable : public Cancellable {
+class [[nodiscard]] IoAwaitable : public Cancellable {
 public:
     IoAwaitable() = default;
     IoAwaitable(IoAwaitable&&) noexcept = default; // only before it is awaited
@@ -27,13 +27,13 @@ public:
 
     /// Fail with `std::errc::timed_out` if the op has not completed within `d`. The kernel
     /// operation is cancelled and finished before the awaiting coroutine resumes.
-    Derived&& timeout(std::chrono::nanoseconds d) && {
+    [[nodiscard]] Derived&& timeout(std::chrono::nanoseconds d) && {
         op_.timer.deadline_ns = Scheduler::now_ns() + d.count();
         has_deadline_ = true;
         return static_cast<Derived&&>(*this);
     }
     /// Same, with an absolute steady-clock deadline.
-    Derived&& deadline(std::chrono::steady_clock::time_point t) && {
+    [[nodiscard]] Derived&& deadline(std::chrono::steady_clock::time_point t) && {
         op_.timer.deadline_ns =
             std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
         has_deadline_ = true;

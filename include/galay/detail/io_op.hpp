@@ -108,9 +108,13 @@ static_assert(sizeof(void*) != 8 || sizeof(IoOp) <= 104,
 enum class Backend : std::uint8_t { automatic, io_uring, epoll };
 
 /// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
-/// driver forgets it, and a driver on another thread that registered it clears its slot.
-void forget_fd_everywhere(int fd) noexcept;
-/// forget_fd_everywhere(fd), then close(2). Nothing for fd < 0.
+/// driver forgets it, and so does the driver that registered it (at once when that driver belongs
+/// to this thread, even outside block_on; from another thread it is told to, and does so the
+/// next time it runs). Returns false in that last case: a driver on another thread may still hold
+/// the fd's file for a while.
+bool forget_fd_everywhere(int fd) noexcept;
+/// forget_fd_everywhere(fd), then close(2), so that the close is complete when this returns (the
+/// peer sees the FIN, a listener's port is free). Nothing for fd < 0.
 void close_fd(int fd) noexcept;
 
 class Driver;
@@ -160,8 +164,29 @@ public:
     /// cancels of a close) to it now: the caller is not about to poll.
     virtual void flush() noexcept {}
 
-    /// The fd is about to be closed synchronously: forget any state about it.
+    /// The fd is about to be closed synchronously: forget any state about it, and have the
+    /// kernel let go of it before returning (io_uring: its registered-file slot and the requests
+    /// still pending on it), so that close(2) right after really closes it. This driver's
+    /// thread only, inside or outside block_on.
     virtual void forget_fd(int fd) noexcept = 0;
+
+    /// Whether the calling thread is the one this driver runs on (it may call forget_fd).
+    virtual bool runs_on_this_thread() const noexcept = 0;
+
+    /// galay is closing `fd`, on this driver's thread. The driver may take the close over: it
+    /// forgets the fd and closes it with its next submission to the kernel, which comes before
+    /// the loop waits or block_on returns (io_uring: a TCP stream, closed by IORING_OP_CLOSE after
+    /// its multishot recv and registered slot are dropped, in the same system call as the loop's
+    /// next wait). Returns false when the caller must forget and close it now.
+    virtual bool close_later(int fd) noexcept {
+        (void)fd;
+        return false;
+    }
+
+    /// The scheduler's loop starts or stops running on this thread (nested block_on included).
+    /// When it stops, everything close_later took over has reached the kernel.
+    virtual void loop_entered() noexcept {}
+    virtual void loop_left() noexcept {}
 
     /// Thread-safe, called from another thread with `FdOwners::mutex()` held: the fd this
     /// driver registered is being closed there; clear its slot soon (io_uring only).
@@ -175,6 +200,23 @@ public:
 
     /// Number of ops handed to the kernel and not yet completed.
     virtual std::size_t in_flight() const noexcept = 0;
+
+    // --- pool statistics (tests, tools) ---------------------------------------------------------
+    /// Pool buffers not free: lent to tasks, or holding bytes that no task has asked for yet.
+    virtual std::size_t pool_buffers_in_use() const noexcept = 0;
+    /// Pool buffers holding bytes received on `fd` that its task has not asked for yet (io_uring:
+    /// what its multishot recv brought while the task was busy; epoll takes a buffer only for the
+    /// system call, so none).
+    virtual std::size_t pool_buffers_queued(int fd) const noexcept {
+        (void)fd;
+        return 0;
+    }
+    /// Whether the driver is receiving on `fd` without its task asking (io_uring: a multishot
+    /// recv is armed on it).
+    virtual bool receives_ahead(int fd) const noexcept {
+        (void)fd;
+        return false;
+    }
 
     /// Register [r.addr, r.addr + r.len) for fixed-buffer I/O (this driver's thread only). Returns
     /// 0 and sets r.driver and r.slot, or -errno: -EOPNOTSUPP where the backend has no registered

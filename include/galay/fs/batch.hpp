@@ -30,7 +30,7 @@ class Batch;
 namespace galay::detail {
 
 /// What `co_await batch.submit()` suspends on.
-class BatchAwaitable final : public Cancellable {
+class [[nodiscard]] BatchAwaitable final : public Cancellable {
 public:
     explicit BatchAwaitable(fs::Batch& batch) noexcept
         : batch_(&batch) {}
@@ -38,8 +38,8 @@ public:
     BatchAwaitable& operator=(BatchAwaitable&&) = delete;
 
     /// Cancel the operations still pending after `d`; they then fail with `timed_out`.
-    BatchAwaitable&& timeout(std::chrono::nanoseconds d) &&;
-    BatchAwaitable&& deadline(std::chrono::steady_clock::time_point t) &&;
+    [[nodiscard]] BatchAwaitable&& timeout(std::chrono::nanoseconds d) &&;
+    [[nodiscard]] BatchAwaitable&& deadline(std::chrono::steady_clock::time_point t) &&;
 
     bool await_ready() const noexcept;
     template <class P>
@@ -110,7 +110,7 @@ public:
     std::size_t fdatasync(const File& f);
 
     /// Submit every queued operation at once; `co_await` resumes when all have finished.
-    detail::BatchAwaitable submit() noexcept { return detail::BatchAwaitable(*this); }
+    [[nodiscard]] detail::BatchAwaitable submit() noexcept { return detail::BatchAwaitable(*this); }
 
     std::size_t size() const noexcept { return entries_.size(); }
     bool empty() const noexcept { return entries_.empty(); }

@@ -91,7 +91,7 @@ enum class FileXfer : std::uint8_t {
 };
 
 /// read_at/write_at/readv_at/writev_at (and their exact/all forms) -> Result<std::size_t>.
-class FileTransferAwaitable : public IoAwaitable<FileTransferAwaitable> {
+class [[nodiscard]] FileTransferAwaitable : public IoAwaitable<FileTransferAwaitable> {
 public:
     /// `precheck`: an error found before submitting (misaligned O_DIRECT, closed file); the
     /// operation then completes at once with it.
@@ -105,7 +105,7 @@ private:
 };
 
 /// fsync/fdatasync/fallocate/close -> Result<void>.
-class FileSyncAwaitable : public IoAwaitable<FileSyncAwaitable> {
+class [[nodiscard]] FileSyncAwaitable : public IoAwaitable<FileSyncAwaitable> {
 public:
     FileSyncAwaitable(const IoOp& op, std::error_code precheck) noexcept;
     bool await_ready() const noexcept { return static_cast<bool>(precheck_); }
@@ -144,7 +144,8 @@ public:
 
     /// Read up to `buf.size()` bytes at `offset`; fewer at the end of the file, 0 past it.
     template <MutableBuffer B>
-    detail::FileTransferAwaitable read_at(B&& buf, std::uint64_t offset) const noexcept {
+    [[nodiscard]] detail::FileTransferAwaitable read_at(B&& buf,
+                                                        std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::read_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::some);
     }
@@ -152,20 +153,23 @@ public:
     /// first is `errc::unexpected_eof`. More than 2 GiB - 4 KiB (Linux's limit for one read) is
     /// `errc::transfer_too_large`, before any I/O.
     template <MutableBuffer B>
-    detail::FileTransferAwaitable read_exact_at(B&& buf, std::uint64_t offset) const noexcept {
+    [[nodiscard]] detail::FileTransferAwaitable read_exact_at(B&& buf,
+                                                              std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::read_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::exact);
     }
     /// Write some of `buf` at `offset`; returns how many bytes the kernel took.
     template <ConstBuffer B>
-    detail::FileTransferAwaitable write_at(const B& buf, std::uint64_t offset) const noexcept {
+    [[nodiscard]] detail::FileTransferAwaitable write_at(const B& buf,
+                                                         std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::some);
     }
     /// Write all of `buf` at `offset` (continuing short writes); returns buf.size(). More than
     /// 2 GiB - 4 KiB is `errc::transfer_too_large`, before any I/O.
     template <ConstBuffer B>
-    detail::FileTransferAwaitable write_all_at(const B& buf, std::uint64_t offset) const noexcept {
+    [[nodiscard]] detail::FileTransferAwaitable write_all_at(const B& buf,
+                                                             std::uint64_t offset) const noexcept {
         return transfer(detail::OpCode::write_at, std::ranges::data(buf), std::ranges::size(buf),
                         offset, detail::FileXfer::all);
     }
@@ -173,28 +177,31 @@ public:
     /// io_uring IORING_OP_READ_FIXED / WRITE_FIXED when the buffer is registered with this
     /// thread's ring, the plain operation otherwise (epoll, a refused registration). Results,
     /// alignment rules and errors are those of the plain operations.
-    detail::FileTransferAwaitable read_at(FixedSlice buf, std::uint64_t offset) const noexcept;
-    detail::FileTransferAwaitable read_exact_at(FixedSlice buf,
-                                                std::uint64_t offset) const noexcept;
-    detail::FileTransferAwaitable write_at(FixedSlice buf, std::uint64_t offset) const noexcept;
-    detail::FileTransferAwaitable write_all_at(FixedSlice buf, std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable read_at(FixedSlice buf,
+                                                        std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable read_exact_at(FixedSlice buf,
+                                                              std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable write_at(FixedSlice buf,
+                                                         std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable write_all_at(FixedSlice buf,
+                                                             std::uint64_t offset) const noexcept;
     /// preadv(2): scatter one read into several buffers (the iovecs must outlive the await).
-    detail::FileTransferAwaitable readv_at(std::span<const iovec> iov,
-                                           std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable readv_at(std::span<const iovec> iov,
+                                                         std::uint64_t offset) const noexcept;
     /// pwritev(2): gather several buffers into one write; may be short like write_at.
-    detail::FileTransferAwaitable writev_at(std::span<const iovec> iov,
-                                            std::uint64_t offset) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable writev_at(std::span<const iovec> iov,
+                                                          std::uint64_t offset) const noexcept;
 
     /// Flush data and metadata to the device.
-    detail::FileSyncAwaitable fsync() const noexcept;
+    [[nodiscard]] detail::FileSyncAwaitable fsync() const noexcept;
     /// Flush data (and the metadata needed to read it back).
-    detail::FileSyncAwaitable fdatasync() const noexcept;
+    [[nodiscard]] detail::FileSyncAwaitable fdatasync() const noexcept;
     /// fallocate(2): `mode` 0 reserves [offset, offset+len) and grows the file if needed;
     /// FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, ... as in the man page.
-    detail::FileSyncAwaitable fallocate(int mode, std::uint64_t offset,
-                                        std::uint64_t len) const noexcept;
+    [[nodiscard]] detail::FileSyncAwaitable fallocate(int mode, std::uint64_t offset,
+                                                      std::uint64_t len) const noexcept;
     /// Close asynchronously. The File is empty afterwards.
-    detail::FileSyncAwaitable close() noexcept;
+    [[nodiscard]] detail::FileSyncAwaitable close() noexcept;
 
     /// ftruncate(2) (synchronous).
     Result<void> truncate(std::uint64_t length) const noexcept;
@@ -238,9 +245,10 @@ private:
     std::error_code prepare_vector(detail::IoOp& op, detail::OpCode code,
                                    std::span<const iovec> iov, std::uint64_t offset) const noexcept;
     std::error_code prepare_sync(detail::IoOp& op, detail::OpCode code) const noexcept;
-    detail::FileTransferAwaitable transfer(detail::OpCode code, const void* buf, std::size_t len,
-                                           std::uint64_t offset, detail::FileXfer mode,
-                                           int fixed_slot = -1) const noexcept;
+    [[nodiscard]] detail::FileTransferAwaitable transfer(detail::OpCode code, const void* buf,
+                                                         std::size_t len, std::uint64_t offset,
+                                                         detail::FileXfer mode,
+                                                         int fixed_slot = -1) const noexcept;
 
     int fd_ = -1;
     bool direct_ = false;

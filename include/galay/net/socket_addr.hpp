@@ -64,6 +64,6 @@ private:
 /// addresses resolve at once; names are looked up (getaddrinfo) on the blocking pool
 /// (galay/blocking.hpp) so the scheduler keeps running. Cancellable until a pool thread starts
 /// the lookup.
-Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
+[[nodiscard]] Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
 
 } // namespace galay

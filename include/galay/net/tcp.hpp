@@ -90,7 +90,7 @@ namespace detail {
 /// A non-blocking, close-on-exec socket.
 Result<int> make_socket(int family, int type, int protocol = 0) noexcept;
 
-class TransferAwaitable : public IoAwaitable<TransferAwaitable> {
+class [[nodiscard]] TransferAwaitable : public IoAwaitable<TransferAwaitable> {
 public:
     TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, bool all, bool exact,
                       int flags) noexcept;
@@ -103,7 +103,7 @@ private:
     bool too_large_ = false; // send_all/recv_exact of more than UINT32_MAX bytes
 };
 
-class RecvPooledAwaitable : public IoAwaitable<RecvPooledAwaitable> {
+class [[nodiscard]] RecvPooledAwaitable : public IoAwaitable<RecvPooledAwaitable> {
 public:
     explicit RecvPooledAwaitable(int fd) noexcept {
         op_.code = OpCode::recv_pooled;
@@ -112,7 +112,7 @@ public:
     Result<PooledBuffer> result();
 };
 
-class VectorAwaitable : public IoAwaitable<VectorAwaitable> {
+class [[nodiscard]] VectorAwaitable : public IoAwaitable<VectorAwaitable> {
 public:
     VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept;
     void prepare() noexcept { op_.buf = &msg_; }
@@ -122,7 +122,7 @@ private:
     msghdr msg_{};
 };
 
-class AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
+class [[nodiscard]] AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
 public:
     AcceptAwaitable(int fd, SocketAddr* peer) noexcept;
     /// The kernel fills in the peer address only when the caller asked for it.
@@ -137,7 +137,7 @@ private:
     SocketAddr* peer_;
 };
 
-class ConnectAwaitable : public IoAwaitable<ConnectAwaitable> {
+class [[nodiscard]] ConnectAwaitable : public IoAwaitable<ConnectAwaitable> {
 public:
     explicit ConnectAwaitable(const SocketAddr& addr) noexcept;
     ConnectAwaitable(ConnectAwaitable&& o) noexcept;
@@ -151,7 +151,7 @@ private:
     int setup_error_ = 0;
 };
 
-class CloseAwaitable : public IoAwaitable<CloseAwaitable> {
+class [[nodiscard]] CloseAwaitable : public IoAwaitable<CloseAwaitable> {
 public:
     explicit CloseAwaitable(int fd) noexcept;
     bool await_ready() const noexcept { return op_.fd < 0; }
@@ -180,17 +180,17 @@ public:
 
     /// Connect to `addr`. `co_await TcpStream::connect(addr).timeout(2s)` -> Result<TcpStream>.
     /// A refused connection is `std::errc::connection_refused`.
-    static detail::ConnectAwaitable connect(const SocketAddr& addr) noexcept {
+    [[nodiscard]] static detail::ConnectAwaitable connect(const SocketAddr& addr) noexcept {
         return detail::ConnectAwaitable(addr);
     }
     /// Resolve `host` and connect to the first address that accepts, each attempt bounded by
     /// `per_attempt` (0: no limit).
-    static Task<Result<TcpStream>> connect(std::string host, std::uint16_t port,
-                                           std::chrono::nanoseconds per_attempt = {});
+    [[nodiscard]] static Task<Result<TcpStream>> connect(std::string host, std::uint16_t port,
+                                                         std::chrono::nanoseconds per_attempt = {});
 
     /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
     template <MutableBuffer B>
-    detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
+    [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
         return {detail::OpCode::recv,
                 fd_,
                 std::ranges::data(buf),
@@ -203,11 +203,13 @@ public:
     /// closed). On io_uring this is one multishot recv per connection over a provided-buffer
     /// ring: no submission per receive, and no memory held by idle connections. A timed-out or
     /// cancelled recv_pooled consumes nothing; later bytes come with the next call.
-    detail::RecvPooledAwaitable recv_pooled() noexcept { return detail::RecvPooledAwaitable(fd_); }
+    [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
+        return detail::RecvPooledAwaitable(fd_);
+    }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
     /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
     template <MutableBuffer B>
-    detail::TransferAwaitable recv_exact(B&& buf) noexcept {
+    [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
         return {detail::OpCode::recv,
                 fd_,
                 std::ranges::data(buf),
@@ -218,7 +220,7 @@ public:
     }
     /// Send some of `buf`; returns how many bytes the kernel took.
     template <ConstBuffer B>
-    detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
+    [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
         return {detail::OpCode::send,
                 fd_,
                 detail::buffer_data(buf),
@@ -230,7 +232,7 @@ public:
     /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
     /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
     template <ConstBuffer B>
-    detail::TransferAwaitable send_all(const B& buf) noexcept {
+    [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
         return {detail::OpCode::send,
                 fd_,
                 detail::buffer_data(buf),
@@ -240,18 +242,18 @@ public:
                 0};
     }
     /// Scatter read into several buffers (one system call / one SQE).
-    detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
+    [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
         return {detail::OpCode::recvmsg, fd_, iov};
     }
     /// Gather write from several buffers; may be short like send().
-    detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
+    [[nodiscard]] detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
         return {detail::OpCode::sendmsg, fd_, iov};
     }
 
     /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
     Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
     /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
-    detail::CloseAwaitable close() noexcept {
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
         return detail::CloseAwaitable(std::exchange(fd_, -1));
     }
 
@@ -306,12 +308,12 @@ public:
                                                          ListenOptions options = {});
 
     /// Wait for the next connection. `peer`, if given, receives the remote address.
-    detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {
+    [[nodiscard]] detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {
         return detail::AcceptAwaitable(fd_, peer);
     }
     Result<SocketAddr> local_addr() const noexcept;
     int fd() const noexcept { return fd_; }
-    detail::CloseAwaitable close() noexcept {
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
         return detail::CloseAwaitable(std::exchange(fd_, -1));
     }
 

@@ -172,7 +172,7 @@ private:
 };
 
 /// sendmsg to an address (or to the connected peer when `to` is null).
-class SendToAwaitable : public IoAwaitable<SendToAwaitable> {
+class [[nodiscard]] SendToAwaitable : public IoAwaitable<SendToAwaitable> {
 public:
     SendToAwaitable(int fd, int family, const void* buf, std::size_t len,
                     const SocketAddr* to) noexcept;
@@ -189,7 +189,7 @@ private:
 };
 
 /// recvmsg with MSG_TRUNC (the kernel reports the real length of a datagram that did not fit).
-class RecvFromAwaitable : public IoAwaitable<RecvFromAwaitable> {
+class [[nodiscard]] RecvFromAwaitable : public IoAwaitable<RecvFromAwaitable> {
 public:
     RecvFromAwaitable(int fd, void* buf, std::size_t len, SocketAddr* from, SocketAddr* local,
                       std::uint16_t local_port, GroStash* gro) noexcept;
@@ -236,7 +236,7 @@ struct BatchScratch {
 };
 
 /// recvmmsg into up to kMaxUdpBatch caller buffers.
-class RecvBatchAwaitable : public IoAwaitable<RecvBatchAwaitable> {
+class [[nodiscard]] RecvBatchAwaitable : public IoAwaitable<RecvBatchAwaitable> {
 public:
     RecvBatchAwaitable(int fd, std::span<Datagram> out, bool local_address,
                        std::uint16_t local_port, GroStash* gro, BatchScratch* pool) noexcept;
@@ -261,7 +261,7 @@ private:
 /// sendmmsg of up to kMaxUdpBatch datagrams; finishes the batch unless an error stops it. Runs
 /// of equal-size datagrams to one destination go as one UDP_SEGMENT message when `gso` says the
 /// socket may (the flag is cleared if the kernel refuses, and the rest is sent one by one).
-class SendBatchAwaitable : public IoAwaitable<SendBatchAwaitable> {
+class [[nodiscard]] SendBatchAwaitable : public IoAwaitable<SendBatchAwaitable> {
 public:
     SendBatchAwaitable(int fd, int family, std::span<const OutDatagram> in, bool* gso,
                        BatchScratch* pool) noexcept;
@@ -313,41 +313,41 @@ public:
     /// Send `buf` as one datagram to `to`. An unspecified address or one of the wrong family is
     /// `address_family_not_supported`.
     template <ConstBuffer B>
-    detail::SendToAwaitable send_to(const B& buf, const SocketAddr& to) noexcept {
+    [[nodiscard]] detail::SendToAwaitable send_to(const B& buf, const SocketAddr& to) noexcept {
         return {fd_, family_, detail::buffer_data(buf), std::ranges::size(buf), &to};
     }
     /// Receive one datagram into `buf`; `from` (optional) gets the sender, `local` (optional,
     /// with UdpOptions::local_address) the address it was sent to.
     template <MutableBuffer B>
-    detail::RecvFromAwaitable recv_from(B&& buf, SocketAddr* from,
-                                        SocketAddr* local = nullptr) noexcept {
+    [[nodiscard]] detail::RecvFromAwaitable recv_from(B&& buf, SocketAddr* from,
+                                                      SocketAddr* local = nullptr) noexcept {
         return {fd_,       std::ranges::data(buf), std::ranges::size(buf), from, local, local_port_,
                 gro_.get()};
     }
     /// Send one datagram to the connected peer.
     template <ConstBuffer B>
-    detail::SendToAwaitable send(const B& buf) noexcept {
+    [[nodiscard]] detail::SendToAwaitable send(const B& buf) noexcept {
         return {fd_, family_, detail::buffer_data(buf), std::ranges::size(buf), nullptr};
     }
     /// Receive one datagram (from the connected peer, on a connected socket).
     template <MutableBuffer B>
-    detail::RecvFromAwaitable recv(B&& buf) noexcept {
+    [[nodiscard]] detail::RecvFromAwaitable recv(B&& buf) noexcept {
         return {fd_,       std::ranges::data(buf), std::ranges::size(buf), nullptr, nullptr, 0,
                 gro_.get()};
     }
 
     /// Receive at least one and up to min(out.size(), max_batch) datagrams, one per slot, in
     /// arrival order. Returns how many slots were filled.
-    detail::RecvBatchAwaitable recv_batch(std::span<Datagram> out) noexcept {
+    [[nodiscard]] detail::RecvBatchAwaitable recv_batch(std::span<Datagram> out) noexcept {
         return {fd_, out, local_address_, local_port_, gro_.get(), scratch_.get()};
     }
     /// Send up to min(in.size(), max_batch) datagrams in order. Returns how many were sent: all
     /// of them unless an error stopped the batch (the error is returned when none was sent).
-    detail::SendBatchAwaitable send_batch(std::span<const OutDatagram> in) noexcept {
+    [[nodiscard]] detail::SendBatchAwaitable send_batch(std::span<const OutDatagram> in) noexcept {
         return {fd_, family_, in, &gso_, scratch_.get()};
     }
 
-    detail::CloseAwaitable close() noexcept {
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
         return detail::CloseAwaitable(std::exchange(fd_, -1));
     }
 

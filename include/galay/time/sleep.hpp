@@ -21,7 +21,7 @@ namespace galay {
 namespace detail {
 
 /// Suspends until a steady-clock deadline, or until its task's scope is cancelled.
-class SleepAwaiter final : public Cancellable {
+class [[nodiscard]] SleepAwaiter final : public Cancellable {
 public:
     explicit SleepAwaiter(std::int64_t deadline_ns) noexcept { node_.deadline_ns = deadline_ns; }
     SleepAwaiter(SleepAwaiter&&) = delete;
@@ -56,15 +56,15 @@ struct IsResult<Result<T>> : std::true_type {};
 } // namespace detail
 
 /// Suspend the current task for `d` (a non-positive duration still yields once).
-Task<Result<void>> sleep(std::chrono::nanoseconds d);
+[[nodiscard]] Task<Result<void>> sleep(std::chrono::nanoseconds d);
 /// Suspend the current task until the steady clock reaches `t`.
-Task<Result<void>> sleep_until(std::chrono::steady_clock::time_point t);
+[[nodiscard]] Task<Result<void>> sleep_until(std::chrono::steady_clock::time_point t);
 
 /// Run `task`; if it has not finished within `d`, cancel it (its pending operation is cancelled
 /// and finished first) and return `std::errc::timed_out`. A task returning `Result<U>` gives
 /// `Result<U>` (not nested); `void` gives `Result<void>`.
 template <class T>
-auto timeout(std::chrono::nanoseconds d, Task<T> task) {
+[[nodiscard]] auto timeout(std::chrono::nanoseconds d, Task<T> task) {
     using Out = std::conditional_t<detail::IsResult<T>::value, T,
                                    std::conditional_t<std::is_void_v<T>, Result<void>, Result<T>>>;
     return [](std::chrono::nanoseconds d, Task<T> task) -> Task<Out> {

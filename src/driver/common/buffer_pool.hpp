@@ -38,6 +38,8 @@ public:
     char* address(std::uint16_t id) const noexcept { return base_ + std::size_t{id} * stride_; }
 
     bool empty() const noexcept { return free_.empty(); }
+    /// Free-list use: buffers on the free list.
+    std::size_t available() const noexcept { return free_.size(); }
 
     /// Free-list use (epoll, or io_uring without buffer rings). Returns -1 when exhausted.
     int take() noexcept {

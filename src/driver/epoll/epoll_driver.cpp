@@ -5,6 +5,7 @@
 // the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
 // created on the first one.
 #include "driver/common/buffer_pool.hpp"
+#include "driver/common/faults.hpp"
 #include "driver/common/op_queue.hpp"
 #include "driver/epoll/file_engine.hpp"
 #include "driver/mmsg.hpp"
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace galay::detail {
@@ -92,6 +94,9 @@ public:
     std::size_t in_flight() const noexcept override {
         return waiting_ + (files_ ? files_->in_flight() : 0);
     }
+    std::size_t pool_buffers_in_use() const noexcept override {
+        return pool_.count() - pool_.available();
+    }
 
     bool submit(IoOp& op) override {
         if (is_file_op(op.code)) {
@@ -159,7 +164,18 @@ public:
     }
 
     void give_back(std::uint16_t id) noexcept override {
+        if (faults::on()) [[unlikely]] {
+            if (faults::hit(faults::Kind::starve_ring, OpCode::recv_pooled)) {
+                withheld_.push_back(id); // back at the next poll
+                return;
+            }
+        }
         pool_.put(id);
+        give_back_wakes();
+    }
+
+    /// A buffer came back: serve the recv_pooled ops that waited for one.
+    void give_back_wakes() {
         // An op that finds no data gives its buffer straight back, so keep going while there
         // are buffers and starved ops.
         while (starved_.head != nullptr && !pool_.empty()) {
@@ -180,6 +196,10 @@ public:
         st.peer_closed = false;
     }
 
+    bool runs_on_this_thread() const noexcept override {
+        return std::this_thread::get_id() == thread_;
+    }
+
     void wake() noexcept override {
         std::uint64_t one = 1;
         [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
@@ -187,6 +207,10 @@ public:
 
     void poll(std::int64_t timeout_ns) override {
         if (files_ && files_->flush() > 0) timeout_ns = 0; // leftover iocbs, refused ops
+        if (!withheld_.empty() || !fault_ready_.empty()) [[unlikely]] {
+            release_withheld();
+            timeout_ns = 0;
+        }
         timespec ts{};
         timespec* tsp = nullptr;
         if (timeout_ns >= 0) {
@@ -223,6 +247,8 @@ public:
             if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
         }
         if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
+        if (!fault_ready_.empty()) [[unlikely]]
+            report_injected_readiness();
         if (files_) files_->reap();
     }
 
@@ -236,6 +262,36 @@ public:
     }
 
 private:
+    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
+    /// A fault for this attempt of `op` instead of its system call: an errno to pretend (0:
+    /// none); `len` may be cut for a short transfer. An injected EAGAIN is followed by a
+    /// readiness report at the next poll, as it would be for bytes that are really there.
+    int injected_fault(const IoOp& op, std::size_t& len) {
+        const int e = faults::refusal(op.code);
+        if (e == EAGAIN) fault_ready_.push_back(op.fd);
+        if (e == 0 && len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+            len =
+                faults::shorter(static_cast<std::uint32_t>(std::min<std::size_t>(len, UINT32_MAX)));
+        return e;
+    }
+    void report_injected_readiness() {
+        std::vector<int> fds;
+        fds.swap(fault_ready_);
+        for (int fd : fds) {
+            if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+            retry(fds_[static_cast<std::size_t>(fd)].readers);
+            retry(fds_[static_cast<std::size_t>(fd)].writers);
+        }
+    }
+    void release_withheld() {
+        std::vector<std::uint16_t> ids;
+        ids.swap(withheld_);
+        for (std::uint16_t id : ids) {
+            pool_.put(id);
+            give_back_wakes();
+        }
+    }
+
     FdState& state(int fd) {
         if (static_cast<std::size_t>(fd) >= fds_.size())
             fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
@@ -278,6 +334,17 @@ private:
     bool attempt(IoOp& op) noexcept {
         for (;;) {
             ssize_t r;
+            std::size_t len = op.code == OpCode::recv_pooled ? pool_.size() : op.remaining();
+            int fake = 0; // a fault injected instead of the system call
+            if (faults::on()) [[unlikely]] {
+                if (op.code == OpCode::recvmmsg || op.code == OpCode::sendmmsg) {
+                    bool blocked = false;
+                    const bool done = attempt_mmsg(op, &blocked);
+                    if (blocked) fault_ready_.push_back(op.fd);
+                    return done;
+                }
+                if (op.code != OpCode::connect) fake = injected_fault(op, len);
+            }
             switch (op.code) {
             case OpCode::recv_pooled: {
                 // A buffer is taken only for the system call and given back on EAGAIN, so an
@@ -288,8 +355,8 @@ private:
                     return true;
                 }
                 char* b = pool_.address(static_cast<std::uint16_t>(id));
-                r = ::recv(op.fd, b, pool_.size(), op.msg_flags);
-                if (r > 0 && static_cast<std::size_t>(r) < pool_.size()) drained(op);
+                r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, b, len, op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
                 if (r > 0) {
                     op.result = r;
                     op.aux = static_cast<std::uint64_t>(id);
@@ -300,9 +367,10 @@ private:
                 break;
             }
             case OpCode::accept:
-                r = ::accept4(op.fd, op.address(),
-                              reinterpret_cast<socklen_t*>(op.address_length()),
-                              SOCK_NONBLOCK | SOCK_CLOEXEC);
+                r = fake != 0 ? (errno = fake, -1)
+                              : ::accept4(op.fd, op.address(),
+                                          reinterpret_cast<socklen_t*>(op.address_length()),
+                                          SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
                 break;
             case OpCode::connect:
@@ -324,18 +392,21 @@ private:
                 }
                 break;
             case OpCode::recv:
-                r = ::recv(op.fd, op.cursor(), op.remaining(), op.msg_flags);
-                if (r > 0 && static_cast<std::size_t>(r) < op.remaining()) drained(op);
+                r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, op.cursor(), len, op.msg_flags);
+                if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
                 break;
             case OpCode::send:
-                r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
+                r = fake != 0 ? (errno = fake, -1)
+                              : ::send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
                 break;
             case OpCode::recvmsg:
-                r = ::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
+                r = fake != 0 ? (errno = fake, -1)
+                              : ::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
                 break;
             case OpCode::sendmsg:
-                r = ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
-                              op.msg_flags | MSG_NOSIGNAL);
+                r = fake != 0 ? (errno = fake, -1)
+                              : ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
+                                          op.msg_flags | MSG_NOSIGNAL);
                 break;
             case OpCode::recvmmsg:
             case OpCode::sendmmsg:
@@ -356,6 +427,7 @@ private:
     }
 
     Scheduler& sched_;
+    const std::thread::id thread_ = std::this_thread::get_id();
     BufferPool pool_;
     int ep_ = -1;
     int wake_fd_ = -1;
@@ -364,6 +436,8 @@ private:
     std::size_t waiting_ = 0;
     OpQueue starved_; // recv_pooled ops waiting for a pool buffer
     std::unique_ptr<EpollFileEngine> files_;
+    std::vector<int> fault_ready_;        // fds with an injected EAGAIN: retried next poll
+    std::vector<std::uint16_t> withheld_; // buffers an injected starve_ring keeps a turn
 };
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "driver/epoll/file_engine.hpp"
 
+#include "driver/common/faults.hpp"
 #include "galay/blocking.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -27,12 +28,18 @@ void run_blocking(IoOp& op) noexcept {
     for (;;) {
         ssize_t r;
         const auto at = static_cast<off_t>(op.offset + op.done);
+        std::size_t len = op.remaining();
+        if (faults::on()) [[unlikely]] { // (fail is injected by submit)
+            if (faults::hit(faults::Kind::interrupted, op.code)) continue; // EINTR: again
+            if (!op.direct && len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+                len = faults::shorter(static_cast<std::uint32_t>(len));
+        }
         switch (op.code) {
         case OpCode::read_at:
-            r = ::pread(op.fd, op.cursor(), op.remaining(), at);
+            r = ::pread(op.fd, op.cursor(), len, at);
             break;
         case OpCode::write_at:
-            r = ::pwrite(op.fd, op.cursor(), op.remaining(), at);
+            r = ::pwrite(op.fd, op.cursor(), len, at);
             break;
         case OpCode::readv_at:
             r = ::preadv(op.fd, static_cast<const iovec*>(op.buf), static_cast<int>(op.len),
@@ -120,6 +127,12 @@ bool EpollFileEngine::ensure_aio() {
 }
 
 bool EpollFileEngine::submit(IoOp& op) {
+    if (faults::on()) [[unlikely]] {
+        if (op.code != OpCode::fallocate && faults::hit(faults::Kind::fail, op.code)) {
+            op.result = -faults::refusal_error();
+            return true; // refused before anything moved
+        }
+    }
     switch (op.code) {
     case OpCode::read_at:
     case OpCode::write_at:
@@ -171,8 +184,19 @@ void EpollFileEngine::refuse_sync(IoOp& op) {
 bool EpollFileEngine::read_cached(IoOp& op) noexcept {
     for (;;) {
         iovec v{op.cursor(), op.remaining()};
+        int fake = 0;
+        if (faults::on()) [[unlikely]] {
+            if (faults::hit(faults::Kind::interrupted, op.code))
+                fake = EINTR;
+            else if (faults::hit(faults::Kind::would_block, op.code))
+                fake = EAGAIN; // not in the page cache: the pool reads it
+            else if (v.iov_len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+                v.iov_len = faults::shorter(static_cast<std::uint32_t>(v.iov_len));
+        }
         const ssize_t r =
-            ::preadv2(op.fd, &v, 1, static_cast<off_t>(op.offset + op.done), RWF_NOWAIT);
+            fake != 0
+                ? (errno = fake, -1)
+                : ::preadv2(op.fd, &v, 1, static_cast<off_t>(op.offset + op.done), RWF_NOWAIT);
         if (r < 0) {
             if (errno == EINTR) continue;
             // Not (all) in the page cache, or no RWF_NOWAIT here: the pool reads it.
@@ -321,7 +345,13 @@ void EpollFileEngine::finish(const io_event& ev) {
     IoOp& op = *static_cast<IoOp*>(ev.data);
     release_slot(cb);
     --in_kernel_;
-    if (static_cast<long>(ev.res) == -EAGAIN && !op.cancelled) {
+    long res = static_cast<long>(ev.res);
+    if (faults::on() && !is_sync(op.code)) [[unlikely]] {
+        // As if RWF_NOWAIT had refused it. The kernel did the transfer; doing it again at the
+        // same offset moves the same bytes.
+        if (faults::hit(faults::Kind::would_block, op.code)) res = -EAGAIN;
+    }
+    if (res == -EAGAIN && !op.cancelled) {
         // RWF_NOWAIT: the filesystem could not start it without blocking (a write past the end
         // of the file, a timestamp update that needs the journal, a contended inode lock). The
         // pool does it with a blocking call, as io_uring's workers would. Redoing the whole
@@ -329,7 +359,7 @@ void EpollFileEngine::finish(const io_event& ev) {
         to_pool(op);
         return;
     }
-    if (op.absorb(static_cast<long>(ev.res))) { // the rest of a short `all` transfer
+    if (op.absorb(res)) { // the rest of a short `all` transfer
         if (!op.cancelled) {
             queue_.push_front(op);
             ++queued_;

@@ -4,6 +4,7 @@
 // per operation. Rings are created SINGLE_ISSUER|DEFER_TASKRUN where the kernel allows it
 // (completions run in our thread, at our wait), falling back to COOP_TASKRUN, then plain.
 #include "driver/common/buffer_pool.hpp"
+#include "driver/common/faults.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/uring/fixed_buffers.hpp"
 #include "driver/uring/multishot_accept.hpp"
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace galay::detail {
@@ -53,20 +56,30 @@ struct FdState {
     std::uint8_t file = kUnregistered; // the registered-file slot numbered like the fd
     struct Completion {
         std::int32_t res;
-        std::uint16_t buffer;
+        std::uint16_t buffer; // a pool buffer id, or a heap chunk id when `copied`
+        bool copied = false;  // the bytes were moved out of the pool (see keep_share)
     };
     std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
     bool armed = false;           // a multishot recv for this generation is in the kernel
     bool armed_fixed = false;     // ... issued on the registered-file slot
     bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
+    bool paused = false;          // its share of the pool is queued: the recv is being cancelled
+    bool stream = false;          // a TCP stream (recv/send ops): its close may be deferred
     IoOp* waiter = nullptr;
     std::vector<Completion> queue;
     std::size_t head = 0;
+    std::uint32_t pooled = 0; // queued completions that hold a pool buffer
 
     bool has_queued() const noexcept { return head < queue.size(); }
+    static bool holds_pool_buffer(const Completion& c) noexcept { return c.res > 0 && !c.copied; }
+    void push(Completion c) {
+        pooled += holds_pool_buffer(c);
+        queue.push_back(c);
+    }
     Completion pop() noexcept {
         Completion c = queue[head++];
         if (head == queue.size()) queue.clear(), head = 0;
+        pooled -= holds_pool_buffer(c);
         return c;
     }
 };
@@ -184,6 +197,18 @@ public:
     Backend backend() const noexcept override { return Backend::io_uring; }
     const char* name() const noexcept override { return "io_uring"; }
     std::size_t in_flight() const noexcept override { return in_flight_; }
+    std::size_t pool_buffers_in_use() const noexcept override {
+        if (buf_ring_ == nullptr) return pool_->count() - pool_->available();
+        return provisioned_ - ring_free_; // taken by the kernel and not given back
+    }
+    std::size_t pool_buffers_queued(int fd) const noexcept override {
+        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return 0;
+        return fds_[static_cast<std::size_t>(fd)].pooled;
+    }
+    bool receives_ahead(int fd) const noexcept override {
+        return fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() &&
+               fds_[static_cast<std::size_t>(fd)].armed;
+    }
 
     bool submit(IoOp& op) override {
         if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
@@ -206,7 +231,9 @@ public:
         if (op.code == OpCode::close)
             forget_fd_everywhere(op.fd); // (clears a registered slot before the close runs)
         else if (registers_file(op.code))
-            register_file(op.fd);
+            register_file(op.fd, op.code == OpCode::recv || op.code == OpCode::send);
+        else if (op.code == OpCode::accept && op.fd >= 0)
+            own(op.fd, state(op.fd)); // the pending accept holds the listener: see close_fd
         prep(op);
         op.pending = true;
         ++in_flight_;
@@ -214,6 +241,17 @@ public:
     }
 
     void give_back(std::uint16_t id) noexcept override {
+        if (id >= pool_->count()) { // a chunk keep_share() copied out of the pool
+            chunks_[id - pool_->count()].reset();
+            free_chunks_.push_back(id);
+            return;
+        }
+        if (faults::on()) [[unlikely]] {
+            if (faults::hit(faults::Kind::starve_ring, OpCode::recv_pooled)) {
+                withheld_.push_back(id); // back at the next poll
+                return;
+            }
+        }
         if (buf_ring_ == nullptr) {
             pool_->put(id);
             return;
@@ -240,16 +278,55 @@ public:
     }
 
     void forget_fd(int fd) noexcept override {
+        const unsigned queued = io_uring_sq_ready(&ring_);
         drop_fd_state(fd);
         if (fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() && fds_[fd].owned) {
             fds_[fd].owned = false;
             FdOwners::disown(fd, this);
         }
         // close(2) does not cancel io_uring requests that hold the file: do it explicitly.
-        if (in_flight_ == 0) return;
+        if (in_flight_ != 0) {
+            io_uring_sqe* e = sqe();
+            io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(e, kIgnoreTag);
+        }
+        if (io_uring_sq_ready(&ring_) != queued) let_go_now();
+    }
+
+    bool runs_on_this_thread() const noexcept override {
+        return std::this_thread::get_id() == thread_;
+    }
+
+    // Closing a TCP stream inside the loop costs no system call of its own: the multishot cancel,
+    // the slot clearing and an IORING_OP_CLOSE (in that order) go with the loop's next
+    // submission, which comes before it waits or block_on returns (loop_left). So the FIN leaves
+    // within the loop turn, and the kernel, not a close(2), drops the fd. Listeners, UDP sockets
+    // and files are closed at once instead (let_go_now + close(2)): binding their port again, or
+    // a lock on the file, must not wait for the loop.
+    bool close_later(int fd) noexcept override {
+        if (loop_depth_ == 0 || shutting_down_ || fd < 0 ||
+            static_cast<std::size_t>(fd) >= fds_.size() || !fds_[fd].stream)
+            return false;
+        drop_fd_state(fd);
+        if (fds_[fd].owned) {
+            fds_[fd].owned = false;
+            FdOwners::disown(fd, this);
+        }
+        if (in_flight_ != 0) { // (before the close: by fd, it must still name this file)
+            io_uring_sqe* e = sqe();
+            io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data64(e, kIgnoreTag);
+        }
         io_uring_sqe* e = sqe();
-        io_uring_prep_cancel_fd(e, fd, IORING_ASYNC_CANCEL_ALL);
+        io_uring_prep_close(e, fd);
         io_uring_sqe_set_data64(e, kIgnoreTag);
+        closes_queued_ = true;
+        return true;
+    }
+    void loop_entered() noexcept override { ++loop_depth_; }
+    void loop_left() noexcept override {
+        --loop_depth_;
+        if (closes_queued_) let_go_now();
     }
 
     void forget_fd_remote(int fd) noexcept override {
@@ -285,12 +362,16 @@ public:
 
     void flush() noexcept override {
         msgs_queued_ = false;
-        if (io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);
+        if (io_uring_sq_ready(&ring_) > 0) let_go_now();
     }
 
     void poll(std::int64_t timeout_ns) override {
         msgs_queued_ = false; // submitted below
         if (remote_forget_pending_.load(std::memory_order_acquire)) drain_remote_forgets();
+        if (!withheld_.empty() || !late_.empty()) [[unlikely]] {
+            release_withheld();
+            timeout_ns = 0; // (late completions are handled by this turn's reap)
+        }
         if (buf_ring_ != nullptr) {
             provision_buffers();
             publish_buffers();
@@ -307,6 +388,7 @@ public:
             io_uring_cqe* cqe = nullptr;
             ret = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
         }
+        if (ret >= 0 || ret == -ETIME) closes_queued_ = false; // (submitted with the wait)
         if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
             std::fprintf(stderr, "galay: io_uring_enter failed: %s\n", std::strerror(-ret));
             std::abort();
@@ -315,6 +397,9 @@ public:
     }
 
     void shutdown() noexcept override {
+        shutting_down_ = true;
+        if (closes_queued_) let_go_now();
+        release_withheld();
         if (in_flight_ != 0) {
             io_uring_sqe* e = sqe();
             io_uring_prep_cancel64(e, 0, IORING_ASYNC_CANCEL_ANY);
@@ -345,6 +430,21 @@ private:
         return e;
     }
 
+    /// Make the kernel act on the cancellations and slot clearings just queued before the fd is
+    /// closed: submit them, and run the completions they cause (with DEFER_TASKRUN those run only
+    /// when this thread enters the kernel asking for events), so that every reference the ring
+    /// held on the file is dropped when this returns. Otherwise they would go with the next loop
+    /// turn, and after block_on returned that may be never: no FIN, the port still bound, and a
+    /// cancel-by-fd issued after close(2) finds nothing. The completions are reaped by the next
+    /// poll as usual.
+    void let_go_now() noexcept {
+        int r;
+        do
+            r = io_uring_submit_and_get_events(&ring_);
+        while (r == -EINTR);
+        closes_queued_ = false;
+    }
+
     void arm_wake() {
         io_uring_sqe* e = sqe();
         io_uring_prep_read(e, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
@@ -353,15 +453,93 @@ private:
 
     void prep(IoOp& op) {
         io_uring_sqe* e = sqe();
+        std::uint32_t len = op.remaining();
+        if (faults::on()) [[unlikely]] {
+            if (inject(e, op, len)) return;
+        }
         // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
         const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
-        if (!prepared) prep_plain(e, op);
+        if (!prepared) prep_plain(e, op, len);
         op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
         if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
         io_uring_sqe_set_data(e, &op);
     }
 
-    static void prep_plain(io_uring_sqe* e, IoOp& op) {
+    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
+    /// Ops whose CQE may say EINTR (and, for sockets, EAGAIN): issued again, as a system call
+    /// would be retried.
+    static bool retried_when_interrupted(OpCode c) noexcept {
+        switch (c) {
+        case OpCode::accept:
+        case OpCode::recv:
+        case OpCode::recv_pooled: // (without buffer rings: a plain recv)
+        case OpCode::send:
+        case OpCode::recvmsg:
+        case OpCode::sendmsg:
+        case OpCode::read_at:
+        case OpCode::write_at:
+        case OpCode::readv_at:
+        case OpCode::writev_at:
+        case OpCode::fsync:
+        case OpCode::fdatasync:
+            return true;
+        default:
+            return false;
+        }
+    }
+    static bool is_file_op(OpCode c) noexcept {
+        return c == OpCode::read_at || c == OpCode::write_at || c == OpCode::readv_at ||
+               c == OpCode::writev_at || c == OpCode::fsync || c == OpCode::fdatasync ||
+               c == OpCode::fallocate;
+    }
+
+    /// Replace this issue of `op` by a fault: a NOP whose CQE carries the injected error (true),
+    /// or a shorter `len`. EAGAIN is not injected into file ops: a real one comes from an
+    /// O_NONBLOCK file and is reported, not retried (it would come back every time).
+    bool inject(io_uring_sqe* e, IoOp& op, std::uint32_t& len) {
+        if (shutting_down_ || !retried_when_interrupted(op.code)) return false;
+        int err = faults::refusal(op.code);
+        if (err == 0 && faults::hit(faults::Kind::canceled, op.code)) err = ECANCELED;
+        if (err == EAGAIN && is_file_op(op.code)) err = EINTR;
+        if (err != 0) {
+            io_uring_prep_nop(e);
+            io_uring_sqe_set_data(e, &op);
+            op.fixed_file = false;
+            injected_.push_back({&op, -err});
+            return true;
+        }
+        const bool has_len = op.code == OpCode::recv || op.code == OpCode::send ||
+                             ((op.code == OpCode::read_at || op.code == OpCode::write_at) &&
+                              !op.direct && !op.fixed_buffer);
+        if (has_len && len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
+            len = faults::shorter(len);
+        return false;
+    }
+
+    /// The result an injected NOP stands for (its own CQE says 0).
+    std::int32_t injected_result(IoOp* op, std::int32_t res) noexcept {
+        for (std::size_t i = 0; i < injected_.size(); ++i) {
+            if (injected_[i].op != op) continue;
+            res = injected_[i].res;
+            injected_[i] = injected_.back();
+            injected_.pop_back();
+            break;
+        }
+        return res;
+    }
+
+    void release_withheld() noexcept {
+        std::vector<std::uint16_t> ids;
+        ids.swap(withheld_);
+        for (std::uint16_t id : ids) {
+            if (buf_ring_ == nullptr)
+                pool_->put(id);
+            else
+                ring_put(id);
+        }
+    }
+
+    static void prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         switch (op.code) {
         case OpCode::accept:
             io_uring_prep_accept(e, op.fd, op.address(),
@@ -373,10 +551,10 @@ private:
             break;
         case OpCode::recv:
         case OpCode::recv_pooled: // (without buffer rings: into the pool buffer set in submit)
-            io_uring_prep_recv(e, op.fd, op.cursor(), op.remaining(), op.msg_flags);
+            io_uring_prep_recv(e, op.fd, op.cursor(), len, op.msg_flags);
             break;
         case OpCode::send:
-            io_uring_prep_send(e, op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
+            io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
             break;
         case OpCode::recvmsg:
             io_uring_prep_recvmsg(e, op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
@@ -389,10 +567,10 @@ private:
             io_uring_prep_close(e, op.fd);
             break;
         case OpCode::read_at:
-            io_uring_prep_read(e, op.fd, op.cursor(), op.remaining(), op.offset + op.done);
+            io_uring_prep_read(e, op.fd, op.cursor(), len, op.offset + op.done);
             break;
         case OpCode::write_at:
-            io_uring_prep_write(e, op.fd, op.cursor(), op.remaining(), op.offset + op.done);
+            io_uring_prep_write(e, op.fd, op.cursor(), len, op.offset + op.done);
             break;
         case OpCode::readv_at:
             io_uring_prep_readv(e, op.fd, static_cast<const iovec*>(op.buf), op.len, op.offset);
@@ -466,9 +644,10 @@ private:
         return true;
     }
 
-    void register_file(int fd) {
+    void register_file(int fd, bool stream) {
         if (fd < 0 || static_cast<std::size_t>(fd) >= slot_values_.size()) return;
         FdState& st = state(fd);
+        st.stream |= stream;
         if (st.file != FdState::kUnregistered || !own(fd, st)) return;
         st.file = FdState::kRegistered;
         io_uring_sqe* e = sqe();
@@ -500,6 +679,8 @@ private:
         ++m.generation; // completions of the old connection are now stale
         m.armed = false;
         m.starved = false;
+        m.paused = false;
+        m.stream = false;
         while (m.has_queued()) {
             FdState::Completion c = m.pop();
             if (c.res > 0) give_back(c.buffer);
@@ -532,6 +713,12 @@ private:
     }
 
     void reap() {
+        if (!late_.empty()) [[unlikely]] { // completions an injected delay held back a turn
+            std::vector<LateCqe> late;
+            late.swap(late_);
+            for (const LateCqe& c : late)
+                on_op_cqe(reinterpret_cast<IoOp*>(c.user_data), c.res, false);
+        }
         io_uring_cqe* cqe;
         unsigned head;
         unsigned seen = 0;
@@ -559,29 +746,55 @@ private:
                 on_files_update(ud, cqe->res);
                 continue;
             }
-            auto* op = reinterpret_cast<IoOp*>(ud);
-            if (cqe->res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
-                prep(*op); // its slot was never filled: again on the plain fd
-                continue;
-            }
-            if (is_mmsg(op->code)) {
-                if (!mmsg_ready(*op, cqe->res)) {
-                    prep(*op); // it would block again: wait for the next readiness
-                    continue;
-                }
-            } else if (op->absorb(cqe->res)) {
-                if (!op->cancelled) {
-                    prep(*op); // the rest of a short `all` transfer
-                    continue;
-                }
-                op->result = -ECANCELED; // stopped part-way (a deadline maps it to timed_out)
-            }
-            if (op->code == OpCode::recv_pooled && op->result <= 0) // (no buffer rings)
-                pool_->put(static_cast<std::uint16_t>(op->aux));    // nothing arrived in it
-            --in_flight_;
-            sched_.complete(*op);
+            on_op_cqe(reinterpret_cast<IoOp*>(ud), cqe->res, true);
         }
         io_uring_cq_advance(&ring_, seen);
+    }
+
+    struct LateCqe {
+        std::uint64_t user_data;
+        std::int32_t res;
+    };
+
+    void on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
+        if (!injected_.empty()) [[unlikely]]
+            res = injected_result(op, res);
+        if (faults::on() && may_delay && !shutting_down_) [[unlikely]] {
+            if (faults::hit(faults::Kind::late, op->code)) {
+                late_.push_back({reinterpret_cast<std::uint64_t>(op), res});
+                return;
+            }
+        }
+        if (res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
+            prep(*op); // its slot was never filled: again on the plain fd
+            return;
+        }
+        if ((res == -EINTR || (res == -EAGAIN && !is_file_op(op->code))) &&
+            retried_when_interrupted(op->code)) {
+            // Interrupted, or a socket that would block after all: issue it again, as a system
+            // call would be retried (a file's EAGAIN, from O_NONBLOCK, is reported instead).
+            if (!op->cancelled) {
+                prep(*op);
+                return;
+            }
+            res = -ECANCELED;
+        }
+        if (is_mmsg(op->code)) {
+            if (!mmsg_ready(*op, res)) {
+                prep(*op); // it would block again: wait for the next readiness
+                return;
+            }
+        } else if (op->absorb(res)) {
+            if (!op->cancelled) {
+                prep(*op); // the rest of a short `all` transfer
+                return;
+            }
+            op->result = -ECANCELED; // stopped part-way (a deadline maps it to timed_out)
+        }
+        if (op->code == OpCode::recv_pooled && op->result <= 0) // (no buffer rings)
+            pool_->put(static_cast<std::uint16_t>(op->aux));    // nothing arrived in it
+        --in_flight_;
+        sched_.complete(*op);
     }
 
     /// The readiness poll of a batch op completed with `res`. Returns true when the op is finished,
@@ -661,7 +874,7 @@ private:
         op.result = c.res;
         if (c.res > 0) {
             op.aux = c.buffer;
-            op.buf = pool_->address(c.buffer);
+            op.buf = c.copied ? chunks_[c.buffer - pool_->count()].get() : pool_->address(c.buffer);
         }
     }
 
@@ -675,7 +888,8 @@ private:
         op.pending = true;
         if (!m.armed && !m.starved) {
             own(op.fd, m); // the armed recv holds the socket: a close anywhere must cancel it
-            register_file(op.fd);
+            register_file(op.fd, true);
+            m.stream = true;
             arm_multishot(op.fd, m);
         }
         return false;
@@ -712,7 +926,7 @@ private:
         if (!more) {
             --in_flight_;
             --armed_multishots_;
-            if (current) m.armed = false;
+            if (current) m.armed = false, m.paused = false;
         }
         if (!current) { // the connection that armed it is gone
             if (has_buffer) give_back(bid);
@@ -723,18 +937,87 @@ private:
             return;
         }
         if (res == -ENOBUFS) { // the ring ran dry: resume once buffers are given back
+            faults::ring_empty();
             ++demand_;
             m.starved = true;
             starved_.push_back(fd);
             return;
         }
+        if (!more && res == -ECANCELED && !shutting_down_) {
+            // Ended by a cancel that is not the connection's close (that one makes the completion
+            // stale): pause() asked for it, or the kernel tore the request down. Nothing to
+            // deliver; armed again now if the task waits, else when it next asks.
+            if (m.waiter != nullptr) arm_multishot(fd, m);
+            return;
+        }
+        if (faults::on() && more && res > 0 && !m.paused) [[unlikely]] {
+            if (faults::hit(faults::Kind::end_multishot, OpCode::recv_pooled)) {
+                io_uring_sqe* e = sqe(); // as the kernel may end it: its final CQE follows
+                io_uring_prep_cancel64(e, multishot_tag(fd, m.generation), 0);
+                io_uring_sqe_set_data64(e, kIgnoreTag);
+            }
+        }
         FdState::Completion c{res, bid};
         if (IoOp* w = std::exchange(m.waiter, nullptr)) {
             deliver(*w, c);
             sched_.complete(*w);
-        } else {
-            m.queue.push_back(c);
+            return;
         }
+        if (m.pooled >= queue_cap()) { // its share of the pool is used up
+            if (more && !m.paused) pause(fd, m);
+            if (c.res > 0) keep_share(c);
+        }
+        m.push(c);
+    }
+
+    // --- a bounded share of the pool per connection -------------------------------------------
+    // A multishot recv keeps taking pool buffers for as long as bytes arrive, whether or not its
+    // task asks for them. A task that stops receiving (its echo waits on a peer that never reads)
+    // would let its connection take the whole pool and starve every other one. So once a
+    // connection holds `queue_cap()` queued pool buffers, its recv is cancelled: further bytes
+    // wait in the socket (whose window then closes on the sender), and the recv is armed again
+    // when the task has taken everything queued and asks for more. What the kernel delivered
+    // before the cancel took effect (one loop turn can bring dozens of completions) is copied
+    // out of the pool into chunks of its own, so the pool share stays at the cap; that copy is
+    // made once per stall, on the stalled connection only. The echo path, where the task waits
+    // for data, never queues and never comes here.
+
+    /// Completions one connection may have queued: an eighth of the pool up to 8 (8 x 64 KiB by
+    /// default), and 1 when fewer than an eighth of the buffers are left, so that many stalled
+    /// connections together cannot exhaust it either.
+    std::size_t queue_cap() const noexcept {
+        const std::size_t count = pool_->count();
+        const std::size_t left = ring_free_ + (count - provisioned_);
+        if (left < count / 8) return 1;
+        return std::clamp<std::size_t>(count / 8, 1, 8);
+    }
+
+    /// Move the bytes of `c` out of its pool buffer into a heap chunk and give the buffer back.
+    /// Keeps the buffer when the chunk ids are exhausted (65536 - pool size of them).
+    void keep_share(FdState::Completion& c) {
+        std::uint16_t id;
+        if (!free_chunks_.empty()) {
+            id = free_chunks_.back();
+            free_chunks_.pop_back();
+        } else if (pool_->count() + chunks_.size() <= UINT16_MAX) {
+            id = static_cast<std::uint16_t>(pool_->count() + chunks_.size());
+            chunks_.emplace_back();
+        } else {
+            return;
+        }
+        auto& chunk = chunks_[id - pool_->count()];
+        chunk = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(c.res));
+        std::memcpy(chunk.get(), pool_->address(c.buffer), static_cast<std::size_t>(c.res));
+        give_back(c.buffer);
+        c.buffer = id;
+        c.copied = true;
+    }
+
+    void pause(int fd, FdState& m) {
+        m.paused = true;
+        io_uring_sqe* e = sqe();
+        io_uring_prep_cancel64(e, multishot_tag(fd, m.generation), 0);
+        io_uring_sqe_set_data64(e, kIgnoreTag);
     }
 
     void rearm_starved() {
@@ -744,11 +1027,13 @@ private:
             FdState& m = state(fd);
             if (!m.starved) continue;
             m.starved = false;
-            if (!m.armed) arm_multishot(fd, m);
+            // One whose share is queued waits for its task to drain it (submit_pooled re-arms).
+            if (!m.armed && (m.waiter != nullptr || m.pooled < queue_cap())) arm_multishot(fd, m);
         }
     }
 
     Scheduler& sched_;
+    const std::thread::id thread_ = std::this_thread::get_id(); // SINGLE_ISSUER: the only submitter
     io_uring ring_{};
     std::unique_ptr<BufferPool> pool_;
     io_uring_buf_ring* buf_ring_ = nullptr;
@@ -765,6 +1050,21 @@ private:
     int staged_ = 0;            // added at the tail since the last publish_buffers()
     std::vector<FdState> fds_;
     std::vector<int> starved_;
+    // Bytes copied out of the pool by keep_share, lent like pool buffers under ids from
+    // pool_->count() up (give_back frees them).
+    std::vector<std::unique_ptr<char[]>> chunks_;
+    std::vector<std::uint16_t> free_chunks_;
+    bool shutting_down_ = false;
+    unsigned loop_depth_ = 0;    // block_on loops running on this thread (close_later)
+    bool closes_queued_ = false; // close_later queued SQEs not yet submitted
+    // Fault injection (galay/detail/faults.hpp); empty unless a plan is installed.
+    struct Injected {
+        IoOp* op;
+        std::int32_t res;
+    };
+    std::vector<Injected> injected_;      // NOPs standing for a failed op
+    std::vector<LateCqe> late_;           // completions held back one loop turn
+    std::vector<std::uint16_t> withheld_; // buffers kept out of the ring one loop turn
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
