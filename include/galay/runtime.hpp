@@ -14,6 +14,7 @@
 // printing one line when it falls back; `GALAY_BACKEND=epoll|io_uring|auto` overrides it.
 #pragma once
 
+#include "galay/detail/intrusive_list.hpp"
 #include "galay/detail/io_op.hpp"
 #include "galay/detail/timer_heap.hpp"
 #include "galay/error.hpp"
@@ -68,6 +69,10 @@ struct SchedulerOptions {
 namespace detail {
 class RemoteQueue;
 struct DetachedPromise;
+struct DetachedLinks {
+    static DetachedPromise*& next(DetachedPromise& p) noexcept;
+    static DetachedPromise*& prev(DetachedPromise& p) noexcept;
+};
 } // namespace detail
 
 class Scheduler {
@@ -138,7 +143,7 @@ private:
     std::vector<std::coroutine_handle<>> ready_;
     std::vector<std::coroutine_handle<>> running_;
     detail::TimerHeap timers_;
-    detail::DetachedPromise* detached_head_ = nullptr;
+    detail::IntrusiveList<detail::DetachedPromise, detail::DetachedLinks> detached_;
     std::size_t detached_count_ = 0;
     unsigned inline_completions_ = 0;
 };

@@ -62,14 +62,17 @@ struct DetachedPromise {
     }
     ~DetachedPromise() {
         if (sched == nullptr) return;
-        if (prev != nullptr)
-            prev->next = next;
-        else
-            sched->detached_head_ = next;
-        if (next != nullptr) next->prev = prev;
+        sched->detached_.remove(*this);
         --sched->detached_count_;
     }
 };
+
+DetachedPromise*& DetachedLinks::next(DetachedPromise& p) noexcept {
+    return p.next;
+}
+DetachedPromise*& DetachedLinks::prev(DetachedPromise& p) noexcept {
+    return p.prev;
+}
 
 } // namespace detail
 } // namespace galay
@@ -165,8 +168,8 @@ void Scheduler::shutdown() noexcept {
     driver_->shutdown();
     ready_.clear();
     timers_.clear();
-    while (detached_head_ != nullptr) {
-        auto h = std::coroutine_handle<detail::DetachedPromise>::from_promise(*detached_head_);
+    while (!detached_.empty()) {
+        auto h = std::coroutine_handle<detail::DetachedPromise>::from_promise(*detached_.front());
         h.destroy();
     }
     driver_.reset();
@@ -177,9 +180,7 @@ void Scheduler::spawn(Task<void> task) {
     auto h = run_detached(std::move(task)).h;
     detail::DetachedPromise& p = h.promise();
     p.sched = this;
-    p.next = detached_head_;
-    if (detached_head_ != nullptr) detached_head_->prev = &p;
-    detached_head_ = &p;
+    detached_.push_back(p);
     ++detached_count_;
     schedule(h);
 }
