@@ -9,5 +9,6 @@
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"
 #include "galay/runtime.hpp"
+#include "galay/sync.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"
