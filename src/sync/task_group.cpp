@@ -1,58 +1,16 @@
 #include "galay/sync/task_group.hpp"
 
+#include "galay/sync/event.hpp"
+
 #include <cstdio>
 #include <cstdlib>
-
-namespace galay {
-namespace {
-
-/// A tiny coroutine that `TaskGroup::cancel()` posts to a member's scheduler when it runs on
-/// another thread: cancel scopes are single-threaded, so the request must be made there.
-struct TriggerPromise;
-struct Trigger {
-    std::coroutine_handle<TriggerPromise> h;
-};
-
-struct TriggerPromise {
-    TaskGroup::Member* target = nullptr; // nulled by the member when it finishes first
-    Scheduler* sched = nullptr;
-    std::coroutine_handle<TriggerPromise> next; // cancel()'s chain of triggers to post
-
-    Trigger get_return_object() noexcept {
-        return {std::coroutine_handle<TriggerPromise>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; } // frees itself when run
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-};
-
-/// Gives the coroutine its own promise.
-struct ThisPromise {
-    TriggerPromise* p = nullptr;
-    bool await_ready() const noexcept { return false; }
-    bool await_suspend(std::coroutine_handle<TriggerPromise> h) noexcept {
-        p = &h.promise();
-        return false;
-    }
-    TriggerPromise& await_resume() const noexcept { return *p; }
-};
-
-} // namespace
-} // namespace galay
-
-template <class... Args>
-struct std::coroutine_traits<galay::Trigger, Args...> {
-    using promise_type = galay::TriggerPromise;
-};
 
 namespace galay {
 
 /// One running task of a group, in the frame of the coroutine that runs it.
 struct TaskGroup::Member {
     explicit Member(TaskGroup& g)
-        : group(&g)
-        , sched(Scheduler::current()) {
+        : group(&g) {
         bool cancel_now;
         {
             std::lock_guard l(g.lock_);
@@ -69,12 +27,15 @@ struct TaskGroup::Member {
     static Task<void> run(TaskGroup* g, Task<void> task);
 
     TaskGroup* group;
-    Scheduler* sched;
     detail::CancelScope scope; // the task's operations link here
-    Member* prev = nullptr;    // in the group's member list (guarded by its lock)
+    // Set by cancel() (any thread) or when the task ends. A cancel scope is single-threaded, so
+    // a listener on the member's own thread waits for it and makes the request there. While the
+    // listener waits the member cannot finish, so a cancel() that finds it waiting wakes a live
+    // task on a live scheduler.
+    Event stop;
+    bool task_done = false; // the member's thread only
+    Member* prev = nullptr; // in the group's member list (guarded by its lock)
     Member* next = nullptr;
-    Member* cancel_next = nullptr;                 // cancel()'s chain of members on its own thread
-    std::coroutine_handle<TriggerPromise> trigger; // posted here by a cancel() on another thread
     bool finished = false;
 };
 
@@ -85,25 +46,24 @@ TaskGroup::Member*& TaskGroup::MemberLinks::prev(Member& m) noexcept {
     return m.prev;
 }
 
-namespace {
-Trigger run_trigger() {
-    TriggerPromise& p = co_await ThisPromise{};
-    if (TaskGroup::Member* m = p.target) {
-        m->trigger = {};
-        m->scope.request();
-    }
-}
-} // namespace
-
 Task<void> TaskGroup::Member::run(TaskGroup* g, Task<void> task) {
     Member self(*g);
     if (task.valid()) task.handle().promise().scope = &self.scope;
     std::exception_ptr error;
-    try {
-        co_await std::move(task);
-    } catch (...) {
-        error = std::current_exception();
-    }
+    auto body = [&]() -> Task<void> {
+        try {
+            co_await std::move(task);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        self.task_done = true;
+        self.stop.set();
+    };
+    auto listen = [&]() -> Task<void> {
+        (void)co_await self.stop.wait();
+        if (!self.task_done) self.scope.request();
+    };
+    co_await when_all(body(), listen());
     g->finish(self, std::move(error));
 }
 
@@ -148,7 +108,6 @@ void TaskGroup::finish(Member& m, std::exception_ptr error) noexcept {
         std::lock_guard l(lock_);
         m.finished = true;
         members_.remove(m);
-        if (m.trigger) m.trigger.promise().target = nullptr; // still queued on this thread
         if (error) {
             if (!error_)
                 error_ = std::move(error);
@@ -161,39 +120,13 @@ void TaskGroup::finish(Member& m, std::exception_ptr error) noexcept {
 }
 
 void TaskGroup::cancel() noexcept {
-    Scheduler* here = Scheduler::current();
-    Member* local = nullptr;
-    std::coroutine_handle<TriggerPromise> remote;
-    {
-        std::lock_guard l(lock_);
-        if (cancelled_) return;
-        cancelled_ = true;
-        for (Member* m = members_.front(); m != nullptr; m = decltype(members_)::next(*m)) {
-            if (m->sched == here) {
-                m->cancel_next = local;
-                local = m;
-                continue;
-            }
-            auto t = run_trigger().h;
-            t.promise().target = m;
-            t.promise().sched = m->sched;
-            t.promise().next = remote;
-            remote = t;
-            m->trigger = t;
-        }
-    }
-    // Members on this thread cannot finish while this runs (request() resumes nothing).
-    for (Member* m = local; m != nullptr;) {
-        Member* next = m->cancel_next;
-        m->scope.request();
-        m = next;
-    }
-    while (remote) {
-        auto t = remote;
-        remote = t.promise().next; // read before posting: once posted, it may run and end
-        Scheduler* s = t.promise().sched;
-        s->post(t);
-    }
+    std::lock_guard l(lock_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    // Under the group lock: a member cannot finish meanwhile (finish() takes it), so each one is
+    // alive while its listener is woken. (Event::set wakes after its own lock is released.)
+    for (Member* m = members_.front(); m != nullptr; m = decltype(members_)::next(*m))
+        m->stop.set();
 }
 
 bool TaskGroup::cancelled() const noexcept {
