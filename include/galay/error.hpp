@@ -28,6 +28,8 @@ enum class errc {
     direct_io_unsupported,    ///< the filesystem refuses O_DIRECT (open fails with EINVAL)
     transfer_too_large,       ///< send_all/recv_exact/read_exact_at/write_all_at: more than one
                               ///< call can move (TCP: 4 GiB - 1; files: 2 GiB - 4 KiB); split it
+    closed,                   ///< the channel was closed (nothing more to receive, nobody to send
+                              ///< to), or the other end of a oneshot is gone
 };
 
 const std::error_category& galay_category() noexcept;

@@ -13,5 +13,6 @@
 #include "galay/net/udp.hpp"
 #include "galay/runtime.hpp"
 #include "galay/signal.hpp"
+#include "galay/sync.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"

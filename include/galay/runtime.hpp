@@ -41,6 +41,7 @@
 //     running on the pool are waited for.
 #pragma once
 
+#include "galay/detail/intrusive_list.hpp"
 #include "galay/detail/io_op.hpp"
 #include "galay/detail/timer_heap.hpp"
 #include "galay/error.hpp"
@@ -105,6 +106,10 @@ struct SchedulerOptions {
 
 namespace detail {
 class RemoteQueue;
+struct SpawnLinks { // a scheduler's list of its spawned tasks (detail/intrusive_list.hpp)
+    static SpawnBase*& next(SpawnBase& t) noexcept { return t.next; }
+    static SpawnBase*& prev(SpawnBase& t) noexcept { return t.prev; }
+};
 } // namespace detail
 
 class Runtime;
@@ -197,7 +202,7 @@ private:
     std::vector<std::coroutine_handle<>> ready_;
     std::vector<std::coroutine_handle<>> running_;
     detail::TimerHeap timers_;
-    detail::SpawnBase* tasks_ = nullptr; // spawned tasks started here and not finished
+    detail::IntrusiveList<detail::SpawnBase, detail::SpawnLinks> tasks_; // started, not finished
     std::size_t linked_ = 0;             // how many
     std::atomic<std::size_t> live_{0};   // placed here and not finished (any thread reads)
     const void* wake_group_ = nullptr;   // the Runtime this is a worker of

@@ -31,6 +31,8 @@ public:
                    "most 4 GiB - 1 bytes; files read_exact_at/write_all_at: at most 2 GiB - 4 "
                    "KiB); "
                    "split it";
+        case errc::closed:
+            return "the channel is closed (or the other end of the oneshot is gone)";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -322,8 +322,8 @@ void Scheduler::teardown() noexcept {
     driver_->shutdown();
     // The frames about to be destroyed hold the timer nodes: forget them first.
     timers_.clear();
-    while (tasks_ != nullptr)
-        tasks_->abandon(); // (unlinks it)
+    while (!tasks_.empty())
+        tasks_.front()->abandon(); // (unlinks it)
     ready_.clear();
     running_.clear();
     drop_remote();
@@ -358,10 +358,7 @@ void Scheduler::start_spawned(detail::SpawnBase& t) {
 
 void Scheduler::adopt(detail::SpawnBase& t) {
     t.linked = true;
-    t.prev = nullptr;
-    t.next = tasks_;
-    if (tasks_ != nullptr) tasks_->prev = &t;
-    tasks_ = &t;
+    tasks_.push_back(t);
     ++linked_;
     // Started during shutdown, or aborted before it started: cancelled from the start.
     if (stopping_ || t.abort_early) t.scope.request();
@@ -370,12 +367,7 @@ void Scheduler::adopt(detail::SpawnBase& t) {
 
 void Scheduler::leave(detail::SpawnBase& t) noexcept {
     if (t.linked) {
-        if (t.prev != nullptr)
-            t.prev->next = t.next;
-        else
-            tasks_ = t.next;
-        if (t.next != nullptr) t.next->prev = t.prev;
-        t.prev = t.next = nullptr;
+        tasks_.remove(t);
         t.linked = false;
         --linked_;
     }
@@ -384,8 +376,8 @@ void Scheduler::leave(detail::SpawnBase& t) noexcept {
 
 void Scheduler::cancel_all() noexcept {
     stopping_ = true;
-    for (detail::SpawnBase* t = tasks_; t != nullptr;) {
-        detail::SpawnBase* next = t->next; // (request() never finishes a task: nothing resumes)
+    for (detail::SpawnBase* t = tasks_.front(); t != nullptr;) {
+        detail::SpawnBase* next = tasks_.next(*t); // (request() never finishes a task)
         t->scope.request();
         t = next;
     }

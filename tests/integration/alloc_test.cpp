@@ -2,6 +2,7 @@
 // echo exchange in steady state (after warm-up) must not move the counter. Its own executable,
 // because replacing operator new affects the whole program.
 #include "support/backends.hpp"
+#include "support/threads.hpp"
 
 #include <array>
 #include <atomic>
@@ -142,6 +143,46 @@ TEST_P(AllocationTest, TheCounterSeesAllocations) { // the test above can fail
     auto* p = new int(3);
     delete p;
     EXPECT_EQ(g_allocations.load() - before, 1u);
+}
+
+TEST_P(AllocationTest, ChannelMessagesAcrossThreadsAllocateNothing) {
+    // Two schedulers on two threads: a ping-pong (every message wakes the other thread) and
+    // bursts that fill a channel (its sender waits, the receiver hands it a free cell). After a
+    // warm-up of the same traffic (each thread's first post creates its slot in the other
+    // scheduler's queue), no message allocates.
+    Channel<std::uint64_t> there(16), back(16);
+    std::uint64_t before = 0, after = 0;
+    auto traffic = [&]() -> Task<void> {
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) before = g_allocations.load();
+            CO_ASSERT(co_await there.send(i));
+            auto v = co_await back.recv();
+            CO_ASSERT(v && *v == static_cast<std::uint64_t>(i));
+            if (i % 50 == 0) {
+                // A burst of 24: the echoes fill `back` (16) and the echoing side waits to send
+                // until this side receives (more than 32 would deadlock both).
+                for (int k = 0; k < 24; ++k)
+                    CO_ASSERT(co_await there.send(k));
+                for (int k = 0; k < 24; ++k)
+                    CO_ASSERT(co_await back.recv());
+            }
+        }
+    };
+    test::run_on_threads(
+        options(),
+        [&]() -> Task<void> {
+            for (;;) {
+                auto v = co_await there.recv();
+                if (!v) co_return;
+                CO_ASSERT(co_await back.send(*v));
+            }
+        }(),
+        [&]() -> Task<void> {
+            co_await traffic();
+            after = g_allocations.load();
+            there.close();
+        }());
+    EXPECT_EQ(after - before, 0u) << "heap allocations in " << kMeasured << " round trips";
 }
 
 GALAY_INSTANTIATE_BACKENDS(AllocationTest);

@@ -9,6 +9,8 @@
 // while the kernel owns it.
 #pragma once
 
+#include "galay/detail/intrusive_list.hpp"
+
 namespace galay::detail {
 
 /// A node in a scope's intrusive list: a pending leaf operation or a child scope.
@@ -21,9 +23,15 @@ protected:
 
 private:
     friend class CancelScope;
+    friend struct CancellableLinks;
     Cancellable* prev_ = nullptr;
     Cancellable* next_ = nullptr;
     class CancelScope* owner_ = nullptr;
+};
+
+struct CancellableLinks {
+    static Cancellable*& next(Cancellable& c) noexcept { return c.next_; }
+    static Cancellable*& prev(Cancellable& c) noexcept { return c.prev_; }
 };
 
 class CancelScope final : public Cancellable {
@@ -38,8 +46,8 @@ public:
     void request() noexcept {
         if (requested_) return;
         requested_ = true;
-        for (Cancellable* c = head_; c != nullptr;) {
-            Cancellable* next = c->next_; // `cancel()` may unlink `c`
+        for (Cancellable* c = linked_.front(); c != nullptr;) {
+            Cancellable* next = Linked::next(*c); // `cancel()` may unlink `c`
             c->cancel();
             c = next;
         }
@@ -48,22 +56,14 @@ public:
     /// Link `c` so that `request()` reaches it. A scope that was already asked asks `c` at once.
     void link(Cancellable& c) noexcept {
         c.owner_ = this;
-        c.prev_ = nullptr;
-        c.next_ = head_;
-        if (head_ != nullptr) head_->prev_ = &c;
-        head_ = &c;
+        linked_.push_back(c);
         if (requested_) c.cancel();
     }
 
     static void unlink(Cancellable& c) noexcept {
         CancelScope* s = c.owner_;
         if (s == nullptr) return;
-        if (c.prev_ != nullptr)
-            c.prev_->next_ = c.next_;
-        else
-            s->head_ = c.next_;
-        if (c.next_ != nullptr) c.next_->prev_ = c.prev_;
-        c.prev_ = c.next_ = nullptr;
+        s->linked_.remove(c);
         c.owner_ = nullptr;
     }
 
@@ -76,7 +76,8 @@ public:
     void cancel() noexcept override { request(); }
 
 private:
-    Cancellable* head_ = nullptr;
+    using Linked = IntrusiveList<Cancellable, CancellableLinks>;
+    Linked linked_;
     bool requested_ = false;
 };
 

@@ -178,7 +178,7 @@ public:
     void give_back_wakes() {
         // An op that finds no data gives its buffer straight back, so keep going while there
         // are buffers and starved ops.
-        while (starved_.head != nullptr && !pool_.empty()) {
+        while (!starved_.empty() && !pool_.empty()) {
             IoOp* op = starved_.pop_front();
             op->pending = false;
             --waiting_;
@@ -307,7 +307,7 @@ private:
     }
 
     void fail_all(OpQueue& list, int err) noexcept {
-        while (list.head != nullptr) {
+        while (!list.empty()) {
             IoOp* op = list.pop_front();
             op->result = err;
             --waiting_;
@@ -317,12 +317,12 @@ private:
 
     /// Retry the waiting ops of one direction in order until one would block again.
     void retry(OpQueue& list) {
-        while (list.head != nullptr) {
-            if (list.head->code == OpCode::recv_pooled && pool_.empty()) {
+        while (!list.empty()) {
+            if (list.front()->code == OpCode::recv_pooled && pool_.empty()) {
                 starved_.push_back(*list.pop_front()); // ready, but no buffer: wait for one
                 continue;
             }
-            if (!attempt(*list.head)) return;
+            if (!attempt(*list.front())) return;
             IoOp* op = list.pop_front();
             --waiting_;
             sched_.complete(*op);

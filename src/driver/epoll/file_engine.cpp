@@ -252,8 +252,8 @@ std::size_t EpollFileEngine::flush() {
 }
 
 void EpollFileEngine::submit_queued() {
-    if (queue_.head == nullptr || free_slots_.empty()) return;
-    while (queue_.head != nullptr && !free_slots_.empty()) {
+    if (queue_.empty() || free_slots_.empty()) return;
+    while (!queue_.empty() && !free_slots_.empty()) {
         IoOp& op = *queue_.pop_front();
         --queued_;
         iocb* cb = &slots_[free_slots_.back()];

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""bench/sync.py: galay's cross-thread Channel against its baselines and Tokio, in alternating runs.
+
+    python3 bench/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
+                          [--messages 2000000] [--capacity 1024] [--cpus 0,1] [--backend auto]
+                          [--json results.json]
+
+Each round runs the three programs one after another, in alternating order (ABC, CBA, ...):
+  galay       bench_sync --json --no-baselines   (Channel<u64> between two pinned workers)
+  baselines   raw_sync --json                    (eventfd ping-pong; moodycamel BlockingConcurrentQueue)
+  tokio       tokio_sync --json                  (tokio::sync::mpsc: 2-worker multi-thread runtime,
+                                                  and two pinned current-thread runtimes)
+Tokio is built here with cargo (bench/control/tokio_sync, Cargo.lock committed); when cargo is
+missing one line says so and the rest runs.
+
+Every figure is a ratio within one round (ours / theirs), quoted as median [min-max] over the
+rounds, with a verdict: "faster"/"slower" only when the whole spread is on one side of 1.00,
+otherwise "level". Targets (issue 11): ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
+>= Tokio's with 1 and 4 producers; 0 heap allocations per message.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKIO_DIR = os.path.join(ROOT, "bench", "control", "tokio_sync")
+TOKIO_BIN = os.path.join(TOKIO_DIR, "target", "release", "tokio_sync")
+
+
+def build_tokio():
+    """Build the Tokio control program; returns its path, or None with the reason printed."""
+    if shutil.which("cargo") is None:
+        print("tokio: cargo not found, the Tokio control group is skipped (install cargo to include it)")
+        return None
+    r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
+                        os.path.join(TOKIO_DIR, "Cargo.toml")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("tokio: cargo build failed, the Tokio control group is skipped:\n" + r.stderr.strip())
+        return None
+    return TOKIO_BIN
+
+
+def run_json(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"sync.py: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def get(d, *path):
+    for p in path:
+        if d is None:
+            return None
+        if isinstance(p, int):
+            d = d[p] if isinstance(d, list) and p < len(d) else None
+        else:
+            d = d.get(p) if isinstance(d, dict) else None
+    return d
+
+
+def throughput_of(impl, producers):
+    for row in (impl or {}).get("throughput", []):
+        if row.get("producers") == producers:
+            return row.get("messages_per_second")
+    return None
+
+
+def verdict(ratios, higher_is_better):
+    lo, hi = min(ratios), max(ratios)
+    if hi < 1.0:
+        return "slower" if higher_is_better else "faster"
+    if lo > 1.0:
+        return "faster" if higher_is_better else "slower"
+    return "level"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "release", "bin"))
+    ap.add_argument("--pairs", type=int, default=3, help="rounds of alternating runs (>= 3)")
+    ap.add_argument("--rounds", type=int, default=100000)
+    ap.add_argument("--warmup-rounds", type=int, default=10000)
+    ap.add_argument("--messages", type=int, default=2000000)
+    ap.add_argument("--capacity", type=int, default=1024)
+    ap.add_argument("--producers", default="1,4")
+    ap.add_argument("--cpus", default="0,1")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--json", help="write every run and ratio to this file")
+    a = ap.parse_args()
+    if a.pairs < 1:
+        ap.error("--pairs must be >= 1")
+    producers = [int(p) for p in a.producers.split(",")]
+
+    common = ["--json", "--rounds", str(a.rounds), "--warmup-rounds", str(a.warmup_rounds),
+              "--messages", str(a.messages), "--capacity", str(a.capacity),
+              "--producers", a.producers, "--cpus", a.cpus]
+    programs = {
+        "galay": [os.path.join(a.bin, "bench_sync"), "--no-baselines", "--backend", a.backend] + common,
+        "baselines": [os.path.join(a.bin, "raw_sync")] + common,
+    }
+    for name, cmd in programs.items():
+        if not os.access(cmd[0], os.X_OK):
+            sys.exit(f"sync.py: {cmd[0]} not found (build it: cmake --build --preset release)")
+    tokio = build_tokio()
+    if tokio:
+        programs["tokio"] = [tokio] + common
+
+    names = list(programs)
+    rounds = []
+    for i in range(a.pairs):
+        order = names if i % 2 == 0 else names[::-1]
+        runs = {}
+        for name in order:
+            print(f"round {i + 1}/{a.pairs}: {name}", file=sys.stderr)
+            runs[name] = run_json(programs[name])
+        merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local")}
+        merged.update({k: v for k, v in runs["baselines"].items() if k in ("eventfd", "moodycamel")})
+        if "tokio" in runs:
+            merged.update({k: v for k, v in runs["tokio"].items() if k in ("tokio", "tokio_pinned")})
+        rounds.append(merged)
+
+    # (label, lower/higher is better, target, function(round) -> ratio or None)
+    metrics = []
+    for pct in ("p50_ns", "p99_ns", "p999_ns"):
+        for other, target in (("eventfd", 1.10 if pct == "p50_ns" else None),
+                              ("tokio", 1.0 if pct == "p50_ns" else None),
+                              ("tokio_pinned", None), ("moodycamel", None)):
+            def f(r, pct=pct, other=other):
+                x, y = get(r, "galay", "pingpong", pct), get(r, other, "pingpong", pct)
+                return x / y if x and y else None
+            metrics.append((f"ping-pong {pct[:-3]} galay/{other}", False, target, f))
+    def local_vs_tokio(r):
+        x, y = get(r, "galay_local", "pingpong", "p50_ns"), get(r, "tokio", "pingpong", "p50_ns")
+        return x / y if x and y else None
+    metrics.append(("ping-pong p50 galay_local/tokio", False, None, local_vs_tokio))
+    for p in producers:
+        for other, target in (("tokio", 1.0), ("tokio_pinned", None), ("moodycamel", None)):
+            def f(r, p=p, other=other):
+                x, y = throughput_of(r.get("galay"), p), throughput_of(r.get(other), p)
+                return x / y if x and y else None
+            metrics.append((f"throughput {p}p galay/{other}", True, target, f))
+
+    print(f"\nbench/sync.py: {a.pairs} alternating rounds, CPUs {a.cpus}, backend {a.backend}, "
+          f"capacity {a.capacity}; ratio = ours / theirs, median [min-max]")
+    print(f"{'metric':<40} {'ratio':>24}  {'verdict':<8} target")
+    table = []
+    for label, higher, target, f in metrics:
+        ratios = [x for x in (f(r) for r in rounds) if x is not None]
+        if not ratios:
+            continue
+        med = statistics.median(ratios)
+        v = verdict(ratios, higher)
+        tgt = ""
+        if target is not None:
+            ok = med >= target if higher else med <= target
+            tgt = f"{'>=' if higher else '<='} {target:.2f}: {'met' if ok else 'MISSED'} (median)"
+        print(f"{label:<40} {med:8.3f} [{min(ratios):.3f}-{max(ratios):.3f}]  {v:<8} {tgt}")
+        table.append({"metric": label, "median": med, "min": min(ratios), "max": max(ratios),
+                      "verdict": v, "target": target, "higher_is_better": higher})
+    allocs = [get(r, "galay", "allocations_per_message", "pingpong") for r in rounds]
+    allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]
+    allocs = [x for x in allocs if x is not None]
+    if allocs:
+        print(f"{'heap allocations per message (galay)':<40} {max(allocs):8.4f} (max over runs)  "
+              f"target 0: {'met' if max(allocs) == 0 else 'MISSED'}")
+    print("\nabsolute figures, median over rounds:")
+    for name in ("galay", "galay_local", "eventfd", "moodycamel", "tokio", "tokio_pinned"):
+        p50 = [get(r, name, "pingpong", "p50_ns") for r in rounds]
+        p50 = [x for x in p50 if x is not None]
+        if not p50:
+            continue
+        line = f"  {name:<13} ping-pong p50 {statistics.median(p50):>8.0f} ns"
+        for p in producers:
+            t = [throughput_of(r.get(name), p) for r in rounds]
+            t = [x for x in t if x]
+            if t:
+                line += f"   {p}p {statistics.median(t) / 1e6:7.2f} M msg/s"
+        print(line)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"rounds": rounds, "ratios": table, "tokio": tokio is not None}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

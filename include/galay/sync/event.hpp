@@ -1,0 +1,62 @@
+// galay/sync/event.hpp: tasks waiting for something to happen, signalled from any thread.
+//
+//     galay::Event ready;
+//     // a task:                                     // another task, or a plain thread:
+//     if (co_await ready.wait().timeout(5s)) ...     ready.set();
+//
+// Two shapes in one type:
+// - a latch: `set()` releases every waiter and every later `wait()` until `reset()`;
+// - a notifier: `notify_one()` releases the first waiter, or, when nobody waits, lets the next
+//   `wait()` through once (the notification is kept, never lost); `notify_all()` releases every
+//   task waiting now and nobody later.
+// Waiters are released in FIFO order. A wait is cancellable and takes `.timeout(d)` /
+// `.deadline(t)`; one that is withdrawn leaves the queue. A `notify_one()` that reached a waiter
+// racing its deadline is kept by that waiter (it returns success), so it is never lost either.
+#pragma once
+
+#include "galay/sync/waiter.hpp"
+
+namespace galay {
+
+class Event {
+public:
+    class [[nodiscard]] WaitAwaiter : public Waiter<WaitAwaiter> {
+    public:
+        explicit WaitAwaiter(Event& e) noexcept
+            : event_(&e) {}
+        bool enqueue();
+        Result<void> result() const noexcept { return wait_status(); }
+
+    private:
+        Event* event_;
+    };
+
+    explicit Event(bool set = false) noexcept
+        : set_(set) {}
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    /// Wait until the event is set or notified. `Result<void>`.
+    [[nodiscard]] WaitAwaiter wait() noexcept { return WaitAwaiter(*this); }
+
+    /// Set the event: wake every waiter; later waits pass at once until `reset()`.
+    void set() noexcept;
+    /// Clear it (a pending `notify_one` permit is kept).
+    void reset() noexcept;
+    bool is_set() const noexcept;
+
+    /// Wake the first waiter; with nobody waiting, the next `wait()` passes once.
+    void notify_one() noexcept;
+    /// Wake every task waiting now; later waits still wait.
+    void notify_all() noexcept;
+    /// Tasks waiting now.
+    std::size_t waiting() const noexcept;
+
+private:
+    mutable SpinLock lock_;
+    bool set_;
+    bool permit_ = false; // a notify_one that found nobody waiting
+    WaitList<WaitAwaiter> waiters_{lock_};
+};
+
+} // namespace galay

@@ -1,0 +1,90 @@
+// galay/sync/mutex.hpp: an async mutex for tasks on one or several threads.
+//
+//     galay::Mutex m;
+//     galay::Task<void> add(int& counter) {
+//         auto guard = co_await m.lock();          // Result<Mutex::Guard>
+//         if (!guard) co_return;                   // cancelled, or .timeout(d) passed
+//         ++counter;                               // unlocked when the guard goes away
+//     }
+//
+// Waiting tasks are served in FIFO order, and `unlock()` hands the mutex straight to the first of
+// them (it stays locked in between), so no task starves and none can barge in. A lock wait is
+// cancellable and takes `.timeout(d)` / `.deadline(t)` like an I/O operation; a wait that is
+// withdrawn leaves the queue, and a hand-off that wins the race against the deadline or the
+// cancellation is kept (the task gets the guard). The waiting task sleeps on its scheduler; it is
+// resumed there, from whichever thread unlocks. The mutex must outlive every wait on it.
+#pragma once
+
+#include "galay/sync/waiter.hpp"
+
+#include <utility>
+
+namespace galay {
+
+class Mutex {
+public:
+    /// Owns the mutex; unlocks it when destroyed (or at `unlock()`). Move-only.
+    class [[nodiscard]] Guard {
+    public:
+        Guard() noexcept = default;
+        explicit Guard(Mutex& m) noexcept
+            : mutex_(&m) {}
+        Guard(Guard&& o) noexcept
+            : mutex_(std::exchange(o.mutex_, nullptr)) {}
+        Guard& operator=(Guard&& o) noexcept {
+            if (this != &o) {
+                unlock();
+                mutex_ = std::exchange(o.mutex_, nullptr);
+            }
+            return *this;
+        }
+        ~Guard() { unlock(); }
+
+        bool owns_lock() const noexcept { return mutex_ != nullptr; }
+        explicit operator bool() const noexcept { return owns_lock(); }
+        /// Unlock now (nothing if it owns nothing).
+        void unlock() noexcept {
+            if (mutex_ != nullptr) std::exchange(mutex_, nullptr)->unlock();
+        }
+        /// Keep the mutex locked and forget it: the caller calls `Mutex::unlock()` later.
+        Mutex* release() noexcept { return std::exchange(mutex_, nullptr); }
+
+    private:
+        Mutex* mutex_ = nullptr;
+    };
+
+    class [[nodiscard]] LockAwaiter : public Waiter<LockAwaiter> {
+    public:
+        explicit LockAwaiter(Mutex& m) noexcept
+            : mutex_(&m) {}
+        bool enqueue();
+        Result<Guard> result() {
+            if (auto s = wait_status(); !s) return std::unexpected(s.error());
+            return Guard(*mutex_);
+        }
+
+    private:
+        Mutex* mutex_;
+    };
+
+    Mutex() = default;
+    Mutex(const Mutex&) = delete;
+    Mutex& operator=(const Mutex&) = delete;
+
+    /// Lock, waiting in FIFO order. `co_await m.lock()` gives `Result<Guard>`.
+    [[nodiscard]] LockAwaiter lock() noexcept { return LockAwaiter(*this); }
+    /// Lock if that needs no wait (free and nobody queued); an empty guard otherwise.
+    [[nodiscard]] Guard try_lock() noexcept;
+    /// Unlock: hand the mutex to the first waiting task, or free it. From any thread.
+    void unlock() noexcept;
+    bool is_locked() const noexcept;
+    /// Tasks waiting for it now.
+    std::size_t waiting() const noexcept;
+
+private:
+    mutable SpinLock lock_;
+    bool locked_ = false;
+    WaitList<LockAwaiter> waiters_{lock_};
+};
+
+} // namespace galay

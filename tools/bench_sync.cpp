@@ -1,0 +1,565 @@
+// bench_sync: the cost of galay's cross-thread Channel, next to its baselines, in one run.
+//
+//   bench_sync [--rounds 100000] [--messages 2000000] [--capacity 1024] [--producers 1,4]
+//              [--cpus 0,1] [--backend auto|io_uring|epoll] [--json]
+//              [--no-baselines] [--raw-sync PATH] [--tokio PATH]
+//
+// Shapes, each on two workers (a thread with its own Scheduler) pinned to two CPUs:
+// - ping-pong: worker A sends a number over one Channel<u64>, worker B sends it back over another;
+//   the round trip is timed one by one (steady clock) into a log-linear histogram: p50, p99,
+//   p99.9. Every reply is checked.
+// - throughput: 1 and 4 producer tasks on worker A send 1.1 x `--messages` values in total to
+//   one consumer task on worker B, which times the last `--messages` (the first tenth warms up);
+//   messages/s. Every value is counted and summed, and a wrong count or sum is an error.
+// - heap allocations per message once the channels exist (a counting operator new; warm-up
+//   excluded), for both shapes.
+// - `galay_local`: the same ping-pong between two tasks of one worker (no thread crossed), the
+//   counterpart of Tokio's multi-thread runtime, which keeps such a pair on one worker.
+// Baselines, measured in the same run by running their programs (no galay code in them):
+// - `eventfd` and `moodycamel` (bench/baselines/raw_sync.cpp): two plain threads ping-ponging
+//   over eventfd (the floor for a cross-thread wake-up), and moodycamel's
+//   BlockingConcurrentQueue with a blocking consumer, in the same shapes;
+// - `tokio` and `tokio_pinned` (bench/control/tokio_sync, built by bench/sync.py when cargo is
+//   installed): tokio::sync::mpsc on a 2-worker multi-thread runtime, and on two current-thread
+//   runtimes pinned like ours. When it is not built, one line says so and the run goes on.
+// `--json` prints one object with every figure, ours and the baselines' side by side, plus the
+// ratios the targets are stated in. Exit 0 on success, 1 on a runtime failure (a lost or wrong
+// message, a baseline that failed), 2 on a usage error.
+#include "common/histogram.hpp"
+#include "common/tool_support.hpp"
+
+#include <galay/galay.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Counting allocator: every heap allocation of the process bumps the counter. Not under ASan or
+// TSan, which own operator new.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define GALAY_BENCH_COUNTS_ALLOCATIONS 1
+// GCC sees std::free of what it takes for operator new's memory once both are inlined; here
+// operator new is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}
+void* operator new(std::size_t n) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+    return operator new(n);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+#endif
+
+namespace {
+
+using namespace galay;
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t allocations() {
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+    return g_allocations.load(std::memory_order_relaxed);
+#else
+    return 0;
+#endif
+}
+
+struct Options {
+    std::uint64_t rounds = 100'000;
+    std::uint64_t warmup_rounds = 10'000;
+    std::uint64_t messages = 2'000'000;
+    std::size_t capacity = 1024;
+    std::vector<unsigned> producers{1, 4};
+    std::vector<int> cpus{0, 1};
+    Backend backend = Backend::automatic;
+    bool json = false;
+    bool baselines = true;
+    std::string raw_sync;
+    std::string tokio;
+};
+
+/// Pin the calling thread to `cpu`; false when the CPU is not allowed here.
+bool pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+/// Runs `task` on a new thread pinned to `cpu`, with a scheduler of its own.
+class Worker {
+public:
+    Worker(int cpu, const SchedulerOptions& opts, Task<void> task)
+        : thread_([this, cpu, opts, t = std::move(task)]() mutable {
+            if (!pin_to(cpu)) {
+                error_ = "cannot pin a worker to CPU " + std::to_string(cpu);
+                return;
+            }
+            try {
+                Scheduler s(opts);
+                s.block_on(std::move(t));
+            } catch (const std::exception& e) {
+                error_ = e.what();
+            }
+        }) {}
+    /// Joins; the worker's error, if any.
+    std::string join() {
+        thread_.join();
+        return error_;
+    }
+
+private:
+    std::string error_;
+    std::thread thread_;
+};
+
+struct PingPong {
+    tools::LatencyHistogram hist;
+    std::uint64_t allocations = 0;
+    std::uint64_t errors = 0;
+};
+
+/// Ping-pong between two workers (the shape the targets are about), or, with `local`, between two
+/// tasks of one worker (what Tokio's multi-thread runtime does when it keeps both on one worker).
+PingPong galay_pingpong(const Options& o, const SchedulerOptions& so, bool local = false) {
+    PingPong out;
+    Channel<std::uint64_t> there(o.capacity), back(o.capacity);
+    auto pong = [&]() -> Task<void> {
+        for (;;) {
+            auto v = co_await there.recv();
+            if (!v) co_return; // closed: done
+            if (!co_await back.send(*v)) co_return;
+        }
+    };
+    auto ping = [&]() -> Task<void> {
+        std::uint64_t before = 0;
+        for (std::uint64_t i = 0; i < o.warmup_rounds + o.rounds; ++i) {
+            if (i == o.warmup_rounds) before = allocations();
+            const auto t0 = Clock::now();
+            if (!co_await there.send(i)) {
+                ++out.errors;
+                break;
+            }
+            auto v = co_await back.recv();
+            const auto t1 = Clock::now();
+            if (!v || *v != i) {
+                ++out.errors;
+                break;
+            }
+            if (i >= o.warmup_rounds)
+                out.hist.record(static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+        }
+        out.allocations = allocations() - before;
+        there.close();
+    };
+    if (local) {
+        auto both = [&]() -> Task<void> { co_await when_all(pong(), ping()); };
+        Worker w(o.cpus[0], so, both());
+        if (std::string e = w.join(); !e.empty()) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+            ++out.errors;
+        }
+        return out;
+    }
+    Worker b(o.cpus[1], so, pong());
+    Worker a(o.cpus[0], so, ping());
+    for (const std::string& e : {a.join(), b.join()})
+        if (!e.empty()) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+            ++out.errors;
+        }
+    return out;
+}
+
+struct Throughput {
+    unsigned producers = 0;
+    std::uint64_t messages = 0;
+    double seconds = 0;
+    std::uint64_t allocations = 0;
+    std::uint64_t errors = 0;
+    double per_second() const { return seconds > 0 ? double(messages) / seconds : 0; }
+};
+
+/// `producers` tasks on worker A send `warmup + measured` values to one consumer on worker B. The
+/// consumer times (and counts allocations over) the last `measured`: the first ones warm the
+/// workers, the channel and the cross-thread queues up, and setting up the producer tasks (their
+/// frames, when_all's bookkeeping) is not per message.
+Throughput galay_throughput(const Options& o, const SchedulerOptions& so, unsigned producers) {
+    Throughput out;
+    out.producers = producers;
+    Channel<std::uint64_t> ch(o.capacity);
+    std::atomic<bool> consumer_ready{false};
+    const std::uint64_t per = (o.messages + o.messages / 10) / producers;
+    const std::uint64_t n = per * producers;
+    const std::uint64_t mark = n - std::min(o.messages, n); // the consumer starts timing here
+    Clock::time_point start, end;
+    std::uint64_t alloc_mark = 0, alloc_end = 0;
+    auto consumer = [&]() -> Task<void> {
+        std::uint64_t sum = 0, count = 0;
+        consumer_ready.store(true, std::memory_order_release);
+        while (count < n) {
+            if (count == mark) {
+                alloc_mark = allocations();
+                start = Clock::now();
+            }
+            auto v = co_await ch.recv();
+            if (!v) break;
+            sum += *v;
+            ++count;
+        }
+        end = Clock::now();
+        alloc_end = allocations();
+        // Producer p sends p*per .. p*per+per-1: the sum of 0..n-1.
+        if (count != n || sum != n * (n - 1) / 2) ++out.errors;
+    };
+    auto producer = [&](unsigned p) -> Task<void> {
+        for (std::uint64_t i = 0; i < per; ++i)
+            if (!co_await ch.send(p * per + i)) {
+                ++out.errors;
+                co_return;
+            }
+    };
+    auto producers_task = [&]() -> Task<void> {
+        while (!consumer_ready.load(std::memory_order_acquire))
+            co_await yield_now();
+        // A TaskGroup, not when_all: when_all allocates its result vector when the producers
+        // finish, which can be inside the consumer's measured window.
+        TaskGroup group;
+        for (unsigned p = 0; p < producers; ++p)
+            group.spawn(producer(p));
+        if (!co_await group.wait()) ++out.errors;
+    };
+    Worker b(o.cpus[1], so, consumer());
+    Worker a(o.cpus[0], so, producers_task());
+    for (const std::string& e : {a.join(), b.join()})
+        if (!e.empty()) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+            ++out.errors;
+        }
+    out.messages = n - mark;
+    out.seconds = std::chrono::duration<double>(end - start).count();
+    out.allocations = alloc_end - alloc_mark;
+    return out;
+}
+
+/// Run a baseline or control program; the JSON object it prints.
+std::optional<nlohmann::json> run_program(const std::string& cmd, const char* name) {
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        std::fprintf(stderr, "bench_sync: cannot run %s: %s\n", name, cmd.c_str());
+        return std::nullopt;
+    }
+    std::string out;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+        out.append(buf, n);
+    const int status = ::pclose(p);
+    if (status != 0) {
+        std::fprintf(stderr, "bench_sync: %s failed (status %d): %s\n", name, status, cmd.c_str());
+        return std::nullopt;
+    }
+    try {
+        return nlohmann::json::parse(out);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_sync: %s printed no JSON object: %s\n", name, e.what());
+        return std::nullopt;
+    }
+}
+
+std::string exe_dir() {
+    std::error_code ec;
+    auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string(".") : p.parent_path().string();
+}
+
+std::string join(const std::vector<unsigned>& v) {
+    std::string s;
+    for (unsigned x : v)
+        s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+nlohmann::json pingpong_json(const PingPong& p) {
+    return {{"round_trips", p.hist.count()},
+            {"p50_ns", p.hist.percentile_ns(0.50)},
+            {"p99_ns", p.hist.percentile_ns(0.99)},
+            {"p999_ns", p.hist.percentile_ns(0.999)},
+            {"mean_ns", p.hist.mean_ns()},
+            {"min_ns", p.hist.min_ns()},
+            {"max_ns", p.hist.max_ns()}};
+}
+
+/// a / b of two JSON numbers at `path` in objects a and b, or null.
+nlohmann::json ratio(const nlohmann::json& a, const nlohmann::json& b,
+                     const nlohmann::json::json_pointer& path) {
+    if (!a.is_object() || !b.is_object() || !a.contains(path) || !b.contains(path)) return nullptr;
+    const auto& x = a.at(path);
+    const auto& y = b.at(path);
+    if (!x.is_number() || !y.is_number() || y.get<double>() == 0) return nullptr;
+    return x.get<double>() / y.get<double>();
+}
+
+void print_text(const nlohmann::json& j) {
+    std::printf("bench_sync: Channel<u64> across two workers (CPUs %s), backend %s, capacity %s\n",
+                j["config"]["cpus"].dump().c_str(),
+                j["config"]["backend"].get<std::string>().c_str(),
+                j["config"]["capacity"].dump().c_str());
+    std::printf("\n%-14s %12s %12s %12s %14s %14s\n", "ping-pong", "p50 ns", "p99 ns", "p99.9 ns",
+                "mean ns", "allocs/msg");
+    for (const char* name :
+         {"galay", "galay_local", "eventfd", "moodycamel", "tokio", "tokio_pinned"}) {
+        if (!j.contains(name) || !j[name].is_object() || !j[name].contains("pingpong")) continue;
+        const auto& p = j[name]["pingpong"];
+        std::string allocs = "-";
+        if (j[name].contains("allocations_per_message") &&
+            j[name]["allocations_per_message"].contains("pingpong") &&
+            !j[name]["allocations_per_message"]["pingpong"].is_null()) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%.4f",
+                          j[name]["allocations_per_message"]["pingpong"].get<double>());
+            allocs = b;
+        }
+        std::printf("%-14s %12llu %12llu %12llu %14.0f %14s\n", name,
+                    static_cast<unsigned long long>(p["p50_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(p["p99_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(p["p999_ns"].get<std::uint64_t>()),
+                    p["mean_ns"].get<double>(), allocs.c_str());
+    }
+    std::printf("\n%-14s %10s %16s %14s\n", "throughput", "producers", "messages/s", "allocs/msg");
+    for (const char* name : {"galay", "moodycamel", "tokio", "tokio_pinned"}) {
+        if (!j.contains(name) || !j[name].is_object() || !j[name].contains("throughput")) continue;
+        for (const auto& t : j[name]["throughput"]) {
+            std::string allocs = "-";
+            if (t.contains("allocations_per_message") && !t["allocations_per_message"].is_null()) {
+                char b[32];
+                std::snprintf(b, sizeof b, "%.4f", t["allocations_per_message"].get<double>());
+                allocs = b;
+            }
+            std::printf("%-14s %10u %16s %14s\n", name, t["producers"].get<unsigned>(),
+                        tools::with_commas(
+                            static_cast<std::uint64_t>(t["messages_per_second"].get<double>()))
+                            .c_str(),
+                        allocs.c_str());
+        }
+    }
+    if (j.contains("notes"))
+        for (const auto& n : j["notes"])
+            std::printf("\nnote: %s", n.get<std::string>().c_str());
+    std::printf("\n\nratios (ours / baseline; ping-pong: lower is better, throughput: higher):\n");
+    for (const auto& [k, v] : j["ratios"].items())
+        if (!v.is_null()) std::printf("  %-36s %.3f\n", k.c_str(), v.get<double>());
+}
+
+int run(const Options& o) {
+    SchedulerOptions so{.backend = o.backend};
+    Result<Backend> resolved = resolve_backend(o.backend);
+    if (!resolved) {
+        std::fprintf(stderr, "bench_sync: %s\n", resolved.error().message().c_str());
+        return 1;
+    }
+    so.backend = *resolved;
+    std::uint64_t errors = 0;
+    nlohmann::json j;
+    j["config"] = {{"rounds", o.rounds},
+                   {"warmup_rounds", o.warmup_rounds},
+                   {"messages", o.messages},
+                   {"capacity", o.capacity},
+                   {"producers", o.producers},
+                   {"cpus", o.cpus},
+                   {"backend", backend_name(*resolved)}};
+    j["notes"] = nlohmann::json::array();
+
+    // --- ours ---------------------------------------------------------------------------------
+    PingPong pp = galay_pingpong(o, so);
+    errors += pp.errors;
+    nlohmann::json ours;
+    ours["pingpong"] = pingpong_json(pp);
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+    // Two messages per round trip.
+    ours["allocations_per_message"]["pingpong"] =
+        pp.hist.count() ? double(pp.allocations) / double(2 * pp.hist.count()) : 0.0;
+#else
+    ours["allocations_per_message"]["pingpong"] = nullptr;
+    j["notes"].push_back("allocations are not counted under ASan/TSan");
+#endif
+    PingPong local = galay_pingpong(o, so, true);
+    errors += local.errors;
+    j["galay_local"]["pingpong"] = pingpong_json(local);
+    ours["throughput"] = nlohmann::json::array();
+    for (unsigned p : o.producers) {
+        Throughput t = galay_throughput(o, so, p);
+        errors += t.errors;
+        nlohmann::json tj = {{"producers", p},
+                             {"messages", t.messages},
+                             {"seconds", t.seconds},
+                             {"messages_per_second", t.per_second()}};
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+        tj["allocations_per_message"] =
+            t.messages ? double(t.allocations) / double(t.messages) : 0.0;
+#else
+        tj["allocations_per_message"] = nullptr;
+#endif
+        ours["throughput"].push_back(tj);
+    }
+    if (errors != 0) ours["errors"] = errors;
+    j["galay"] = ours;
+
+    // --- baselines and control group ------------------------------------------------------------
+    if (o.baselines) {
+        std::ostringstream args;
+        args << " --json --rounds " << o.rounds << " --warmup-rounds " << o.warmup_rounds
+             << " --messages " << o.messages << " --capacity " << o.capacity << " --producers "
+             << join(o.producers) << " --cpus " << o.cpus[0] << "," << o.cpus[1];
+        const std::string raw = o.raw_sync.empty() ? exe_dir() + "/raw_sync" : o.raw_sync;
+        if (auto r = run_program(raw + args.str(), "raw_sync")) {
+            for (const char* name : {"eventfd", "moodycamel"})
+                if (r->contains(name)) j[name] = (*r)[name];
+        } else {
+            ++errors;
+        }
+        std::string tokio = o.tokio;
+#ifdef GALAY_SOURCE_DIR
+        if (tokio.empty())
+            tokio = std::string(GALAY_SOURCE_DIR) +
+                    "/bench/control/tokio_sync/target/release/tokio_sync";
+#endif
+        if (!tokio.empty() && ::access(tokio.c_str(), X_OK) == 0) {
+            if (auto r = run_program(tokio + args.str(), "tokio_sync")) {
+                for (const char* name : {"tokio", "tokio_pinned"})
+                    if (r->contains(name)) j[name] = (*r)[name];
+            } else {
+                ++errors;
+            }
+        } else {
+            const std::string note =
+                "tokio: not measured, bench/control/tokio_sync is not built (bench/sync.py builds "
+                "it with cargo when cargo is installed)";
+            j["notes"].push_back(note);
+            if (!o.json) std::fprintf(stderr, "bench_sync: %s\n", note.c_str());
+        }
+    }
+
+    namespace jp = nlohmann;
+    const auto p50 = jp::json::json_pointer("/pingpong/p50_ns");
+    j["ratios"] = {
+        {"pingpong_p50_vs_eventfd", ratio(j["galay"], j.value("eventfd", jp::json()), p50)},
+        {"pingpong_p50_vs_moodycamel", ratio(j["galay"], j.value("moodycamel", jp::json()), p50)},
+        {"pingpong_p50_vs_tokio", ratio(j["galay"], j.value("tokio", jp::json()), p50)},
+        {"pingpong_p50_vs_tokio_pinned",
+         ratio(j["galay"], j.value("tokio_pinned", jp::json()), p50)},
+        {"pingpong_p50_local_vs_tokio", ratio(j["galay_local"], j.value("tokio", jp::json()), p50)},
+    };
+    for (std::size_t i = 0; i < o.producers.size(); ++i) {
+        const auto path =
+            jp::json::json_pointer("/throughput/" + std::to_string(i) + "/messages_per_second");
+        const std::string suffix = "_" + std::to_string(o.producers[i]) + "p";
+        for (const char* name : {"moodycamel", "tokio", "tokio_pinned"})
+            j["ratios"]["throughput" + suffix + "_vs_" + name] =
+                ratio(j["galay"], j.value(name, jp::json()), path);
+    }
+    if (errors != 0) j["errors"] = errors;
+
+    if (o.json)
+        std::printf("%s\n", j.dump(2).c_str());
+    else
+        print_text(j);
+    if (errors != 0) {
+        std::fprintf(stderr, "bench_sync: %llu error(s) (see above): exit code 1\n",
+                     static_cast<unsigned long long>(errors));
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    std::string producers = "1,4", cpus = "0,1";
+    CLI::App app{"bench_sync: galay Channel across two workers vs eventfd, moodycamel and Tokio"};
+    tools::add_backend_flag(app, &o.backend);
+    app.add_option("--rounds", o.rounds, "measured ping-pong round trips")->capture_default_str();
+    app.add_option("--warmup-rounds", o.warmup_rounds, "round trips before measuring")
+        ->capture_default_str();
+    app.add_option("--messages", o.messages, "messages per throughput run")->capture_default_str();
+    app.add_option("--capacity", o.capacity, "channel capacity")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--producers", producers, "producer counts for the throughput runs")
+        ->capture_default_str();
+    app.add_option("--cpus", cpus, "the two CPUs the workers are pinned to")->capture_default_str();
+    app.add_flag("--json", o.json, "print one JSON object instead of the text report");
+    bool no_baselines = false;
+    app.add_flag("--no-baselines", no_baselines, "measure galay only");
+    app.add_option("--raw-sync", o.raw_sync, "the raw_sync baseline (default: next to bench_sync)");
+    app.add_option("--tokio", o.tokio, "the tokio_sync control program");
+    try {
+        app.parse(argc, argv);
+        auto parse_list = [](const std::string& s, auto& out, const char* what) {
+            out.clear();
+            std::stringstream ss(s);
+            std::string item;
+            while (std::getline(ss, item, ',')) {
+                std::size_t used = 0;
+                long v = -1;
+                try {
+                    v = std::stol(item, &used);
+                } catch (...) {
+                }
+                if (used != item.size() || v < 0)
+                    throw CLI::ValidationError(what, "'" + s + "' is not a list of numbers");
+                out.push_back(static_cast<std::remove_reference_t<decltype(out[0])>>(v));
+            }
+        };
+        parse_list(producers, o.producers, "--producers");
+        parse_list(cpus, o.cpus, "--cpus");
+        if (o.cpus.size() != 2) throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
+        for (unsigned p : o.producers)
+            if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
+        if (o.rounds == 0 || o.messages == 0)
+            throw CLI::ValidationError("--rounds/--messages", "must be >= 1");
+        cpu_set_t allowed;
+        if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+            for (int c : o.cpus)
+                if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed))
+                    throw CLI::ValidationError("--cpus", "CPU " + std::to_string(c) +
+                                                             " is not available to this process");
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);
+        return 2;
+    }
+    o.baselines = !no_baselines;
+    return run(o);
+}
