@@ -159,21 +159,25 @@ struct Lookup {
     int gai_error = 0;
 };
 
+class ResolverCategory final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "resolver"; }
+    std::string message(int ev) const override { return ::gai_strerror(ev); }
+    /// "Try again later" still compares equal to std::errc::resource_unavailable_try_again.
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        if (ev == EAI_AGAIN) return std::errc::resource_unavailable_try_again;
+        return {ev, *this};
+    }
+};
+
 std::error_code gai_to_error(int rc) {
     switch (rc) {
-    case EAI_NONAME:
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-#endif
-        return std::make_error_code(std::errc::host_unreachable);
-    case EAI_AGAIN:
-        return std::make_error_code(std::errc::resource_unavailable_try_again);
     case EAI_MEMORY:
         return std::make_error_code(std::errc::not_enough_memory);
     case EAI_SYSTEM:
         return errno_code(errno);
-    default:
-        return std::make_error_code(std::errc::invalid_argument);
+    default: // EAI_NONAME, EAI_AGAIN, EAI_FAIL, ...: the resolver's own words
+        return {rc, resolver_category()};
     }
 }
 
@@ -218,6 +222,11 @@ struct LookupAwaiter {
 };
 
 } // namespace
+
+const std::error_category& resolver_category() noexcept {
+    static const ResolverCategory category;
+    return category;
+}
 
 Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port) {
     Result<SocketAddr> numeric = SocketAddr::from_ip(host, port);

@@ -62,4 +62,16 @@ TEST_P(ResolveTest, UnknownHostIsAnError) {
     EXPECT_FALSE(r);
 }
 
+// Issue 13, defect 11: an unresolvable host was reported as "No route to host" (EHOSTUNREACH),
+// which sends the user looking at routes instead of at the name. The error is now the
+// resolver's own ("Name or service not known", or "Temporary failure in name resolution" when
+// no DNS server answers).
+TEST_P(ResolveTest, UnknownHostSaysTheNameDidNotResolve) {
+    auto r = run(resolve("no-such-host.invalid", 80));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(&r.error().category(), &resolver_category()) << r.error().message();
+    EXPECT_NE(r.error(), std::errc::host_unreachable);
+    EXPECT_EQ(r.error().message().find("route"), std::string::npos) << r.error().message();
+}
+
 GALAY_INSTANTIATE_BACKENDS(ResolveTest);
