@@ -38,6 +38,8 @@ void SocketAddr::set_port(std::uint16_t port) noexcept {
 }
 
 Result<SocketAddr> SocketAddr::from_ip(std::string_view ip, std::uint16_t port) {
+    // inet_pton reads a C string: "::\0junk" would be "::". (Found by fuzz/socket_addr_fuzz.)
+    if (ip.find('\0') != std::string_view::npos) return fail(EINVAL);
     std::string s(ip);
     SocketAddr a;
     if (::inet_pton(AF_INET, s.c_str(), &a.storage_.v4.sin_addr) == 1) {

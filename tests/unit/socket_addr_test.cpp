@@ -37,6 +37,19 @@ TEST(SocketAddrTest, FromIpAcceptsBothFamilies) {
     EXPECT_FALSE(SocketAddr::from_ip("not-an-ip", 1));
 }
 
+// Found by fuzz/socket_addr_fuzz: text with a NUL byte was read as a C string, so
+// "[::\0\0\0\0\0\0\0\0]:80" parsed as [::]:80 and "127.0.0.1\0junk" as 127.0.0.1.
+TEST(SocketAddrTest, RejectsTextWithANulByte) {
+    using namespace std::string_view_literals;
+    for (std::string_view bad :
+         {"[::\0\0\0\0\0\0\0\x30]:80"sv, "127.0.0.1\0junk:80"sv, "127.0.0.1:80\0"sv, "\0"sv}) {
+        auto a = SocketAddr::parse(bad);
+        EXPECT_FALSE(a) << bad.size();
+    }
+    EXPECT_FALSE(SocketAddr::from_ip("127.0.0.1\0junk"sv, 80));
+    EXPECT_FALSE(SocketAddr::from_ip("::1\0"sv, 80));
+}
+
 TEST(SocketAddrTest, DefaultIsUnspecified) {
     SocketAddr a;
     EXPECT_FALSE(a.is_v4());
