@@ -21,6 +21,7 @@ const Tool kTools[] = {
     {"bench_udp", BENCH_UDP_BIN, {}},
     {"bench_file_io", BENCH_FILE_IO_BIN, {}},
     {"aio_bench", AIO_BENCH_BIN, {"-f", "/tmp/galay-no-such-file"}},
+    {"bench_latency", BENCH_LATENCY_BIN, {}},
 };
 
 TEST(ToolExitCodes, UnknownFlagIsExitCodeTwoWithOneLine) {
@@ -60,6 +61,21 @@ TEST(ToolExitCodes, HelpIsExitCodeZeroOnStdout) {
     ProcessResult sub = galay::test::run_process({BENCH_UDP_BIN, "server", "--help"});
     EXPECT_EQ(sub.exit_code, 0) << sub.err;
     EXPECT_NE(sub.out.find("--rcvbuf"), std::string::npos) << sub.out;
+}
+
+// Defect 9 in the tool that came later: its floating-point options use the shared validators.
+TEST(ToolExitCodes, BenchLatencyRefusesNanAndInf) {
+    const std::vector<std::vector<std::string>> cases = {{"--sample-ms", "nan"},
+                                                         {"--warmup-ms", "inf"},
+                                                         {"churn", "-p", "9", "-d", "nan"},
+                                                         {"churn", "-p", "9", "--warmup", "nan"},
+                                                         {"churn", "-p", "9", "-d", "1e-310"}};
+    for (const auto& c : cases) {
+        std::vector<std::string> a{BENCH_LATENCY_BIN};
+        a.insert(a.end(), c.begin(), c.end());
+        ProcessResult r = galay::test::run_process(a);
+        EXPECT_EQ(r.exit_code, 2) << c[c.size() - 2] << " " << c.back() << ": " << r.err;
+    }
 }
 
 TEST(ExampleArguments, EchoServerValidatesItsPort) {
