@@ -3,18 +3,29 @@ PRESET ?= release
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib
+# `make fuzz` only: libFuzzer comes with clang.
+FUZZ_DEB_PACKAGES := clang-16 libclang-rt-16-dev
+FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: deps build test test-asan test-tsan bench soak format clean
+.PHONY: deps deps-fuzz build test test-asan test-tsan bench soak fuzz format clean
 
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+# Install the Debian packages of $(1) that are missing.
+define install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "Installing missing Debian packages: $$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
+
+deps-fuzz:
+	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES))
 
 build: deps
 	cmake --preset $(PRESET) >/dev/null
@@ -48,6 +59,12 @@ soak: deps
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build
 	$(PYTHON) bench/suite.py --bin build/release/bin
+
+# Build the libFuzzer targets (fuzz/, clang-16) and run each for a share of FUZZ_SECONDS.
+fuzz: deps-fuzz
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+	fuzz/run.sh build/fuzz/bin $(FUZZ_SECONDS)
 
 format:
 	git ls-files '*.hpp' '*.cpp' | xargs clang-format -i

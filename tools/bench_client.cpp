@@ -1,9 +1,18 @@
-// bench_client: TCP echo load generator on galay-kernel (single thread, one coroutine per
-// connection). Every echoed byte is compared with what was sent; a mismatch, a short echo, a
-// reset, a timeout or a failed connect is an error and makes the exit code non-zero.
+// bench_client: TCP echo load generator on galay-kernel (single thread, two coroutines per
+// connection: one sends, one receives). Every echoed byte is compared with what was sent; a
+// mismatch, a short echo, a reset, a timeout or a failed connect is an error and makes the exit
+// code 1 (usage errors: 2).
 //
 //   bench_client -h 127.0.0.1 -p 8080 -c 100 -s 256 -d 10 [-P 16] [--warmup 1]
 //                [--server-pid PID] [--backend io_uring|epoll] [--json]
+//
+// A connection keeps one batch of -P messages in flight: its sender sends the batch while its
+// receiver reads the echo, so a batch larger than the socket buffers of both ends (-s 16777216)
+// flows instead of deadlocking. The receiver verifies the batch, then the sender sends the next.
+//
+// Ctrl-C (SIGINT) or SIGTERM ends the run early: the summary of the part measured so far is
+// printed, marked interrupted. A second one exits at once (tools/common/signals.hpp).
+#include "args/bench_client.hpp"
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 
@@ -14,6 +23,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,25 +33,15 @@ namespace {
 using namespace galay;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-struct Options {
-    std::string host = "127.0.0.1";
-    std::uint16_t port = 8080;
-    unsigned connections = 100;
-    std::size_t size = 256;
-    double duration = 10;
-    unsigned pipeline = 1;
-    double warmup = 0;
-    int server_pid = 0;
-    double op_timeout = 10;
-    bool json = false;
-    Backend backend = Backend::automatic;
-};
+using tools::bench_client::Options;
 
 struct State {
+    explicit State(const Options& o)
+        : opt(o) {}
     const Options& opt;
     bool measuring = false;
-    bool stop = false;
+    bool stop = false;        // no new batch
+    bool interrupted = false; // SIGINT/SIGTERM: operations were cancelled, not failed
     std::uint64_t ok = 0;     // requests echoed and verified inside the measured window
     std::uint64_t errors = 0; // all errors, whenever they happened
     unsigned errors_printed = 0;
@@ -69,51 +69,197 @@ void stamp(std::vector<char>& out, std::size_t size, unsigned conn, std::uint64_
     }
 }
 
-Task<void> worker(TcpStream s, unsigned id, State& st) {
-    const Options& o = st.opt;
-    const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+/// One coroutine waits for the other of its connection (same scheduler, no allocation).
+class Baton {
+public:
+    void pass() {
+        if (waiter_) current_scheduler().schedule(std::exchange(waiter_, {}));
+    }
+    struct Awaiter {
+        Baton& b;
+        bool await_ready() const noexcept { return false; }
+        void await_suspend(std::coroutine_handle<> h) noexcept { b.waiter_ = h; }
+        void await_resume() const noexcept {}
+    };
+    /// Suspend until the next pass(); callers re-check their condition after it.
+    [[nodiscard]] Awaiter wait() noexcept { return Awaiter{*this}; }
+
+private:
+    std::coroutine_handle<> waiter_;
+};
+
+/// One connection: the sender starts batch `started - 1` once the receiver has verified every
+/// earlier one; the receiver reads and verifies batch `verified` once it has been started.
+struct Conn {
+    Conn(TcpStream stream, unsigned conn_id, const Options& o)
+        : s(std::move(stream))
+        , id(conn_id)
+        , out(o.size * o.pipeline)
+        , in(o.size * o.pipeline) {
+        for (std::size_t i = 0; i < out.size(); ++i)
+            out[i] = static_cast<char>('a' + (i + id) % 26);
+    }
+    TcpStream s;
+    unsigned id;
+    std::vector<char> out, in;
+    std::uint64_t started = 0, verified = 0;
+    Clock::time_point t0;
+    bool sender_done = false, receiver_done = false, failed = false;
+    Baton to_sender, to_receiver;
+
+    /// An error on one side: wake the other side out of its pending operation.
+    void fail() {
+        failed = true;
+        (void)s.shutdown(Shutdown::both);
+    }
+};
+
+std::chrono::nanoseconds op_timeout(const Options& o) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(o.op_timeout));
-    std::vector<char> out(o.size * o.pipeline), in(o.size * o.pipeline);
-    for (std::size_t i = 0; i < out.size(); ++i)
-        out[i] = static_cast<char>('a' + (i + id) % 26);
-    (void)s.set_nodelay(true);
-    for (std::uint64_t seq = 0; !st.stop; ++seq) {
-        stamp(out, o.size, id, seq, o.pipeline);
-        const auto t0 = Clock::now();
-        auto w = co_await s.send_all(out).timeout(timeout);
+}
+
+Task<void> sender(Conn& c, State& st) {
+    const Options& o = st.opt;
+    const auto timeout = op_timeout(o);
+    while (!st.stop && !c.failed && !c.receiver_done) {
+        if (c.verified < c.started) { // the last batch is still being echoed
+            co_await c.to_sender.wait();
+            continue;
+        }
+        stamp(c.out, o.size, c.id, c.started, o.pipeline);
+        c.t0 = Clock::now();
+        ++c.started;
+        c.to_receiver.pass();
+        auto w = co_await c.s.send_all(c.out).timeout(timeout);
         if (!w) {
-            st.error(id, "send", w.error().message());
-            co_return;
+            if (!c.failed && !st.interrupted) st.error(c.id, "send", w.error().message());
+            c.fail();
+            break;
         }
-        auto r = co_await s.recv_exact(in).timeout(timeout);
+    }
+    c.sender_done = true;
+    c.to_receiver.pass();
+}
+
+Task<void> receiver(Conn& c, State& st) {
+    const Options& o = st.opt;
+    const auto timeout = op_timeout(o);
+    for (;;) {
+        if (c.verified == c.started) { // nothing in flight
+            if (c.sender_done || c.failed) break;
+            co_await c.to_receiver.wait();
+            continue;
+        }
+        auto r = co_await c.s.recv_exact(c.in).timeout(timeout);
         if (!r) {
-            st.error(id, "recv",
-                     r.error() == errc::unexpected_eof ? "the server closed the connection mid-echo"
-                                                       : r.error().message());
-            co_return;
+            if (!c.failed && !st.interrupted)
+                st.error(c.id, "recv",
+                         r.error() == errc::unexpected_eof
+                             ? "the server closed the connection mid-echo"
+                             : r.error().message());
+            c.fail();
+            break;
         }
-        if (std::memcmp(in.data(), out.data(), in.size()) != 0) {
-            st.error(id, "verify", "the echoed bytes differ from what was sent");
-            co_return;
+        if (std::memcmp(c.in.data(), c.out.data(), c.in.size()) != 0) {
+            st.error(c.id, "verify", "the echoed bytes differ from what was sent");
+            c.fail();
+            break;
         }
         if (st.measuring) {
             const auto ns = static_cast<std::uint64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - c.t0).count());
             st.ok += o.pipeline;
             for (unsigned k = 0; k < o.pipeline; ++k)
                 st.hist.record(ns);
         }
+        ++c.verified;
+        c.to_sender.pass();
     }
+    c.receiver_done = true;
+    c.to_sender.pass();
+}
+
+Task<void> connection(TcpStream s, unsigned id, State& st) {
+    (void)s.set_nodelay(true);
+    Conn c(std::move(s), id, st.opt);
+    co_await when_all(sender(c, st), receiver(c, st));
 }
 
 struct Report {
     double seconds = 0;
     std::optional<double> server_cpu;
     unsigned connected = 0;
+    int interrupted_by = 0; // the signal that ended the run early, or 0
 };
 
 double mib(std::uint64_t requests, std::size_t size) {
     return double(requests) * double(size) * 2.0 / double(1 << 20); // sent + received
+}
+
+/// The measured window: warm-up, then -d seconds with a line per second.
+struct Window {
+    State& st;
+    Report& rep;
+    std::optional<double> cpu0;
+    Clock::time_point start;
+
+    void open() {
+        const Options& o = st.opt;
+        if (o.server_pid > 0) cpu0 = tools::process_cpu_seconds(o.server_pid);
+        start = Clock::now();
+        st.measuring = true;
+    }
+    /// Close the window (at its end, or early on a stop signal): the figures stop here.
+    void close() {
+        if (!st.measuring) return;
+        st.measuring = false;
+        rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        if (cpu0) {
+            auto cpu1 = tools::process_cpu_seconds(st.opt.server_pid);
+            if (cpu1) rep.server_cpu = *cpu1 - *cpu0;
+        }
+    }
+    Task<void> run() {
+        const Options& o = st.opt;
+        // Every sleep fails once the stop signal has won (cancelled): stop at once then.
+        if (o.warmup > 0) {
+            auto slept = co_await sleep(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(o.warmup)));
+            if (!slept) co_return;
+        }
+        open();
+        std::uint64_t last = 0;
+        const auto whole = static_cast<int>(o.duration);
+        for (int sec = 1; sec <= whole; ++sec) {
+            auto slept = co_await sleep_until(start + std::chrono::seconds(sec));
+            if (!slept) co_return;
+            const std::uint64_t now_ok = st.ok;
+            std::FILE* out = o.json ? stderr : stdout;
+            std::fprintf(out, "[%ds] QPS: %s | Throughput: %.2f MB/s | Total: %s | Errors: %s\n",
+                         sec, tools::with_commas(now_ok - last).c_str(), mib(now_ok - last, o.size),
+                         tools::with_commas(now_ok).c_str(), tools::with_commas(st.errors).c_str());
+            std::fflush(out);
+            last = now_ok;
+        }
+        if (o.duration > whole)
+            (void)co_await sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(o.duration)));
+    }
+};
+
+/// Run the window until its end or a stop signal, whichever comes first; then stop the
+/// connections (on a signal: cancel what they are waiting on).
+Task<void> control(State& st, Report& rep, CancelSource& connections) {
+    Window w{st, rep, std::nullopt, {}};
+    auto first = co_await when_any(w.run(), tools::wait_for_stop_signal());
+    w.close();
+    st.stop = true;
+    if (first.index() == 1) {
+        rep.interrupted_by = tools::stop_signal();
+        st.interrupted = true;
+        connections.cancel();
+    }
 }
 
 Task<Report> run(State& st) {
@@ -132,7 +278,7 @@ Task<Report> run(State& st) {
     std::vector<TcpStream> conns;
     conns.reserve(o.connections);
     constexpr unsigned kWave = 500;
-    for (unsigned first = 0; first < o.connections; first += kWave) {
+    for (unsigned first = 0; first < o.connections && tools::stop_signal() == 0; first += kWave) {
         std::vector<Task<Result<TcpStream>>> wave;
         for (unsigned i = first; i < std::min(o.connections, first + kWave); ++i)
             wave.push_back(as_task(TcpStream::connect(addr).timeout(10s)));
@@ -152,77 +298,21 @@ Task<Report> run(State& st) {
         co_return rep;
     }
 
-    auto controller = [&]() -> Task<void> {
-        if (o.warmup > 0)
-            co_await sleep(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::duration<double>(o.warmup)));
-        std::optional<double> cpu0;
-        if (o.server_pid > 0) cpu0 = tools::process_cpu_seconds(o.server_pid);
-        const auto start = Clock::now();
-        st.measuring = true;
-        std::uint64_t last = 0;
-        const auto whole = static_cast<int>(o.duration);
-        for (int sec = 1; sec <= whole; ++sec) {
-            co_await sleep_until(start + std::chrono::seconds(sec));
-            const std::uint64_t now_ok = st.ok;
-            std::FILE* out = o.json ? stderr : stdout;
-            std::fprintf(out, "[%ds] QPS: %s | Throughput: %.2f MB/s | Total: %s | Errors: %s\n",
-                         sec, tools::with_commas(now_ok - last).c_str(), mib(now_ok - last, o.size),
-                         tools::with_commas(now_ok).c_str(), tools::with_commas(st.errors).c_str());
-            std::fflush(out);
-            last = now_ok;
-        }
-        if (o.duration > whole)
-            co_await sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(o.duration)));
-        st.measuring = false;
-        rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        if (cpu0) {
-            auto cpu1 = tools::process_cpu_seconds(o.server_pid);
-            if (cpu1) rep.server_cpu = *cpu1 - *cpu0;
-        }
-        st.stop = true;
-    };
     std::vector<Task<void>> workers;
     workers.reserve(conns.size());
     for (unsigned i = 0; i < conns.size(); ++i)
-        workers.push_back(worker(std::move(conns[i]), i, st));
-    co_await when_all(when_all(std::move(workers)), controller());
+        workers.push_back(connection(std::move(conns[i]), i, st));
+    CancelSource cancel;
+    co_await when_all(with_cancel(cancel, when_all(std::move(workers))), control(st, rep, cancel));
     co_return rep;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    Options o;
-    CLI::App app{"TCP echo benchmark client on galay-kernel"};
-    app.set_help_flag("--help",
-                      "Print this help and exit"); // -h is the host, as in our users' reports
-    app.add_option("-h,--host", o.host, "server host")->capture_default_str();
-    app.add_option("-p,--port", o.port, "server port")->capture_default_str();
-    app.add_option("-c,--connections", o.connections, "concurrent connections")
-        ->check(CLI::Range(1u, 1'000'000u))
-        ->capture_default_str();
-    app.add_option("-s,--size", o.size, "message size in bytes")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20))
-        ->capture_default_str();
-    app.add_option("-d,--duration", o.duration, "measured duration in seconds")
-        ->check(CLI::Range(0.1, 86400.0))
-        ->capture_default_str();
-    app.add_option("-P,--pipeline", o.pipeline, "messages in flight per connection")
-        ->check(CLI::Range(1u, 4096u))
-        ->capture_default_str();
-    app.add_option("--warmup", o.warmup, "seconds of traffic before measuring")
-        ->check(CLI::Range(0.0, 3600.0))
-        ->capture_default_str();
-    app.add_option("--server-pid", o.server_pid,
-                   "report the server's CPU time per request (reads /proc/PID/stat)");
-    app.add_option("--timeout", o.op_timeout, "seconds before a silent server is an error")
-        ->check(CLI::Range(0.01, 3600.0))
-        ->capture_default_str();
-    app.add_flag("--json", o.json, "print one JSON object instead of the text report");
-    tools::add_backend_flag(app, &o.backend);
-    CLI11_PARSE(app, argc, argv);
+    auto parsed = tools::bench_client::parse_args(tools::args_from(argc, argv));
+    if (!parsed) return tools::print_exit(parsed.error());
+    const Options& o = *parsed;
 
     if (o.server_pid > 0 && !tools::process_cpu_seconds(o.server_pid)) {
         std::fprintf(stderr, "bench_client: --server-pid %d: no such process\n", o.server_pid);
@@ -230,6 +320,7 @@ int main(int argc, char** argv) {
     }
     if (!tools::ensure_fd_limit(o.connections + 64ull, "bench_client")) return 1;
     std::signal(SIGPIPE, SIG_IGN);
+    tools::install_stop_handlers(); // before the header: from then on Ctrl-C gives a summary
 
     std::optional<Scheduler> sched;
     try {
@@ -247,8 +338,14 @@ int main(int argc, char** argv) {
         std::printf("Backend: %s\n========================\n\n", sched->backend_name());
         std::fflush(stdout);
     }
-    State st{o};
-    Report rep = sched->block_on(run(st));
+    State st(o);
+    Report rep;
+    try {
+        rep = sched->block_on(run(st));
+    } catch (const std::bad_alloc&) { // the memory check passed, but the machine is short now
+        std::fprintf(stderr, "bench_client: out of memory (-c x -s x -P buffers)\n");
+        return 1;
+    }
 
     if (rep.connected == 0) return 1; // nothing was measured: no figures to print
 
@@ -285,10 +382,14 @@ int main(int argc, char** argv) {
               {"max", double(st.hist.max_ns()) / 1000.0}}},
             {"server_cpu_s", rep.server_cpu ? nlohmann::json(*rep.server_cpu) : nullptr},
             {"server_cpu_us_per_req", cpu_per_req ? nlohmann::json(*cpu_per_req) : nullptr},
+            {"interrupted", rep.interrupted_by != 0},
         };
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("\n=== Final Results ===\n");
+        if (rep.interrupted_by != 0)
+            std::printf("Interrupted: %s after %.2f of %g measured seconds\n",
+                        rep.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM", secs, o.duration);
         std::printf("Total Requests: %s\n", tools::with_commas(total).c_str());
         std::printf("Successful: %s\n", tools::with_commas(st.ok).c_str());
         std::printf("Errors: %s\n", tools::with_commas(st.errors).c_str());

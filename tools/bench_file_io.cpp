@@ -25,6 +25,7 @@
 // every read and write names a slice of it (IORING_OP_READ_FIXED / WRITE_FIXED). On epoll, and
 // for workers whose registration the kernel refuses, the same memory with the plain operations;
 // the report says how many workers got registered buffers.
+#include "args/bench_file_io.hpp"
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 
@@ -33,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -42,6 +44,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,19 +56,7 @@ namespace {
 using namespace galay;
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-    unsigned workers = 4;
-    std::uint64_t ops = 1000;
-    std::size_t block = 4096;
-    unsigned batch = 1;
-    std::string dir = "/tmp";
-    bool direct = false;
-    std::string prealloc = "fallocate"; // fallocate | zero | none
-    bool json = false;
-    bool fixed = false; // buffers registered with the io_uring ring (fs::FixedBuffer)
-    Backend backend = Backend::automatic;
-    std::optional<std::uint64_t> corrupt_block; // test hook: damage worker 0's block between phases
-};
+using tools::bench_file_io::Options;
 
 // ---------------------------------------------------------------------------------------------
 // Files: names, removal at exit, filesystem facts
@@ -89,6 +81,7 @@ struct FilesGuard {
 };
 
 constexpr long kTmpfsMagic = 0x01021994;
+constexpr long kRamfsMagic = 0x858458f6;
 
 std::string fs_type_name(long magic) {
     switch (magic) {
@@ -100,6 +93,8 @@ std::string fs_type_name(long magic) {
         return "btrfs";
     case kTmpfsMagic:
         return "tmpfs";
+    case kRamfsMagic:
+        return "ramfs";
     case 0x794c7630:
         return "overlayfs";
     case 0x6969:
@@ -319,16 +314,22 @@ bool corrupt(const std::string& path, std::uint64_t offset) {
     return ok;
 }
 
-/// CLI11 reads "-batch" as "-b atch": our users' single-dash long flag becomes "--batch".
-std::vector<std::string> translate_args(int argc, char** argv) {
-    std::vector<std::string> args;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "-batch" || a.starts_with("-batch=")) a.insert(0, "-");
-        args.push_back(std::move(a));
+/// Why a worker's --fixed buffer is not registered, in words a user can act on.
+std::string fixed_refusal(std::error_code e, std::size_t bytes) {
+    if (e == std::errc::operation_not_supported) return "epoll: plain operations";
+    std::string why = "the kernel refused: " + e.message();
+    if (e == std::errc::not_enough_memory) {
+        rlimit rl{};
+        if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            why += "; registered buffers are locked memory (" + tools::human_bytes(bytes) +
+                   " per worker) and RLIMIT_MEMLOCK is " + tools::human_bytes(rl.rlim_cur) +
+                   ": raise it with `ulimit -l unlimited`";
+    } else if (e == std::errc::no_buffer_space) {
+        why += "; a ring holds at most 1024 registered buffers: lower -w";
+    } else if (e == std::errc::invalid_argument) {
+        why += "; the kernel needs to be 5.19 or later, and one buffer at most 1 GiB";
     }
-    std::reverse(args.begin(), args.end()); // CLI11's vector form takes them last-first
-    return args;
+    return why;
 }
 
 /// Usage errors that CLI11 cannot see: the directory. Prints and returns false.
@@ -347,9 +348,24 @@ bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
                      std::strerror(errno));
         return false;
     }
+    // ramfs has no size limit and reports 0 free blocks: its files live in memory, so the
+    // memory is what must be there.
+    struct statfs sfs {};
+    if (::statfs(o.dir.c_str(), &sfs) == 0 && static_cast<long>(sfs.f_type) == kRamfsMagic) {
+        if (bytes_needed > tools::memory_limit_bytes()) {
+            std::fprintf(stderr,
+                         "bench_file_io: -d %s is ramfs (the files live in memory): the run "
+                         "writes %s but this machine has %s of memory; lower -w, -n or -b\n",
+                         o.dir.c_str(), tools::human_bytes(bytes_needed).c_str(),
+                         tools::human_bytes(tools::memory_limit_bytes()).c_str());
+            return false;
+        }
+        return true;
+    }
     struct statvfs vfs {};
     if (::statvfs(o.dir.c_str(), &vfs) == 0) {
-        const std::uint64_t avail = std::uint64_t(vfs.f_bavail) * vfs.f_frsize;
+        const std::uint64_t avail = tools::checked_mul({vfs.f_bavail, vfs.f_frsize})
+                                        .value_or(std::numeric_limits<std::uint64_t>::max());
         if (avail < bytes_needed) {
             std::fprintf(stderr,
                          "bench_file_io: -d %s: the run writes %.1f MiB but only %.1f MiB are "
@@ -363,49 +379,9 @@ bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
 
 } // namespace
 
-int main(int argc, char** argv) {
-    Options o;
-    CLI::App app{"File I/O benchmark on galay-kernel: each worker writes its own file, then reads "
-                 "it back and verifies every block",
-                 "bench_file_io"};
-    app.add_option("-w,--workers", o.workers, "workers (coroutines), one file each")
-        ->check(CLI::Range(1u, 4096u))
-        ->capture_default_str();
-    app.add_option("-n,--ops", o.ops, "operations per worker and phase (blocks per file)")
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32))
-        ->capture_default_str();
-    app.add_option("-b,--block-size", o.block, "block size in bytes")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20))
-        ->capture_default_str();
-    app.add_option("--batch", o.batch,
-                   "operations each worker submits at once (also spelled -batch)")
-        ->check(CLI::Range(1u, 1024u))
-        ->capture_default_str();
-    app.add_option("-d,--dir", o.dir, "directory for the test files")->capture_default_str();
-    app.add_flag("--direct", o.direct, "open the files with O_DIRECT (bypass the page cache)");
-    app.add_option("--prealloc", o.prealloc,
-                   "lay out the files before the (timed) write phase: fallocate, zero (write "
-                   "zeros first: the timed writes overwrite) or none (the writes extend the files)")
-        ->check(CLI::IsMember({"fallocate", "zero", "none"}))
-        ->capture_default_str();
-    app.add_flag_callback(
-        "--no-prealloc", [&o] { o.prealloc = "none"; }, "same as --prealloc none");
-    app.add_flag("--json", o.json, "print one JSON object instead of the table");
-    app.add_flag("--fixed", o.fixed,
-                 "io_uring: register each worker's buffers with the ring (fs::FixedBuffer: "
-                 "READ_FIXED/WRITE_FIXED); on epoll the plain operations");
-    tools::add_backend_flag(app, &o.backend);
-    app.add_option("--corrupt-block", o.corrupt_block,
-                   "(testing) change one byte of worker 0's block N before the read phase")
-        ->group(""); // hidden: proves that verification catches a damaged block
-    try {
-        app.parse(translate_args(argc, argv));
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
-
-    const std::uint64_t file_bytes = o.ops * o.block;
-    if (!check_dir(o, file_bytes * o.workers)) return 2;
+int run(const Options& o) {
+    const std::uint64_t file_bytes = *o.file_bytes(); // both checked for overflow by parse_args
+    if (!check_dir(o, *o.total_bytes())) return 2;
     struct statfs sfs {};
     const long magic = ::statfs(o.dir.c_str(), &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
     const std::string fs_name = fs_type_name(magic);
@@ -464,14 +440,22 @@ int main(int argc, char** argv) {
     const std::size_t buf_align = std::max(block_align, fs::AlignedBuffer::kDefaultAlignment);
     const std::size_t stride = (o.block + buf_align - 1) / buf_align * buf_align;
     unsigned registered = 0; // workers whose arena is registered (--fixed)
+    std::error_code refused; // why the first unregistered arena was refused
     if (o.fixed)
         sched->block_on([&]() -> Task<void> {
             for (Worker& w : workers) {
                 w.fixed_arena.emplace(stride * o.batch, buf_align);
                 registered += w.fixed_arena->registered();
+                if (!w.fixed_arena->registered() && !refused)
+                    refused = w.fixed_arena->registration_error();
             }
             co_return;
         }());
+    const std::string unregistered_why =
+        o.fixed && registered < o.workers ? fixed_refusal(refused, stride * o.batch) : "";
+    if (!unregistered_why.empty() && sched->backend() != Backend::epoll)
+        std::fprintf(stderr, "bench_file_io: --fixed: %u of %u workers use plain buffers: %s\n",
+                     o.workers - registered, o.workers, unregistered_why.c_str());
     for (Worker& w : workers) {
         if (!o.fixed) w.arena = fs::AlignedBuffer(stride * o.batch, buf_align);
         std::byte* base = o.fixed ? w.fixed_arena->data() : w.arena.data();
@@ -536,6 +520,8 @@ int main(int argc, char** argv) {
             {"direct", o.direct},
             {"fixed", o.fixed},
             {"fixed_registered_workers", registered},
+            {"fixed_unregistered_reason",
+             unregistered_why.empty() ? nlohmann::json(nullptr) : nlohmann::json(unregistered_why)},
             {"prealloc", prealloc},
             {"duration_s", total_s},
             {"write_duration_s", write_s},
@@ -564,8 +550,9 @@ int main(int argc, char** argv) {
         std::printf("Batch size: %u\n", o.batch);
         std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
         if (o.fixed)
-            std::printf("Fixed buffers: registered for %u of %u workers%s\n", registered, o.workers,
-                        sched->backend() == Backend::epoll ? " (epoll: plain operations)" : "");
+            std::printf("Fixed buffers: registered for %u of %u workers%s%s%s\n", registered,
+                        o.workers, unregistered_why.empty() ? "" : " (", unregistered_why.c_str(),
+                        unregistered_why.empty() ? "" : ")");
         std::printf("Preallocation: %s\n", prealloc.c_str());
         std::printf("Total operations: %s (%s reads + %s writes)\n\n",
                     tools::with_commas(o.ops * o.workers * 2).c_str(),
@@ -598,4 +585,16 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    auto parsed = tools::bench_file_io::parse_args(tools::args_from(argc, argv));
+    if (!parsed) return tools::print_exit(parsed.error());
+    try {
+        return run(*parsed);
+    } catch (const std::bad_alloc&) { // the memory check passed, but the machine is short now
+        remove_files();
+        std::fprintf(stderr, "bench_file_io: out of memory (-w x --batch x -b buffers)\n");
+        return 1;
+    }
 }

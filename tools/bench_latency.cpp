@@ -678,7 +678,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"The latency benchmarks of the io_uring study (seed 003) on galay-kernel"};
+    CLI::App app{"The latency benchmarks of the io_uring study (seed 003) on galay-kernel",
+                 "bench_latency"};
     app.set_help_flag("--help", "Print this help and exit"); // -h is the host
     app.require_subcommand(0, 1);
     std::string host = "127.0.0.1";
@@ -696,10 +697,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 100000))
         ->capture_default_str();
     app.add_option("--sample-ms", ro.sample_ms, "target duration of one sample")
-        ->check(CLI::Range(0.01, 10000.0))
+        ->check(tools::finite_range(0.01, 10000.0))
         ->capture_default_str();
     app.add_option("--warmup-ms", ro.warmup_ms, "warm-up per benchmark")
-        ->check(CLI::Range(0.0, 600000.0))
+        ->check(tools::finite_range(0.0, 600000.0))
         ->capture_default_str();
     app.add_option("--bench", only, "comma-separated benchmark names (default: all five)");
     app.add_option("--server-cpu", server_cpu, "CPU of the server it starts (-1: not pinned)")
@@ -735,10 +736,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1u, 100000u))
         ->capture_default_str();
     churn->add_option("-d,--duration", co.duration, "measured seconds")
-        ->check(CLI::Range(0.01, 86400.0))
+        ->check(tools::seconds(0.01, 86400.0))
         ->capture_default_str();
     churn->add_option("--warmup", co.warmup, "seconds before measuring")
-        ->check(CLI::Range(0.0, 3600.0))
+        ->check(tools::seconds(0.0, 3600.0))
         ->capture_default_str();
     churn->add_option("-n,--connections", co.total,
                       "make exactly this many connections (no warm-up) instead of -d");
@@ -750,14 +751,9 @@ int main(int argc, char** argv) {
     churn->add_flag("--json", co.json, "print one JSON object");
     tools::add_backend_flag(*churn, &co.backend);
 
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        app.exit(e); // prints the message
-        return 2;
-    }
+    // Help: 0; usage errors: one line and 2, as every tool (tools/common/cli.hpp).
+    if (auto e = tools::parse_args(app, tools::args_from(argc, argv), "bench_latency"))
+        return tools::print_exit(*e);
     if (*server) return run_server(server_port, server_backend, cpu, server_recv == "pooled");
     if (*churn) return run_churn(co);
     std::vector<std::string> names = split_commas(only);

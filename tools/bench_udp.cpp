@@ -1,5 +1,6 @@
 // bench_udp: UDP echo benchmark on galay-kernel, with our users' defaults: 4 server workers on
-// SO_REUSEPORT sockets, 100 clients, 1000 messages each, 256 bytes, 10 datagrams in flight per
+// one port (UdpSocket::bind_group: SO_REUSEPORT among themselves, and a port another process
+// holds is an error), 100 clients, 1000 messages each, 256 bytes, 10 datagrams in flight per
 // client. Every echo is checked (client id, sequence number, payload); a datagram not echoed by
 // the end of the drain timeout is lost, a wrong payload is an error (exit code 1).
 //
@@ -7,6 +8,12 @@
 //   bench_udp -c 100 -n 1000 -s 256 -w 4 -P 10 [-d 5 --warmup 1] [--backend epoll] [--json]
 //   bench_udp server -p 9000 [-w 4] [--backend io_uring]           split mode: pin each side
 //   bench_udp client -h 127.0.0.1 -p 9000 [-c 100 -n 1000 ...] [--server-pid PID]
+//
+// Exit codes: 0 success, 1 runtime failure (bind, I/O errors, wrong payloads, no echo, loss above
+// --max-loss), 2 usage error. Ctrl-C (SIGINT) or SIGTERM: the clients stop sending, drain, and the
+// report of what was measured is printed (marked interrupted); the server prints its counters and
+// exits 0. A second signal exits at once.
+#include "args/bench_udp.hpp"
 #include "common/tool_support.hpp"
 #include "common/udp_echo.hpp"
 
@@ -23,6 +30,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,38 +40,11 @@ namespace {
 
 using namespace galay;
 namespace udp = galay::tools::udp;
+namespace args = galay::tools::bench_udp;
 using Clock = std::chrono::steady_clock;
 
-struct ServerOptions {
-    std::string bind = "0.0.0.0";
-    std::uint16_t port = 8080;
-    unsigned workers = 4;
-    int rcvbuf = 4 << 20;
-    std::size_t buffer = 2048; // raised to the message size in the one-process mode
-    bool gso = true;
-    bool gro = true;
-    Backend backend = Backend::automatic;
-};
-
-struct ClientOptions {
-    std::string host = "127.0.0.1";
-    std::uint16_t port = 8080;
-    unsigned clients = 100;
-    std::uint64_t messages = 1000;
-    std::size_t size = 256;
-    unsigned pipeline = 10;
-    double duration = 0;
-    double warmup = 0;
-    double drain = 1.0;
-    double stall = 0.2;
-    std::optional<unsigned> workers; // for the report (split mode: the server's own -w)
-    int server_pid = 0;
-    double max_loss = -1; // percent; < 0: loss never fails the run
-    bool json = false;
-    bool gso = true;
-    bool gro = true;
-    Backend backend = Backend::automatic;
-};
+using tools::bench_udp::ClientOptions;
+using tools::bench_udp::ServerOptions;
 
 std::chrono::nanoseconds seconds(double s) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
@@ -84,21 +65,25 @@ double mib(std::uint64_t packets, std::size_t size) {
 
 // --- server -----------------------------------------------------------------------------------
 
-/// Bind `workers` SO_REUSEPORT sockets on one port (port 0: the first picks it for all).
+/// Bind `workers` sockets on one port, shared among themselves only (port 0: any free port).
 Result<std::vector<UdpSocket>> bind_workers(const ServerOptions& o) {
     auto addr = SocketAddr::from_ip(o.bind, o.port);
     if (!addr) return std::unexpected(addr.error());
-    std::vector<UdpSocket> socks;
-    for (unsigned i = 0; i < o.workers; ++i) {
-        auto s = UdpSocket::bind(*addr, {.reuse_port = true,
-                                         .recv_buffer_size = o.rcvbuf,
-                                         .segmentation_offload = o.gso,
-                                         .receive_offload = o.gro});
-        if (!s) return std::unexpected(s.error());
-        if (i == 0 && addr->port() == 0) addr->set_port(s->local_addr()->port());
-        socks.push_back(std::move(*s));
-    }
-    return socks;
+    return UdpSocket::bind_group(
+        *addr, o.workers,
+        {.recv_buffer_size = o.rcvbuf, .segmentation_offload = o.gso, .receive_offload = o.gro});
+}
+
+/// "cannot bind 0.0.0.0 port 9000: Address already in use (another process holds the port:
+/// a server still running?)"
+std::string bind_error(const ServerOptions& o, std::error_code e) {
+    std::string msg = "cannot bind " + o.bind + " port " + std::to_string(o.port) + ": ";
+    if (e == std::errc::invalid_argument && !SocketAddr::from_ip(o.bind, o.port))
+        return msg + "'" + o.bind + "' is not a numeric IPv4 or IPv6 address";
+    msg += e.message();
+    if (e == std::errc::address_in_use)
+        msg += " (another socket holds the port: a server still running? pick another -p)";
+    return msg;
 }
 
 Task<void> serve_all(std::vector<UdpSocket>& socks, std::vector<udp::ServerCounters>& counters,
@@ -186,11 +171,17 @@ private:
     clockid_t cpu_clock_{};
 };
 
+/// Serve until SIGINT/SIGTERM; then print the counters.
+Task<int> serve_until_stopped(std::vector<UdpSocket>& socks,
+                              std::vector<udp::ServerCounters>& counters, std::size_t buffer) {
+    auto r = co_await when_any(serve_all(socks, counters, buffer), tools::wait_for_stop_signal());
+    co_return r.index() == 1 ? std::get<1>(r) : 0;
+}
+
 int run_server(const ServerOptions& o) {
     auto socks = bind_workers(o);
     if (!socks) {
-        std::fprintf(stderr, "bench_udp server: cannot bind %s port %u: %s\n", o.bind.c_str(),
-                     o.port, socks.error().message().c_str());
+        std::fprintf(stderr, "bench_udp server: %s\n", bind_error(o, socks.error()).c_str());
         return 1;
     }
     const SocketAddr local = *socks->front().local_addr();
@@ -201,7 +192,19 @@ int run_server(const ServerOptions& o) {
                     o.workers == 1 ? "" : "s");
         std::fflush(stdout);
         std::vector<udp::ServerCounters> counters(socks->size());
-        sched.block_on(serve_all(*socks, counters, o.buffer));
+        const int sig = sched.block_on(serve_until_stopped(*socks, counters, o.buffer));
+        udp::ServerCounters t;
+        for (const auto& c : counters) {
+            t.received += c.received;
+            t.sent += c.sent;
+            t.truncated += c.truncated;
+            t.errors += c.errors;
+        }
+        std::printf("bench_udp server: stopped by %s: %s datagrams received, %s echoed, %s "
+                    "truncated, %s errors\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM", tools::with_commas(t.received).c_str(),
+                    tools::with_commas(t.sent).c_str(), tools::with_commas(t.truncated).c_str(),
+                    tools::with_commas(t.errors).c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_udp server: %s\n", e.what());
         return 1;
@@ -217,6 +220,7 @@ struct Outcome {
     std::optional<udp::ServerCounters> server; // one-process mode only
     std::string backend;
     bool resolved = true;
+    int interrupted_by = 0; // SIGINT/SIGTERM ended the run early
 };
 
 Task<void> progress(const udp::LiveCounters& live, bool to_stderr) {
@@ -234,9 +238,28 @@ Task<void> progress(const udp::LiveCounters& live, bool to_stderr) {
     }
 }
 
-Task<udp::ClientReport> clients_with_progress(const udp::ClientConfig& cfg, bool to_stderr) {
+/// Waits for SIGINT/SIGTERM, then ends the run early (the clients drain and report); then
+/// waits to be cancelled, when the clients have finished.
+Task<void> stop_on_signal(CancelSource& stop, int* signal) {
+    *signal = co_await tools::wait_for_stop_signal();
+    if (*signal == 0) co_return; // cancelled: the run finished first
+    stop.cancel();
+    for (;;) {
+        auto slept = co_await sleep(std::chrono::hours(24));
+        if (!slept) co_return;
+    }
+}
+
+Task<udp::ClientReport> clients_with_progress(const udp::ClientConfig& cfg, bool progress_lines,
+                                              bool to_stderr, int* signal) {
     udp::LiveCounters live;
-    auto r = co_await when_any(udp::run_echo_clients(cfg, &live), progress(live, to_stderr));
+    auto watch = [&]() -> Task<void> {
+        if (progress_lines)
+            co_await when_all(progress(live, to_stderr), stop_on_signal(*cfg.stop, signal));
+        else
+            co_await stop_on_signal(*cfg.stop, signal);
+    };
+    auto r = co_await when_any(udp::run_echo_clients(cfg, &live), watch());
     co_return std::move(std::get<0>(r));
 }
 
@@ -262,23 +285,29 @@ Task<Outcome> run_client(const ClientOptions& o, std::function<std::optional<dou
     cfg.stall_timeout = seconds(o.stall);
     cfg.segmentation_offload = o.gso;
     cfg.receive_offload = o.gro;
+    CancelSource stop; // cancelled by SIGINT/SIGTERM: the run ends early
+    cfg.stop = &stop;
     const bool timed = o.duration > 0;
-    // Duration mode: the CPU window is the measured window (sampled by a task beside the clients).
+    // Duration mode: the CPU window is the measured window (sampled by a task beside the clients,
+    // cut short with it by a stop signal).
     std::optional<double> cpu0, cpu1;
     auto sampler = [&]() -> Task<void> {
-        co_await sleep(cfg.warmup);
+        (void)co_await sleep(cfg.warmup);
         cpu0 = cpu();
-        co_await sleep(cfg.duration);
+        (void)co_await sleep(cfg.duration);
         cpu1 = cpu();
     };
+    int sig = 0;
     if (timed) {
-        auto [rep, _] = co_await when_all(clients_with_progress(cfg, o.json), sampler());
+        auto [rep, _] = co_await when_all(clients_with_progress(cfg, true, o.json, &sig),
+                                          with_cancel(stop, sampler()));
         out.report = std::move(rep);
     } else {
         cpu0 = cpu();
-        out.report = co_await udp::run_echo_clients(cfg);
+        out.report = co_await clients_with_progress(cfg, false, false, &sig);
         cpu1 = cpu();
     }
+    out.interrupted_by = sig;
     if (cpu0 && cpu1) out.server_cpu = *cpu1 - *cpu0;
     co_return out;
 }
@@ -326,6 +355,7 @@ int report(const ClientOptions& o, const Outcome& out) {
             {"received_mbps", recv_pps * double(o.size) / double(1 << 20)},
             {"server_cpu_s", out.server_cpu ? nlohmann::json(*out.server_cpu) : nullptr},
             {"server_cpu_us_per_packet", cpu_us ? nlohmann::json(*cpu_us) : nullptr},
+            {"interrupted", out.interrupted_by != 0},
         };
         if (out.server)
             j["server"] = {{"received", out.server->received},
@@ -335,6 +365,9 @@ int report(const ClientOptions& o, const Outcome& out) {
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("\n========== UDP Benchmark Results ==========\n");
+        if (out.interrupted_by != 0)
+            std::printf("Interrupted: %s (the clients stopped sending and drained)\n",
+                        out.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM");
         std::printf("Backend: %s\n", out.backend.c_str());
         std::printf("Test Duration: %.2f seconds%s\n", secs,
                     timed ? " (measured window)" : " (first send to last echo)");
@@ -389,9 +422,9 @@ int report(const ClientOptions& o, const Outcome& out) {
         return 1;
     }
     if (o.max_loss >= 0 && c.loss_percent() > o.max_loss) {
-        std::fprintf(stderr, "bench_udp: loss %.4f%% exceeds --max-loss %g%%: exit code 3\n",
+        std::fprintf(stderr, "bench_udp: loss %.4f%% exceeds --max-loss %g%%: exit code 1\n",
                      c.loss_percent(), o.max_loss);
-        return 3;
+        return 1;
     }
     return 0;
 }
@@ -428,16 +461,12 @@ int run_split_client(const ClientOptions& o) {
 }
 
 int run_both(ClientOptions o, ServerOptions so) {
-    so.port = o.port;
-    so.bind = o.host; // the server listens on the address the clients use
     auto socks = bind_workers(so);
     if (!socks) {
-        std::fprintf(stderr, "bench_udp: cannot bind %s port %u: %s\n", so.bind.c_str(), so.port,
-                     socks.error().message().c_str());
+        std::fprintf(stderr, "bench_udp: %s\n", bind_error(so, socks.error()).c_str());
         return 1;
     }
     o.port = socks->front().local_addr()->port();
-    o.workers = so.workers;
     std::optional<ServerThread> server;
     std::optional<Scheduler> sched;
     try {
@@ -459,108 +488,32 @@ int run_both(ClientOptions o, ServerOptions so) {
     return report(o, out);
 }
 
-void add_client_options(CLI::App& app, ClientOptions& o) {
-    app.add_option("-c,--clients", o.clients, "concurrent clients (one socket each)")
-        ->check(CLI::Range(1u, 100'000u))
-        ->capture_default_str();
-    app.add_option("-n,--messages", o.messages, "messages per client")
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
-        ->capture_default_str();
-    app.add_option("-s,--size", o.size, "message size in bytes")
-        ->check(CLI::Range(udp::kHeaderSize, std::size_t{65507}))
-        ->capture_default_str();
-    app.add_option("-P,--pipeline", o.pipeline, "datagrams in flight per client")
-        ->check(CLI::Range(1u, 4096u))
-        ->capture_default_str();
-    app.add_option("-d,--duration", o.duration,
-                   "duration mode: send for this many seconds instead of -n messages")
-        ->check(CLI::Range(0.0, 86400.0));
-    app.add_option("--warmup", o.warmup, "duration mode: seconds of traffic before measuring")
-        ->check(CLI::Range(0.0, 3600.0));
-    app.add_option("--drain-timeout", o.drain,
-                   "seconds to wait for the last echoes; later ones are lost")
-        ->check(CLI::Range(0.001, 3600.0))
-        ->capture_default_str();
-    app.add_option("--stall-timeout", o.stall,
-                   "seconds without an echo before a client stops waiting for its window "
-                   "(late echoes still count)")
-        ->check(CLI::Range(0.001, 3600.0))
-        ->capture_default_str();
-    app.add_option("--max-loss", o.max_loss, "exit with code 3 if the loss exceeds this percent")
-        ->check(CLI::Range(0.0, 100.0));
-    app.add_flag("--json", o.json, "print one JSON object instead of the text report");
-    app.add_flag("!--no-gso", o.gso, "send every datagram as its own message (no UDP_SEGMENT)");
-    app.add_flag("!--no-gro", o.gro, "receive every datagram on its own (no UDP_GRO)");
-    tools::add_backend_flag(app, &o.backend);
+int run(const args::Options& a) {
+    std::signal(SIGPIPE, SIG_IGN);
+    if (a.mode == args::Mode::server) {
+        tools::install_stop_handlers();
+        return run_server(a.server);
+    }
+    const ClientOptions& o = a.client;
+    if (o.server_pid > 0 && !tools::process_cpu_seconds(o.server_pid)) {
+        std::fprintf(stderr, "bench_udp: --server-pid %d: no such process\n", o.server_pid);
+        return 2;
+    }
+    const unsigned own_server = a.mode == args::Mode::both ? a.server.workers : 0;
+    if (!tools::ensure_fd_limit(o.clients + own_server + 64ull, "bench_udp")) return 1;
+    tools::install_stop_handlers(); // before the header: from then on Ctrl-C gives a summary
+    return a.mode == args::Mode::client ? run_split_client(o) : run_both(o, a.server);
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"UDP echo benchmark on galay-kernel (server and clients in one process, or "
-                 "split with the `server` / `client` subcommands)"};
-    app.set_help_flag("--help", "Print this help and exit"); // -h is the host
-    ClientOptions both;
-    ServerOptions both_server;
-    both.port = 0; // one process: any free port
-    app.add_option("-h,--host", both.host, "address the server binds and the clients target")
-        ->capture_default_str();
-    app.add_option("-p,--port", both.port, "UDP port (0: any free port)")->capture_default_str();
-    app.add_option("-w,--workers", both_server.workers, "server worker coroutines (sockets)")
-        ->check(CLI::Range(1u, 1024u))
-        ->capture_default_str();
-    add_client_options(app, both);
-
-    ServerOptions so;
-    CLI::App* server = app.add_subcommand("server", "run only the echo server");
-    server->set_help_flag("--help", "Print this help and exit");
-    server->add_option("-p,--port", so.port, "UDP port")->capture_default_str();
-    server->add_option("-h,--host,--bind", so.bind, "address to bind")->capture_default_str();
-    server->add_option("-w,--workers", so.workers, "worker coroutines (SO_REUSEPORT sockets)")
-        ->check(CLI::Range(1u, 1024u))
-        ->capture_default_str();
-    server->add_option("--rcvbuf", so.rcvbuf, "SO_RCVBUF per socket, bytes (capped by rmem_max)")
-        ->check(CLI::Range(0, 1 << 30))
-        ->capture_default_str();
-    server
-        ->add_option("--buffer", so.buffer,
-                     "largest datagram echoed whole, bytes (a longer one is echoed truncated, "
-                     "reported, and fails the client's check)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{65535}))
-        ->capture_default_str();
-    server->add_flag("!--no-gso", so.gso,
-                     "echo every datagram as its own message (no UDP_SEGMENT)");
-    server->add_flag("!--no-gro", so.gro, "receive every datagram on its own (no UDP_GRO)");
-    tools::add_backend_flag(*server, &so.backend);
-
-    ClientOptions co;
-    unsigned co_workers = 0;
-    CLI::App* client = app.add_subcommand("client", "run only the clients against a server");
-    client->set_help_flag("--help", "Print this help and exit");
-    client->add_option("-h,--host", co.host, "server host")->capture_default_str();
-    client->add_option("-p,--port", co.port, "server port")->capture_default_str();
-    client->add_option("-w,--workers", co_workers, "the server's worker count (for the report)");
-    client->add_option("--server-pid", co.server_pid,
-                       "report the server's CPU time per packet (reads /proc/PID/stat)");
-    add_client_options(*client, co);
-    app.require_subcommand(0, 1);
-    CLI11_PARSE(app, argc, argv);
-
-    std::signal(SIGPIPE, SIG_IGN);
-    if (server->parsed()) return run_server(so);
-    if (client->parsed()) {
-        if (co_workers > 0) co.workers = co_workers;
-        if (co.server_pid > 0 && !tools::process_cpu_seconds(co.server_pid)) {
-            std::fprintf(stderr, "bench_udp: --server-pid %d: no such process\n", co.server_pid);
-            return 2;
-        }
-        if (!tools::ensure_fd_limit(co.clients + 64ull, "bench_udp")) return 1;
-        return run_split_client(co);
+    auto parsed = tools::bench_udp::parse_args(tools::args_from(argc, argv));
+    if (!parsed) return tools::print_exit(parsed.error());
+    try {
+        return run(*parsed);
+    } catch (const std::bad_alloc&) { // the memory check passed, but the machine is short now
+        std::fprintf(stderr, "bench_udp: out of memory\n");
+        return 1;
     }
-    if (!tools::ensure_fd_limit(both.clients + both_server.workers + 64ull, "bench_udp")) return 1;
-    both_server.backend = both.backend;
-    both_server.gso = both.gso;
-    both_server.buffer = std::max(both_server.buffer, both.size);
-    both_server.gro = both.gro;
-    return run_both(both, both_server);
 }

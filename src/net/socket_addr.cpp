@@ -37,6 +37,8 @@ void SocketAddr::set_port(std::uint16_t port) noexcept {
 }
 
 Result<SocketAddr> SocketAddr::from_ip(std::string_view ip, std::uint16_t port) {
+    // inet_pton reads a C string: "::\0junk" would be "::". (Found by fuzz/socket_addr_fuzz.)
+    if (ip.find('\0') != std::string_view::npos) return fail(EINVAL);
     std::string s(ip);
     SocketAddr a;
     if (::inet_pton(AF_INET, s.c_str(), &a.storage_.v4.sin_addr) == 1) {
@@ -158,21 +160,25 @@ struct Lookup {
     int gai_error = 0;
 };
 
+class ResolverCategory final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "resolver"; }
+    std::string message(int ev) const override { return ::gai_strerror(ev); }
+    /// "Try again later" still compares equal to std::errc::resource_unavailable_try_again.
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        if (ev == EAI_AGAIN) return std::errc::resource_unavailable_try_again;
+        return {ev, *this};
+    }
+};
+
 std::error_code gai_to_error(int rc) {
     switch (rc) {
-    case EAI_NONAME:
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-#endif
-        return std::make_error_code(std::errc::host_unreachable);
-    case EAI_AGAIN:
-        return std::make_error_code(std::errc::resource_unavailable_try_again);
     case EAI_MEMORY:
         return std::make_error_code(std::errc::not_enough_memory);
     case EAI_SYSTEM:
         return errno_code(errno);
-    default:
-        return std::make_error_code(std::errc::invalid_argument);
+    default: // EAI_NONAME, EAI_AGAIN, EAI_FAIL, ...: the resolver's own words
+        return {rc, resolver_category()};
     }
 }
 
@@ -199,6 +205,11 @@ void run_lookup(Lookup& l) {
 }
 
 } // namespace
+
+const std::error_category& resolver_category() noexcept {
+    static const ResolverCategory category;
+    return category;
+}
 
 Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port) {
     Result<SocketAddr> numeric = SocketAddr::from_ip(host, port);

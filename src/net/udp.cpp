@@ -560,6 +560,29 @@ Result<UdpSocket> UdpSocket::bind(const SocketAddr& addr, UdpOptions options) no
     return s;
 }
 
+Result<std::vector<UdpSocket>> UdpSocket::bind_group(const SocketAddr& addr, std::size_t count,
+                                                     UdpOptions options) {
+    if (count == 0) return fail(EINVAL);
+    options.reuse_addr = false;
+    options.reuse_port = false;
+    auto first = bind(addr, options); // exclusive: fails if anyone holds the port
+    if (!first) return std::unexpected(first.error());
+    if (auto r = detail::setsockopt_int(first->fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+        return std::unexpected(r.error());
+    SocketAddr at = addr;
+    at.set_port(first->local_port_);
+    std::vector<UdpSocket> group;
+    group.reserve(count);
+    group.push_back(std::move(*first));
+    options.reuse_port = true;
+    while (group.size() < count) {
+        auto s = bind(at, options);
+        if (!s) return std::unexpected(s.error());
+        group.push_back(std::move(*s));
+    }
+    return group;
+}
+
 Result<void> UdpSocket::connect(const SocketAddr& addr) noexcept {
     if (int err = detail::check_destination(family_, addr); err != 0) return fail(err);
     if (::connect(fd_, addr.data(), addr.size()) < 0) return fail(errno);

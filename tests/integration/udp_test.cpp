@@ -712,6 +712,62 @@ TEST_P(UdpTest, LossAccountingReportsExactlyTheDroppedTenPercent) {
     EXPECT_DOUBLE_EQ(report.counts.loss_percent(), 10.0);
 }
 
+// bind_group: N sockets share one port with SO_REUSEPORT, every datagram reaches exactly one of
+// them, and nobody else gets into the group with a plain bind or a second group.
+TEST_P(UdpTest, BindGroupSharesAPortAmongItsOwnSockets) {
+    run([]() -> Task<void> {
+        auto group = UdpSocket::bind_group(SocketAddr::loopback_v4(0), 3);
+        CO_ASSERT(group.has_value());
+        CO_ASSERT(group->size() == 3);
+        const SocketAddr at = addr_of((*group)[0]);
+        CO_ASSERT(at.port() != 0);
+        for (const UdpSocket& s : *group)
+            CO_ASSERT(addr_of(s) == at);
+        // 64 senders (64 source ports, so the kernel's hash spreads them), one datagram each.
+        // Loopback delivers during the send, so afterwards every datagram waits in some queue.
+        for (int i = 0; i < 64; ++i) {
+            UdpSocket c = connected_to(at);
+            auto sent = co_await c.send(std::string_view("x"));
+            CO_ASSERT(sent.has_value());
+        }
+        std::size_t received = 0;
+        for (UdpSocket& s : *group) {
+            for (;;) {
+                std::array<char, 16> buf;
+                auto r = co_await s.recv_from(buf, nullptr).timeout(5ms);
+                if (!r) {
+                    CO_ASSERT(r.error() == std::errc::timed_out);
+                    break;
+                }
+                ++received;
+            }
+        }
+        EXPECT_EQ(received, 64u);
+        auto plain = UdpSocket::bind(at);
+        CO_ASSERT(!plain);
+        EXPECT_EQ(plain.error(), std::errc::address_in_use);
+        auto second = UdpSocket::bind_group(at, 2);
+        CO_ASSERT(!second);
+        EXPECT_EQ(second.error(), std::errc::address_in_use);
+    }());
+}
+
+// Issue 13, defect 6: a socket another process left on the port with SO_REUSEPORT (same user)
+// silently shared it with a new server's sockets. bind_group refuses the port.
+TEST_P(UdpTest, BindGroupRefusesAPortAnotherSocketHoldsEvenWithReusePort) {
+    auto leftover = UdpSocket::bind(SocketAddr::loopback_v4(0), {.reuse_port = true});
+    ASSERT_TRUE(leftover.has_value());
+    const SocketAddr at = addr_of(*leftover);
+    auto group = UdpSocket::bind_group(at, 2);
+    ASSERT_FALSE(group.has_value());
+    EXPECT_EQ(group.error(), std::errc::address_in_use);
+    // The wildcard address overlaps it too.
+    auto wide = UdpSocket::bind_group(SocketAddr::any_v4(at.port()), 2);
+    ASSERT_FALSE(wide.has_value());
+    EXPECT_EQ(wide.error(), std::errc::address_in_use);
+    EXPECT_FALSE(UdpSocket::bind_group(SocketAddr::loopback_v4(0), 0)); // no sockets: EINVAL
+}
+
 GALAY_INSTANTIATE_BACKENDS(UdpTest);
 
 // --- the accounting unit on its own ------------------------------------------------------------

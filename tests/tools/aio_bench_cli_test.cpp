@@ -5,6 +5,8 @@
 // Files live in a fresh directory under $AIO_BENCH_TEST_DIR, else /var/tmp (a disk filesystem, so
 // --direct works), else /tmp. Tests that need O_DIRECT skip, saying why, if that directory is
 // tmpfs.
+#include "support/process.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -622,6 +624,59 @@ TEST_F(AioBenchCli, IoUringFixedbufsAndRegisterfilesRunAndVerify) {
                      "2m", "--fixedbufs", "--registerfiles"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find(", fixedbufs, registerfiles"), std::string::npos) << r.out;
+}
+
+// Issue 13, defect 5: -r 1e-10 passed the positivity check, truncated to 0 ns, and 0 means "no
+// time limit". Every value that would be 0 ns is refused.
+TEST_F(AioBenchCli, RuntimeBelowOneNanosecondIsRefused) {
+    for (const char* r : {"1e-10", "0.0000000001", "1e-300", "nan", "inf"}) {
+        Outcome o = run({"-f", path("r.dat").string(), "-r", r, "--ios", "100", "--size", "1m"});
+        EXPECT_EQ(o.code, 2) << "-r " << r << ": " << o.err;
+        EXPECT_NE(o.err.find("-r/--runtime"), std::string::npos) << o.err;
+        EXPECT_FALSE(fs::exists(path("r.dat")));
+    }
+}
+
+// Issue 13, defect 8: `timeout` sends SIGTERM to its child and then to its whole process group,
+// so aio_bench gets it twice; the handler was SA_RESETHAND, so the second one killed it before
+// the report, and the file it created stayed. Here the process is held at its report (its stdout
+// pipe is full) when the second SIGTERM comes, so without the fix it is always killed.
+TEST_P(AioBenchEngine, TimeoutsDoubleSigtermStillReportsAndRemovesTheFile) {
+    const fs::path f = path("timeout.dat");
+    galay::test::Process p({AIO_BENCH_BIN, "-f", f.string(), "-e", GetParam(), "-p", "rand_read",
+                            "--size", "1m", "-q", "4", "-r", "60"},
+                           /*keep_stdout_writer=*/true);
+    ASSERT_TRUE(p.wait_for("seed ")) << p.out() << p.err(); // running, handlers installed
+    p.fill_stdout_pipe('\0');
+    p.signal(SIGTERM);
+    ASSERT_TRUE(p.wait_delivered(SIGTERM));
+    p.signal(SIGTERM);
+    ASSERT_TRUE(p.wait_delivered(SIGTERM));
+    galay::test::ProcessResult r = p.finish();
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_TRUE(r.exited) << "killed by signal " << r.signal;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("(interrupted)"), std::string::npos)
+        << r.out.substr(r.out.rfind('\0') + 1);
+    EXPECT_FALSE(fs::exists(f));
+}
+
+// A real second signal (SIGINT then SIGTERM, delivered together) removes the created file and
+// exits at once, killed by the signal as a shell expects.
+TEST_P(AioBenchEngine, SecondSignalRemovesTheFileAndExitsAtOnce) {
+    const fs::path f = path("forced.dat");
+    galay::test::Process p({AIO_BENCH_BIN, "-f", f.string(), "-e", GetParam(), "-p", "rand_write",
+                            "--size", "1m", "-q", "4", "-r", "60"});
+    ASSERT_TRUE(p.wait_for("seed ")) << p.out() << p.err();
+    ASSERT_TRUE(fs::exists(f));
+    p.signal(SIGSTOP);
+    p.signal(SIGINT);
+    p.signal(SIGTERM);
+    p.signal(SIGCONT);
+    galay::test::ProcessResult r = p.finish();
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_FALSE(r.exited) << r.out;
+    EXPECT_FALSE(fs::exists(f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, AioBenchEngine, ::testing::Values("libaio", "io_uring"),

@@ -2,11 +2,14 @@
 // every backend whose --json output parses. The binary's path comes from CMake.
 #include "support/backends.hpp"
 #include "support/files.hpp"
+#include "support/process.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -241,3 +244,139 @@ TEST_P(BenchFileIoRun, FixedBuffersVerifyEveryBlockAndCatchACorruptedOne) {
 }
 
 GALAY_INSTANTIATE_BACKENDS(BenchFileIoRun);
+
+// ---------------------------------------------------------------------------------------------
+// Issue 13: memory and free space computed with overflow checks (defect 7), clear messages
+// (defect 11).
+
+// -w 2 x --batch 1024 x 64 MiB buffers is 128 GiB: it died of an uncaught std::bad_alloc
+// (exit 134) and left its files. It is refused up front, before any file exists.
+TEST(BenchFileIoLimits, BuffersLargerThanMemoryAreRefusedUpFront) {
+    galay::test::TempDir dir;
+    ToolRun r = run_tool(
+        {"-w", "2", "-n", "1", "-b", "67108864", "--batch", "1024", "-d", dir.path().string()});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("of memory"), std::string::npos) << r.err;
+    EXPECT_TRUE(dir_is_empty(dir.path()));
+}
+
+// 4096 workers x 2^32 blocks x 1 MiB is 2^64 bytes: the free-space check multiplied it into 0
+// and let the run start. The size is computed with overflow checks and refused.
+TEST(BenchFileIoLimits, FileSizesThatOverflowAreRefused) {
+    galay::test::TempDir dir;
+    galay::test::ProcessResult r =
+        galay::test::run_process({BENCH_FILE_IO_PATH, "-w", "4096", "-n", "4294967296", "-b",
+                                  "1048576", "-d", dir.path().string()},
+                                 std::chrono::seconds(30));
+    EXPECT_FALSE(r.timed_out) << "the run started";
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("2^64"), std::string::npos) << r.err;
+    EXPECT_TRUE(dir_is_empty(dir.path()));
+}
+
+/// A ramfs mounted on a fresh directory for the test's lifetime (needs CAP_SYS_ADMIN).
+class RamfsDir {
+public:
+    RamfsDir() {
+        mounted_ = ::mount("ramfs", dir_.path().c_str(), "ramfs", 0, nullptr) == 0;
+        if (!mounted_) error_ = std::strerror(errno);
+    }
+    ~RamfsDir() {
+        if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+    }
+    bool mounted() const { return mounted_; }
+    const std::string& error() const { return error_; }
+    const std::filesystem::path& path() const { return dir_.path(); }
+
+private:
+    galay::test::TempDir dir_;
+    bool mounted_ = false;
+    std::string error_;
+};
+
+// Defect 11: ramfs reports 0 free blocks (it has no size limit), so every run there was refused
+// with "only 0.0 MiB are free". It runs, its files being memory.
+TEST_P(BenchFileIoRun, RunsOnRamfs) {
+    RamfsDir ram;
+    if (!ram.mounted()) GTEST_SKIP() << "SKIP: cannot mount a ramfs here: " << ram.error();
+    ToolRun r = run_tool({"-w", "2", "-n", "20", "--backend", galay::backend_name(GetParam()), "-d",
+                          ram.path().string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("0.0 MiB"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("(ramfs)"), std::string::npos) << r.out;
+    EXPECT_TRUE(dir_is_empty(ram.path()));
+}
+
+/// Run bench_file_io as user nobody without CAP_IPC_LOCK and with RLIMIT_MEMLOCK = `kib`: the
+/// limit an unprivileged user has. Empty when this cannot be arranged (not root, no util-linux).
+std::vector<std::string> unprivileged(unsigned kib) {
+    if (::geteuid() != 0 || ::access("/usr/bin/prlimit", X_OK) != 0 ||
+        ::access("/usr/bin/setpriv", X_OK) != 0)
+        return {};
+    const std::string bytes = std::to_string(kib * 1024ull);
+    return {"/usr/bin/prlimit", "--memlock=" + bytes + ":" + bytes,
+            "/usr/bin/setpriv", "--reuid=65534",
+            "--regid=65534",    "--clear-groups",
+            "--inh-caps=-all",  "--bounding-set=-ipc_lock",
+            BENCH_FILE_IO_PATH};
+}
+
+/// A directory user nobody can write to.
+std::unique_ptr<galay::test::TempDir> shared_dir() {
+    auto d = std::make_unique<galay::test::TempDir>();
+    ::chmod(d->path().c_str(), 0777);
+    return d;
+}
+
+// Defect 11: with --fixed, an unprivileged user's workers got "registered for 0 of 2 workers"
+// and no reason. The report now says the kernel refused, what RLIMIT_MEMLOCK is and how to
+// raise it.
+TEST_P(BenchFileIoRun, FixedSaysWhyNoBufferWasRegistered) {
+    std::vector<std::string> argv = unprivileged(256);
+    if (argv.empty()) GTEST_SKIP() << "SKIP: needs root, prlimit and setpriv";
+    auto dir = shared_dir();
+    argv.insert(argv.end(),
+                {"-w", "2", "-n", "4", "-b", "1048576", "-batch", "2", "--fixed", "--backend",
+                 galay::backend_name(GetParam()), "-d", dir->path().string()});
+    galay::test::ProcessResult r = galay::test::run_process(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (GetParam() == galay::Backend::epoll) {
+        EXPECT_NE(r.out.find("registered for 0 of 2 workers (epoll: plain operations)"),
+                  std::string::npos)
+            << r.out;
+    } else {
+        EXPECT_NE(r.out.find("registered for 0 of 2 workers (the kernel refused"),
+                  std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find("RLIMIT_MEMLOCK is 256.0 KiB"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("ulimit -l"), std::string::npos) << r.out;
+        EXPECT_NE(r.err.find("--fixed: 2 of 2 workers use plain buffers"), std::string::npos)
+            << r.err;
+    }
+    EXPECT_TRUE(dir_is_empty(dir->path()));
+}
+
+// Defect 11: under a small RLIMIT_MEMLOCK, io_uring set-up said "Cannot allocate memory" and no
+// more. It now names the limit and `ulimit -l` (forced io_uring, and automatic selection, which
+// reports memory errors instead of falling back).
+TEST(BenchFileIoLimits, IoUringSetupUnderMemlockHintsAtUlimit) {
+    if (!galay::probe_io_uring().usable) GTEST_SKIP() << "SKIP: no io_uring here";
+    for (const char* backend : {"io_uring", "auto"}) {
+        std::vector<std::string> argv = unprivileged(16);
+        if (argv.empty()) GTEST_SKIP() << "SKIP: needs root, prlimit and setpriv";
+        auto dir = shared_dir();
+        argv.insert(argv.end(),
+                    {"-w", "1", "-n", "4", "--backend", backend, "-d", dir->path().string()});
+        galay::test::ProcessResult r = galay::test::run_process(argv);
+        if (r.exit_code == 0) {
+            GTEST_SKIP() << "SKIP: this kernel sets up io_uring rings within 16 KiB of "
+                            "RLIMIT_MEMLOCK (it accounts ring memory elsewhere)";
+        }
+        EXPECT_EQ(r.exit_code, 1) << backend << ": " << r.err;
+        EXPECT_NE(r.err.find("Cannot allocate memory"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("RLIMIT_MEMLOCK is 16 KiB"), std::string::npos)
+            << backend << ": " << r.err;
+        EXPECT_NE(r.err.find("ulimit -l"), std::string::npos) << backend << ": " << r.err;
+        EXPECT_TRUE(dir_is_empty(dir->path()));
+    }
+}

@@ -37,6 +37,19 @@ TEST(SocketAddrTest, FromIpAcceptsBothFamilies) {
     EXPECT_FALSE(SocketAddr::from_ip("not-an-ip", 1));
 }
 
+// Found by fuzz/socket_addr_fuzz: text with a NUL byte was read as a C string, so
+// "[::\0\0\0\0\0\0\0\0]:80" parsed as [::]:80 and "127.0.0.1\0junk" as 127.0.0.1.
+TEST(SocketAddrTest, RejectsTextWithANulByte) {
+    using namespace std::string_view_literals;
+    for (std::string_view bad :
+         {"[::\0\0\0\0\0\0\0\x30]:80"sv, "127.0.0.1\0junk:80"sv, "127.0.0.1:80\0"sv, "\0"sv}) {
+        auto a = SocketAddr::parse(bad);
+        EXPECT_FALSE(a) << bad.size();
+    }
+    EXPECT_FALSE(SocketAddr::from_ip("127.0.0.1\0junk"sv, 80));
+    EXPECT_FALSE(SocketAddr::from_ip("::1\0"sv, 80));
+}
+
 TEST(SocketAddrTest, DefaultIsUnspecified) {
     SocketAddr a;
     EXPECT_FALSE(a.is_v4());
@@ -60,6 +73,18 @@ TEST_P(ResolveTest, ResolvesLocalhostAndNumericHosts) {
 TEST_P(ResolveTest, UnknownHostIsAnError) {
     auto r = run(resolve("no-such-host.invalid", 80));
     EXPECT_FALSE(r);
+}
+
+// Issue 13, defect 11: an unresolvable host was reported as "No route to host" (EHOSTUNREACH),
+// which sends the user looking at routes instead of at the name. The error is now the
+// resolver's own ("Name or service not known", or "Temporary failure in name resolution" when
+// no DNS server answers).
+TEST_P(ResolveTest, UnknownHostSaysTheNameDidNotResolve) {
+    auto r = run(resolve("no-such-host.invalid", 80));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(&r.error().category(), &resolver_category()) << r.error().message();
+    EXPECT_NE(r.error(), std::errc::host_unreachable);
+    EXPECT_EQ(r.error().message().find("route"), std::string::npos) << r.error().message();
 }
 
 GALAY_INSTANTIATE_BACKENDS(ResolveTest);

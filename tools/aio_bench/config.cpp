@@ -1,7 +1,10 @@
 #include "config.hpp"
 
+#include "common/cli.hpp"
+
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -44,7 +47,8 @@ std::string_view to_string(PollMode m) {
 
 uint64_t Config::runtime_ns() const {
     if (ios != 0 && !runtime_set) return 0;
-    return static_cast<uint64_t>(runtime_s * 1e9);
+    // parse_args refuses anything below 1 ns; never let rounding turn a limit into "none" (0).
+    return std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(runtime_s * 1e9)));
 }
 
 std::optional<uint64_t> parse_size(std::string_view s) {
@@ -229,8 +233,10 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     (void)o_threads;
 
     auto r = parse_seconds(runtime);
-    if (!r || *r <= 0 || *r > 1e7)
+    if (!r || *r <= 0)
         return usage("-r/--runtime: '" + runtime + "' is not a positive number of seconds");
+    if (auto problem = galay::tools::seconds_problem(*r, 0, 1e7))
+        return usage("-r/--runtime: " + *problem);
     cfg.runtime_s = *r;
     cfg.runtime_set = o_runtime->count() > 0;
 

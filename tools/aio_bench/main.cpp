@@ -3,25 +3,39 @@
 // say. See README.md for the flags, the output and the JSON keys.
 //
 // Exit codes: 0 success; 1 runtime error (target, engine, I/O errors, verify errors); 2 usage
-// error.
+// error. SIGINT/SIGTERM: stop issuing, drain, report, remove a created file, exit as usual; the
+// duplicate SIGTERM `timeout` sends is ignored; a second signal removes the created file and
+// exits at once (tools/common/signals.hpp).
 #include "bench.hpp"
 #include "config.hpp"
 #include "report.hpp"
 #include "target.hpp"
 
+#include "common/signals.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 using namespace aiob;
 
 namespace {
 
-void on_signal(int) {
+void on_signal() {
     g_interrupted.store(true);
+}
+
+/// The file aio_bench is creating and will remove, for a forced exit (a second signal).
+char g_created_path[4096];
+
+void remove_created_file() {
+    if (g_created_path[0] != '\0') ::unlink(g_created_path); // async-signal-safe
 }
 
 void live_text(const SecondSample& s, void* user) {
@@ -54,15 +68,18 @@ int main(int argc, char** argv) {
     const Config& cfg = *parsed;
     const uint64_t seed = cfg.seed ? cfg.seed : make_seed();
 
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; // a second Ctrl-C kills
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    // A file that does not exist yet is ours to remove if a second signal forces the exit while
+    // it is being created.
+    struct stat before {};
+    if (!cfg.keep && ::stat(cfg.file.c_str(), &before) != 0 && errno == ENOENT &&
+        cfg.file.size() < sizeof g_created_path)
+        std::memcpy(g_created_path, cfg.file.c_str(), cfg.file.size() + 1);
+    galay::tools::install_stop_handlers(on_signal, remove_created_file);
     // A closed stdout (aio_bench ... | head) must not kill us before a created file is removed.
     signal(SIGPIPE, SIG_IGN);
 
     auto target = open_target(cfg, seed);
+    if (!target || !target->created || target->keep) g_created_path[0] = '\0';
     if (!target) {
         std::fprintf(stderr, "aio_bench: error: %s\n", target.error().c_str());
         return 1;
@@ -71,7 +88,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "aio_bench: error: %s\n", msg.c_str());
         return 1;
     }
-    if (!cfg.json) print_header(stdout, cfg, *target, seed);
+    if (!cfg.json) print_header(stdout, cfg, *target, seed); // flushed: the run has started
 
     LiveFn live = (cfg.per_second && !cfg.json) ? live_text : nullptr;
     if (cfg.compare) {

@@ -1,5 +1,8 @@
 #include "tool_support.hpp"
 
+#include <galay/net/tcp.hpp>
+#include <galay/time/sleep.hpp>
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -76,6 +79,24 @@ std::optional<double> process_cpu_seconds(int pid) {
         if (i == 15) stime = std::stoull(field);
     }
     return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
+Task<int> wait_for_stop_signal() {
+    if (stop_signal() != 0) co_return stop_signal();
+    const int fd = stop_fd() >= 0 ? ::dup(stop_fd()) : -1;
+    if (fd < 0) { // no way to be woken: look now and then
+        // (Not `if (!co_await sleep(..)) co_return 0;`: GCC 12 miscompiles a co_await in an if
+        // condition followed by co_return of a value.)
+        for (;;) {
+            auto slept = co_await sleep(std::chrono::milliseconds(50));
+            if (!slept || stop_signal() != 0) break;
+        }
+        co_return stop_signal();
+    }
+    TcpStream wake(fd); // the read end of the handler's socketpair; stays readable once written
+    char byte = 0;
+    auto r = co_await wake.recv(std::span(&byte, 1), MSG_PEEK);
+    co_return r ? stop_signal() : 0;
 }
 
 std::optional<std::uint64_t> process_rss_bytes(int pid) {

@@ -1,8 +1,13 @@
 // Small things every benchmark tool needs: a --backend flag, raising the fd limit, numbers with
-// thousands separators, reading a process's CPU time.
+// thousands separators, reading a process's CPU time, waiting for Ctrl-C in a coroutine.
+// (Command lines, exit codes and memory checks: common/cli.hpp; signals: common/signals.hpp.)
 #pragma once
 
+#include "common/cli.hpp"
+#include "common/signals.hpp"
+
 #include <galay/runtime.hpp>
+#include <galay/task.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -27,6 +32,10 @@ std::string with_commas(std::uint64_t v);
 
 /// utime+stime of process `pid` in seconds (from /proc/<pid>/stat), or nullopt.
 std::optional<double> process_cpu_seconds(int pid);
+
+/// Completes when SIGINT/SIGTERM asks the tool to stop (install_stop_handlers must have run);
+/// cancellable, e.g. the loser of a when_any. Returns the signal (0 when cancelled).
+Task<int> wait_for_stop_signal();
 
 /// Resident set size of `pid` in bytes (VmRSS), or nullopt.
 std::optional<std::uint64_t> process_rss_bytes(int pid);

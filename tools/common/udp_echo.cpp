@@ -140,7 +140,10 @@ Task<void> client(std::uint32_t id, UdpSocket sock, Shared& sh) {
     LossLedger ledger;
     const bool timed = c.duration.count() > 0;
     // May datagram `seq` still be sent?
-    auto allowed = [&](std::uint64_t seq) { return timed ? !sh.stop_sending : seq < c.messages; };
+    auto allowed = [&](std::uint64_t seq) {
+        if (c.stop != nullptr && c.stop->cancelled()) return false;
+        return timed ? !sh.stop_sending : seq < c.messages;
+    };
     auto more = [&] { return allowed(ledger.next_seq()); };
     bool draining = false;
     Clock::time_point drain_deadline;
@@ -208,13 +211,14 @@ Task<void> client(std::uint32_t id, UdpSocket sock, Shared& sh) {
     sh.report.counts += ledger.counts();
 }
 
-/// Duration mode: warm up, measure the window, then tell the clients to stop sending.
+/// Duration mode: warm up, measure the window, then tell the clients to stop sending. Run under
+/// ClientConfig::stop, whose cancellation cuts both sleeps short.
 Task<void> controller(Shared& sh) {
     const ClientConfig& c = sh.cfg;
-    if (c.warmup.count() > 0) co_await sleep(c.warmup);
+    if (c.warmup.count() > 0) (void)co_await sleep(c.warmup);
     const LiveCounters before = *sh.live;
     const auto start = Clock::now();
-    co_await sleep(c.duration);
+    (void)co_await sleep(c.duration);
     const LiveCounters after = *sh.live;
     sh.report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     sh.report.window_sent = after.sent - before.sent;
@@ -251,7 +255,9 @@ Task<ClientReport> run_echo_clients(const ClientConfig& cfg, LiveCounters* live)
     for (unsigned i = 0; i < cfg.clients; ++i)
         clients.push_back(client(i, std::move(socks[i]), sh));
     if (cfg.duration.count() > 0) {
-        co_await when_all(when_all(std::move(clients)), controller(sh));
+        Task<void> control =
+            cfg.stop != nullptr ? with_cancel(*cfg.stop, controller(sh)) : controller(sh);
+        co_await when_all(when_all(std::move(clients)), std::move(control));
     } else {
         co_await when_all(std::move(clients));
         if (sh.last_echo > sh.first_send)
@@ -259,6 +265,7 @@ Task<ClientReport> run_echo_clients(const ClientConfig& cfg, LiveCounters* live)
         sh.report.window_sent = sh.report.counts.sent;
         sh.report.window_received = sh.report.counts.received;
     }
+    sh.report.stopped_early = cfg.stop != nullptr && cfg.stop->cancelled();
     co_return std::move(sh.report);
 }
 

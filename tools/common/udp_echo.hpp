@@ -102,6 +102,10 @@ struct ClientConfig {
     int recv_buffer_size = 0;                              ///< SO_RCVBUF of each client socket
     bool segmentation_offload = true; ///< UdpOptions::segmentation_offload of each client socket
     bool receive_offload = true;      ///< UdpOptions::receive_offload of each client socket
+    /// Cancelling it ends the run early (Ctrl-C): the clients send nothing more, the datagrams
+    /// in flight get the drain timeout, and the report covers what was measured until then
+    /// (in duration mode the measured window closes at once). Null: run to the end.
+    CancelSource* stop = nullptr;
 };
 
 struct ClientReport {
@@ -114,6 +118,7 @@ struct ClientReport {
     std::uint64_t window_sent = 0;     ///< datagrams sent inside the measured window
     std::uint64_t window_received = 0; ///< echoes received inside it
     bool any_client_started = false;
+    bool stopped_early = false; ///< ClientConfig::stop was cancelled before the end
 };
 
 /// Run the clients to completion on the current scheduler. `live`, if given, is updated as

@@ -63,7 +63,12 @@ private:
 /// Resolve `host` (a name or a numeric address) to socket addresses with `port`. Numeric
 /// addresses resolve at once; names are looked up (getaddrinfo) on the blocking pool
 /// (galay/blocking.hpp) so the scheduler keeps running. Cancellable until a pool thread starts
-/// the lookup.
+/// the lookup. A failed lookup is an error of `resolver_category()` whose message is the
+/// resolver's ("Name or service not known", "Temporary failure in name resolution"), not a
+/// socket error such as "No route to host".
 [[nodiscard]] Task<Result<std::vector<SocketAddr>>> resolve(std::string host, std::uint16_t port);
+
+/// The category of resolver (getaddrinfo) errors; the values are its EAI_* codes.
+const std::error_category& resolver_category() noexcept;
 
 } // namespace galay

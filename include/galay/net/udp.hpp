@@ -1,9 +1,8 @@
 // galay/net/udp.hpp: UDP sockets, one datagram at a time or in batches.
 //
 //     galay::Task<void> echo_worker(std::uint16_t port) {
-//         auto addr = galay::SocketAddr::any_v4(port);
-//         auto sock = galay::UdpSocket::bind(addr, {.reuse_port = true});
-//         if (!sock) co_return;
+//         auto sock = galay::UdpSocket::bind(galay::SocketAddr::any_v4(port));
+//         if (!sock) co_return; // e.g. EADDRINUSE: another socket holds the port
 //         std::vector<std::array<char, 2048>> storage(32);
 //         std::vector<galay::Datagram> in(storage.begin(), storage.end()); // a buffer each
 //         std::vector<galay::OutDatagram> out(in.size());
@@ -16,6 +15,7 @@
 //         }
 //     }
 //
+//     auto socks = galay::UdpSocket::bind_group(addr, 4); // 4 workers on one port, nobody else
 //     auto r = co_await sock.recv_from(buf, &from).timeout(2s);   // Result<RecvInfo>
 //     if (r && r->truncated) { /* r->datagram_size bytes were sent, r->size fit in buf */ }
 //
@@ -86,7 +86,10 @@ struct OutDatagram {
 
 struct UdpOptions {
     bool reuse_addr = false;
-    bool reuse_port = false;  ///< SO_REUSEPORT: several sockets (workers, threads) share a port
+    /// SO_REUSEPORT: share the port with every socket of the same user that set it too,
+    /// another process's included (a leftover server would take part of the traffic). To share
+    /// a port among your own sockets only, use UdpSocket::bind_group.
+    bool reuse_port = false;
     bool v6_only = false;     ///< an IPv6 socket refuses IPv4 traffic
     int recv_buffer_size = 0; ///< SO_RCVBUF in bytes (0: system default; capped by rmem_max)
     int send_buffer_size = 0; ///< SO_SNDBUF in bytes (0: system default)
@@ -300,8 +303,17 @@ public:
     UdpSocket& operator=(UdpSocket&& o) noexcept;
     ~UdpSocket() { detail::close_fd(fd_); }
 
-    /// socket + options + bind. Port 0 picks a free port (see local_addr()).
+    /// socket + options + bind. Port 0 picks a free port (see local_addr()). A port another
+    /// socket holds is EADDRINUSE (unless both set reuse_port / reuse_addr).
     static Result<UdpSocket> bind(const SocketAddr& addr, UdpOptions options = {}) noexcept;
+    /// `count` sockets on one address that share it with SO_REUSEPORT (the kernel spreads the
+    /// datagrams over them by sender: one per worker or thread) and with nobody else: if any
+    /// other socket holds the port, one of another process included, SO_REUSEPORT or not, this
+    /// fails with EADDRINUSE. (The first socket binds without SO_REUSEPORT, so the kernel itself
+    /// checks that the port is free, and sets it afterwards for the others to join.) Port 0
+    /// picks a free port for all of them. `reuse_addr`/`reuse_port` in `options` are ignored.
+    static Result<std::vector<UdpSocket>> bind_group(const SocketAddr& addr, std::size_t count,
+                                                     UdpOptions options = {});
     /// An unbound socket of `family` (AF_INET or AF_INET6); the first send binds it to an
     /// ephemeral port.
     static Result<UdpSocket> open(int family, UdpOptions options = {}) noexcept;

@@ -127,6 +127,16 @@ void ring_mapped() {}
 void ring_unmapping() {}
 #endif
 
+/// io_uring set-up fails with ENOMEM under a small RLIMIT_MEMLOCK (unprivileged users) far more
+/// often than for want of memory: say which limit and how to raise it.
+std::string memlock_note() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return {};
+    return " (RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur / 1024) +
+           " KiB: raise it with `ulimit -l unlimited` or LimitMEMLOCK=, or use "
+           "GALAY_BACKEND=epoll)";
+}
+
 int setup_ring(io_uring& ring, unsigned entries, unsigned* flags_used) {
     const unsigned attempts[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
@@ -187,9 +197,7 @@ public:
         int ret = setup_ring(ring_, entries, &flags_);
         if (ret < 0)
             throw Error(errno_code(-ret), "galay: io_uring_queue_init failed" + sysctl_note() +
-                                              (ret == -ENOMEM ? " (raise RLIMIT_MEMLOCK or use "
-                                                                "fewer ring entries)"
-                                                              : ""));
+                                              (ret == -ENOMEM ? memlock_note() : ""));
         setup_buffer_ring(options);
         if (options.register_files) setup_file_table();
         multishot_accept_ = options.multishot_accept && multishot_accept_supported();
@@ -1113,7 +1121,8 @@ UringProbe run_uring_probe() {
     int ret = setup_ring(ring, 8, nullptr);
     if (ret < 0) {
         out.error = errno_code(-ret);
-        out.reason = std::string("io_uring_setup: ") + std::strerror(-ret) + sysctl_note();
+        out.reason = std::string("io_uring_setup: ") + std::strerror(-ret) + sysctl_note() +
+                     (ret == -ENOMEM ? memlock_note() : "");
         return out;
     }
     io_uring_probe* probe = io_uring_get_probe_ring(&ring);

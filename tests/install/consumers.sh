@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Build and run a program against an *installed* galay-kernel, both ways a user would: CMake
+# find_package(galay-kernel) and `g++ main.cpp $(pkg-config --cflags --libs galay-kernel)`, for
+# the static and the shared library (issue 13, defect 12). Run by ctest (install_consumers).
+#
+#   consumers.sh <source-dir> <work-dir> [<build-dir of this tree>]
+#
+# The library kind the given build dir already has is installed from it; the other kind is built
+# (library only) in <work-dir>. Every consumer runs on the automatic backend and on epoll.
+set -euo pipefail
+src=$(cd "$1" && pwd)
+work=$2
+existing=${3:-}
+cxx=${CXX:-c++}
+rm -rf "$work"
+mkdir -p "$work"
+
+# auto: io_uring where the kernel allows it (CI requires it), else epoll; and epoll forced.
+backends="auto epoll"
+
+install_kind() { # <kind> <prefix>
+    local kind=$1 prefix=$2 shared=OFF
+    [ "$kind" = shared ] && shared=ON
+    if [ -n "$existing" ] && [ -f "$existing/CMakeCache.txt" ] &&
+        grep -q "^BUILD_SHARED_LIBS:BOOL=$shared" "$existing/CMakeCache.txt"; then
+        cmake --install "$existing" --prefix "$prefix" >/dev/null
+        return
+    fi
+    cmake -S "$src" -B "$work/$kind-build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_CXX_FLAGS_DEBUG="-Og -g" -DBUILD_SHARED_LIBS=$shared -DGALAY_BUILD_TESTS=OFF \
+        -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=OFF >/dev/null
+    cmake --build "$work/$kind-build" -j 2 >/dev/null
+    cmake --install "$work/$kind-build" --prefix "$prefix" >/dev/null
+}
+
+run_all_backends() { # <what> <program> [env...]
+    local what=$1 program=$2
+    shift 2
+    for b in $backends; do
+        out=$(env "$@" GALAY_BACKEND=$b "$program") || {
+            echo "FAIL: $what on $b: $out" >&2
+            exit 1
+        }
+        echo "$what: $out"
+    done
+}
+
+for kind in static shared; do
+    prefix=$work/$kind-prefix
+    install_kind "$kind" "$prefix"
+    lib=$(dirname "$(find "$prefix" -name galay-kernel.pc | head -n 1)")/..
+    lib=$(cd "$lib" && pwd)
+    if [ "$kind" = shared ]; then
+        test -e "$lib/libgalay-kernel.so" || { echo "FAIL: no libgalay-kernel.so in $lib" >&2; exit 1; }
+    else
+        test -e "$lib/libgalay-kernel.a" || { echo "FAIL: no libgalay-kernel.a in $lib" >&2; exit 1; }
+    fi
+
+    # 1. CMake: find_package(galay-kernel), target galay::kernel.
+    cmake -S "$src/tests/install/consumer" -B "$work/$kind-cmake" -G Ninja \
+        -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    cmake --build "$work/$kind-cmake" >/dev/null
+    run_all_backends "$kind, find_package" "$work/$kind-cmake/consumer"
+
+    # 2. pkg-config, the command line the README gives.
+    flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs galay-kernel)
+    # shellcheck disable=SC2086 # the flags are words
+    "$cxx" -Wall -Wextra -o "$work/$kind-pkgconfig" "$src/tests/install/consumer/main.cpp" $flags
+    run_all_backends "$kind, pkg-config" "$work/$kind-pkgconfig" LD_LIBRARY_PATH="$lib"
+done
+echo "install_consumers: ok"

@@ -1,0 +1,97 @@
+// The tools' shared command-line pieces (tools/common/cli, tools/common/signals) and each tool's
+// parser called as a function, as the fuzz targets call them.
+#include "args/bench_client.hpp"
+#include "args/bench_file_io.hpp"
+#include "args/bench_udp.hpp"
+#include "common/cli.hpp"
+#include "common/signals.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <csignal>
+#include <limits>
+
+namespace {
+
+namespace tools = galay::tools;
+
+TEST(SecondsValidator, RefusesNanInfDenormalAndSubNanosecondValues) {
+    EXPECT_TRUE(tools::seconds_problem(std::nan(""), 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(INFINITY, 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(-INFINITY, 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(std::numeric_limits<double>::denorm_min(), 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(1e-10, 0, 10)); // 0 ns once converted
+    EXPECT_TRUE(tools::seconds_problem(1e-400L, 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(11, 0, 10));
+    EXPECT_TRUE(tools::seconds_problem(-1, 0, 10));
+    EXPECT_FALSE(tools::seconds_problem(0, 0, 10));
+    EXPECT_FALSE(tools::seconds_problem(1e-9, 0, 10));
+    EXPECT_FALSE(tools::seconds_problem(10, 0, 10));
+    EXPECT_NE(tools::seconds_problem(1e-10, 0, 10)->find("below 1 ns"), std::string::npos);
+}
+
+TEST(CheckedArithmetic, OverflowIsNullopt) {
+    EXPECT_EQ(tools::checked_mul({4096, 1ull << 32, 1ull << 20}), std::nullopt); // 2^64
+    EXPECT_EQ(tools::checked_mul({4096, 1ull << 32, 1ull << 19}), 1ull << 63);
+    EXPECT_EQ(tools::checked_add({~0ull, 1}), std::nullopt);
+    EXPECT_EQ(tools::checked_add({1, 2, 3}), 6u);
+    EXPECT_EQ(tools::human_bytes(1536), "1.5 KiB");
+    EXPECT_EQ(tools::human_bytes(512ull << 30), "512.0 GiB");
+}
+
+TEST(StopSignals, TimeoutsDuplicateIsOneRequestAndAnythingElseForcesTheExit) {
+    const tools::SignalFacts first{SIGTERM, SI_USER, 100, 1'000'000'000};
+    tools::SignalFacts dup = first;
+    dup.at_ns += 1'000; // 1 us later, same sender: `timeout` signalling its group
+    EXPECT_TRUE(tools::is_duplicate_stop(first, dup));
+    tools::SignalFacts other_sender = dup;
+    other_sender.pid = 101;
+    EXPECT_FALSE(tools::is_duplicate_stop(first, other_sender));
+    tools::SignalFacts other_signal = dup;
+    other_signal.sig = SIGINT;
+    EXPECT_FALSE(tools::is_duplicate_stop(first, other_signal));
+    tools::SignalFacts later = dup;
+    later.at_ns = first.at_ns + 2'000'000'000;
+    EXPECT_FALSE(tools::is_duplicate_stop(first, later));
+    // Ctrl-C twice comes from the terminal (SI_KERNEL), however fast: the second one counts.
+    const tools::SignalFacts tty{SIGINT, SI_KERNEL, 0, 0};
+    tools::SignalFacts tty2 = tty;
+    tty2.at_ns = 1000;
+    EXPECT_FALSE(tools::is_duplicate_stop(tty, tty2));
+}
+
+TEST(ToolParsers, ReturnOptionsOrAnExitCodeWithoutPrinting) {
+    auto c = tools::bench_client::parse_args({"-c", "3", "-s", "100", "-d", "0.5"});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->connections, 3u);
+    EXPECT_EQ(c->size, 100u);
+    auto help = tools::bench_client::parse_args({"--help"});
+    ASSERT_FALSE(help);
+    EXPECT_EQ(help.error().code, 0);
+    EXPECT_NE(help.error().message.find("--connections"), std::string::npos);
+    auto bad = tools::bench_client::parse_args({"-d", "nan"});
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().code, 2);
+
+    auto u = tools::bench_udp::parse_args({"server", "-p", "0", "-w", "2"});
+    ASSERT_TRUE(u) << u.error().message;
+    EXPECT_EQ(u->mode, tools::bench_udp::Mode::server);
+    EXPECT_EQ(u->server.workers, 2u);
+    auto both = tools::bench_udp::parse_args({"-h", "127.0.0.1", "-s", "300"});
+    ASSERT_TRUE(both) << both.error().message;
+    EXPECT_EQ(both->server.bind, "127.0.0.1");
+    EXPECT_EQ(both->server.buffer, 2048u);
+    EXPECT_EQ(both->client.workers, 4u);
+
+    auto f = tools::bench_file_io::parse_args({"-w", "2", "-batch", "8", "-d", "/tmp"});
+    ASSERT_TRUE(f) << f.error().message;
+    EXPECT_EQ(f->batch, 8u);
+    auto wrap = tools::bench_file_io::parse_args(
+        {"-w", "4096", "-n", "4294967296", "-b", "1048576"}); // 2^64 bytes of files
+    ASSERT_FALSE(wrap);
+    EXPECT_EQ(wrap.error().code, 2);
+    EXPECT_NE(wrap.error().message.find("2^64"), std::string::npos) << wrap.error().message;
+}
+
+} // namespace
