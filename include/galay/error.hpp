@@ -28,6 +28,9 @@ enum class errc {
     direct_io_unsupported,    ///< the filesystem refuses O_DIRECT (open fails with EINVAL)
     transfer_too_large,       ///< send_all/recv_exact/read_exact_at/write_all_at: more than one
                               ///< call can move (TCP: 4 GiB - 1; files: 2 GiB - 4 KiB); split it
+    end_of_stream,  ///< io::BufReader: the peer closed cleanly before the first byte of a read
+    limit_exceeded, ///< io::BufReader: no delimiter within the reader's capacity (a line longer
+                    ///< than its limit), or a peek larger than the capacity
 };
 
 const std::error_category& galay_category() noexcept;

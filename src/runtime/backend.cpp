@@ -31,6 +31,11 @@ public:
                    "most 4 GiB - 1 bytes; files read_exact_at/write_all_at: at most 2 GiB - 4 "
                    "KiB); "
                    "split it";
+        case errc::end_of_stream:
+            return "end of stream: the peer closed the connection";
+        case errc::limit_exceeded:
+            return "no delimiter within the buffered reader's limit (a line or message longer "
+                   "than its capacity)";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -84,9 +85,56 @@ Task<std::uint64_t> echo_allocations(bool pooled) {
     co_return after - before;
 }
 
+/// A line protocol through io::BufReader (read_line) and io::BufWriter (write + flush): both
+/// take their slow paths on every request (the server waits for each line; every flush sends),
+/// whose coroutine frames must come from the reader's and writer's reused blocks.
+Task<std::uint64_t> buffered_line_allocations() {
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    if (!l) throw Error(l.error(), "bind");
+    auto [c, s] = co_await when_all(
+        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
+        as_task(l->accept()));
+    if (!c || !s) throw std::runtime_error("connect/accept");
+    TcpStream& client = *c;
+    TcpStream& server = *s;
+    std::uint64_t before = 0, after = 0;
+    auto serve = [&]() -> Task<void> {
+        io::BufReader reader(server, 256);
+        io::BufWriter writer(server, 256);
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            auto line = co_await reader.read_line().timeout(std::chrono::seconds(10));
+            if (!line) throw Error(line.error(), "read_line");
+            if (!co_await writer.write(*line)) throw std::runtime_error("write");
+            if (!co_await writer.write(std::string_view("\n"))) throw std::runtime_error("write");
+            if (!co_await writer.flush().timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("flush");
+        }
+    };
+    auto drive = [&]() -> Task<void> {
+        std::array<char, 17> out{}, in{};
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) before = g_allocations.load();
+            std::snprintf(out.data(), out.size(), "line %010d", i);
+            out[16] = '\n';
+            if (!co_await client.send_all(out)) throw std::runtime_error("client send");
+            if (!co_await client.recv_exact(in).timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("client recv");
+            if (in != out) throw std::runtime_error("mismatch");
+        }
+        after = g_allocations.load();
+    };
+    co_await when_all(serve(), drive());
+    co_return after - before;
+}
+
 } // namespace
 
 class AllocationTest : public test::BackendTest {};
+
+TEST_P(AllocationTest, BufferedReadLineAndFlushAllocateNothing) {
+    EXPECT_EQ(run(buffered_line_allocations()), 0u)
+        << "heap allocations in " << kMeasured << " requests";
+}
 
 TEST_P(AllocationTest, EchoRequestsAllocateNothingWithPooledBuffers) {
     EXPECT_EQ(run(echo_allocations(true)), 0u)
