@@ -36,9 +36,10 @@ galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
     std::printf("tcp_proxy: %s -> %s (%s)\n", listen.to_string().c_str(),
                 upstream.to_string().c_str(), galay::current_scheduler().backend_name());
     std::fflush(stdout);
-    for (;;)
-        if (auto conn = co_await listener->accept())
-            galay::spawn(relay(std::move(*conn), upstream, idle));
+    for (;;) {
+        auto conn = co_await listener->accept();
+        if (conn) galay::spawn(relay(std::move(*conn), upstream, idle));
+    }
 }
 
 int main(int argc, char** argv) {

@@ -264,17 +264,22 @@ galay::Task<void> Connection::run() {
             // The fixed answer is formatted in place, without a coroutine of its own: the hot
             // path allocates nothing. Everything else goes through answer().
             const bool fixed = is_fixed_route(req_);
-            if (fixed && writer_.spare().size() < fixed_size(req_) && writer_.buffered() > 0 &&
-                !co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))))
-                co_return;
+            if (fixed && writer_.spare().size() < fixed_size(req_) && writer_.buffered() > 0) {
+                auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+                if (!flushed) co_return;
+            }
             if (!fixed || !put_fixed(req_, persist)) {
-                if (!co_await answer(req_, persist)) co_return;
+                const bool answered = co_await answer(req_, persist);
+                if (!answered) co_return;
             }
             if (!keep) {
                 co_await linger_close();
                 co_return;
             }
-            if (body > 0 && !co_await discard_body(body)) co_return;
+            if (body > 0) {
+                const bool skipped = co_await discard_body(body);
+                if (!skipped) co_return;
+            }
             continue;
         }
         if (r.status == ParseStatus::error) {
@@ -284,9 +289,10 @@ galay::Task<void> Connection::run() {
         }
         // Incomplete: send the answers of the requests handled so far (one send for a whole
         // pipelined batch), then wait for more.
-        if (writer_.buffered() > 0 &&
-            !co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))))
-            co_return;
+        if (writer_.buffered() > 0) {
+            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+            if (!flushed) co_return;
+        }
         std::int64_t until;
         if (reader_.buffered().empty()) {
             until = deadline(cfg_.keepalive_timeout);
@@ -298,7 +304,8 @@ galay::Task<void> Connection::run() {
         if (!n) {
             if (n.error() == std::errc::timed_out) {
                 server_.stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
-                if (!reader_.buffered().empty()) co_await refuse(408, "request head too slow");
+                const bool started = !reader_.buffered().empty();
+                if (started) co_await refuse(408, "request head too slow");
             } else if (n.error() == galay::errc::limit_exceeded) {
                 // Leading empty lines plus a head at the limit: the parser will not finish it.
                 server_.stats_.refused.fetch_add(1, std::memory_order_relaxed);
@@ -344,7 +351,8 @@ bool Connection::put_fixed(const Request& req, Persist persist) {
 
 galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
     if (req.method != Method::get && req.method != Method::head) {
-        if (!co_await make_room(kMaxHead)) co_return false;
+        const bool room = co_await make_room(kMaxHead);
+        if (!room) co_return false;
         put_simple(405, "method not allowed", persist, "Allow: GET, HEAD\r\n");
         co_return true;
     }
@@ -352,19 +360,23 @@ galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
     if (is_fixed_route(req)) {
         // Only a body larger than the buffer comes here: the head, then the body via write().
         const std::string_view body = cfg_.body;
-        if (!co_await make_room(kMaxHead)) co_return false;
+        const bool room = co_await make_room(kMaxHead);
+        if (!room) co_return false;
         Out o(writer_.spare());
         put_head(o, 200, "text/plain", body.size(), persist);
         writer_.commit(o.size());
-        if (!head_only && !co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout))))
-            co_return false;
+        if (!head_only) {
+            auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
+            if (!written) co_return false;
+        }
         co_return true;
     }
     co_return co_await answer_file(req, persist, head_only);
 }
 
 galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, bool head_only) {
-    if (!co_await make_room(kMaxHead)) co_return false;
+    const bool room = co_await make_room(kMaxHead);
+    if (!room) co_return false;
     if (!decode_path(req.target, path_)) {
         put_simple(400, "bad request target", persist);
         co_return true;
@@ -396,8 +408,10 @@ galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, b
     // The file's bytes go straight into the writer's buffer: a small file leaves with its head
     // in one send; a large one in buffer-sized pieces.
     for (std::uint64_t off = 0; off < size;) {
-        if (writer_.spare().size() < 4096 && !co_await make_room(writer_.capacity()))
-            co_return false;
+        if (writer_.spare().size() < 4096) {
+            const bool room = co_await make_room(writer_.capacity());
+            if (!room) co_return false;
+        }
         std::span<char> room = writer_.spare();
         const std::size_t want =
             static_cast<std::size_t>(std::min<std::uint64_t>(room.size(), size - off));
@@ -416,9 +430,10 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
         reader_.consume(take);
         length -= take;
         if (length == 0) break;
-        if (writer_.buffered() > 0 &&
-            !co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))))
-            co_return false;
+        if (writer_.buffered() > 0) {
+            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+            if (!flushed) co_return false;
+        }
         Result<std::size_t> n = co_await reader_.fill().deadline(at(deadline(cfg_.header_timeout)));
         if (!n || *n == 0) co_return false;
     }
@@ -426,16 +441,18 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
 }
 
 galay::Task<void> Connection::refuse(int status, std::string_view reason) {
-    if (!co_await make_room(kMaxHead + reason.size() + 1)) co_return;
+    const bool room = co_await make_room(kMaxHead + reason.size() + 1);
+    if (!room) co_return;
     if (writer_.spare().size() >= kMaxHead + reason.size() + 1)
         put_simple(status, reason, Persist::close);
     co_await linger_close();
 }
 
 galay::Task<void> Connection::linger_close() {
-    if (writer_.buffered() > 0 &&
-        !co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))))
-        co_return;
+    if (writer_.buffered() > 0) {
+        auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+        if (!flushed) co_return;
+    }
     (void)conn_.shutdown(galay::Shutdown::write);
     // Drop at most 64 KiB for at most a second, then close whatever the client does.
     const std::int64_t until = deadline(1000ms);

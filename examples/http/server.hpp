@@ -30,7 +30,7 @@
 namespace http {
 
 struct ServerConfig {
-    std::string root; ///< directory of static files ("": none, every path but / is 404)
+    std::string root{}; ///< directory of static files ("": none, every path but / is 404)
     Limits limits{};
     std::chrono::milliseconds keepalive_timeout{60'000};
     std::chrono::milliseconds header_timeout{10'000};

@@ -3,7 +3,8 @@
 //     galay::io::BufWriter writer(conn, 16384);
 //     co_await writer.write(header);              // copied into the buffer: no system call
 //     co_await writer.write(body);                // likewise, or one writev of buffer + body
-//     if (!co_await writer.flush().timeout(5s)) co_return; // one send for all of it
+//     auto sent = co_await writer.flush().timeout(5s); // one send for all of it
+//     if (!sent) co_return;
 //
 // Small writes are copied into the buffer and complete without suspending; `flush()` sends what
 // is buffered. A write that does not fit goes out in one `writev` of the buffered bytes and the
