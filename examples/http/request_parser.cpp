@@ -8,6 +8,8 @@ namespace http {
 namespace {
 
 constexpr std::size_t npos = std::string_view::npos;
+/// Longer than any method we could implement: 501 (RFC 9112 3).
+constexpr std::size_t kMaxMethod = 32;
 
 /// tchar (RFC 9110 5.6.2): the characters of a token (method, header name, coding).
 constexpr std::array<bool, 256> make_tchar_table() {
@@ -82,6 +84,7 @@ int parse_request_line(std::string_view line, Request& out, const char*& reason)
     if (sp1 == npos) return reason = "request line without spaces", 400;
     const std::string_view method = line.substr(0, sp1);
     if (!is_token(method)) return reason = "malformed method", 400;
+    if (method.size() > kMaxMethod) return reason = "method too long", 501;
     const std::size_t sp2 = line.find(' ', sp1 + 1);
     if (sp2 == npos) return reason = "request line without a version", 400;
     const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
@@ -180,60 +183,45 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
     if (b.empty() || b[0] == '\r') return {}; // incomplete
 
     std::size_t resume = 0;
-    const std::size_t end = find_head_end(b, scanned_, resume);
+    const std::size_t end = find_head_end(b, scanned_, resume); // npos: not all there yet
     if (end == npos) {
-        // Not all there yet. Refuse what is already wrong now, rather than when the head's limit
-        // is reached: a malformed request line (checked once, when its end arrives), a method
-        // that is not a token, an over-long line.
-        const std::size_t searched = scanned_;
+        const std::size_t searched = std::min(scanned_, b.size());
         scanned_ = resume;
         if (line_end_ == npos) {
-            const void* p = std::memchr(b.data() + std::min(searched, b.size()), '\n',
-                                        b.size() - std::min(searched, b.size()));
+            const void* p = std::memchr(b.data() + searched, '\n', b.size() - searched);
             if (p != nullptr)
                 line_end_ = static_cast<std::size_t>(static_cast<const char*>(p) - b.data());
         }
-        if (line_end_ == npos) {
-            const std::string_view first = b.substr(0, 33);
-            const std::size_t sp = first.find(' ');
-            const std::string_view method = first.substr(0, sp);
-            if (!std::all_of(method.begin(), method.end(), is_tchar))
-                return error(400, "malformed method");
-            if (sp == npos && method.size() > 32) return error(501, "method too long");
-            if (b.size() > limits_.max_request_line) return error(414, "request line too long");
-        } else if (line_end_ > limits_.max_request_line) {
-            return error(414, "request line too long");
-        } else if (!line_checked_) {
-            const char* reason = "";
-            if (int status = parse_request_line(b.substr(0, line_end_), out, reason); status != 0)
-                return error(status, reason);
-            line_checked_ = true;
-        }
-        if (b.size() > limits_.max_head) return error(431, "request head too large");
-        return {};
+    } else if (line_end_ == npos) {
+        line_end_ = b.find('\n');
     }
-    if (end > limits_.max_head) {
-        const std::size_t nl = b.find('\n');
-        if (nl > limits_.max_request_line) return error(414, "request line too long");
-        return error(431, "request head too large");
-    }
+    bool line_parsed = false; // into `out`, by this call
+    if (ParseResult refused = check_head(b, end, out, line_parsed);
+        refused.status == ParseStatus::error)
+        return refused;
+    if (end == npos) return {};
 
-    // The head is complete: b[0, end).
-    out = Request{};
+    // The head is complete: b[0, end). (The header array is not cleared: header_count says
+    // how much of it is this request's.)
     std::string_view head = b.substr(0, end);
-    std::size_t nl = head.find('\n');
-    if (nl > limits_.max_request_line) return error(414, "request line too long");
-    const char* reason = "";
-    if (int status = parse_request_line(head.substr(0, nl), out, reason); status != 0)
-        return error(status, reason);
+    const std::size_t nl = line_end_;
+    if (!line_parsed) { // checked by an earlier call, perhaps into another Request
+        const char* reason = "";
+        (void)parse_request_line(head.substr(0, nl), out, reason);
+    }
+    out.header_count = 0;
+    out.host = {};
+    out.content_length = 0;
+    out.chunked = false;
+    out.expect_continue = false;
     head.remove_prefix(nl + 1);
 
     bool seen_host = false, seen_length = false, seen_te = false;
     bool conn_close = false, conn_keep_alive = false;
     for (;;) {
-        nl = head.find('\n');
-        std::string_view line = head.substr(0, nl);
-        head.remove_prefix(nl + 1);
+        const std::size_t eol = head.find('\n');
+        std::string_view line = head.substr(0, eol);
+        head.remove_prefix(eol + 1);
         if (!strip_line(line)) return error(400, "bare CR in a header");
         if (line.empty()) break; // the blank line: end of the head
         if (line[0] == ' ' || line[0] == '\t')
@@ -297,6 +285,53 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
     if (out.content_length > limits_.max_body) return error(413, "body too large");
     out.keep_alive = out.version_minor >= 1 ? !conn_close : conn_keep_alive && !conn_close;
     return {ParseStatus::complete, start + end, 0, ""};
+}
+
+ParseResult RequestParser::check_head(std::string_view b, std::size_t head_end, Request& out,
+                                      bool& parsed) noexcept {
+    // What is already wrong is refused now, not when the head's limit is reached. Each refusal
+    // here is decided at a position in the bytes, and the one decided earliest wins, so the same
+    // bytes get the same answer however they arrive: all at once or a few at a time.
+    std::size_t best_at = npos;
+    ParseResult best;
+    auto refuse = [&](std::size_t at, int status, const char* reason) {
+        if (at < best_at) {
+            best_at = at;
+            best = error(status, reason);
+        }
+    };
+    const std::size_t line_len = line_end_ == npos ? b.size() : line_end_;
+    // The method: a token, and not longer than any we could implement.
+    const std::size_t scan = std::min(line_len, kMaxMethod + 1);
+    bool space = false;
+    for (std::size_t i = 0; i < scan; ++i) {
+        if (b[i] == ' ') {
+            space = true;
+            break;
+        }
+        if (!is_tchar(b[i])) {
+            refuse(i, 400, "malformed method");
+            space = true; // decided
+            break;
+        }
+    }
+    if (!space && scan == kMaxMethod + 1) refuse(kMaxMethod, 501, "method too long");
+    // The request line: its length, then (once its end is there) the line itself.
+    if (line_len > limits_.max_request_line) {
+        refuse(limits_.max_request_line, 414, "request line too long");
+    } else if (line_end_ != npos && !line_checked_) {
+        const char* reason = "";
+        if (int status = parse_request_line(b.substr(0, line_end_), out, reason); status != 0) {
+            refuse(line_end_, status, reason);
+        } else {
+            line_checked_ = true;
+            parsed = true;
+        }
+    }
+    // The head's length.
+    const std::size_t head_len = head_end == npos ? b.size() : head_end;
+    if (head_len > limits_.max_head) refuse(limits_.max_head, 431, "request head too large");
+    return best;
 }
 
 std::string_view reason_phrase(int status) noexcept {

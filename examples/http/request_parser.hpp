@@ -92,6 +92,12 @@ public:
     }
 
 private:
+    /// Refusals decided before the header fields: the method, the request line, the head's
+    /// length (`head_end`: npos while incomplete). Parses the request line into `out` (and sets
+    /// `parsed`) the first time it is complete.
+    ParseResult check_head(std::string_view b, std::size_t head_end, Request& out,
+                           bool& parsed) noexcept;
+
     Limits limits_;
     std::size_t scanned_ = 0;                       // where the search for the head's end resumes
     std::size_t line_end_ = std::string_view::npos; // the request line's LF, once seen

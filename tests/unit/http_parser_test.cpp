@@ -29,6 +29,18 @@ int refusal(std::string_view text, Limits limits = {}) {
     return p.result.error_status;
 }
 
+/// The same, with the bytes arriving `step` at a time: the first refusal or completion.
+int trickled_refusal(std::string_view text, Limits limits, std::size_t step) {
+    RequestParser p(limits);
+    Request req;
+    for (std::size_t n = std::min(step, text.size());; n = std::min(n + step, text.size())) {
+        ParseResult r = p.parse(text.substr(0, n), req);
+        if (r.status == ParseStatus::error) return r.error_status;
+        if (r.status == ParseStatus::complete) return 0;
+        if (n == text.size()) return -1;
+    }
+}
+
 } // namespace
 
 TEST(HttpParser, ParsesARequestAndItsHeaders) {
@@ -198,6 +210,7 @@ TEST(HttpParser, LimitsAre414And431And501) {
         many += "H" + std::to_string(i) + ": v\r\n";
     EXPECT_EQ(refusal(many + "\r\n", lim), 431);        // 5 header fields, 4 allowed
     EXPECT_EQ(refusal(std::string(40, 'A'), lim), 501); // a method longer than any
+    EXPECT_EQ(refusal(std::string(40, 'A') + " / HTTP/1.1\r\nHost: h\r\n\r\n", lim), 501);
     EXPECT_EQ(refusal(std::string("\x16\x03\x01\x02\x00", 5), lim), 400); // a TLS hello: at once
     EXPECT_EQ(refusal(std::string(300, '\n'), lim), 400);                 // nothing but empty lines
 }
@@ -206,6 +219,34 @@ TEST(HttpParser, AnErrorInTheRequestLineIsReportedBeforeTheHeadEnds) {
     EXPECT_EQ(refusal("GET / HTTP/2.0\r\nHost: h\r\n"), 505);
     EXPECT_EQ(refusal("GET / HTTP/1.1 extra\r\nHost"), 400);
     EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost"), -1);
+}
+
+TEST(HttpParser, TheSameBytesGetTheSameAnswerHoweverTheyArrive) {
+    // Found by fuzz/http_parser_fuzz.cpp: a 40-character method on a line over its 24-byte limit
+    // was 414 when it trickled in (the line's limit is reached before the method's 32) and 501
+    // at once. The refusal decided at the earliest position now wins either way.
+    Limits lim;
+    lim.max_request_line = 24;
+    lim.max_head = 40;
+    lim.max_headers = 1;
+    const std::string found =
+        std::string(40, '!') +
+        std::string("\r;\r\nMET /\n\x01\x12\n\r\nG\r\n \r\n\r3\0\0C\0\0\xa0\n", 27);
+    EXPECT_EQ(refusal(found, lim), 414);
+    EXPECT_EQ(trickled_refusal(found, lim, 1), 414);
+    lim.max_request_line = 64; // now the method's limit comes first
+    EXPECT_EQ(refusal(found, lim), 501);
+    EXPECT_EQ(trickled_refusal(found, lim, 1), 501);
+    // A bad method character before the line limit: 400 both ways, not 414.
+    const std::string bad = "GE(T /" + std::string(100, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
+    EXPECT_EQ(refusal(bad, lim), 400);
+    EXPECT_EQ(trickled_refusal(bad, lim, 1), 400);
+    // A malformed line within the limit, in a head over its limit: the line's 400 comes first.
+    const std::string line =
+        "GET / HTTP/1.1 x\r\nHost: h\r\nX: " + std::string(100, 'x') + "\r\n\r\n";
+    lim.max_request_line = 64;
+    EXPECT_EQ(refusal(line, lim), 400);
+    EXPECT_EQ(trickled_refusal(line, lim, 7), 400);
 }
 
 TEST(HttpParser, ReasonPhrases) {
