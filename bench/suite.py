@@ -10,6 +10,7 @@ Sections (each runs only if its binaries were built):
   udp    bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
   files  bench_file_io --direct on io_uring vs epoll+libaio
   aio    aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
+  http   bench/http.py's short form: http_server (io_uring, epoll) vs nginx, Go, raw_http
 
 Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). The default is one
 short alternating pair per figure (a smoke-sized run that works out of the box); --full runs the
@@ -200,6 +201,18 @@ def aio_section(args):
     return obj
 
 
+def http_section(args):
+    # bench/http.py, loaded under another name: `import http` would be the standard library's.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lines, result = mod.suite_section(args.bin, args.out, quick=not args.full)
+    FAILURES.extend(f"http: {f}" for f in result["failures"])
+    return {"lines": lines, "result": result}
+
+
 def write_report(args, results):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "suite.json"), "w") as f:
@@ -256,6 +269,8 @@ def write_report(args, results):
         d = a.get("diff_pct") or {}
         lines += ["", "io_uring vs libaio: " + ", ".join(
             f"{k} {v:+.1f}%" for k, v in d.items() if isinstance(v, (int, float))), ""]
+    if results.get("http"):
+        lines += results["http"]["lines"]
     if FAILURES:
         lines += ["## Failures", ""] + [f"- {f}" for f in FAILURES] + [""]
     plot = plot_tcp(args, results["tcp"])
@@ -299,7 +314,7 @@ def main():
     ap.add_argument("--bin", default="build/release/bin")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--full", action="store_true", help="3 pairs, 1 s warm-up + 5 s per run")
-    ap.add_argument("--sections", default="tcp,udp,files,aio")
+    ap.add_argument("--sections", default="tcp,udp,files,aio,http")
     ap.add_argument("--file-dir", default="/var/tmp", help="a directory that supports O_DIRECT")
     args = ap.parse_args()
     args.pairs, args.warmup, args.duration = (3, 1.0, 5.0) if args.full else (1, 0.5, 2.0)
@@ -323,6 +338,7 @@ def main():
         "udp": udp_section(args, backends) if "udp" in sections else [],
         "files": files_section(args, backends) if "files" in sections else [],
         "aio": aio_section(args) if "aio" in sections else None,
+        "http": http_section(args) if "http" in sections else None,
     }
     print()
     print(write_report(args, results))
