@@ -69,6 +69,7 @@ public:
         , end_(room.data() + room.size()) {}
     Out& operator<<(std::string_view s) noexcept {
         const std::size_t n = std::min(s.size(), static_cast<std::size_t>(end_ - p_));
+        if (n == 0) return *this; // (an empty view may have no data pointer)
         std::memcpy(p_, s.data(), n);
         p_ += n;
         return *this;
