@@ -46,6 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import echo  # noqa: E402  (free_port, wait_accepting, stop)
+import latstats  # noqa: E402  (spreads and verdicts: one piece of code for every study)
 
 BODY = "Hello, World!"
 FILE_NAME = "page.html"  # (not index.html: Go's FileServer redirects that to ./)
@@ -334,29 +335,14 @@ def median_of(runs, key):
     return statistics.median(vals) if vals else None
 
 
-def spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
+spread, fmt_spread = latstats.spread, latstats.fmt_spread
 
 
-def verdict(s, higher_is_better):
-    """better/worse only when the whole spread of at least 3 rounds is on one side of 1.00."""
-    if s is None:
+def verdict(s, lower_is_better, words):
+    """latstats' verdict, only from at least 3 rounds (fewer: none)."""
+    if s is None or len(s["values"]) < 3:
         return ""
-    if len(s["values"]) < 3:
-        return ""  # (ratio_lines says why)
-    if s["min"] > 1.0:
-        return "better" if higher_is_better else "worse"
-    if s["max"] < 1.0:
-        return "worse" if higher_is_better else "better"
-    return "level within noise"
-
-
-def fmt_spread(s):
-    return "n/a" if s is None else f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]"
+    return latstats.verdict(s, lower_is_better, words)
 
 
 def summarise(rounds, names):
@@ -404,29 +390,45 @@ def ratio_lines(ratios, pairs):
              "| | throughput | req/s per server core | server CPU/request (lower is better) | "
              "p99 latency (lower is better) |", "|---|---|---|---|---|"]
     for k, r in ratios.items():
-        lines.append(f"| {k} | {fmt_spread(r['rps'])} {verdict(r['rps'], True)} | "
-                     f"{fmt_spread(r['rps_per_core'])} {verdict(r['rps_per_core'], True)} | "
-                     f"{fmt_spread(r['cpu_per_req'])} {verdict(r['cpu_per_req'], False)} | "
-                     f"{fmt_spread(r['p99'])} {verdict(r['p99'], False)} |")
+        lines.append(
+            f"| {k} | {fmt_spread(r['rps'])} {verdict(r['rps'], False, ('faster', 'slower'))} | "
+            f"{fmt_spread(r['rps_per_core'])} "
+            f"{verdict(r['rps_per_core'], False, ('faster', 'slower'))} | "
+            f"{fmt_spread(r['cpu_per_req'])} "
+            f"{verdict(r['cpu_per_req'], True, ('less CPU', 'more CPU'))} | "
+            f"{fmt_spread(r['p99'])} {verdict(r['p99'], True, ('lower', 'higher'))} |")
     return lines
 
 
-def target_lines(ratios):
-    """The issue's targets, read off the ratios (provisional on a shared machine)."""
+def target_lines(ratios, pairs):
+    """The issue's targets, each read off a ratio's whole spread (latstats.criterion_verdict on
+    a lower-is-better ratio: met when every round is under the threshold). Requests/s per server
+    core is the inverse of server CPU per request, so ">= 1.00x nginx" is "CPU/request ratio
+    <= 1.00" and ">= 2.0x Go" is "<= 0.50"."""
     out = []
+
+    def crit(s, threshold):
+        if s is None:
+            return "no data"
+        got = f"{s['median']:.2f}x [{s['min']:.2f}-{s['max']:.2f}]"
+        if pairs < 3:
+            return got
+        return f"{got}: {latstats.criterion_verdict(s, threshold)}"
+
     for g in GALAY:
-        r_nginx, r_go, r_raw = (ratios.get(f"{g}/nginx"), ratios.get(f"{g}/go"),
-                                ratios.get(f"{g}/raw_http"))
         checks = []
-        if r_nginx and r_nginx["rps_per_core"]:
-            checks.append(f"req/s per server core >= 1.00x nginx: "
-                          f"{r_nginx['rps_per_core']['median']:.2f}x")
-        if r_nginx and r_nginx["p99"]:
-            checks.append(f"p99 <= nginx: {r_nginx['p99']['median']:.2f}x")
-        if r_go and r_go["rps_per_core"]:
-            checks.append(f"req/s per server core >= 2.0x Go: {r_go['rps_per_core']['median']:.2f}x")
-        if r_raw and r_raw["cpu_per_req"]:
-            checks.append(f"CPU/req <= 1.10x raw_http: {r_raw['cpu_per_req']['median']:.2f}x")
+        r = ratios.get(f"{g}/nginx")
+        if r:
+            checks.append(f"CPU/request vs nginx <= 1.00 (req/s per core >= 1.00x): "
+                          f"{crit(r['cpu_per_req'], 1.0)}")
+            checks.append(f"p99 vs nginx <= 1.00: {crit(r['p99'], 1.0)}")
+        r = ratios.get(f"{g}/go")
+        if r:
+            checks.append(f"CPU/request vs Go <= 0.50 (req/s per core >= 2.0x): "
+                          f"{crit(r['cpu_per_req'], 0.5)}")
+        r = ratios.get(f"{g}/raw_http")
+        if r:
+            checks.append(f"CPU/request vs raw_http <= 1.10: {crit(r['cpu_per_req'], 1.1)}")
         if checks:
             out.append(f"- {g}: " + "; ".join(checks))
     return out
@@ -512,7 +514,7 @@ def report_lines(result):
         lines += table_lines(f"{what}, {s['connections']} connections (medians of "
                              f"{result['config']['pairs']} round(s))", s["servers"], s["medians"])
         lines += ratio_lines(s["ratios"], result["config"]["pairs"])
-        t = target_lines(s["ratios"])
+        t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
             lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
         lines.append("")
@@ -521,14 +523,16 @@ def report_lines(result):
     return lines
 
 
-def suite_section(bindir, out_dir, quick=True):
-    """The short form for `make bench` (bench/suite.py): GET /, 100 connections, one round when
-    quick (1 s warm-up + 2 s; else 3 rounds of 1 s + 5 s at 100 and 1000). Returns (markdown lines, result dict)."""
+def suite_section(bindir, out_dir, quick=True, pairs=3):
+    """The short form for `make bench` (bench/suite.py): GET / at 100 connections, `pairs` rounds
+    of 1 s warm-up + 1 s when quick; else GET / and the file at 100 and 1000 connections, 1 s +
+    5 s. Returns (markdown lines, result dict); the result also goes to out_dir/http.json."""
     if quick:
-        result = measure(bindir, ["fixed"], [100], 1, 1, 2)
+        result = measure(bindir, ["fixed"], [100], pairs, 1, 1)
     else:
-        result = measure(bindir, ["fixed", "file"], [100, 1000], 3, 1.0, 5.0)
-    lines = ["## HTTP/1.1 (bench/http.py: wrk, one thread; server on CPU 0, wrk on CPU 1)", ""]
+        result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5)
+    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: wrk, one thread; server on "
+             "CPU 0, wrk on CPU 1)", ""]
     lines += report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

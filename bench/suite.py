@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
 """The benchmark suite behind `make bench`: every tool on every backend the machine supports, each
-against its hand-written baseline measured in the same run, in about a minute.
+against its baseline measured in the same run, in a few minutes.
 
-    python3 bench/suite.py --bin build/release/bin [--full] [--out bench/results]
+    python3 bench/suite.py --bin build/release/bin [--full] [--out bench/results] [--sections a,b]
 
-Sections (each runs only if its binaries were built):
-  tcp    bench_server (io_uring, epoll) vs raw_uring / raw_epoll, bench_client, 256 B,
-         100 and 1000 connections; QPS, p99, server CPU per request, RSS per connection
-  udp    bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
-  files  bench_file_io --direct on io_uring vs epoll+libaio
-  aio    aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
-  http   bench/http.py's short form: http_server (io_uring, epoll) vs nginx, Go, raw_http
+A section is one function registered in SECTIONS (at the bottom): it takes the run's context,
+measures, and returns a dict with its report lines (markdown), its data (for suite.json) and any
+plots; failures go to FAILURES. Sections (each runs only if its binaries were built):
+  tcp      bench_server (io_uring, epoll) vs raw_uring / raw_epoll, bench_client, 256 B, 100, 1000
+           and 10,000 connections: QPS and server CPU per request ratios with verdicts, p99, RSS
+           per connection, and a plot of QPS against connections per backend
+  latency  the latency study of seed 003 (bench/latency.py, short form): galay io_uring/epoll and
+           the control groups (blocking sockets, Tokio, Go), ratios and the success criteria, and
+           a latency-percentile plot (p50..p99.9, log scale)
+  churn    connection churn (bench/churn.py): bench_latency server vs raw_uring / raw_epoll
+  udp      bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
+  files    bench_file_io --direct on io_uring vs epoll+libaio
+  aio      aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
+  http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
+           epoll vs nginx, Go net/http and raw_http, GET /, 100 connections, wrk
 
-Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). The default is one
-short alternating pair per figure (a smoke-sized run that works out of the box); --full runs the
-method's 3 pairs of 1 s warm-up + 5 s. Writes report.md, suite.json and, when matplotlib is
-installed, plots (PNG) to --out. Exits 1 if any run failed or reported an error.
+Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). Every ratio is
+median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
+(faster / slower only when the whole spread is on one side of 1.00, otherwise level within
+noise). The default runs are short (0.3 s warm-up + 1 s); --full uses 1 s + 5 s and 5 pairs.
+Writes report.md, suite.json and, when matplotlib is installed, plots (PNG) to --out. Exits 1 if
+any run failed or reported an error.
 """
 import argparse
 import datetime
@@ -31,7 +41,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B harness)
+import latency  # noqa: E402  (the latency study)
+import latstats  # noqa: E402  (spreads and verdicts)
 
 FAILURES = []
 
@@ -52,16 +65,14 @@ def backend_available(bindir, backend):
 
 
 def ratio_stats(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return latstats.spread(values)
 
 
-def fmt_ratio(r):
+def fmt_ratio(r, lower_is_better=False, words=("faster", "slower")):
+    """'1.012x [0.950-1.070] level within noise': the spread and the verdict it allows."""
     if r is None:
         return "n/a"
-    return f"{r['median']:.3f}x [{r['min']:.3f}-{r['max']:.3f}]"
+    return f"{latstats.fmt_spread(r)} {latstats.verdict(r, lower_is_better, words)}"
 
 
 def tcp_section(args, backends):
@@ -78,8 +89,9 @@ def tcp_section(args, backends):
             runs = {"A": [], "B": []}
             with tempfile.TemporaryDirectory() as logdir:
                 for pair in range(args.pairs):
-                    for side, cmd in (("A", f"bench_server {{port}} --backend {be}"),
-                                      ("B", f"{baseline[be]} {{port}}")):
+                    order = (("A", f"bench_server {{port}} --backend {be}"),
+                             ("B", f"{baseline[be]} {{port}}"))
+                    for side, cmd in (order if pair % 2 == 0 else order[::-1]):  # ABBA
                         rec = echo.run_one(h, side, cmd, "bench_client", conns, 256, logdir,
                                            pair * 2 + (side == "B"))
                         runs[side].append(rec)
@@ -201,88 +213,127 @@ def aio_section(args):
     return obj
 
 
-def http_section(args):
-    # bench/http.py, loaded under another name: `import http` would be the standard library's.
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    lines, result = mod.suite_section(args.bin, args.out, quick=not args.full)
-    FAILURES.extend(f"http: {f}" for f in result["failures"])
-    return {"lines": lines, "result": result}
+def tcp_report(ctx):
+    rows = tcp_section(ctx.args, ctx.backends)
+    if not rows:
+        return None
+    lines = ["## TCP echo (bench_client, 256 B, pipeline 1)", "",
+             "| backend | conns | QPS | baseline QPS | QPS ratio | server CPU/req us | baseline | "
+             "CPU/req ratio (lower is better) | p99 us | RSS/conn |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['backend']} vs {r['baseline']} | {r['connections']} | {r['qps']:,.0f} | "
+            f"{r['qps_baseline']:,.0f} | {fmt_ratio(r['qps_ratio'])} | "
+            f"{r['cpu_us_per_req']:.3f} | {r['cpu_us_per_req_baseline']:.3f} | "
+            f"{fmt_ratio(r['cpu_ratio'], True, ('less CPU', 'more CPU'))} | {r['p99_us']:.0f} | "
+            f"{r['rss_per_conn_b']:,.0f} B |")
+    lines.append("")
+    return {"lines": lines, "data": rows, "plots": [p for p in (plot_tcp(ctx.args, rows),) if p]}
 
 
-def write_report(args, results):
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "suite.json"), "w") as f:
-        json.dump(results, f, indent=1, default=str)
-    lines = [f"# galay-kernel benchmark suite — {results['date']}", "",
-             f"Machine: {results['machine']}. Server on CPU 0, client on CPU 1; ratios are ours / "
-             f"baseline measured in the same run (median [min-max] over {args.pairs} "
-             f"alternating pair(s), {args.warmup} s warm-up + {args.duration} s).", ""]
-    if results["unavailable"]:
-        for be, why in results["unavailable"].items():
-            lines.append(f"- backend **{be}** not available here: {why}")
-        lines.append("")
-    if results["tcp"]:
-        lines += ["## TCP echo (bench_client, 256 B, pipeline 1)", "",
-                  "| backend | conns | QPS | baseline QPS | QPS ratio | server CPU/req us | "
-                  "baseline | CPU/req ratio (lower is better) | p99 us | RSS/conn |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in results["tcp"]:
-            lines.append(
-                f"| {r['backend']} vs {r['baseline']} | {r['connections']} | {r['qps']:,.0f} | "
-                f"{r['qps_baseline']:,.0f} | {fmt_ratio(r['qps_ratio'])} | "
-                f"{r['cpu_us_per_req']:.3f} | {r['cpu_us_per_req_baseline']:.3f} | "
-                f"{fmt_ratio(r['cpu_ratio'])} | {r['p99_us']:.0f} | "
-                f"{r['rss_per_conn_b']:,.0f} B |")
-        lines.append("")
-    if results["udp"]:
-        lines += ["## UDP echo (bench_udp client: 100 clients x 1000 messages, 256 B, depth 10)",
-                  "", "| server | received pkt/s | loss | errors |", "|---|---|---|---|"]
-        for r in results["udp"]:
-            pps = r.get("recv_pps", r.get("received_pps", 0)) or 0
-            lines.append(f"| {r['server']} | {pps:,.0f} | {r.get('loss_rate')} | "
-                         f"{r.get('errors')} |")
-        lines.append("")
-    if results["files"]:
-        lines += ["## Files (bench_file_io --direct, 4 workers, 4 KiB, batch 8)", "",
-                  "| backend | write IOPS | read IOPS | errors |", "|---|---|---|---|"]
-        for r in results["files"]:
-            lines.append(f"| {r['backend']} | {r.get('write_iops', 0):,.0f} | "
-                         f"{r.get('read_iops', 0):,.0f} | {r.get('errors')} |")
-        lines.append("")
-    if results["aio"]:
-        a = results["aio"]
-        lines += ["## aio_bench --compare (rand_read, QD32, 4 KiB, O_DIRECT, 1 thread)", "",
-                  "| engine | IOPS | MiB/s | mean us | p50 us | p99 us | p99.9 us | CPU ns/IO |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for eng in ("libaio", "io_uring"):
-            e = a.get(eng) or {}
-            lat = e.get("latency_ns") or {}
-            us = lambda k: (lat.get(k) or 0) / 1000  # noqa: E731
-            lines.append(f"| {eng} | {e.get('iops', 0):,.0f} | {e.get('bandwidth_mib_s', 0):.1f} | "
-                         f"{us('mean'):.1f} | {us('p50'):.1f} | {us('p99'):.1f} | "
-                         f"{us('p99.9'):.1f} | "
-                         f"{(e.get('cpu') or {}).get('process_cpu_ns_per_io', 0):,.0f} |")
-        d = a.get("diff_pct") or {}
-        lines += ["", "io_uring vs libaio: " + ", ".join(
-            f"{k} {v:+.1f}%" for k, v in d.items() if isinstance(v, (int, float))), ""]
-    if results.get("http"):
-        lines += results["http"]["lines"]
-    if FAILURES:
-        lines += ["## Failures", ""] + [f"- {f}" for f in FAILURES] + [""]
-    plot = plot_tcp(args, results["tcp"])
+def latency_report(ctx):
+    a = ctx.args
+    if not have(a.bin, "bench_latency"):
+        print("latency: bench_latency not built, skipping")
+        return None
+    la = argparse.Namespace(bin=a.bin, rounds=a.pairs, samples=a.latency_samples,
+                            sample_ms=a.latency_sample_ms, warmup_ms=a.latency_warmup_ms,
+                            server_cpu="0", client_cpu="1")
+    impls, missing = latency.implementations(a.bin, os.path.dirname(os.path.abspath(a.bin)))
+    for m in missing:
+        print(f"  latency: {m}")
+    runs, problems = latency.run_study(la, impls, log=lambda x: print(x, flush=True))
+    FAILURES.extend(f"latency {p}" for p in problems)
+    analysis = latency.analyze(runs, resamples=2000)
+    lines = [f"## Latency study of seed 003 (bench/latency.py, short form: {a.pairs} alternating "
+             f"rounds, {a.latency_samples} samples of ~{a.latency_sample_ms:g} ms per benchmark)",
+             "", "Mean time per iteration ± the 95% bootstrap CI's half-width (samples of all "
+             "rounds pooled); the full tables: `python3 bench/latency.py`.", ""]
+    lines += latency.report_lines(analysis, runs, missing, [], short=True)
+    plot = latency.plot_percentiles(analysis, os.path.join(a.out, "latency_percentiles.png"))
     if plot:
-        lines += [f"![TCP echo QPS]({os.path.basename(plot)})", ""]
-    text = "\n".join(lines)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(text)
-    return text
+        lines += [f"![latency percentiles]({os.path.basename(plot)})", ""]
+    return {"lines": lines, "data": {"missing": missing, "analysis": analysis},
+            "plots": [plot] if plot else []}
+
+
+def churn_report(ctx):
+    a = ctx.args
+    if not have(a.bin, "bench_latency"):
+        print("churn: bench_latency not built, skipping")
+        return None
+    baseline = {"io_uring": "raw_uring", "epoll": "raw_epoll"}
+    ca = argparse.Namespace(bin=a.bin, pairs=a.pairs, clients=50, duration=a.duration,
+                            warmup=a.warmup, connections=0, size=256, server_cpu="0",
+                            client_cpu="1")
+    rows = []
+    for be in ctx.backends:
+        if not have(a.bin, baseline[be]):
+            continue
+        s = churn.ab(ca, f"bench_latency server -p {{port}} --backend {be}",
+                     f"{baseline[be]} {{port}}", log=lambda x: print(x, flush=True))
+        if s["errors"] or s["leaked_fds"] or s["failed_runs"]:
+            FAILURES.append(f"churn {be}: {s['errors']} errors, {s['leaked_fds']} leaked fds, "
+                            f"{s['failed_runs']} failed runs")
+        rows.append(s)
+    if not rows:
+        return None
+    lines = ["## Connection churn (bench_latency churn: 50 clients, connect + 256 B round trip + "
+             "close)", ""] + churn.summary_lines(rows) + [""]
+    for r in rows:  # the raw runs are in churn's own JSON; keep the summary here
+        r.pop("runs", None)
+    return {"lines": lines, "data": rows, "plots": []}
+
+
+def udp_report(ctx):
+    rows = udp_section(ctx.args, ctx.backends)
+    if not rows:
+        return None
+    lines = ["## UDP echo (bench_udp client: 100 clients x 1000 messages, 256 B, depth 10)", "",
+             "| server | received pkt/s | loss | errors |", "|---|---|---|---|"]
+    for r in rows:
+        pps = r.get("recv_pps", r.get("received_pps", 0)) or 0
+        lines.append(f"| {r['server']} | {pps:,.0f} | {r.get('loss_rate')} | {r.get('errors')} |")
+    return {"lines": lines + [""], "data": rows, "plots": []}
+
+
+def files_report(ctx):
+    rows = files_section(ctx.args, ctx.backends)
+    if not rows:
+        return None
+    lines = ["## Files (bench_file_io --direct, 4 workers, 4 KiB, batch 8)", "",
+             "| backend | write IOPS | read IOPS | errors |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['backend']} | {r.get('write_iops', 0):,.0f} | "
+                     f"{r.get('read_iops', 0):,.0f} | {r.get('errors')} |")
+    return {"lines": lines + [""], "data": rows, "plots": []}
+
+
+def aio_report(ctx):
+    a = aio_section(ctx.args)
+    if not a:
+        return None
+    lines = ["## aio_bench --compare (rand_read, QD32, 4 KiB, O_DIRECT, 1 thread)", "",
+             "| engine | IOPS | MiB/s | mean us | p50 us | p99 us | p99.9 us | CPU ns/IO |",
+             "|---|---|---|---|---|---|---|---|"]
+    for eng in ("libaio", "io_uring"):
+        e = a.get(eng) or {}
+        lat = e.get("latency_ns") or {}
+        us = lambda k: (lat.get(k) or 0) / 1000  # noqa: E731
+        lines.append(f"| {eng} | {e.get('iops', 0):,.0f} | {e.get('bandwidth_mib_s', 0):.1f} | "
+                     f"{us('mean'):.1f} | {us('p50'):.1f} | {us('p99'):.1f} | "
+                     f"{us('p99.9'):.1f} | "
+                     f"{(e.get('cpu') or {}).get('process_cpu_ns_per_io', 0):,.0f} |")
+    d = a.get("diff_pct") or {}
+    lines += ["", "io_uring vs libaio (one run, no spread: a single-engine figure, not a "
+              "verdict): " + ", ".join(f"{k} {v:+.1f}%" for k, v in d.items()
+                                       if isinstance(v, (int, float))), ""]
+    return {"lines": lines, "data": a, "plots": []}
 
 
 def plot_tcp(args, rows):
+    """QPS against connections (log scale), one line per server and backend."""
     if not rows:
         return None
     try:
@@ -292,15 +343,18 @@ def plot_tcp(args, rows):
     except ImportError:
         print("(matplotlib not installed: no plots)")
         return None
-    labels = [f"{r['backend']}\n{r['connections']} conns" for r in rows]
-    x = range(len(rows))
-    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(rows)), 4))
-    ax.bar([i - 0.2 for i in x], [r["qps"] for r in rows], 0.4, label="galay bench_server")
-    ax.bar([i + 0.2 for i in x], [r["qps_baseline"] for r in rows], 0.4,
-           label="hand-written baseline")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(labels)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for be in sorted({r["backend"] for r in rows}):
+        mine = sorted((r for r in rows if r["backend"] == be), key=lambda r: r["connections"])
+        xs = [r["connections"] for r in mine]
+        ax.plot(xs, [r["qps"] for r in mine], marker="o", label=f"bench_server {be}")
+        ax.plot(xs, [r["qps_baseline"] for r in mine], marker="s", linestyle="--",
+                label=mine[0]["baseline"])
+    ax.set_xscale("log")
+    ax.set_xlabel("connections")
     ax.set_ylabel("requests/s (256 B echo)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
     path = os.path.join(args.out, "tcp_qps.png")
@@ -309,19 +363,85 @@ def plot_tcp(args, rows):
     return path
 
 
+def http_report(ctx):
+    # bench/http.py, loaded under another name: `import http` is the standard library's.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
+    http_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(http_bench)
+    lines, result = http_bench.suite_section(ctx.args.bin, ctx.args.out,
+                                             quick=not ctx.args.full, pairs=ctx.args.pairs)
+    FAILURES.extend(f"http {f}" for f in result["failures"])
+    return {"lines": lines, "data": result, "plots": []}
+
+
+# The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
+SECTIONS = [
+    ("tcp", tcp_report),
+    ("latency", latency_report),
+    ("churn", churn_report),
+    ("udp", udp_report),
+    ("files", files_report),
+    ("aio", aio_report),
+    ("http", http_report),
+]
+
+
+def write_report(args, results):
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "suite.json"), "w") as f:
+        json.dump({k: v for k, v in results.items() if k != "sections"}
+                  | {name: sec["data"] for name, sec in results["sections"].items()},
+                  f, indent=1, default=str)
+    lines = [f"# galay-kernel benchmark suite — {results['date']}", "",
+             f"Machine: {results['machine']}. Server on CPU 0, client on CPU 1; ratios are ours / "
+             f"baseline measured in the same run, median [min-max] over {args.pairs} "
+             f"alternating pairs ({args.warmup} s warm-up + {args.duration} s per run), with the "
+             "verdict the spread allows: faster/slower only when the whole spread is on one side "
+             "of 1.00.", ""]
+    for be, why in results["unavailable"].items():
+        lines.append(f"- backend **{be}** not available here: {why}")
+    if results["unavailable"]:
+        lines.append("")
+    for name, sec in results["sections"].items():
+        lines += sec["lines"]
+        for p in sec["plots"]:
+            if name == "tcp":
+                lines += [f"![{name}]({os.path.basename(p)})", ""]
+    if FAILURES:
+        lines += ["## Failures", ""] + [f"- {f}" for f in FAILURES] + [""]
+    text = "\n".join(lines)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+class Context:
+    def __init__(self, args, backends):
+        self.args, self.backends = args, backends
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/release/bin")
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--full", action="store_true", help="3 pairs, 1 s warm-up + 5 s per run")
-    ap.add_argument("--sections", default="tcp,udp,files,aio,http")
+    ap.add_argument("--full", action="store_true", help="5 pairs, 1 s warm-up + 5 s per run")
+    ap.add_argument("--pairs", type=int, help="alternating pairs per figure (at least 3)")
+    ap.add_argument("--sections", default=",".join(name for name, _ in SECTIONS))
     ap.add_argument("--file-dir", default="/var/tmp", help="a directory that supports O_DIRECT")
     args = ap.parse_args()
-    args.pairs, args.warmup, args.duration = (3, 1.0, 5.0) if args.full else (1, 0.5, 2.0)
-    args.tcp_connections = [100, 1000]
+    requested_pairs = args.pairs
+    args.pairs, args.warmup, args.duration = (5, 1.0, 5.0) if args.full else (3, 0.3, 1.0)
+    if requested_pairs:
+        args.pairs = max(3, requested_pairs)
+    args.tcp_connections = [100, 1000, 10000]
     args.file_ops = 20000 if args.full else 5000
+    args.latency_samples, args.latency_sample_ms, args.latency_warmup_ms = (
+        (30, 5.0, 300.0) if args.full else (20, 3.0, 100.0))
     if not have(args.bin, "bench_server"):
         sys.exit(f"suite: {args.bin}/bench_server not found: build first (make build)")
+    os.makedirs(args.out, exist_ok=True)
 
     backends, unavailable = [], {}
     for be in ("io_uring", "epoll"):
@@ -329,16 +449,26 @@ def main():
         (backends.append(be) if ok else unavailable.__setitem__(be, why))
     print(f"backends here: {', '.join(backends)}"
           + (f" (unavailable: {unavailable})" if unavailable else ""))
-    sections = set(args.sections.split(","))
+    wanted = set(args.sections.split(","))
+    unknown = wanted - {name for name, _ in SECTIONS}
+    if unknown:
+        sys.exit(f"suite: unknown section(s) {', '.join(sorted(unknown))}")
+    ctx = Context(args, backends)
+    sections = {}
+    for name, fn in SECTIONS:
+        if name not in wanted:
+            continue
+        t0 = time.monotonic()
+        print(f"== {name}", flush=True)
+        sec = fn(ctx)
+        if sec is not None:
+            sections[name] = sec
+        print(f"== {name}: {time.monotonic() - t0:.0f} s", flush=True)
     results = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.release()} {os.cpu_count()} CPUs",
         "unavailable": unavailable,
-        "tcp": tcp_section(args, backends) if "tcp" in sections else [],
-        "udp": udp_section(args, backends) if "udp" in sections else [],
-        "files": files_section(args, backends) if "files" in sections else [],
-        "aio": aio_section(args) if "aio" in sections else None,
-        "http": http_section(args) if "http" in sections else None,
+        "sections": sections,
     }
     print()
     print(write_report(args, results))

@@ -63,6 +63,9 @@ struct SchedulerOptions {
     /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while
     /// registered stays open until the scheduler is destroyed, so close through galay.
     bool register_files = true;
+    /// io_uring: one multishot accept per listener serves every `accept()` (Linux >= 5.19,
+    /// probed at run time; older kernels get one accept request per call, as does `false`).
+    bool multishot_accept = true;
 };
 
 namespace detail {

@@ -208,7 +208,11 @@ TEST_P(PooledRecvTest, ClosingWhileARecvIsArmedSendsFinToThePeer) {
 // A closed stream's fd number is usually reused by the next accept at once. Cancelling the old
 // connection's requests must not touch the new one's.
 TEST_P(PooledRecvTest, AReusedFdNumberIsNotCancelledByTheOldClose) {
-    Scheduler sched(small_pool());
+    // The second connection must be accepted after the first is closed, so that it gets the
+    // same fd number: a multishot accept would take it into a new fd as soon as it connects.
+    SchedulerOptions options = small_pool();
+    options.multishot_accept = false;
+    Scheduler sched(options);
     sched.block_on([]() -> Task<void> {
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         CO_ASSERT(l);

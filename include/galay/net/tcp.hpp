@@ -124,7 +124,10 @@ private:
 class AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
 public:
     AcceptAwaitable(int fd, SocketAddr* peer) noexcept;
-    void prepare() noexcept { op_.set_accept_address(addr_.data(), &addrlen_); }
+    /// The kernel fills in the peer address only when the caller asked for it.
+    void prepare() noexcept {
+        if (peer_ != nullptr) op_.set_accept_address(addr_.data(), &addrlen_);
+    }
     Result<TcpStream> result();
 
 private:

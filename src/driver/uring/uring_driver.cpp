@@ -6,6 +6,7 @@
 #include "driver/common/buffer_pool.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/uring/fixed_buffers.hpp"
+#include "driver/uring/multishot_accept.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 #include "runtime/fd_owners.hpp"
@@ -37,6 +38,7 @@ constexpr std::uint64_t kWakeTag = 2;   // the eventfd read that lets other thre
 constexpr std::uint64_t kMultishotTag = 3;  // low 3 bits of a multishot recv: fd << 32 | gen << 3
 constexpr std::uint64_t kRegisterTag = 4;   // FILES_UPDATE putting fd (ud >> 32) in its slot
 constexpr std::uint64_t kUnregisterTag = 5; // FILES_UPDATE clearing a slot
+static_assert(MultishotAccepts::kTag == 6); // multishot accept: fd << 32 | gen << 3
 constexpr std::uint16_t kBufferGroup = 0;
 
 /// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
@@ -137,6 +139,7 @@ public:
                                                               : ""));
         setup_buffer_ring(options);
         if (options.register_files) setup_file_table();
+        multishot_accept_ = options.multishot_accept && multishot_accept_supported();
         wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (wake_fd_ < 0) {
             int e = errno;
@@ -164,6 +167,10 @@ public:
     bool submit(IoOp& op) override {
         if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
         if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
+        if (op.code == OpCode::accept && multishot_accept_) {
+            own(op.fd, state(op.fd)); // the armed accept holds the listener: closes come here
+            return accepts_.submit(op);
+        }
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) return submit_pooled(op);
         if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
             int id = pool_->take();
@@ -195,6 +202,7 @@ public:
 
     void cancel(IoOp& op) override {
         if (!op.pending) return;
+        if (op.code == OpCode::accept && multishot_accept_) return accepts_.cancel(op);
         if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
             // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
             // is queued for the next call.
@@ -427,6 +435,7 @@ private:
     /// Drop what this driver holds for `fd` (its multishot recv, its registered slot, queued
     /// buffers), before the fd is closed or handed over. Ownership is the caller's business.
     void drop_fd_state(int fd) noexcept {
+        if (multishot_accept_) accepts_.forget(fd);
         if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
         FdState& m = fds_[static_cast<std::size_t>(fd)];
         if (m.armed) {
@@ -492,6 +501,10 @@ private:
             }
             if ((ud & 7) == kMultishotTag) {
                 on_multishot(ud, cqe->res, cqe->flags);
+                continue;
+            }
+            if ((ud & 7) == MultishotAccepts::kTag) {
+                accepts_.on_cqe(ud, cqe->res, cqe->flags);
                 continue;
             }
             if ((ud & 7) == kRegisterTag || (ud & 7) == kUnregisterTag) {
@@ -709,6 +722,8 @@ private:
     std::uint64_t wake_buf_ = 0;
     std::size_t in_flight_ = 0;
     FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
+    bool multishot_accept_ = false;
+    MultishotAccepts accepts_{ring_, sched_, in_flight_}; // (after the members it refers to)
 };
 
 } // namespace
