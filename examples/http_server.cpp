@@ -102,10 +102,12 @@ int main(int argc, char** argv) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-    // Bind every listener before any worker starts, so a busy port is one clear error.
-    const auto addr = galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port));
+    // Bind every listener before any worker starts, so a busy port is one clear error. With port
+    // 0 the first listener picks the port and the others join it.
+    auto addr = galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port));
     std::vector<galay::TcpListener> listeners;
     for (long i = 0; i < workers; ++i) {
+        if (i == 1) addr = galay::SocketAddr::any_v4(listeners[0].local_addr()->port());
         auto l = galay::TcpListener::bind(addr, {.backlog = 4096, .reuse_port = workers > 1});
         if (!l) {
             std::fprintf(stderr, "http_server: cannot listen on %s: %s\n", addr.to_string().c_str(),

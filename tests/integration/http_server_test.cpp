@@ -3,7 +3,12 @@
 #include "http/server.hpp"
 #include "support/backends.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -409,3 +414,67 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
+
+#ifdef HTTP_SERVER_BIN
+// The http_server program: --workers 2 (two threads, each a Scheduler with its own SO_REUSEPORT
+// listener) serving many connections at once, then SIGTERM: exit 0.
+class HttpServerProcessTest : public test::BackendTest {};
+
+TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
+    int out[2];
+    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    std::string backend = backend_name(GetParam());
+    const char* argv[] = {HTTP_SERVER_BIN, "0",    "--workers", "2", "--backend",
+                          backend.c_str(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(::posix_spawn(&pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    // "listening on 0.0.0.0:<port> (http_server, <backend>, 2 workers)"
+    std::string line;
+    char ch;
+    pollfd pfd{out[0], POLLIN, 0};
+    while (line.find('\n') == std::string::npos && ::poll(&pfd, 1, 10000) == 1 &&
+           ::read(out[0], &ch, 1) == 1)
+        line += ch;
+    ::close(out[0]);
+    const std::size_t colon = line.find("0.0.0.0:");
+    ASSERT_NE(colon, std::string::npos) << "no listening line: " << line;
+    const auto port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 8)));
+    EXPECT_NE(line.find("2 workers"), std::string::npos) << line;
+    EXPECT_NE(line.find(backend), std::string::npos) << line;
+
+    const std::size_t served = run([](std::uint16_t p) -> Task<std::size_t> {
+        auto one = [](std::uint16_t port) -> Task<std::size_t> {
+            auto c = co_await connect(port);
+            std::size_t ok = 0;
+            for (int i = 0; i < 20; ++i) {
+                co_await c->send(kGet);
+                Response r = co_await c->read();
+                if (r.status == 200 && r.body == "Hello, World!") ++ok;
+            }
+            co_return ok;
+        };
+        std::vector<Task<std::size_t>> clients;
+        for (int i = 0; i < 64; ++i)
+            clients.push_back(one(p));
+        auto counts = co_await when_all(std::move(clients));
+        std::size_t total = 0;
+        for (std::size_t n : counts)
+            total += n;
+        co_return total;
+    }(port));
+    EXPECT_EQ(served, 64u * 20u);
+    ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+GALAY_INSTANTIATE_BACKENDS(HttpServerProcessTest);
+#endif
