@@ -17,6 +17,8 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   udp      bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
   files    bench_file_io --direct on io_uring vs epoll+libaio
   aio      aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
+  http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
+           epoll vs nginx, Go net/http and raw_http, GET /, 100 connections, wrk
 
 Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -361,6 +363,19 @@ def plot_tcp(args, rows):
     return path
 
 
+def http_report(ctx):
+    # bench/http.py, loaded under another name: `import http` is the standard library's.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
+    http_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(http_bench)
+    lines, result = http_bench.suite_section(ctx.args.bin, ctx.args.out,
+                                             quick=not ctx.args.full, pairs=ctx.args.pairs)
+    FAILURES.extend(f"http {f}" for f in result["failures"])
+    return {"lines": lines, "data": result, "plots": []}
+
+
 # The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
 SECTIONS = [
     ("tcp", tcp_report),
@@ -369,6 +384,7 @@ SECTIONS = [
     ("udp", udp_report),
     ("files", files_report),
     ("aio", aio_report),
+    ("http", http_report),
 ]
 
 

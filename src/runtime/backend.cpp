@@ -33,6 +33,11 @@ public:
                    "split it";
         case errc::closed:
             return "the channel is closed (or the other end of the oneshot is gone)";
+        case errc::end_of_stream:
+            return "end of stream: the peer closed the connection";
+        case errc::limit_exceeded:
+            return "no delimiter within the buffered reader's limit (a line or message longer "
+                   "than its capacity)";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -3,9 +3,13 @@
 // because replacing operator new affects the whole program.
 #include "support/backends.hpp"
 #include "support/threads.hpp"
+#ifdef GALAY_HAVE_HTTP_EXAMPLE
+#include "http/server.hpp"
+#endif
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -85,9 +89,102 @@ Task<std::uint64_t> echo_allocations(bool pooled) {
     co_return after - before;
 }
 
+/// A line protocol through io::BufReader (read_line) and io::BufWriter (write + flush): both
+/// take their slow paths on every request (the server waits for each line; every flush sends),
+/// whose coroutine frames must come from the reader's and writer's reused blocks.
+Task<std::uint64_t> buffered_line_allocations() {
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    if (!l) throw Error(l.error(), "bind");
+    auto [c, s] = co_await when_all(
+        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
+        as_task(l->accept()));
+    if (!c || !s) throw std::runtime_error("connect/accept");
+    TcpStream& client = *c;
+    TcpStream& server = *s;
+    std::uint64_t before = 0, after = 0;
+    auto serve = [&]() -> Task<void> {
+        io::BufReader reader(server, 256);
+        io::BufWriter writer(server, 256);
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            auto line = co_await reader.read_line().timeout(std::chrono::seconds(10));
+            if (!line) throw Error(line.error(), "read_line");
+            if (!co_await writer.write(*line)) throw std::runtime_error("write");
+            if (!co_await writer.write(std::string_view("\n"))) throw std::runtime_error("write");
+            if (!co_await writer.flush().timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("flush");
+        }
+    };
+    auto drive = [&]() -> Task<void> {
+        std::array<char, 17> out{}, in{};
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) before = g_allocations.load();
+            std::snprintf(out.data(), out.size(), "line %010d", i);
+            out[16] = '\n';
+            if (!co_await client.send_all(out)) throw std::runtime_error("client send");
+            if (!co_await client.recv_exact(in).timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("client recv");
+            if (in != out) throw std::runtime_error("mismatch");
+        }
+        after = g_allocations.load();
+    };
+    co_await when_all(serve(), drive());
+    co_return after - before;
+}
+
+#ifdef GALAY_HAVE_HTTP_EXAMPLE
+/// The example HTTP server answering keep-alive GET / requests: parser, BufReader, BufWriter,
+/// the fixed answer formatted in place, one flush per request.
+Task<std::uint64_t> http_allocations() {
+    auto server = http::Server::create({});
+    if (!server) throw Error(server.error(), "server");
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    if (!l) throw Error(l.error(), "bind");
+    auto [c, s] = co_await when_all(
+        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
+        as_task(l->accept()));
+    if (!c || !s) throw std::runtime_error("connect/accept");
+    TcpStream& client = *c;
+    std::uint64_t before = 0, after = 0;
+    auto drive = [&]() -> Task<void> {
+        const std::string_view get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+        std::array<char, 4096> in{};
+        std::size_t answer = 0; // the length of one answer (all are alike)
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) before = g_allocations.load();
+            if (!co_await client.send_all(get)) throw std::runtime_error("client send");
+            std::size_t got = 0;
+            do {
+                auto n = co_await client.recv(std::span(in).subspan(got))
+                             .timeout(std::chrono::seconds(10));
+                if (!n || *n == 0) throw std::runtime_error("client recv");
+                got += *n;
+            } while (answer == 0
+                         ? std::string_view(in.data(), got).find("World!") == std::string_view::npos
+                         : got < answer);
+            if (answer == 0) answer = got;
+            if (got != answer) throw std::runtime_error("answers differ in length");
+        }
+        after = g_allocations.load();
+    };
+    co_await when_any(drive(), (*server)->serve_connection(std::move(*s)));
+    co_return after - before;
+}
+#endif
+
 } // namespace
 
 class AllocationTest : public test::BackendTest {};
+
+#ifdef GALAY_HAVE_HTTP_EXAMPLE
+TEST_P(AllocationTest, HttpKeepAliveRequestsAllocateNothing) {
+    EXPECT_EQ(run(http_allocations()), 0u) << "heap allocations in " << kMeasured << " requests";
+}
+#endif
+
+TEST_P(AllocationTest, BufferedReadLineAndFlushAllocateNothing) {
+    EXPECT_EQ(run(buffered_line_allocations()), 0u)
+        << "heap allocations in " << kMeasured << " requests";
+}
 
 TEST_P(AllocationTest, EchoRequestsAllocateNothingWithPooledBuffers) {
     EXPECT_EQ(run(echo_allocations(true)), 0u)

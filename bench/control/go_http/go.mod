@@ -1,0 +1,3 @@
+module galay.dev/bench/go_http
+
+go 1.21

@@ -1,0 +1,584 @@
+#!/usr/bin/env python3
+"""The HTTP comparison of our users' io_uring survey (seed 004), in one command.
+
+    python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
+                          [--scenarios fixed,file] [--quick] [--out FILE.json]
+
+Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
+  galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
+  galay-epoll     http_server --backend epoll
+  go              Go net/http, GOMAXPROCS=1 (bench/control/go_http), as the survey had it
+  nginx           Debian's nginx, one worker, `return 200 "..."` and the same static file
+  raw_http        the hand-written epoll responder (bench/baselines/raw_http.cpp): the floor;
+                  it answers every request with the fixed answer, so it runs in `fixed` only
+Scenarios: `fixed` is GET / answering "Hello, World!" (the survey replaced its file by a constant
+for the Go comparison); `file` is GET /page.html, a 1 KiB static file.
+
+Every round runs every server once, in an order rotated from round to round (alternating, so a
+drift of the shared machine falls on all of them); each run is a fresh server on a fresh port,
+checked with one real request (status and body) before the load, then `--warmup` seconds of wrk,
+then `-d` seconds measured. Columns are the survey's: requests, mean, median, p90, p95, p99, max
+(ms), error %, std dev, throughput (requests/s); plus server CPU per request (utime+stime of the
+server's process tree over the measured run, from /proc/PID/stat). Percentiles come from wrk's
+histogram through a Lua done() hook (wrk prints only 50/75/90/99).
+
+Ratios are galay / other measured in the same round, median [min-max] over the rounds, with a
+verdict: faster/slower only when the whole spread is on one side of 1.00. A missing wrk, go or
+nginx is one line in the output, not a failure. Exit status 1 when a galay server failed to start,
+answered wrong, or had errors under load.
+
+Standard library only. `suite_section()` is the short form `make bench` (bench/suite.py) runs.
+"""
+import argparse
+import json
+import os
+import pwd
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import echo  # noqa: E402  (free_port, wait_accepting, stop)
+import latstats  # noqa: E402  (spreads and verdicts: one piece of code for every study)
+
+BODY = "Hello, World!"
+FILE_NAME = "page.html"  # (not index.html: Go's FileServer redirects that to ./)
+FILE_BODY = "".join(f"line {i:03d} of the static file bench/http.py serves\n"
+                    for i in range(30))[:1024]
+
+WRK_LUA = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests": %d, "duration_us": %d, "bytes": %d, ' ..
+    '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
+    '"latency_us": {"min": %d, "mean": %.3f, "stdev": %.3f, "max": %d, ' ..
+    '"p50": %d, "p90": %d, "p95": %d, "p99": %d, "p99_9": %d}}\n',
+    summary.requests, summary.duration, summary.bytes,
+    e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.mean, latency.stdev, latency.max,
+    latency:percentile(50), latency:percentile(90), latency:percentile(95),
+    latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+GALAY = ("galay-io_uring", "galay-epoll")
+OTHERS = ("nginx", "go", "raw_http")
+
+
+def note(msg):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers
+# ---------------------------------------------------------------------------------------------
+
+def nginx_conf(prefix, port, root):
+    user = ""
+    if os.geteuid() == 0:  # else the worker would switch to nobody; run as the current user
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name};"
+    return f"""{user}
+daemon off;
+master_process on;
+worker_processes 1;
+error_log stderr warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    default_type text/plain;
+    keepalive_requests 100000000;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    server {{
+        listen {port} backlog=4096;
+        location = / {{ return 200 "{BODY}"; }}
+        location / {{ root {root}; }}
+    }}
+}}
+"""
+
+
+class Servers:
+    """What can run here: name -> function(port) -> (argv, env, cwd)."""
+
+    def __init__(self, bindir, work):
+        self.bindir, self.work = bindir, work
+        self.available, self.missing = {}, []
+        self.root = os.path.join(work, "www")
+        os.makedirs(self.root, exist_ok=True)
+        os.chmod(work, 0o755)
+        os.chmod(self.root, 0o755)
+        with open(os.path.join(self.root, FILE_NAME), "w") as f:
+            f.write(FILE_BODY)
+        os.chmod(os.path.join(self.root, FILE_NAME), 0o644)
+
+        server = os.path.join(bindir, "http_server")
+        if os.access(server, os.X_OK):
+            for be in ("io_uring", "epoll"):
+                self.available[f"galay-{be}"] = (
+                    lambda port, be=be: ([server, str(port), "--backend", be, "--root", self.root],
+                                         None))
+        else:
+            self.missing.append(f"galay: {server} not built (make build)")
+
+        go_bin = self._build_go()
+        if go_bin:
+            env = dict(os.environ, GOMAXPROCS="1")
+            self.available["go"] = lambda port: (
+                [go_bin, "-port", str(port), "-root", self.root], env)
+
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
+                                           else None)
+        if nginx:
+            self.available["nginx"] = lambda port: self._nginx(nginx, port)
+        else:
+            self.missing.append("nginx: not installed (apt-get install nginx-light): skipped")
+
+        raw = os.path.join(bindir, "raw_http")
+        if os.access(raw, os.X_OK):
+            self.available["raw_http"] = lambda port: ([raw, str(port)], None)
+        else:
+            self.missing.append(f"raw_http: {raw} not built: skipped")
+
+    def _build_go(self):
+        go = shutil.which("go")
+        if not go:
+            self.missing.append("go: no Go toolchain on PATH: the Go server is skipped")
+            return None
+        out = os.path.join(self.work, "go_http")
+        src = os.path.join(HERE, "control", "go_http")
+        env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0")
+        cp = subprocess.run([go, "build", "-o", out, "."], cwd=src, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if cp.returncode != 0:
+            self.missing.append("go: build of bench/control/go_http failed: "
+                                + cp.stdout.strip()[-200:])
+            return None
+        return out
+
+    def _nginx(self, nginx, port):
+        prefix = tempfile.mkdtemp(prefix="nginx-", dir=self.work)
+        os.chmod(prefix, 0o755)
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(nginx_conf(prefix, port, self.root))
+        return [nginx, "-p", prefix, "-c", conf], None
+
+
+def tree_pids(pid):
+    """`pid` and its descendants (nginx: master and worker)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def tree_cpu_s(pid):
+    total = 0.0
+    for p in tree_pids(pid):
+        v = echo.proc_cpu_s(p)
+        total += v or 0.0
+    return total
+
+
+def http_get(port, path, timeout=5.0):
+    """One request: (status, body) or raises. Reads the answer by its Content-Length (raw_http
+    ignores `Connection: close`)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = None
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while length is not None and len(body) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    status = int(head.split(b" ", 2)[1])
+    return status, body.decode(errors="replace")
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------
+
+def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
+    rec = {"server": name, "scenario": scenario, "connections": conns, "ok": False,
+           "problems": []}
+    port = echo.free_port()
+    argv, env = servers.available[name](port)
+    tag = f"{seq:03d}-{name}-{scenario}-c{conns}"
+    log = open(os.path.join(logdir, tag + ".server.log"), "w")
+    proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            preexec_fn=raise_nofile)
+    try:
+        if not echo.wait_accepting(proc, port, 10.0):
+            rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
+                                   f"log {log.name}")
+            return rec
+        path = "/" if scenario == "fixed" else "/" + FILE_NAME
+        want = BODY if scenario == "fixed" else FILE_BODY
+        try:
+            status, body = http_get(port, path)
+        except (OSError, ValueError, IndexError) as e:
+            status, body = None, str(e)
+        if status != 200 or body != want:
+            rec["problems"].append(f"GET {path}: status {status}, body {body[:60]!r}")
+            return rec
+        url = f"http://127.0.0.1:{port}{path}"
+        wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}",
+               "--timeout", "3s", "-s", lua]
+        if args.warmup > 0:  # (wrk takes whole seconds)
+            subprocess.run(wrk + [f"-d{max(1, round(args.warmup))}s", url], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, preexec_fn=raise_nofile,
+                           timeout=args.warmup + 60)
+        cpu0 = tree_cpu_s(proc.pid)
+        try:
+            cp = subprocess.run(wrk + [f"-d{max(1, round(args.duration))}s", url], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=raise_nofile,
+                                timeout=args.duration + 60)
+        except subprocess.TimeoutExpired:
+            rec["problems"].append("wrk did not finish")
+            return rec
+        cpu1 = tree_cpu_s(proc.pid)
+        lines = [l for l in cp.stdout.splitlines() if l.startswith("{")]
+        if cp.returncode != 0 or not lines:
+            rec["problems"].append(f"wrk exit {cp.returncode}: {cp.stderr.strip()[-200:]}")
+            return rec
+        r = json.loads(lines[-1])
+        if proc.poll() is not None:
+            rec["problems"].append(f"server died during the run (exit {proc.returncode})")
+        lat = r["latency_us"]
+        errors = sum(r["errors"].values())
+        requests = r["requests"]
+        seconds = r["duration_us"] / 1e6
+        rec.update({
+            "requests": requests,
+            "errors": errors,
+            "error_detail": r["errors"],
+            "error_pct": 100.0 * errors / max(requests + r["errors"]["connect"], 1),
+            "rps": requests / seconds if seconds > 0 else 0.0,
+            "mean_ms": lat["mean"] / 1000, "p50_ms": lat["p50"] / 1000,
+            "p90_ms": lat["p90"] / 1000, "p95_ms": lat["p95"] / 1000,
+            "p99_ms": lat["p99"] / 1000, "p99_9_ms": lat["p99_9"] / 1000,
+            "max_ms": lat["max"] / 1000, "stdev_ms": lat["stdev"] / 1000,
+            "cpu_us_per_req": 1e6 * (cpu1 - cpu0) / requests if requests else None,
+            # What one fully busy server core would serve: on two cores wrk saturates its own
+            # CPU first, so throughput measures the client and this measures the server.
+            "rps_per_core": requests / (cpu1 - cpu0) if cpu1 > cpu0 else None,
+            "server_cpu_pct": 100.0 * (cpu1 - cpu0) / seconds if seconds > 0 else None,
+        })
+        rec["ok"] = not rec["problems"]
+        return rec
+    finally:
+        rec["server_exit"] = echo.stop(proc)
+        log.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------------
+
+ROWS = [  # (label, key, format)
+    ("requests", "requests", "{:,.0f}"),
+    ("mean (ms)", "mean_ms", "{:.3f}"),
+    ("median (ms)", "p50_ms", "{:.3f}"),
+    ("90% (ms)", "p90_ms", "{:.3f}"),
+    ("95% (ms)", "p95_ms", "{:.3f}"),
+    ("99% (ms)", "p99_ms", "{:.3f}"),
+    ("max (ms)", "max_ms", "{:.1f}"),
+    ("errors", "error_pct", "{:.2f}%"),
+    ("std dev (ms)", "stdev_ms", "{:.3f}"),
+    ("throughput (req/s)", "rps", "{:,.0f}"),
+    ("server CPU/request (us)", "cpu_us_per_req", "{:.2f}"),
+    ("req/s per server core", "rps_per_core", "{:,.0f}"),
+]
+
+
+def median_of(runs, key):
+    vals = [r[key] for r in runs if r.get("ok") and r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+spread, fmt_spread = latstats.spread, latstats.fmt_spread
+
+
+def verdict(s, lower_is_better, words):
+    """latstats' verdict, only from at least 3 rounds (fewer: none)."""
+    if s is None or len(s["values"]) < 3:
+        return ""
+    return latstats.verdict(s, lower_is_better, words)
+
+
+def summarise(rounds, names):
+    """rounds: list of {name: rec}. Medians per server; ratios galay/other per round."""
+    medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
+               for n in names}
+    ratios = {}
+    for g in GALAY:
+        for o in OTHERS:
+            if g not in names or o not in names:
+                continue
+            pairs = [(r[g], r[o]) for r in rounds
+                     if g in r and o in r and r[g]["ok"] and r[o]["ok"]]
+            ratios[f"{g}/{o}"] = {
+                "rps": spread([a["rps"] / b["rps"] for a, b in pairs if b["rps"]]),
+                "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
+                                        if a["rps_per_core"] and b["rps_per_core"]]),
+                "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
+                                       if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
+                "p99": spread([a["p99_ms"] / b["p99_ms"] for a, b in pairs if b["p99_ms"]]),
+            }
+    return medians, ratios
+
+
+def table_lines(title, names, medians):
+    lines = [f"**{title}**", "",
+             "| | " + " | ".join(names) + " |",
+             "|---|" + "---|" * len(names)]
+    for label, key, fmt in ROWS:
+        cells = []
+        for n in names:
+            v = medians[n].get(key)
+            cells.append("-" if v is None else fmt.format(v))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def ratio_lines(ratios, pairs):
+    if not ratios:
+        return []
+    why = ("a verdict only when the whole spread is on one side of 1.00" if pairs >= 3 else
+           "no verdicts: fewer than 3 rounds")
+    lines = ["", f"Ratios galay / other in the same round, median [min-max] over {pairs} "
+                 f"round(s); {why}:", "",
+             "| | throughput | req/s per server core | server CPU/request (lower is better) | "
+             "p99 latency (lower is better) |", "|---|---|---|---|---|"]
+    for k, r in ratios.items():
+        lines.append(
+            f"| {k} | {fmt_spread(r['rps'])} {verdict(r['rps'], False, ('faster', 'slower'))} | "
+            f"{fmt_spread(r['rps_per_core'])} "
+            f"{verdict(r['rps_per_core'], False, ('faster', 'slower'))} | "
+            f"{fmt_spread(r['cpu_per_req'])} "
+            f"{verdict(r['cpu_per_req'], True, ('less CPU', 'more CPU'))} | "
+            f"{fmt_spread(r['p99'])} {verdict(r['p99'], True, ('lower', 'higher'))} |")
+    return lines
+
+
+def target_lines(ratios, pairs):
+    """The issue's targets, each read off a ratio's whole spread (latstats.criterion_verdict on
+    a lower-is-better ratio: met when every round is under the threshold). Requests/s per server
+    core is the inverse of server CPU per request, so ">= 1.00x nginx" is "CPU/request ratio
+    <= 1.00" and ">= 2.0x Go" is "<= 0.50"."""
+    out = []
+
+    def crit(s, threshold):
+        if s is None:
+            return "no data"
+        got = f"{s['median']:.2f}x [{s['min']:.2f}-{s['max']:.2f}]"
+        if pairs < 3:
+            return got
+        return f"{got}: {latstats.criterion_verdict(s, threshold)}"
+
+    for g in GALAY:
+        checks = []
+        r = ratios.get(f"{g}/nginx")
+        if r:
+            checks.append(f"CPU/request vs nginx <= 1.00 (req/s per core >= 1.00x): "
+                          f"{crit(r['cpu_per_req'], 1.0)}")
+            checks.append(f"p99 vs nginx <= 1.00: {crit(r['p99'], 1.0)}")
+        r = ratios.get(f"{g}/go")
+        if r:
+            checks.append(f"CPU/request vs Go <= 0.50 (req/s per core >= 2.0x): "
+                          f"{crit(r['cpu_per_req'], 0.5)}")
+        r = ratios.get(f"{g}/raw_http")
+        if r:
+            checks.append(f"CPU/request vs raw_http <= 1.10: {crit(r['cpu_per_req'], 1.1)}")
+        if checks:
+            out.append(f"- {g}: " + "; ".join(checks))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0, client_cpu=1,
+            only=None, log=note):
+    """Runs everything; returns a result dict (and prints progress through `log`)."""
+    args = argparse.Namespace(warmup=warmup, duration=duration, server_cpu=server_cpu,
+                              client_cpu=client_cpu)
+    result = {"config": {"scenarios": scenarios, "connections": conns_list, "pairs": pairs,
+                         "warmup": warmup, "duration": duration, "bin": bindir,
+                         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                         "kernel": os.uname().release},
+              "missing": [], "scenarios": [], "failures": []}
+    if not shutil.which("wrk"):
+        result["missing"].append("wrk: not installed (apt-get install wrk): nothing measured")
+        return result
+    if not shutil.which("taskset"):
+        result["missing"].append("taskset (util-linux) not found: nothing measured")
+        return result
+    work = tempfile.mkdtemp(prefix="galay-http-bench-")
+    try:
+        servers = Servers(bindir, work)
+        result["missing"] += servers.missing
+        lua = os.path.join(work, "report.lua")
+        with open(lua, "w") as f:
+            f.write(WRK_LUA)
+        logdir = os.path.join(work, "logs")
+        os.makedirs(logdir)
+        seq = 0
+        for scenario in scenarios:
+            names = [n for n in GALAY + OTHERS if n in servers.available
+                     and (only is None or n in only)
+                     and not (scenario != "fixed" and n == "raw_http")]
+            for conns in conns_list:
+                rounds = []
+                for rnd in range(pairs):
+                    k = rnd % len(names) if names else 0
+                    order = names[k:] + names[:k]  # rotated: no server always first
+                    recs = {}
+                    for name in order:
+                        seq += 1
+                        rec = run_one(servers, name, scenario, conns, args, lua, logdir, seq)
+                        rec["round"] = rnd + 1
+                        recs[name] = rec
+                        if rec["ok"]:
+                            log(f"  {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
+                                f"{rec['rps']:>10,.0f} req/s  p99 {rec['p99_ms']:.2f} ms  "
+                                f"cpu/req {rec['cpu_us_per_req'] or 0:.2f} us  "
+                                f"errors {rec['errors']}")
+                        else:
+                            log(f"  {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
+                                f"FAILED: {'; '.join(rec['problems'])}")
+                        if name in GALAY and (not rec["ok"] or rec.get("errors")):
+                            result["failures"].append(
+                                f"{name} {scenario} c={conns}: "
+                                + ("; ".join(rec["problems"]) or f"{rec['errors']} errors "
+                                   f"{rec['error_detail']}"))
+                    rounds.append(recs)
+                medians, ratios = summarise(rounds, names)
+                result["scenarios"].append({"scenario": scenario, "connections": conns,
+                                            "servers": names, "medians": medians,
+                                            "ratios": ratios, "runs": rounds})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def report_lines(result):
+    lines = []
+    for m in result["missing"]:
+        lines.append(f"- {m}")
+    if result["missing"]:
+        lines.append("")
+    for s in result["scenarios"]:
+        what = ("GET / (fixed 13-byte body)" if s["scenario"] == "fixed"
+                else f"GET /{FILE_NAME} (1 KiB static file)")
+        lines += table_lines(f"{what}, {s['connections']} connections (medians of "
+                             f"{result['config']['pairs']} round(s))", s["servers"], s["medians"])
+        lines += ratio_lines(s["ratios"], result["config"]["pairs"])
+        t = target_lines(s["ratios"], result["config"]["pairs"])
+        if t:
+            lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
+        lines.append("")
+    for f in result["failures"]:
+        lines.append(f"- FAILED: {f}")
+    return lines
+
+
+def suite_section(bindir, out_dir, quick=True, pairs=3):
+    """The short form for `make bench` (bench/suite.py): GET / at 100 connections, `pairs` rounds
+    of 1 s warm-up + 1 s when quick; else GET / and the file at 100 and 1000 connections, 1 s +
+    5 s. Returns (markdown lines, result dict); the result also goes to out_dir/http.json."""
+    if quick:
+        result = measure(bindir, ["fixed"], [100], pairs, 1, 1)
+    else:
+        result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5)
+    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: wrk, one thread; server on "
+             "CPU 0, wrk on CPU 1)", ""]
+    lines += report_lines(result)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "http.json"), "w") as f:
+            json.dump(result, f, indent=1, default=str)
+    return lines, result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 1)[1])
+    ap.add_argument("--bin", default="build/release/bin")
+    ap.add_argument("-c", "--connections", default="100,1000", help="comma-separated")
+    ap.add_argument("--pairs", type=int, default=3, help="rounds (every server once per round)")
+    ap.add_argument("-d", "--duration", type=int, default=5, help="seconds (wrk: whole)")
+    ap.add_argument("--warmup", type=int, default=1, help="seconds (wrk: whole; 0: none)")
+    ap.add_argument("--scenarios", default="fixed,file")
+    ap.add_argument("--servers", help="only these, comma-separated (e.g. galay-epoll,nginx)")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 round, 1 s warm-up + 2 s, 100 connections")
+    ap.add_argument("--server-cpu", default="0")
+    ap.add_argument("--client-cpu", default="1")
+    ap.add_argument("--out", help="JSON output (default bench/results/http-<time>.json)")
+    args = ap.parse_args()
+    if args.quick:
+        args.pairs, args.warmup, args.duration, args.connections = 1, 1, 2, "100"
+    conns = [int(x) for x in args.connections.split(",") if x]
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    for s in scenarios:
+        if s not in ("fixed", "file"):
+            ap.error(f"unknown scenario {s!r} (fixed, file)")
+    only = set(args.servers.split(",")) if args.servers else None
+    note(f"server on CPU {args.server_cpu}, wrk on CPU {args.client_cpu}; {args.pairs} round(s) "
+         f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}")
+    result = measure(args.bin, scenarios, conns, args.pairs, args.warmup, args.duration,
+                     args.server_cpu, args.client_cpu, only)
+    print()
+    print("\n".join(report_lines(result)))
+    out = args.out or os.path.join(HERE, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    print(f"wrote {out}")
+    return 1 if result["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

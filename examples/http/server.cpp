@@ -1,0 +1,509 @@
+#include "http/server.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+namespace http {
+
+using namespace std::chrono_literals;
+using galay::Result;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The Date header: formatted at most once a second per thread.
+// ---------------------------------------------------------------------------------------------
+
+void format_date(std::time_t t, char (&out)[29]) noexcept {
+    static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                              "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday % 7],
+                  tm.tm_mday, kMonths[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                  tm.tm_sec);
+    std::memcpy(out, buf, 29);
+}
+
+class DateCache {
+public:
+    std::string_view now() noexcept {
+        timespec ts{};
+        ::clock_gettime(CLOCK_REALTIME_COARSE, &ts); // vDSO: no system call
+        if (ts.tv_sec != second_) {
+            format_date(ts.tv_sec, text_);
+            second_ = ts.tv_sec;
+        }
+        return {text_, sizeof text_};
+    }
+
+private:
+    std::time_t second_ = -1;
+    char text_[29] = {};
+};
+thread_local DateCache t_date;
+
+// ---------------------------------------------------------------------------------------------
+// Formatting an answer straight into the writer's buffer.
+// ---------------------------------------------------------------------------------------------
+
+/// The most an answer's head takes (status line and our headers).
+constexpr std::size_t kMaxHead = 512;
+
+class Out {
+public:
+    explicit Out(std::span<char> room) noexcept
+        : begin_(room.data())
+        , p_(room.data())
+        , end_(room.data() + room.size()) {}
+    Out& operator<<(std::string_view s) noexcept {
+        const std::size_t n = std::min(s.size(), static_cast<std::size_t>(end_ - p_));
+        if (n == 0) return *this; // (an empty view may have no data pointer)
+        std::memcpy(p_, s.data(), n);
+        p_ += n;
+        return *this;
+    }
+    Out& operator<<(std::uint64_t v) noexcept {
+        p_ = std::to_chars(p_, end_, v).ptr;
+        return *this;
+    }
+    std::size_t size() const noexcept { return static_cast<std::size_t>(p_ - begin_); }
+
+private:
+    char* begin_;
+    char* p_;
+    char* end_;
+};
+
+enum class Persist : std::uint8_t { keep_alive_11, keep_alive_10, close };
+
+void put_head(Out& o, int status, std::string_view type, std::uint64_t length, Persist persist,
+              std::string_view extra = {}) {
+    o << "HTTP/1.1 " << static_cast<std::uint64_t>(status) << " " << reason_phrase(status)
+      << "\r\nServer: galay\r\nDate: " << t_date.now() << "\r\nContent-Type: " << type
+      << "\r\nContent-Length: " << length << "\r\n";
+    if (persist == Persist::close)
+        o << "Connection: close\r\n";
+    else if (persist == Persist::keep_alive_10)
+        o << "Connection: keep-alive\r\n";
+    o << extra << "\r\n";
+}
+
+std::string_view content_type(std::string_view path) noexcept {
+    const std::size_t slash = path.rfind('/');
+    const std::size_t dot = path.rfind('.');
+    if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash))
+        return "application/octet-stream";
+    const std::string_view ext = path.substr(dot + 1);
+    struct Entry {
+        std::string_view ext, type;
+    };
+    static constexpr Entry kTypes[] = {
+        {"html", "text/html; charset=utf-8"},
+        {"htm", "text/html; charset=utf-8"},
+        {"txt", "text/plain; charset=utf-8"},
+        {"css", "text/css"},
+        {"js", "text/javascript"},
+        {"json", "application/json"},
+        {"svg", "image/svg+xml"},
+        {"png", "image/png"},
+        {"jpg", "image/jpeg"},
+        {"jpeg", "image/jpeg"},
+        {"gif", "image/gif"},
+        {"ico", "image/x-icon"},
+        {"wasm", "application/wasm"},
+        {"pdf", "application/pdf"},
+    };
+    for (const Entry& e : kTypes)
+        if (iequals(e.ext, ext)) return e.type;
+    return "application/octet-stream";
+}
+
+int hex_value(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/// The path of a request target (origin-form or absolute-form), percent-decoded into `out`,
+/// without its leading '/'. False: the target is not one we can serve (400).
+bool decode_path(std::string_view target, std::string& out) {
+    if (target.size() > 7 && iequals(target.substr(0, 7), "http://")) {
+        const std::size_t slash = target.find('/', 7);
+        target = slash == std::string_view::npos ? "/" : target.substr(slash);
+    }
+    if (target.empty() || target[0] != '/') return false;
+    target = target.substr(0, target.find_first_of("?#"));
+    out.clear();
+    for (std::size_t i = 1; i < target.size(); ++i) {
+        char c = target[i];
+        if (c == '%') {
+            if (i + 2 >= target.size()) return false;
+            const int hi = hex_value(target[i + 1]);
+            const int lo = hex_value(target[i + 2]);
+            if (hi < 0 || lo < 0) return false;
+            c = static_cast<char>(hi * 16 + lo);
+            if (c == '\0') return false;
+            i += 2;
+        }
+        out.push_back(c);
+    }
+    return true;
+}
+
+/// openat2(RESOLVE_BENEATH): the kernel refuses any path that leaves the root ("..", absolute
+/// symlinks, magic links), whatever the request's path looks like.
+int open_beneath(int root_fd, const char* path) noexcept {
+    open_how how{};
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const long fd = ::syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+    // Kernels before 5.6: refuse ".." and follow no symlink in the last component.
+    std::string_view p(path);
+    for (std::size_t at = p.find(".."); at != std::string_view::npos; at = p.find("..", at + 1)) {
+        const bool starts = at == 0 || p[at - 1] == '/';
+        const bool ends = at + 2 == p.size() || p[at + 2] == '/';
+        if (starts && ends) {
+            errno = EXDEV;
+            return -1;
+        }
+    }
+    return ::openat(root_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+}
+
+} // namespace
+
+std::string format_http_date(std::time_t t) {
+    char text[29];
+    format_date(t, text);
+    return std::string(text, sizeof text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One connection
+// ---------------------------------------------------------------------------------------------
+
+class Connection {
+public:
+    Connection(Server& server, galay::TcpStream& conn) noexcept
+        : server_(server)
+        , cfg_(server.config_)
+        , conn_(conn)
+        , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1))
+        , writer_(conn, std::max<std::size_t>(cfg_.write_buffer, 2 * kMaxHead))
+        , parser_(cfg_.limits) {}
+
+    galay::Task<void> run();
+
+private:
+    bool is_fixed_route(const Request& req) const noexcept;
+    std::size_t fixed_size(const Request& req) const noexcept;
+    /// The fixed answer, formatted into the writer's buffer; false when it does not fit.
+    bool put_fixed(const Request& req, Persist persist);
+    /// Any other answer (files, errors, a fixed body larger than the buffer). Returns false when
+    /// the connection must close.
+    galay::Task<bool> answer(const Request& req, Persist persist);
+    galay::Task<bool> answer_file(const Request& req, Persist persist, bool head_only);
+    /// Room for an answer's head in the writer (flushing first when there is not).
+    galay::Task<bool> make_room(std::size_t n);
+    void put_simple(int status, std::string_view body, Persist persist,
+                    std::string_view extra = {});
+    /// Answer a refused request, then close gracefully.
+    galay::Task<void> refuse(int status, std::string_view reason);
+    /// Stop sending, then read (and drop) what the client still sends for a moment, so the
+    /// answer already sent is not destroyed by a reset (closing a socket with unread input
+    /// sends RST, and the client may then lose data it had not read yet).
+    galay::Task<void> linger_close();
+    galay::Task<bool> discard_body(std::uint64_t length);
+
+    std::int64_t deadline(std::chrono::milliseconds d) const noexcept {
+        return galay::Scheduler::now_ns() + std::chrono::nanoseconds(d).count();
+    }
+    static std::chrono::steady_clock::time_point at(std::int64_t ns) noexcept {
+        return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+    }
+
+    Server& server_;
+    const ServerConfig& cfg_;
+    galay::TcpStream& conn_;
+    galay::io::BufReader<galay::TcpStream> reader_;
+    galay::io::BufWriter<galay::TcpStream> writer_;
+    RequestParser parser_;
+    Request req_;
+    std::string path_; // decoded path of a static request (capacity reused)
+};
+
+galay::Task<void> Connection::run() {
+    std::int64_t request_start = 0; // when the first byte of an unfinished request was seen
+    for (;;) {
+        ParseResult r = parser_.parse(reader_.buffered(), req_);
+        if (r.status == ParseStatus::complete) {
+            parser_.reset();
+            request_start = 0;
+            reader_.consume(r.consumed); // the views in req_ stay valid until the next receive
+            server_.stats_.requests.fetch_add(1, std::memory_order_relaxed);
+            // Bodies we do not decode (chunked) or were asked to wait for (Expect) end the
+            // connection after the answer instead.
+            bool keep = req_.keep_alive && !req_.chunked && !req_.expect_continue;
+            const std::uint64_t body = req_.content_length;
+            const Persist persist = !keep                     ? Persist::close
+                                    : req_.version_minor == 0 ? Persist::keep_alive_10
+                                                              : Persist::keep_alive_11;
+            // The fixed answer is formatted in place, without a coroutine of its own: the hot
+            // path allocates nothing. Everything else goes through answer().
+            const bool fixed = is_fixed_route(req_);
+            if (fixed && writer_.spare().size() < fixed_size(req_) && writer_.buffered() > 0) {
+                auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+                if (!flushed) co_return;
+            }
+            if (!fixed || !put_fixed(req_, persist)) {
+                const bool answered = co_await answer(req_, persist);
+                if (!answered) co_return;
+            }
+            if (!keep) {
+                co_await linger_close();
+                co_return;
+            }
+            if (body > 0) {
+                const bool skipped = co_await discard_body(body);
+                if (!skipped) co_return;
+            }
+            continue;
+        }
+        if (r.status == ParseStatus::error) {
+            server_.stats_.refused.fetch_add(1, std::memory_order_relaxed);
+            co_await refuse(r.error_status, r.reason);
+            co_return;
+        }
+        // Incomplete: send the answers of the requests handled so far (one send for a whole
+        // pipelined batch), then wait for more.
+        if (writer_.buffered() > 0) {
+            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+            if (!flushed) co_return;
+        }
+        std::int64_t until;
+        if (reader_.buffered().empty()) {
+            until = deadline(cfg_.keepalive_timeout);
+        } else {
+            if (request_start == 0) request_start = galay::Scheduler::now_ns();
+            until = request_start + std::chrono::nanoseconds(cfg_.header_timeout).count();
+        }
+        Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
+        if (!n) {
+            if (n.error() == std::errc::timed_out) {
+                server_.stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+                const bool started = !reader_.buffered().empty();
+                if (started) co_await refuse(408, "request head too slow");
+            } else if (n.error() == galay::errc::limit_exceeded) {
+                // Leading empty lines plus a head at the limit: the parser will not finish it.
+                server_.stats_.refused.fetch_add(1, std::memory_order_relaxed);
+                co_await refuse(431, "request head too large");
+            }
+            co_return;
+        }
+        if (*n == 0) co_return; // the client closed (perhaps in the middle of a request)
+    }
+}
+
+galay::Task<bool> Connection::make_room(std::size_t n) {
+    if (writer_.spare().size() >= n) co_return true;
+    co_return static_cast<bool>(
+        co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))));
+}
+
+void Connection::put_simple(int status, std::string_view body, Persist persist,
+                            std::string_view extra) {
+    Out o(writer_.spare());
+    put_head(o, status, "text/plain; charset=utf-8", body.size() + 1, persist, extra);
+    o << body << "\n";
+    writer_.commit(o.size());
+}
+
+bool Connection::is_fixed_route(const Request& req) const noexcept {
+    return (req.method == Method::get || req.method == Method::head) &&
+           (req.target == "/" || req.target.starts_with("/?"));
+}
+
+std::size_t Connection::fixed_size(const Request& req) const noexcept {
+    return kMaxHead + (req.method == Method::head ? 0 : cfg_.body.size());
+}
+
+bool Connection::put_fixed(const Request& req, Persist persist) {
+    if (writer_.spare().size() < fixed_size(req)) return false;
+    Out o(writer_.spare());
+    put_head(o, 200, "text/plain", cfg_.body.size(), persist);
+    if (req.method != Method::head) o << cfg_.body;
+    writer_.commit(o.size());
+    return true;
+}
+
+galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
+    if (req.method != Method::get && req.method != Method::head) {
+        const bool room = co_await make_room(kMaxHead);
+        if (!room) co_return false;
+        put_simple(405, "method not allowed", persist, "Allow: GET, HEAD\r\n");
+        co_return true;
+    }
+    const bool head_only = req.method == Method::head;
+    if (is_fixed_route(req)) {
+        // Only a body larger than the buffer comes here: the head, then the body via write().
+        const std::string_view body = cfg_.body;
+        const bool room = co_await make_room(kMaxHead);
+        if (!room) co_return false;
+        Out o(writer_.spare());
+        put_head(o, 200, "text/plain", body.size(), persist);
+        writer_.commit(o.size());
+        if (!head_only) {
+            auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
+            if (!written) co_return false;
+        }
+        co_return true;
+    }
+    co_return co_await answer_file(req, persist, head_only);
+}
+
+galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, bool head_only) {
+    const bool room = co_await make_room(kMaxHead);
+    if (!room) co_return false;
+    if (!decode_path(req.target, path_)) {
+        put_simple(400, "bad request target", persist);
+        co_return true;
+    }
+    if (server_.root_fd_ < 0) {
+        put_simple(404, "not found", persist);
+        co_return true;
+    }
+    if (path_.empty() || path_.back() == '/') path_ += "index.html";
+    const int fd = open_beneath(server_.root_fd_, path_.c_str());
+    if (fd < 0) {
+        put_simple(errno == EACCES ? 403 : 404, errno == EACCES ? "forbidden" : "not found",
+                   persist);
+        co_return true;
+    }
+    galay::fs::File file(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        put_simple(404, "not found", persist);
+        co_return true;
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    {
+        Out o(writer_.spare());
+        put_head(o, 200, content_type(path_), size, persist);
+        writer_.commit(o.size());
+    }
+    if (head_only) co_return true;
+    // The file's bytes go straight into the writer's buffer: a small file leaves with its head
+    // in one send; a large one in buffer-sized pieces.
+    for (std::uint64_t off = 0; off < size;) {
+        if (writer_.spare().size() < 4096) {
+            const bool room = co_await make_room(writer_.capacity());
+            if (!room) co_return false;
+        }
+        std::span<char> room = writer_.spare();
+        const std::size_t want =
+            static_cast<std::size_t>(std::min<std::uint64_t>(room.size(), size - off));
+        Result<std::size_t> n = co_await file.read_at(room.first(want), off);
+        if (!n || *n == 0) co_return false; // the file shrank: the promised length cannot be met
+        writer_.commit(*n);
+        off += *n;
+    }
+    co_return true;
+}
+
+galay::Task<bool> Connection::discard_body(std::uint64_t length) {
+    while (length > 0) {
+        const std::size_t have = reader_.buffered().size();
+        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(have, length));
+        reader_.consume(take);
+        length -= take;
+        if (length == 0) break;
+        if (writer_.buffered() > 0) {
+            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+            if (!flushed) co_return false;
+        }
+        Result<std::size_t> n = co_await reader_.fill().deadline(at(deadline(cfg_.header_timeout)));
+        if (!n || *n == 0) co_return false;
+    }
+    co_return true;
+}
+
+galay::Task<void> Connection::refuse(int status, std::string_view reason) {
+    const bool room = co_await make_room(kMaxHead + reason.size() + 1);
+    if (!room) co_return;
+    if (writer_.spare().size() >= kMaxHead + reason.size() + 1)
+        put_simple(status, reason, Persist::close);
+    co_await linger_close();
+}
+
+galay::Task<void> Connection::linger_close() {
+    if (writer_.buffered() > 0) {
+        auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+        if (!flushed) co_return;
+    }
+    (void)conn_.shutdown(galay::Shutdown::write);
+    // Drop at most 64 KiB for at most a second, then close whatever the client does.
+    const std::int64_t until = deadline(1000ms);
+    std::array<char, 4096> sink;
+    for (std::size_t dropped = 0; dropped < (64u << 10);) {
+        Result<std::size_t> n = co_await conn_.recv(sink).deadline(at(until));
+        if (!n || *n == 0) break;
+        dropped += *n;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+Result<std::shared_ptr<Server>> Server::create(ServerConfig config) {
+    std::shared_ptr<Server> s(new Server(std::move(config)));
+    if (!s->config_.root.empty()) {
+        s->root_fd_ = ::open(s->config_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->root_fd_ < 0) return galay::fail(errno);
+    }
+    return s;
+}
+
+Server::~Server() {
+    if (root_fd_ >= 0) ::close(root_fd_);
+}
+
+galay::Task<void> Server::serve_connection(galay::TcpStream conn) {
+    stats_.connections.fetch_add(1, std::memory_order_relaxed);
+    (void)conn.set_nodelay(true);
+    Connection c(*this, conn);
+    co_await c.run();
+}
+
+galay::Task<void> Server::accept_loop(galay::TcpListener& listener) {
+    for (;;) {
+        auto conn = co_await listener.accept();
+        if (conn) {
+            galay::spawn(serve_connection(std::move(*conn)));
+        } else if (conn.error() == std::errc::operation_canceled) {
+            co_return;
+        } else if (conn.error() == std::errc::too_many_files_open) {
+            std::fprintf(stderr, "http_server: accept: %s (raise ulimit -n)\n",
+                         conn.error().message().c_str());
+            (void)co_await galay::sleep(10ms);
+        } else if (conn.error() != std::errc::connection_aborted) {
+            std::fprintf(stderr, "http_server: accept: %s\n", conn.error().message().c_str());
+        }
+    }
+}
+
+} // namespace http

@@ -1,0 +1,80 @@
+// The HTTP/1.1 server behind examples/http_server.cpp, as a unit the tests run in-process.
+//
+//     auto server = http::Server::create({.root = "/srv/www"});
+//     if (!server) ...;                                  // the root directory cannot be opened
+//     auto listener = galay::TcpListener::bind(galay::SocketAddr::any_v4(8080));
+//     galay::block_on(server->accept_loop(*listener));   // one per worker thread
+//
+// GET / answers a fixed small plain-text body (the survey's Go server did the same); any other
+// path is a file under `root` (404 without a root or a file): Content-Length, HEAD, keep-alive,
+// pipelining (answers coalesced into one send per batch of requests), `Connection: close`, a Date
+// header formatted once a second per thread, and the limits of http::Limits answered with
+// 400/413/414/431/501/505 (then the connection is closed, after a lingering read so the answer is
+// not lost to a reset). A connection idle between requests is closed after `keepalive_timeout`;
+// one that starts a request and does not finish its head within `header_timeout` gets 408.
+//
+// Per connection: one io::BufReader (the request heads; views, no copy) and one io::BufWriter
+// (the answers), allocated on first use; nothing is allocated per request.
+#pragma once
+
+#include "http/request_parser.hpp"
+
+#include <galay/galay.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace http {
+
+struct ServerConfig {
+    std::string root{}; ///< directory of static files ("": none, every path but / is 404)
+    Limits limits{};
+    std::chrono::milliseconds keepalive_timeout{60'000};
+    std::chrono::milliseconds header_timeout{10'000};
+    std::chrono::milliseconds write_timeout{10'000};
+    std::size_t read_buffer = 16 * 1024;
+    std::size_t write_buffer = 16 * 1024;
+    std::string body = "Hello, World!"; ///< the answer to GET /
+};
+
+/// What the server did, for tests and the exit summary (all workers together).
+struct ServerStats {
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> refused{0};  ///< answered 4xx/5xx from the parser
+    std::atomic<std::uint64_t> timeouts{0}; ///< keep-alive idle and 408
+    std::atomic<std::uint64_t> connections{0};
+};
+
+class Server {
+public:
+    /// Opens `config.root` (when set). Fails when it is not a readable directory.
+    static galay::Result<std::shared_ptr<Server>> create(ServerConfig config);
+    ~Server();
+
+    /// Accept connections on `listener` and serve each in a task of its own, forever (until
+    /// cancelled). Runs on the calling thread's scheduler; call it once per worker.
+    [[nodiscard]] galay::Task<void> accept_loop(galay::TcpListener& listener);
+    /// Serve one connection until it closes.
+    [[nodiscard]] galay::Task<void> serve_connection(galay::TcpStream conn);
+
+    const ServerConfig& config() const noexcept { return config_; }
+    const ServerStats& stats() const noexcept { return stats_; }
+
+private:
+    explicit Server(ServerConfig config) noexcept
+        : config_(std::move(config)) {}
+
+    ServerConfig config_;
+    int root_fd_ = -1;
+    ServerStats stats_;
+
+    friend class Connection;
+};
+
+/// The value of a Date header for `t` ("Sun, 06 Nov 1994 08:49:37 GMT", 29 characters).
+std::string format_http_date(std::time_t t);
+
+} // namespace http

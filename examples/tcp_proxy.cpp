@@ -1,0 +1,70 @@
+// A TCP proxy on galay-kernel: every connection to the listening port is joined to a fresh
+// connection to the upstream, bytes are copied both ways (half-close passed on) until both sides
+// are done, and a connection idle for --idle seconds is dropped.
+//   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60]     then: nc 127.0.0.1 9001
+#include <galay/galay.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using namespace std::chrono_literals;
+
+galay::Task<void> relay(galay::TcpStream client, galay::SocketAddr upstream,
+                        std::chrono::seconds idle) {
+    auto server = co_await galay::TcpStream::connect(upstream).timeout(5s);
+    if (!server) {
+        std::fprintf(stderr, "tcp_proxy: connect %s: %s\n", upstream.to_string().c_str(),
+                     server.error().message().c_str());
+        co_return;
+    }
+    auto r = co_await galay::io::copy_bidirectional(client, *server, {.idle_timeout = idle});
+    if (!r && r.error() == std::errc::timed_out)
+        std::fprintf(stderr, "tcp_proxy: idle for %llds, closed\n",
+                     static_cast<long long>(idle.count()));
+    else if (!r)
+        std::fprintf(stderr, "tcp_proxy: connection ended: %s\n", r.error().message().c_str());
+}
+
+galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
+                        std::chrono::seconds idle) {
+    auto listener = galay::TcpListener::bind(listen);
+    if (!listener)
+        throw galay::Error(listener.error(), "tcp_proxy: listen on " + listen.to_string());
+    std::printf("tcp_proxy: %s -> %s (%s)\n", listen.to_string().c_str(),
+                upstream.to_string().c_str(), galay::current_scheduler().backend_name());
+    std::fflush(stdout);
+    for (;;) {
+        auto conn = co_await listener->accept();
+        if (conn) galay::spawn(relay(std::move(*conn), upstream, idle));
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr,
+                     "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds]\n");
+        return 2;
+    }
+    char* end = nullptr;
+    const long port = std::strtol(argv[1], &end, 10);
+    auto upstream = galay::SocketAddr::parse(argv[2]);
+    long idle = 60;
+    if (argc == 5 && std::strcmp(argv[3], "--idle") == 0) idle = std::strtol(argv[4], nullptr, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || !upstream || idle <= 0 ||
+        (argc != 3 && argc != 5)) {
+        std::fprintf(stderr,
+                     "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds]\n");
+        return 2;
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+        galay::block_on(serve(galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
+                              *upstream, std::chrono::seconds(idle)));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}

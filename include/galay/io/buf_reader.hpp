@@ -1,0 +1,336 @@
+// galay/io/buf_reader.hpp: buffered, bounded reads over any galay byte stream.
+//
+//     galay::Task<void> lines(galay::TcpStream conn) {
+//         galay::io::BufReader reader(conn, 4096);         // at most 4 KiB buffered
+//         for (;;) {
+//             auto line = co_await reader.read_line().timeout(30s);
+//             if (!line) co_return; // end_of_stream, timed_out, limit_exceeded (line > 4 KiB)...
+//             std::string_view text = *line;                // a view into the reader's buffer
+//             ...
+//         }
+//     }
+//
+// The reader owns one buffer of a fixed capacity, allocated on its first receive; that capacity
+// is the limit: a line (or any delimited read) that does not fit fails with
+// `errc::limit_exceeded` instead of growing the buffer, so a peer cannot make it grow.
+//
+// Reads return views into the buffer (no copy): a view stays valid until the next operation on
+// the reader that receives (fill, read_*, peek); consume() does not move bytes. Every operation
+// takes `.timeout(d)` / `.deadline(t)` (one deadline for the whole operation, however many
+// receives it takes) and is cancelled with the task that awaits it. An operation that fails
+// (timeout, cancellation, EOF in the middle, limit) consumes nothing: the bytes received so far
+// stay buffered for the next call, and `buffered()` shows them. (read_exact into the caller's
+// buffer is the exception: see there.)
+//
+// An operation that can be answered from the buffer completes without suspending. One that must
+// wait runs a coroutine whose frame the reader keeps and reuses: no allocation per operation.
+//
+// End of stream: a read that finds the peer closed before its first byte fails with
+// `errc::end_of_stream`; one that had part of its data fails with `errc::unexpected_eof`.
+#pragma once
+
+#include "galay/detail/cached_task.hpp"
+#include "galay/io/stream.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+namespace galay::detail {
+
+/// The bytes behind a BufReader: a fixed-capacity block holding [begin, end) received and not
+/// consumed. Receives go into the free tail; the live bytes are moved to the front only when a
+/// receive needs room, so views handed out stay valid until then.
+class ReadBuffer {
+public:
+    explicit ReadBuffer(std::size_t capacity) noexcept
+        : capacity_(std::max<std::size_t>(capacity, 1)) {}
+    ReadBuffer(ReadBuffer&& o) noexcept
+        : data_(std::move(o.data_))
+        , capacity_(o.capacity_)
+        , begin_(std::exchange(o.begin_, 0))
+        , end_(std::exchange(o.end_, 0)) {}
+    ReadBuffer& operator=(ReadBuffer&&) = delete;
+
+    std::string_view live() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
+    std::size_t size() const noexcept { return end_ - begin_; }
+    std::size_t capacity() const noexcept { return capacity_; }
+    bool full() const noexcept { return size() == capacity_; }
+    void consume(std::size_t n) noexcept { begin_ += std::min(n, size()); }
+
+    /// Room for the next receive: the free tail, after moving the live bytes to the front when
+    /// the tail is small. Empty when the buffer is full. Invalidates views.
+    std::span<char> prepare();
+    void commit(std::size_t n) noexcept { end_ += n; }
+
+    /// Position (from begin) of `delim` in the live bytes, searching from `from`; npos if absent.
+    std::size_t find(std::string_view delim, std::size_t from) const noexcept;
+
+private:
+    std::unique_ptr<char[]> data_;
+    std::size_t capacity_;
+    std::size_t begin_ = 0, end_ = 0;
+};
+
+} // namespace galay::detail
+
+namespace galay::io {
+
+/// Buffered reads over a stream `S` (which must outlive the reader). Not thread-safe; one
+/// operation at a time.
+template <ReadStream S>
+class BufReader {
+    using RecvOp = decltype(std::declval<S&>().recv(std::span<char>{}));
+
+public:
+    static constexpr std::size_t default_capacity = 8192;
+
+    explicit BufReader(S& stream, std::size_t capacity = default_capacity) noexcept
+        : stream_(&stream)
+        , buf_(capacity) {}
+    /// Only while no operation is pending.
+    BufReader(BufReader&&) noexcept = default;
+
+    /// Bytes received and not yet consumed (a view; see the lifetime rule above).
+    std::string_view buffered() const noexcept { return buf_.live(); }
+    /// Drop `n` buffered bytes (at most all of them).
+    void consume(std::size_t n) noexcept { buf_.consume(n); }
+    /// The limit: the most bytes the reader holds at once.
+    std::size_t capacity() const noexcept { return buf_.capacity(); }
+    S& stream() noexcept { return *stream_; }
+
+    /// One receive into the free space -> Result<size_t>: the bytes added (0: the peer closed).
+    /// With the buffer full it fails at once with `errc::limit_exceeded`.
+    class [[nodiscard]] Fill {
+    public:
+        explicit Fill(BufReader& r)
+            : r_(r)
+            , room_(r.buf_.prepare())
+            , op_(r.stream_->recv(room_)) {}
+        Fill&& timeout(std::chrono::nanoseconds d) && {
+            (void)std::move(op_).timeout(d); // sets the deadline in place
+            return std::move(*this);
+        }
+        Fill&& deadline(std::chrono::steady_clock::time_point t) && {
+            (void)std::move(op_).deadline(t);
+            return std::move(*this);
+        }
+        bool await_ready() noexcept { return room_.empty() || op_.await_ready(); }
+        template <class P>
+        auto await_suspend(std::coroutine_handle<P> h) {
+            return op_.await_suspend(h);
+        }
+        Result<std::size_t> await_resume() {
+            if (room_.empty()) return fail(errc::limit_exceeded);
+            Result<std::size_t> n = op_.await_resume();
+            if (n) r_.buf_.commit(*n);
+            return n;
+        }
+
+    private:
+        BufReader& r_;
+        std::span<char> room_;
+        RecvOp op_;
+    };
+
+    /// The bytes up to and including `delim` (consumed), as a view -> Result<string_view>.
+    /// `limit_exceeded` when the capacity fills without it. `delim` must stay alive until the
+    /// operation completes (a literal is fine).
+    class [[nodiscard]] ReadUntil : public detail::Deadlined<ReadUntil> {
+    public:
+        ReadUntil(BufReader& r, std::string_view delim, bool strip_line) noexcept
+            : r_(r)
+            , delim_(delim)
+            , line_(strip_line) {}
+        bool await_ready() {
+            if (delim_.empty()) {
+                ready_.emplace(std::string_view{});
+                return true;
+            }
+            std::size_t at = r_.buf_.find(delim_, 0);
+            if (at != std::string_view::npos) {
+                ready_.emplace(r_.take(at + delim_.size(), line_));
+                return true;
+            }
+            if (r_.buf_.full()) {
+                ready_.emplace(fail(errc::limit_exceeded));
+                return true;
+            }
+            return false;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_ = until_slow(r_.frames_, r_, delim_, line_, this->deadline_ns_);
+            return slow_.start(h);
+        }
+        Result<std::string_view> await_resume() {
+            if (ready_) return std::move(*ready_);
+            return slow_.take();
+        }
+
+    private:
+        BufReader& r_;
+        std::string_view delim_;
+        bool line_;
+        std::optional<Result<std::string_view>> ready_;
+        galay::detail::CachedTask<Result<std::string_view>> slow_;
+    };
+
+    /// At least `n` bytes buffered, not consumed -> Result<string_view> of exactly `n` bytes.
+    /// `limit_exceeded` when `n` is larger than the capacity.
+    class [[nodiscard]] Peek : public detail::Deadlined<Peek> {
+    public:
+        Peek(BufReader& r, std::size_t n) noexcept
+            : r_(r)
+            , n_(n) {}
+        bool await_ready() noexcept {
+            if (n_ > r_.capacity()) {
+                ready_.emplace(fail(errc::limit_exceeded));
+                return true;
+            }
+            return r_.buf_.size() >= n_;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_ = peek_slow(r_.frames_, r_, n_, this->deadline_ns_);
+            return slow_.start(h);
+        }
+        Result<std::string_view> await_resume() {
+            if (ready_) return std::move(*ready_);
+            if (!slow_.valid()) return r_.buf_.live().substr(0, n_);
+            return slow_.take();
+        }
+
+    private:
+        BufReader& r_;
+        std::size_t n_;
+        std::optional<Result<std::string_view>> ready_;
+        galay::detail::CachedTask<Result<std::string_view>> slow_;
+    };
+
+    /// Fill `out` completely -> Result<size_t> (= out.size()): buffered bytes first, then
+    /// receives; a request of at least the capacity is received straight into `out`, without
+    /// passing through the buffer. Unlike the other reads it moves bytes out of the reader as it
+    /// goes: when it fails part way (EOF: `unexpected_eof`; timeout; error), a prefix of `out`
+    /// has been filled and consumed, as with TcpStream::recv_exact. EOF before any byte is
+    /// `end_of_stream`.
+    class [[nodiscard]] ReadExact : public detail::Deadlined<ReadExact> {
+    public:
+        ReadExact(BufReader& r, std::span<char> out) noexcept
+            : r_(r)
+            , out_(out) {}
+        bool await_ready() noexcept {
+            std::string_view have = r_.buf_.live();
+            done_ = std::min(have.size(), out_.size());
+            if (done_ > 0) std::memcpy(out_.data(), have.data(), done_);
+            r_.buf_.consume(done_);
+            return done_ == out_.size();
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_ = exact_slow(r_.frames_, r_, out_, done_, this->deadline_ns_);
+            return slow_.start(h);
+        }
+        Result<std::size_t> await_resume() {
+            if (!slow_.valid()) return out_.size();
+            return slow_.take();
+        }
+
+    private:
+        BufReader& r_;
+        std::span<char> out_;
+        std::size_t done_ = 0;
+        galay::detail::CachedTask<Result<std::size_t>> slow_;
+    };
+
+    Fill fill() { return Fill(*this); }
+    ReadUntil read_until(std::string_view delim) noexcept { return ReadUntil(*this, delim, false); }
+    /// A line without its "\n" or "\r\n" (consumed) -> Result<string_view>.
+    ReadUntil read_line() noexcept { return ReadUntil(*this, "\n", true); }
+    Peek peek(std::size_t n) noexcept { return Peek(*this, n); }
+    ReadExact read_exact(std::span<char> out) noexcept { return ReadExact(*this, out); }
+
+private:
+    /// Consume the first `n` live bytes and return them (without the line ending for lines).
+    std::string_view take(std::size_t n, bool strip_line) noexcept {
+        std::string_view v = buf_.live().substr(0, n);
+        buf_.consume(n);
+        if (strip_line) {
+            v.remove_suffix(1);
+            if (!v.empty() && v.back() == '\r') v.remove_suffix(1);
+        }
+        return v;
+    }
+    /// The error for EOF: nothing of the item yet (`end_of_stream`) or part of it.
+    static std::unexpected<std::error_code> eof_error(bool partial) noexcept {
+        return fail(partial ? errc::unexpected_eof : errc::end_of_stream);
+    }
+
+    static galay::detail::CachedTask<Result<std::string_view>>
+    until_slow(galay::detail::FrameCache&, BufReader& r, std::string_view delim, bool line,
+               std::int64_t deadline_ns) {
+        // Only bytes not searched before are searched again: a peer sending one byte at a time
+        // costs O(n), not O(n^2).
+        std::size_t from = r.buf_.size() >= delim.size() ? r.buf_.size() - delim.size() + 1 : 0;
+        for (;;) {
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+            if (!n) co_return std::unexpected(n.error());
+            if (*n == 0) co_return eof_error(r.buf_.size() > 0);
+            r.buf_.commit(*n);
+            std::size_t at = r.buf_.find(delim, from);
+            if (at != std::string_view::npos) co_return r.take(at + delim.size(), line);
+            if (r.buf_.full()) co_return fail(errc::limit_exceeded);
+            from = r.buf_.size() >= delim.size() ? r.buf_.size() - delim.size() + 1 : 0;
+        }
+    }
+
+    static galay::detail::CachedTask<Result<std::string_view>> peek_slow(galay::detail::FrameCache&,
+                                                                         BufReader& r,
+                                                                         std::size_t want,
+                                                                         std::int64_t deadline_ns) {
+        while (r.buf_.size() < want) {
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+            if (!n) co_return std::unexpected(n.error());
+            if (*n == 0) co_return eof_error(r.buf_.size() > 0);
+            r.buf_.commit(*n);
+        }
+        co_return r.buf_.live().substr(0, want);
+    }
+
+    static galay::detail::CachedTask<Result<std::size_t>>
+    exact_slow(galay::detail::FrameCache&, BufReader& r, std::span<char> out, std::size_t done,
+               std::int64_t deadline_ns) {
+        while (done < out.size()) {
+            const std::size_t rest = out.size() - done;
+            if (rest >= r.capacity()) {
+                // Large: straight into the caller's memory (the buffer is empty here).
+                Result<std::size_t> n =
+                    co_await detail::with_deadline(r.stream_->recv(out.subspan(done)), deadline_ns);
+                if (!n) co_return std::unexpected(n.error());
+                if (*n == 0) co_return eof_error(done > 0);
+                done += *n;
+                continue;
+            }
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+            if (!n) co_return std::unexpected(n.error());
+            if (*n == 0) co_return eof_error(done > 0);
+            r.buf_.commit(*n);
+            const std::size_t k = std::min(r.buf_.size(), rest);
+            std::memcpy(out.data() + done, r.buf_.live().data(), k);
+            r.buf_.consume(k);
+            done += k;
+        }
+        co_return out.size();
+    }
+
+    S* stream_;
+    galay::detail::ReadBuffer buf_;
+    galay::detail::FrameCache frames_;
+};
+
+} // namespace galay::io

@@ -1,0 +1,199 @@
+// galay/io/buf_writer.hpp: coalescing writes over any galay byte stream.
+//
+//     galay::io::BufWriter writer(conn, 16384);
+//     co_await writer.write(header);              // copied into the buffer: no system call
+//     co_await writer.write(body);                // likewise, or one writev of buffer + body
+//     auto sent = co_await writer.flush().timeout(5s); // one send for all of it
+//     if (!sent) co_return;
+//
+// Small writes are copied into the buffer and complete without suspending; `flush()` sends what
+// is buffered. A write that does not fit goes out in one `writev` of the buffered bytes and the
+// caller's, so a large body is never copied; what is left of it afterwards, if smaller than the
+// capacity, is buffered. Formatting straight into the buffer: `spare()` + `commit(n)`.
+//
+// Every operation takes `.timeout(d)` / `.deadline(t)` (one deadline for the whole operation) and
+// is cancelled with the task that awaits it. `flush()` keeps exact accounting: when it fails or
+// times out, the bytes not yet sent are still buffered and a later flush continues with them. A
+// `write()` that fails part way has sent an unknown part of the caller's bytes (as
+// TcpStream::send_all): the stream is then only good for closing. Destroying a writer does not
+// flush it.
+#pragma once
+
+#include "galay/detail/cached_task.hpp"
+#include "galay/io/stream.hpp"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace galay::detail {
+
+/// The bytes behind a BufWriter: [begin, end) buffered and not yet sent.
+class WriteBuffer {
+public:
+    explicit WriteBuffer(std::size_t capacity) noexcept
+        : capacity_(std::max<std::size_t>(capacity, 1)) {}
+    WriteBuffer(WriteBuffer&& o) noexcept
+        : data_(std::move(o.data_))
+        , capacity_(o.capacity_)
+        , begin_(std::exchange(o.begin_, 0))
+        , end_(std::exchange(o.end_, 0)) {}
+    WriteBuffer& operator=(WriteBuffer&&) = delete;
+
+    std::span<const char> pending() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
+    std::size_t size() const noexcept { return end_ - begin_; }
+    std::size_t capacity() const noexcept { return capacity_; }
+    /// The free space after the buffered bytes (moved to the front first when that gives room).
+    std::span<char> spare();
+    void commit(std::size_t n) noexcept { end_ += n; }
+    void consume(std::size_t n) noexcept {
+        begin_ += std::min(n, size());
+        if (begin_ == end_) begin_ = end_ = 0;
+    }
+    /// Copy `data` in if it fits in the free space; false (nothing copied) if not.
+    bool append(std::span<const char> data);
+
+private:
+    std::unique_ptr<char[]> data_;
+    std::size_t capacity_;
+    std::size_t begin_ = 0, end_ = 0;
+};
+
+} // namespace galay::detail
+
+namespace galay::io {
+
+/// Buffered writes to a stream `S` (which must outlive the writer). One operation at a time.
+template <WriteStream S>
+class BufWriter {
+public:
+    static constexpr std::size_t default_capacity = 8192;
+
+    explicit BufWriter(S& stream, std::size_t capacity = default_capacity) noexcept
+        : stream_(&stream)
+        , buf_(capacity) {}
+    /// Only while no operation is pending.
+    BufWriter(BufWriter&&) noexcept = default;
+
+    std::size_t buffered() const noexcept { return buf_.size(); }
+    std::size_t capacity() const noexcept { return buf_.capacity(); }
+    S& stream() noexcept { return *stream_; }
+
+    /// Free space to format into; `commit(n)` makes its first `n` bytes part of the output.
+    std::span<char> spare() { return buf_.spare(); }
+    void commit(std::size_t n) noexcept { buf_.commit(n); }
+    /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
+    template <ConstBuffer B>
+    bool try_write(const B& data) {
+        return buf_.append(as_chars(data));
+    }
+
+    /// Take all of `data` (buffered or sent) -> Result<size_t> (= data.size()). `data` must stay
+    /// alive until the operation completes.
+    class [[nodiscard]] Write : public detail::Deadlined<Write> {
+    public:
+        Write(BufWriter& w, std::span<const char> data) noexcept
+            : w_(w)
+            , data_(data) {}
+        bool await_ready() { return w_.buf_.append(data_); }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_ = write_slow(w_.frames_, w_, data_, this->deadline_ns_);
+            return slow_.start(h);
+        }
+        Result<std::size_t> await_resume() {
+            if (!slow_.valid()) return data_.size();
+            return slow_.take();
+        }
+
+    private:
+        BufWriter& w_;
+        std::span<const char> data_;
+        galay::detail::CachedTask<Result<std::size_t>> slow_;
+    };
+
+    /// Send everything buffered -> Result<void>.
+    class [[nodiscard]] Flush : public detail::Deadlined<Flush> {
+    public:
+        explicit Flush(BufWriter& w) noexcept
+            : w_(w) {}
+        bool await_ready() const noexcept { return w_.buf_.size() == 0; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_ = flush_slow(w_.frames_, w_, this->deadline_ns_);
+            return slow_.start(h);
+        }
+        Result<void> await_resume() {
+            if (!slow_.valid()) return {};
+            return slow_.take();
+        }
+
+    private:
+        BufWriter& w_;
+        galay::detail::CachedTask<Result<void>> slow_;
+    };
+
+    template <ConstBuffer B>
+    Write write(const B& data) noexcept {
+        return Write(*this, as_chars(data));
+    }
+    Flush flush() noexcept { return Flush(*this); }
+
+private:
+    template <ConstBuffer B>
+    static std::span<const char> as_chars(const B& data) noexcept {
+        return {reinterpret_cast<const char*>(std::ranges::data(data)), std::ranges::size(data)};
+    }
+
+    static galay::detail::CachedTask<Result<std::size_t>> write_slow(galay::detail::FrameCache&,
+                                                                     BufWriter& w,
+                                                                     std::span<const char> data,
+                                                                     std::int64_t deadline_ns) {
+        std::size_t off = 0;
+        for (;;) {
+            std::span<const char> pending = w.buf_.pending();
+            const std::size_t rest = data.size() - off;
+            if (pending.empty() && rest < w.capacity()) {
+                (void)w.buf_.append(data.subspan(off)); // fits: the buffer is empty
+                co_return data.size();
+            }
+            // The buffered bytes and the caller's in one system call, without copying the
+            // caller's into the buffer first.
+            iovec iov[2];
+            std::size_t count = 0;
+            if (!pending.empty())
+                iov[count++] = {const_cast<char*>(pending.data()), pending.size()};
+            iov[count++] = {const_cast<char*>(data.data() + off), rest};
+            Result<std::size_t> n = co_await detail::with_deadline(
+                w.stream_->writev(std::span<const iovec>(iov, count)), deadline_ns);
+            if (!n) co_return std::unexpected(n.error());
+            if (*n == 0) co_return fail(EPIPE);
+            const std::size_t from_buffer = std::min(*n, pending.size());
+            w.buf_.consume(from_buffer);
+            off += *n - from_buffer;
+            if (off == data.size() && w.buf_.size() == 0) co_return data.size();
+        }
+    }
+
+    static galay::detail::CachedTask<Result<void>>
+    flush_slow(galay::detail::FrameCache&, BufWriter& w, std::int64_t deadline_ns) {
+        while (w.buf_.size() > 0) {
+            Result<std::size_t> n =
+                co_await detail::with_deadline(w.stream_->send(w.buf_.pending()), deadline_ns);
+            if (!n) co_return std::unexpected(n.error());
+            if (*n == 0) co_return fail(EPIPE);
+            w.buf_.consume(*n);
+        }
+        co_return Result<void>{};
+    }
+
+    S* stream_;
+    galay::detail::WriteBuffer buf_;
+    galay::detail::FrameCache frames_;
+};
+
+} // namespace galay::io

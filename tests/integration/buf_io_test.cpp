@@ -1,0 +1,482 @@
+// io::BufReader, io::BufWriter and io::copy_bidirectional on every backend, over real loopback
+// sockets.
+#include "support/backends.hpp"
+
+#include <array>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace galay;
+using namespace std::chrono_literals;
+
+namespace {
+
+Task<std::pair<TcpStream, TcpStream>> connected_pair() {
+    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+    if (!l) throw Error(l.error(), "bind");
+    auto [c, s] = co_await when_all(
+        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
+        as_task(l->accept()));
+    if (!c) throw Error(c.error(), "connect");
+    if (!s) throw Error(s.error(), "accept");
+    co_return std::pair{std::move(*c), std::move(*s)};
+}
+
+/// A TcpStream whose receives return at most `max` bytes each: a real socket read in slices, so
+/// that where a read boundary falls is chosen by the test, not by the kernel's timing. It is also
+/// a stream type other than TcpStream, which the buffered layer must accept.
+struct SlicedStream {
+    TcpStream& s;
+    std::size_t max;
+    auto recv(std::span<char> buf) { return s.recv(buf.first(std::min(buf.size(), max))); }
+    auto send(std::span<const char> buf) { return s.send(buf); }
+    auto writev(std::span<const iovec> iov) { return s.writev(iov); }
+    Result<void> shutdown(Shutdown how) { return s.shutdown(how); }
+};
+static_assert(io::DuplexStream<SlicedStream>);
+
+std::string pattern(std::size_t n, unsigned seed) {
+    std::string s(n, '\0');
+    std::uint32_t x = seed * 2654435761u + 1;
+    for (char& c : s) {
+        x = x * 1103515245u + 12345u;
+        c = static_cast<char>('a' + (x >> 16) % 26);
+    }
+    return s;
+}
+
+Task<std::string> read_to_eof(TcpStream& s) {
+    std::string out;
+    std::array<char, 16384> buf;
+    for (;;) {
+        auto n = co_await s.recv(buf).timeout(20s);
+        if (!n) throw Error(n.error(), "read_to_eof");
+        if (*n == 0) co_return out;
+        out.append(buf.data(), *n);
+    }
+}
+
+} // namespace
+
+class BufReaderTest : public test::BackendTest {};
+
+TEST_P(BufReaderTest, LinesFromAPeerSendingOneByteAtATime) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        const std::string text = "first line\nsecond\r\n\nlast one\n";
+        auto sender = [&]() -> Task<void> {
+            for (char ch : text) {
+                CO_ASSERT(co_await c.send_all(std::string_view(&ch, 1)));
+                co_await yield_now(); // let the reader run between bytes
+            }
+        };
+        auto reader = [&]() -> Task<std::vector<std::string>> {
+            SlicedStream one{s, 1}; // and each receive takes one byte, whatever arrived
+            io::BufReader r(one, 64);
+            std::vector<std::string> lines;
+            for (int i = 0; i < 4; ++i) {
+                auto line = co_await r.read_line().timeout(10s);
+                CO_ASSERT(line);
+                lines.emplace_back(*line);
+            }
+            auto end = co_await r.read_line().timeout(10s);
+            CO_ASSERT(!end);
+            EXPECT_EQ(end.error(), errc::end_of_stream) << end.error().message();
+            co_return lines;
+        };
+        auto closer = [&]() -> Task<void> {
+            co_await sender();
+            CO_ASSERT(c.shutdown(Shutdown::write));
+        };
+        auto [_, lines] = co_await when_all(closer(), reader());
+        EXPECT_EQ(lines, (std::vector<std::string>{"first line", "second", "", "last one"}));
+    }());
+}
+
+TEST_P(BufReaderTest, DelimiterSplitAcrossReadsAtEveryPosition) {
+    run([]() -> Task<void> {
+        // "head\r\n\r\nbody": for every slice size the delimiter falls across receives somewhere.
+        for (std::size_t slice = 1; slice <= 8; ++slice) {
+            auto [c, s] = co_await connected_pair();
+            const std::string msg = "head\r\n\r\nbody|";
+            CO_ASSERT(co_await c.send_all(msg));
+            SlicedStream sliced{s, slice};
+            io::BufReader r(sliced, 32);
+            auto head = co_await r.read_until("\r\n\r\n").timeout(10s);
+            CO_ASSERT(head);
+            EXPECT_EQ(*head, "head\r\n\r\n") << "slice " << slice;
+            auto body = co_await r.read_until("|").timeout(10s);
+            CO_ASSERT(body);
+            EXPECT_EQ(*body, "body|") << "slice " << slice;
+        }
+    }());
+}
+
+TEST_P(BufReaderTest, LineLongerThanTheLimitIsAClearErrorAndConsumesNothing) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        const std::string long_line = std::string(100, 'x') + "\nshort\n";
+        CO_ASSERT(co_await c.send_all(long_line));
+        io::BufReader r(s, 64);
+        auto line = co_await r.read_line().timeout(10s);
+        CO_ASSERT(!line);
+        EXPECT_EQ(line.error(), errc::limit_exceeded) << line.error().message();
+        // Nothing was consumed: the caller sees the 64 bytes it could not take as a line.
+        EXPECT_EQ(r.buffered(), std::string(64, 'x'));
+        // Once the caller drops them, reading resumes where it stopped.
+        r.consume(64);
+        auto rest = co_await r.read_line().timeout(10s);
+        CO_ASSERT(rest);
+        EXPECT_EQ(*rest, std::string(36, 'x'));
+        auto next = co_await r.read_line().timeout(10s);
+        CO_ASSERT(next);
+        EXPECT_EQ(*next, "short");
+        // A line of exactly the capacity, delimiter included, fits.
+        CO_ASSERT(co_await c.send_all(std::string(63, 'y') + "\n"));
+        auto exact = co_await r.read_line().timeout(10s);
+        CO_ASSERT(exact);
+        EXPECT_EQ(exact->size(), 63u);
+    }());
+}
+
+TEST_P(BufReaderTest, EofMidLineIsUnexpectedEofAndKeepsThePartialLine) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        CO_ASSERT(co_await c.send_all(std::string_view("complete\npartial")));
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        io::BufReader r(s, 64);
+        auto first = co_await r.read_line().timeout(10s);
+        CO_ASSERT(first);
+        EXPECT_EQ(*first, "complete");
+        auto second = co_await r.read_line().timeout(10s);
+        CO_ASSERT(!second);
+        EXPECT_EQ(second.error(), errc::unexpected_eof) << second.error().message();
+        EXPECT_EQ(r.buffered(), "partial"); // not lost
+        r.consume(r.buffered().size());
+        auto third = co_await r.read_line().timeout(10s);
+        CO_ASSERT(!third);
+        EXPECT_EQ(third.error(), errc::end_of_stream);
+    }());
+}
+
+TEST_P(BufReaderTest, TimedOutReadLoosesNothingAndTheNextReadCompletes) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufReader r(s, 64);
+        CO_ASSERT(co_await c.send_all(std::string_view("no newline yet")));
+        auto line = co_await r.read_line().timeout(30ms);
+        CO_ASSERT(!line);
+        EXPECT_EQ(line.error(), std::errc::timed_out) << line.error().message();
+        EXPECT_EQ(r.buffered(), "no newline yet");
+        CO_ASSERT(co_await c.send_all(std::string_view(", now\n")));
+        auto done = co_await r.read_line().timeout(10s);
+        CO_ASSERT(done);
+        EXPECT_EQ(*done, "no newline yet, now");
+    }());
+}
+
+TEST_P(BufReaderTest, CancelledReadLoosesNothing) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufReader r(s, 64);
+        CO_ASSERT(co_await c.send_all(std::string_view("abc")));
+        auto reading = [&]() -> Task<Result<std::string_view>> {
+            co_return co_await r.read_line();
+        };
+        auto raced = co_await when_any(reading(), sleep(20ms));
+        CO_ASSERT(raced.index() == 1);
+        EXPECT_EQ(r.buffered(), "abc");
+        CO_ASSERT(co_await c.send_all(std::string_view("def\n")));
+        auto line = co_await r.read_line().timeout(10s);
+        CO_ASSERT(line);
+        EXPECT_EQ(*line, "abcdef");
+    }());
+}
+
+TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        const std::string data = pattern(300, 1);
+        auto sender = [&]() -> Task<void> {
+            for (std::size_t off = 0; off < data.size(); off += 7) {
+                CO_ASSERT(co_await c.send_all(std::string_view(data).substr(off, 7)));
+                co_await yield_now();
+            }
+        };
+        auto reader = [&]() -> Task<void> {
+            io::BufReader r(s, 64);
+            auto p = co_await r.peek(10).timeout(10s);
+            CO_ASSERT(p);
+            EXPECT_EQ(*p, data.substr(0, 10));
+            auto p2 = co_await r.peek(64).timeout(10s);
+            CO_ASSERT(p2);
+            EXPECT_EQ(*p2, data.substr(0, 64));
+            auto big = co_await r.peek(65);
+            CO_ASSERT(!big);
+            EXPECT_EQ(big.error(), errc::limit_exceeded);
+            std::string out(100, '\0'); // more than the capacity: the rest bypasses the buffer
+            auto n = co_await r.read_exact(std::span(out)).timeout(10s);
+            CO_ASSERT(n);
+            EXPECT_EQ(*n, 100u);
+            EXPECT_EQ(out, data.substr(0, 100));
+            std::string rest(200, '\0');
+            auto m = co_await r.read_exact(std::span(rest)).timeout(10s);
+            CO_ASSERT(m);
+            EXPECT_EQ(rest, data.substr(100));
+        };
+        co_await when_all(sender(), reader());
+    }());
+}
+
+TEST_P(BufReaderTest, ReadExactAtEofSaysWhetherItHadStarted) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        CO_ASSERT(co_await c.send_all(std::string_view("12345")));
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        io::BufReader r(s, 16);
+        std::array<char, 3> three;
+        CO_ASSERT(co_await r.read_exact(three));
+        auto short_read = co_await r.read_exact(three).timeout(10s);
+        CO_ASSERT(!short_read);
+        EXPECT_EQ(short_read.error(), errc::unexpected_eof);
+        auto at_end = co_await r.read_exact(three).timeout(10s);
+        CO_ASSERT(!at_end);
+        EXPECT_EQ(at_end.error(), errc::end_of_stream);
+    }());
+}
+
+TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufReader r(s, 8);
+        CO_ASSERT(co_await c.send_all(std::string_view("0123456789")));
+        std::size_t got = 0;
+        while (got < 8) {
+            auto n = co_await r.fill().timeout(10s);
+            CO_ASSERT(n);
+            got += *n;
+        }
+        EXPECT_EQ(r.buffered(), "01234567");
+        auto full = co_await r.fill();
+        CO_ASSERT(!full);
+        EXPECT_EQ(full.error(), errc::limit_exceeded);
+        r.consume(8);
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        auto more = co_await r.fill().timeout(10s);
+        CO_ASSERT(more);
+        EXPECT_EQ(r.buffered(), "89");
+        r.consume(2);
+        auto eof = co_await r.fill().timeout(10s);
+        CO_ASSERT(eof);
+        EXPECT_EQ(*eof, 0u);
+    }());
+}
+
+GALAY_INSTANTIATE_BACKENDS(BufReaderTest);
+
+class BufWriterTest : public test::BackendTest {};
+
+TEST_P(BufWriterTest, SmallWritesWaitForFlushAndArriveInOrder) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufWriter w(c, 1024);
+        std::string expect;
+        for (int i = 0; i < 50; ++i) {
+            std::string piece = "piece " + std::to_string(i) + ";";
+            expect += piece;
+            auto n = co_await w.write(piece);
+            CO_ASSERT(n);
+            EXPECT_EQ(*n, piece.size());
+        }
+        EXPECT_EQ(w.buffered(), expect.size());
+        std::array<char, 64> probe;
+        auto none = co_await s.recv(probe).timeout(20ms); // nothing was sent before the flush
+        CO_ASSERT(!none);
+        EXPECT_EQ(none.error(), std::errc::timed_out);
+        CO_ASSERT(co_await w.flush().timeout(10s));
+        EXPECT_EQ(w.buffered(), 0u);
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        EXPECT_EQ(co_await read_to_eof(s), expect);
+    }());
+}
+
+TEST_P(BufWriterTest, LargeWritesGoOutWholeWithShortSends) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        (void)c.set_send_buffer_size(4096); // many short writev/send results
+        const std::string small = pattern(100, 2), big = pattern(1 << 20, 3), tail = pattern(10, 4);
+        auto writer = [&]() -> Task<void> {
+            io::BufWriter w(c, 4096);
+            CO_ASSERT(co_await w.write(small));          // buffered
+            auto n = co_await w.write(big).timeout(20s); // one writev: buffered + big
+            CO_ASSERT(n);
+            EXPECT_EQ(*n, big.size());
+            CO_ASSERT(co_await w.write(tail));
+            CO_ASSERT(co_await w.flush().timeout(20s));
+            CO_ASSERT(c.shutdown(Shutdown::write));
+        };
+        auto [_, got] = co_await when_all(writer(), read_to_eof(s));
+        EXPECT_TRUE(got == small + big + tail);
+    }());
+}
+
+TEST_P(BufWriterTest, TimedOutFlushKeepsTheUnsentBytes) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        // More than the two socket buffers can hold (a fixed receive buffer, and the sender's,
+        // which grows to tcp_wmem's maximum, 4 MiB by default): a flush cannot finish while the
+        // peer does not read.
+        (void)s.set_recv_buffer_size(64 << 10);
+        const std::string data = pattern(16 << 20, 5);
+        io::BufWriter w(c, data.size());
+        CO_ASSERT(w.try_write(data));              // fits exactly
+        auto r = co_await w.flush().timeout(50ms); // the peer is not reading: it cannot finish
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        EXPECT_GT(w.buffered(), 0u);
+        EXPECT_LT(w.buffered(), data.size());
+        auto finish = [&]() -> Task<void> {
+            CO_ASSERT(co_await w.flush().timeout(20s));
+            CO_ASSERT(c.shutdown(Shutdown::write));
+        };
+        auto [_, got] = co_await when_all(finish(), read_to_eof(s));
+        EXPECT_TRUE(got == data) << got.size() << " bytes of " << data.size();
+    }());
+}
+
+TEST_P(BufWriterTest, SpareAndCommitFormatInPlace) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufWriter w(c, 64);
+        std::span<char> room = w.spare();
+        CO_ASSERT(room.size() == 64);
+        std::memcpy(room.data(), "hello ", 6);
+        w.commit(6);
+        CO_ASSERT(w.try_write(std::string_view("world")));
+        CO_ASSERT(!w.try_write(std::string(60, 'z'))); // does not fit: nothing copied
+        EXPECT_EQ(w.buffered(), 11u);
+        CO_ASSERT(co_await w.flush());
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        EXPECT_EQ(co_await read_to_eof(s), "hello world");
+    }());
+}
+
+GALAY_INSTANTIATE_BACKENDS(BufWriterTest);
+
+class CopyTest : public test::BackendTest {};
+
+namespace {
+
+/// client <-> [a  proxy  b] <-> upstream: returns (client, upstream, the proxy's two ends).
+struct Proxied {
+    TcpStream client, a, b, upstream;
+};
+Task<Proxied> proxied() {
+    auto [client, a] = co_await connected_pair();
+    auto [b, upstream] = co_await connected_pair();
+    co_return Proxied{std::move(client), std::move(a), std::move(b), std::move(upstream)};
+}
+
+} // namespace
+
+TEST_P(CopyTest, BothDirectionsAndHalfCloseGoThrough) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        const std::string request = pattern(200000, 6), response = pattern(300000, 7);
+        // The client sends its request and half-closes; the upstream reads it to EOF, only then
+        // answers and closes. Without the half-close passed on, this deadlocks (10 s timeouts).
+        auto client = [&]() -> Task<std::string> {
+            CO_ASSERT(co_await p.client.send_all(request).timeout(10s));
+            CO_ASSERT(p.client.shutdown(Shutdown::write));
+            co_return co_await read_to_eof(p.client);
+        };
+        auto upstream = [&]() -> Task<std::string> {
+            std::string got = co_await read_to_eof(p.upstream);
+            CO_ASSERT(co_await p.upstream.send_all(response).timeout(10s));
+            CO_ASSERT(p.upstream.shutdown(Shutdown::write));
+            co_return got;
+        };
+        auto [stats, at_client, at_upstream] = co_await when_all(
+            io::copy_bidirectional(p.a, p.b, {.idle_timeout = 20s}), client(), upstream());
+        CO_ASSERT(stats);
+        EXPECT_EQ(stats->a_to_b, request.size());
+        EXPECT_EQ(stats->b_to_a, response.size());
+        EXPECT_TRUE(at_upstream == request);
+        EXPECT_TRUE(at_client == response);
+    }());
+}
+
+TEST_P(CopyTest, IdleConnectionTimesOut) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        auto r = co_await io::copy_bidirectional(p.a, p.b, {.idle_timeout = 50ms});
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+        // The streams are left open and usable.
+        CO_ASSERT(co_await p.client.send_all(std::string_view("x")));
+        std::array<char, 1> one;
+        CO_ASSERT(co_await p.a.recv_exact(one).timeout(10s));
+    }());
+}
+
+TEST_P(CopyTest, AQuietDirectionIsNotIdleWhileTheOtherMoves) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        // upstream -> client streams for several idle periods; client -> upstream says nothing.
+        constexpr auto kIdle = 400ms;
+        auto upstream = [&]() -> Task<void> {
+            const auto until = std::chrono::steady_clock::now() + 3 * kIdle;
+            while (std::chrono::steady_clock::now() < until) {
+                CO_ASSERT(co_await p.upstream.send_all(std::string_view("tick")));
+                (void)co_await sleep(20ms);
+            }
+            CO_ASSERT(p.upstream.shutdown(Shutdown::write));
+        };
+        auto client = [&]() -> Task<std::string> {
+            std::string got = co_await read_to_eof(p.client);
+            CO_ASSERT(p.client.shutdown(Shutdown::write));
+            co_return got;
+        };
+        auto [stats, _, got] = co_await when_all(
+            io::copy_bidirectional(p.a, p.b, {.idle_timeout = kIdle}), upstream(), client());
+        CO_ASSERT(stats); // not timed out although client -> upstream was silent throughout
+        EXPECT_EQ(stats->b_to_a, got.size());
+        EXPECT_EQ(stats->a_to_b, 0u);
+    }());
+}
+
+TEST_P(CopyTest, AResetOnOneSideEndsTheCopyWithTheError) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        auto upstream = [&]() -> Task<void> {
+            std::array<char, 5> hello;
+            CO_ASSERT(co_await p.upstream.recv_exact(hello).timeout(10s));
+            CO_ASSERT(co_await p.upstream.send_all(std::string_view("pending")));
+            CO_ASSERT(p.upstream.set_linger_reset());
+            TcpStream gone = std::move(p.upstream); // RST
+        };
+        auto client = [&]() -> Task<void> {
+            CO_ASSERT(co_await p.client.send_all(std::string_view("hello")));
+        };
+        auto [r, a, b] = co_await when_all(io::copy_bidirectional(p.a, p.b), upstream(), client());
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), std::errc::connection_reset) << r.error().message();
+    }());
+}
+
+TEST_P(CopyTest, CancellingTheCallerCancelsBothDirections) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        auto raced = co_await when_any(io::copy_bidirectional(p.a, p.b), sleep(20ms));
+        CO_ASSERT(raced.index() == 1);
+        // Both directions were stopped and finished: the proxy's ends still work.
+        CO_ASSERT(co_await p.upstream.send_all(std::string_view("y")));
+        std::array<char, 1> one;
+        CO_ASSERT(co_await p.b.recv_exact(one).timeout(10s));
+        EXPECT_EQ(one[0], 'y');
+    }());
+}
+
+GALAY_INSTANTIATE_BACKENDS(CopyTest);

@@ -1,0 +1,480 @@
+// The example HTTP/1.1 server (examples/http/server.hpp) end to end, in-process on every backend:
+// a real listener on a loopback ephemeral port, real clients, files in a temp dir.
+#include "http/server.hpp"
+#include "support/backends.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace galay;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Response {
+    int status = 0;
+    std::map<std::string, std::string> headers; // names lower-cased
+    std::string body;
+    std::string header(const std::string& name) const {
+        auto it = headers.find(name);
+        return it == headers.end() ? "" : it->second;
+    }
+};
+
+std::string lower(std::string s) {
+    for (char& c : s)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+/// A client connection reading answers with io::BufReader.
+struct Client {
+    TcpStream conn;
+    io::BufReader<TcpStream> reader;
+
+    explicit Client(TcpStream s)
+        : conn(std::move(s))
+        , reader(conn, 1 << 16) {}
+    Client(Client&&) = delete;
+
+    Task<void> send(std::string_view bytes) {
+        auto r = co_await conn.send_all(bytes).timeout(10s);
+        if (!r) throw Error(r.error(), "client send");
+    }
+    /// One answer; `head_only`: the answer to HEAD (a Content-Length but no body).
+    Task<Response> read(bool head_only = false) {
+        auto head = co_await reader.read_until("\r\n\r\n").timeout(10s);
+        if (!head) throw Error(head.error(), "client: reading an answer's head");
+        Response resp;
+        std::string text(*head);
+        std::size_t eol = text.find("\r\n");
+        const std::string status_line = text.substr(0, eol);
+        if (status_line.rfind("HTTP/1.1 ", 0) != 0)
+            throw std::runtime_error("bad status line: " + status_line);
+        resp.status = std::stoi(status_line.substr(9, 3));
+        for (std::size_t at = eol + 2; at < text.size();) {
+            std::size_t end = text.find("\r\n", at);
+            if (end == at) break;
+            std::string line = text.substr(at, end - at);
+            std::size_t colon = line.find(':');
+            resp.headers[lower(line.substr(0, colon))] = line.substr(colon + 2);
+            at = end + 2;
+        }
+        if (!head_only && !resp.header("content-length").empty()) {
+            resp.body.resize(std::stoul(resp.header("content-length")));
+            if (!resp.body.empty()) {
+                auto n = co_await reader.read_exact(std::span(resp.body)).timeout(10s);
+                if (!n) throw Error(n.error(), "client: reading a body");
+            }
+        }
+        co_return resp;
+    }
+    /// True when the server closed the connection (EOF, or a reset after it did).
+    Task<bool> closed_by_server(std::chrono::milliseconds within = 10s) {
+        reader.consume(reader.buffered().size());
+        auto n = co_await reader.fill().timeout(within);
+        if (n) co_return *n == 0;
+        co_return n.error() == std::errc::connection_reset;
+    }
+};
+
+/// A temp dir of static files, removed at the end.
+struct WebRoot {
+    std::filesystem::path dir;
+    WebRoot() {
+        char tmpl[] = "/tmp/galay-http-test-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        std::filesystem::create_directories(dir / "www" / "sub");
+        write("www/hello.txt", "static hello\n");
+        write("www/sub/index.html", "<p>index</p>");
+        write("secret.txt", "outside the root");
+        std::string big(300000, '\0');
+        for (std::size_t i = 0; i < big.size(); ++i)
+            big[i] = static_cast<char>('A' + i * 7 % 26);
+        write("www/big.bin", big);
+        std::filesystem::create_symlink(dir / "secret.txt", dir / "www" / "escape.txt");
+    }
+    ~WebRoot() { std::filesystem::remove_all(dir); }
+    void write(const std::string& rel, const std::string& content) {
+        std::ofstream(dir / rel, std::ios::binary) << content;
+    }
+    std::string read(const std::string& rel) {
+        std::ifstream f(dir / rel, std::ios::binary);
+        return {std::istreambuf_iterator<char>(f), {}};
+    }
+    std::string root() const { return (dir / "www").string(); }
+};
+
+class HttpServerTest : public test::BackendTest {
+protected:
+    /// Run `body(server, port)` against a server with `config`, serving on this scheduler.
+    template <class F>
+    void with_server(http::ServerConfig config, F body) {
+        auto server = http::Server::create(std::move(config));
+        ASSERT_TRUE(server) << server.error().message();
+        run([](std::shared_ptr<http::Server> s, F f) -> Task<void> {
+            auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+            if (!l) throw Error(l.error(), "bind");
+            const std::uint16_t port = l->local_addr()->port();
+            auto client = [](F& fn, http::Server& srv, std::uint16_t p) -> Task<void> {
+                co_await fn(srv, p);
+            };
+            // The accept loop is cancelled when the client side finishes.
+            (void)co_await when_any(client(f, *s, port), s->accept_loop(*l));
+        }(std::move(*server), std::move(body)));
+    }
+};
+
+Task<std::unique_ptr<Client>> connect(std::uint16_t port) {
+    auto s = co_await TcpStream::connect(SocketAddr::loopback_v4(port)).timeout(10s);
+    if (!s) throw Error(s.error(), "connect");
+    co_return std::make_unique<Client>(std::move(*s));
+}
+
+constexpr std::string_view kGet = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+} // namespace
+
+TEST_P(HttpServerTest, FixedBodyWithDateAndKeepAlive) {
+    with_server({}, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        for (int i = 0; i < 3; ++i) { // three requests, one connection
+            co_await c->send(kGet);
+            Response r = co_await c->read();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(r.body, "Hello, World!");
+            EXPECT_EQ(r.header("content-length"), "13");
+            EXPECT_EQ(r.header("date").size(), 29u);
+            EXPECT_TRUE(r.header("date").ends_with(" GMT"));
+            EXPECT_EQ(r.header("connection"), "");
+        }
+        EXPECT_EQ(srv.stats().connections.load(), 1u);
+        EXPECT_EQ(srv.stats().requests.load(), 3u);
+    });
+}
+
+TEST_P(HttpServerTest, DateHeaderFormat) {
+    EXPECT_EQ(http::format_http_date(784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
+    EXPECT_EQ(http::format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+}
+
+TEST_P(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+    WebRoot web;
+    with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        std::string batch;
+        for (int i = 0; i < 60; ++i) {
+            if (i % 3 == 0) batch += kGet;
+            if (i % 3 == 1) batch += "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+            if (i % 3 == 2) batch += "HEAD /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+        }
+        co_await c->send(batch); // all at once: answered in one stream, in order
+        for (int i = 0; i < 60; ++i) {
+            Response r = co_await c->read(i % 3 == 2);
+            CO_ASSERT(r.status == 200);
+            if (i % 3 == 0) {
+                EXPECT_EQ(r.body, "Hello, World!");
+            } else if (i % 3 == 1) {
+                EXPECT_EQ(r.body, "static hello\n");
+            } else {
+                EXPECT_EQ(r.header("content-length"), "13"); // the file's length
+                EXPECT_EQ(r.body, "");
+            }
+        }
+    });
+}
+
+TEST_P(HttpServerTest, HeadHasTheLengthButNoBody) {
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        co_await c->send("HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+        Response h = co_await c->read(true);
+        EXPECT_EQ(h.status, 200);
+        EXPECT_EQ(h.header("content-length"), "13");
+        co_await c->send(kGet); // the next answer starts right after the head: no body was sent
+        Response g = co_await c->read();
+        EXPECT_EQ(g.body, "Hello, World!");
+    });
+}
+
+TEST_P(HttpServerTest, StaticFilesAnd404) {
+    WebRoot web;
+    with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        co_await c->send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        Response r = co_await c->read();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "static hello\n");
+        EXPECT_EQ(r.header("content-type"), "text/plain; charset=utf-8");
+        // Larger than the server's write buffer: sent in pieces, every byte right.
+        co_await c->send("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+        Response big = co_await c->read();
+        EXPECT_EQ(big.status, 200);
+        EXPECT_TRUE(big.body == web.read("www/big.bin"));
+        co_await c->send("GET /sub/ HTTP/1.1\r\nHost: t\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).body, "<p>index</p>");
+        co_await c->send("GET /h%65llo.txt?q=1 HTTP/1.1\r\nHost: t\r\n\r\n"); // percent-decoded
+        EXPECT_EQ((co_await c->read()).body, "static hello\n");
+        for (const char* missing : {"/nope.txt", "/sub", "/../secret.txt", "/sub/../../secret.txt",
+                                    "/escape.txt", "/%2e%2e/secret.txt"}) {
+            co_await c->send(std::string("GET ") + missing + " HTTP/1.1\r\nHost: t\r\n\r\n");
+            Response m = co_await c->read();
+            EXPECT_EQ(m.status, 404) << missing;
+            EXPECT_EQ(m.body.find("outside"), std::string::npos) << missing;
+        }
+        co_await c->send("GET /a%zz HTTP/1.1\r\nHost: t\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).status, 400);
+        co_await c->send(kGet); // still the same connection
+        EXPECT_EQ((co_await c->read()).status, 200);
+    });
+}
+
+TEST_P(HttpServerTest, WithoutARootEveryOtherPathIs404) {
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        co_await c->send("GET /x HTTP/1.1\r\nHost: t\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).status, 404);
+    });
+}
+
+TEST_P(HttpServerTest, ConnectionCloseAndHttp10) {
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        co_await c->send("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        Response r = co_await c->read();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.header("connection"), "close");
+        EXPECT_TRUE(co_await c->closed_by_server());
+
+        auto c10 = co_await connect(port);
+        co_await c10->send("GET / HTTP/1.0\r\n\r\n");
+        EXPECT_EQ((co_await c10->read()).header("connection"), "close");
+        EXPECT_TRUE(co_await c10->closed_by_server());
+
+        auto ka = co_await connect(port);
+        co_await ka->send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        EXPECT_EQ((co_await ka->read()).header("connection"), "keep-alive");
+        co_await ka->send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        EXPECT_EQ((co_await ka->read()).status, 200);
+    });
+}
+
+TEST_P(HttpServerTest, RefusedRequestsGetTheirStatusThenTheConnectionCloses) {
+    http::ServerConfig cfg;
+    cfg.limits.max_request_line = 256;
+    cfg.limits.max_head = 1024;
+    cfg.limits.max_headers = 8;
+    cfg.limits.max_body = 1000;
+    with_server(cfg, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+        std::string many = "GET / HTTP/1.1\r\nHost: t\r\n";
+        for (int i = 0; i < 9; ++i)
+            many += "X-" + std::to_string(i) + ": v\r\n";
+        const std::vector<std::pair<std::string, int>> cases = {
+            {"GET / HTTP/1.1\r\n\r\n", 400},                           // no Host
+            {"GET / HTTP/1.1\r\nHost: t\r\nBad Name: v\r\n\r\n", 400}, // space in a name
+            {"\x16\x03\x01\x00\xa5\x01\x00\x00", 400},                 // TLS on a plain port
+            {"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n", 413},
+            {"GET /" + std::string(400, 'a') + " HTTP/1.1\r\nHost: t\r\n\r\n", 414},
+            {"GET /" + std::string(400, 'a'), 414}, // before the line ends
+            {many + "\r\n", 431},                   // too many fields
+            {"GET / HTTP/1.1\r\nHost: t\r\nX: " + std::string(2000, 'x'), 431}, // head too large
+            {"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505},
+            {"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+        };
+        for (const auto& [request, status] : cases) {
+            auto c = co_await connect(port);
+            co_await c->send(request);
+            Response r = co_await c->read();
+            EXPECT_EQ(r.status, status) << request.substr(0, 60);
+            EXPECT_EQ(r.header("connection"), "close");
+            EXPECT_TRUE(co_await c->closed_by_server()) << request.substr(0, 60);
+        }
+        EXPECT_EQ(srv.stats().refused.load(), cases.size());
+    });
+}
+
+TEST_P(HttpServerTest, OtherMethodsAre405AndABodyIsSkipped) {
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        // The body arrives in two parts, the second after the answer: the server must skip
+        // exactly 10 bytes and then read the next request.
+        co_await c->send("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n01234");
+        Response r = co_await c->read();
+        EXPECT_EQ(r.status, 405);
+        EXPECT_EQ(r.header("allow"), "GET, HEAD");
+        co_await c->send(std::string("56789") + std::string(kGet));
+        EXPECT_EQ((co_await c->read()).body, "Hello, World!");
+        // Chunked bodies are not decoded: answered, then the connection is closed.
+        co_await c->send("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "5\r\nhello\r\n0\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).header("connection"), "close");
+        EXPECT_TRUE(co_await c->closed_by_server());
+    });
+}
+
+TEST_P(HttpServerTest, IdleKeepAliveConnectionsAreClosed) {
+    with_server(
+        {.keepalive_timeout = 100ms}, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+            auto c = co_await connect(port);
+            co_await c->send(kGet);
+            EXPECT_EQ((co_await c->read()).status, 200);
+            EXPECT_TRUE(co_await c->closed_by_server(20s)); // closed by the server, not by us
+            EXPECT_EQ(srv.stats().timeouts.load(), 1u);
+        });
+}
+
+TEST_P(HttpServerTest, ARequestHeadTooSlowGets408) {
+    with_server({.header_timeout = 100ms}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        co_await c->send("GET / HTTP/1.1\r\nHo");
+        Response r = co_await c->read();
+        EXPECT_EQ(r.status, 408);
+        EXPECT_TRUE(co_await c->closed_by_server());
+    });
+}
+
+TEST_P(HttpServerTest, ARequestSentOneByteAtATimeIsServed) {
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        (void)c->conn.set_nodelay(true);
+        const std::string req = "GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: slow\r\n\r\n";
+        for (char ch : req) {
+            co_await c->send(std::string_view(&ch, 1));
+            co_await yield_now();
+        }
+        EXPECT_EQ((co_await c->read()).body, "Hello, World!");
+    });
+}
+
+TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
+    with_server({.header_timeout = 2s}, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+        // 200 connections of random bytes (some shaped like requests), all at once. Each must be
+        // answered with an error or closed; none may hang (the client's 10 s timeout) and the
+        // server must answer a good request afterwards.
+        std::mt19937 rng(12345);
+        std::vector<std::string> floods;
+        const std::vector<std::string> shapes = {"GET / HTTP/1.1\r\n",
+                                                 "Host: t\r\n",
+                                                 "\r\n",
+                                                 ": ",
+                                                 " ",
+                                                 "\r",
+                                                 "\n",
+                                                 "HTTP/9.9",
+                                                 "Content-Length: 99999999999\r\n"};
+        for (int i = 0; i < 200; ++i) {
+            std::string f;
+            const int pieces = 1 + static_cast<int>(rng() % 40);
+            for (int k = 0; k < pieces; ++k) {
+                if (rng() % 2)
+                    f += shapes[rng() % shapes.size()];
+                else
+                    for (int b = static_cast<int>(rng() % 30); b > 0; --b)
+                        f += static_cast<char>(rng() % 256);
+            }
+            floods.push_back(f + "\r\n\r\n");
+        }
+        auto one = [](std::uint16_t p, const std::string& bytes) -> Task<void> {
+            auto c = co_await connect(p);
+            co_await c->send(bytes);
+            (void)c->conn.shutdown(Shutdown::write);
+            // Read until the server closes: answers (valid or not) are fine, hanging is not.
+            for (;;) {
+                c->reader.consume(c->reader.buffered().size());
+                auto n = co_await c->reader.fill().timeout(10s);
+                if (!n) {
+                    CO_ASSERT(n.error() == std::errc::connection_reset);
+                    break;
+                }
+                if (*n == 0) break;
+            }
+        };
+        std::vector<Task<void>> clients;
+        for (const auto& f : floods)
+            clients.push_back(one(port, f));
+        co_await when_all(std::move(clients));
+        EXPECT_GT(srv.stats().refused.load(), 100u);
+        auto c = co_await connect(port);
+        co_await c->send(kGet);
+        EXPECT_EQ((co_await c->read()).status, 200);
+    });
+}
+
+GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
+
+#ifdef HTTP_SERVER_BIN
+// The http_server program: --workers 2 (two threads, each a Scheduler with its own SO_REUSEPORT
+// listener) serving many connections at once, then SIGTERM: exit 0.
+class HttpServerProcessTest : public test::BackendTest {};
+
+TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
+    int out[2];
+    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    std::string backend = backend_name(GetParam());
+    const char* argv[] = {HTTP_SERVER_BIN, "0",    "--workers", "2", "--backend",
+                          backend.c_str(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(::posix_spawn(&pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    // "listening on 0.0.0.0:<port> (http_server, <backend>, 2 workers)"
+    std::string line;
+    char ch;
+    pollfd pfd{out[0], POLLIN, 0};
+    while (line.find('\n') == std::string::npos && ::poll(&pfd, 1, 10000) == 1 &&
+           ::read(out[0], &ch, 1) == 1)
+        line += ch;
+    ::close(out[0]);
+    const std::size_t colon = line.find("0.0.0.0:");
+    ASSERT_NE(colon, std::string::npos) << "no listening line: " << line;
+    const auto port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 8)));
+    EXPECT_NE(line.find("2 workers"), std::string::npos) << line;
+    EXPECT_NE(line.find(backend), std::string::npos) << line;
+
+    const std::size_t served = run([](std::uint16_t p) -> Task<std::size_t> {
+        auto one = [](std::uint16_t port) -> Task<std::size_t> {
+            auto c = co_await connect(port);
+            std::size_t ok = 0;
+            for (int i = 0; i < 20; ++i) {
+                co_await c->send(kGet);
+                Response r = co_await c->read();
+                if (r.status == 200 && r.body == "Hello, World!") ++ok;
+            }
+            co_return ok;
+        };
+        std::vector<Task<std::size_t>> clients;
+        for (int i = 0; i < 64; ++i)
+            clients.push_back(one(p));
+        auto counts = co_await when_all(std::move(clients));
+        std::size_t total = 0;
+        for (std::size_t n : counts)
+            total += n;
+        co_return total;
+    }(port));
+    EXPECT_EQ(served, 64u * 20u);
+    ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+GALAY_INSTANTIATE_BACKENDS(HttpServerProcessTest);
+#endif
