@@ -219,7 +219,7 @@ TEST_P(AllocationTest, ASpawnAllocatesOneFrameBesidesTheTasks) {
     o.workers = 2;
     o.scheduler = options();
     Runtime rt(o);
-    constexpr int kRounds = 2000;
+    static constexpr int kRounds = 2000;
     const auto per_round = rt.spawn_on(0, [](Runtime& rt) -> Task<std::uint64_t> {
                                  for (int i = 0; i < 200; ++i) // warm-up
                                      co_await rt.spawn_on(1, one());
