@@ -118,6 +118,47 @@ TEST_P(TaskGroupTest, CancelFromAPlainThreadReachesTasksOnTwoSchedulers) {
     EXPECT_EQ(group.size(), 0u);
 }
 
+TEST_P(TaskGroupTest, MembersOnTwoRuntimeWorkersAreCancelledFromAPlainThread) {
+    // The group on the multi-threaded Runtime: tasks on worker 0 and worker 1 spawn members into
+    // one group (each runs on its spawner's worker), a task on each worker waits for the group,
+    // a plain thread cancels it, and both waits see the group drained.
+    TaskGroup group;
+    Event parked;
+    std::atomic<int> started{0}, cancelled{0};
+    std::atomic<unsigned> workers_seen{0};
+    auto member = [&]() -> Task<void> {
+        workers_seen.fetch_or(1u << this_worker());
+        ++started;
+        auto r = co_await parked.wait();
+        if (!r && r.error() == std::errc::operation_canceled) ++cancelled;
+    };
+    auto spawner = [&]() -> Task<void> {
+        for (int i = 0; i < 3; ++i)
+            group.spawn(member());
+        co_return;
+    };
+    auto waiter = [&]() -> Task<bool> {
+        co_return (co_await group.wait().timeout(60s)).has_value();
+    };
+    Runtime rt(RuntimeOptions{.workers = 2, .scheduler = options()});
+    rt.spawn_on(0, spawner()).join();
+    rt.spawn_on(1, spawner()).join();
+    auto w0 = rt.spawn_on(0, waiter());
+    auto w1 = rt.spawn_on(1, waiter());
+    std::thread canceller([&] {
+        test::spin_until([&] { return parked.waiting() == 6; });
+        group.cancel();
+    });
+    canceller.join();
+    EXPECT_TRUE(w0.join());
+    EXPECT_TRUE(w1.join());
+    EXPECT_EQ(workers_seen.load(), 3u) << "members ran on both workers";
+    EXPECT_EQ(started.load(), 6);
+    EXPECT_EQ(cancelled.load(), 6);
+    EXPECT_EQ(group.size(), 0u);
+    EXPECT_TRUE(group.cancelled());
+}
+
 TEST_P(TaskGroupTest, CancelRacingTasksThatFinishOnAnotherThreadIsSafe) {
     // The cancellation is carried to the tasks' thread while some of them finish on their own.
     for (int round = 0; round < 200; ++round) {
