@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""bench/sync.py: galay's cross-thread Channel against its baselines and Tokio, in alternating runs.
+"""bench/sync.py: galay's cross-thread Channel and spawn_blocking against their baselines and Tokio,
+in alternating runs.
 
     python3 bench/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
-                          [--messages 2000000] [--capacity 1024] [--cpus 0,1] [--backend auto]
-                          [--json results.json]
+                          [--messages 2000000] [--capacity 1024] [--blocking-rounds 20000]
+                          [--cpus 0,1] [--backend auto] [--json results.json]
 
 Each round runs the three programs one after another, in alternating order (ABC, CBA, ...):
-  galay       bench_sync --json --no-baselines   (Channel<u64> between two pinned workers)
-  baselines   raw_sync --json                    (eventfd ping-pong; moodycamel BlockingConcurrentQueue)
-  tokio       tokio_sync --json                  (tokio::sync::mpsc: 2-worker multi-thread runtime,
-                                                  and two pinned current-thread runtimes)
+  galay       bench_sync --json --no-baselines   (Channel<u64> between two pinned workers;
+                                                  spawn_blocking round trip from a pinned worker)
+  baselines   raw_sync --json                    (eventfd ping-pong; moodycamel BlockingConcurrentQueue;
+                                                  condvar: a plain thread's hand-off to a pool thread)
+  tokio       tokio_sync --json                  (tokio::sync::mpsc and task::spawn_blocking:
+                                                  2-worker multi-thread runtime, and pinned
+                                                  current-thread runtimes)
 Tokio is built here with cargo (bench/control/tokio_sync, Cargo.lock committed); when cargo is
 missing one line says so and the rest runs.
 
@@ -87,6 +91,7 @@ def main():
     ap.add_argument("--messages", type=int, default=2000000)
     ap.add_argument("--capacity", type=int, default=1024)
     ap.add_argument("--producers", default="1,4")
+    ap.add_argument("--blocking-rounds", type=int, default=20000)
     ap.add_argument("--cpus", default="0,1")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--json", help="write every run and ratio to this file")
@@ -97,7 +102,8 @@ def main():
 
     common = ["--json", "--rounds", str(a.rounds), "--warmup-rounds", str(a.warmup_rounds),
               "--messages", str(a.messages), "--capacity", str(a.capacity),
-              "--producers", a.producers, "--cpus", a.cpus]
+              "--producers", a.producers, "--blocking-rounds", str(a.blocking_rounds),
+              "--cpus", a.cpus]
     programs = {
         "galay": [os.path.join(a.bin, "bench_sync"), "--no-baselines", "--backend", a.backend] + common,
         "baselines": [os.path.join(a.bin, "raw_sync")] + common,
@@ -118,7 +124,7 @@ def main():
             print(f"round {i + 1}/{a.pairs}: {name}", file=sys.stderr)
             runs[name] = run_json(programs[name])
         merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local")}
-        merged.update({k: v for k, v in runs["baselines"].items() if k in ("eventfd", "moodycamel")})
+        merged.update({k: v for k, v in runs["baselines"].items() if k in ("eventfd", "moodycamel", "condvar")})
         if "tokio" in runs:
             merged.update({k: v for k, v in runs["tokio"].items() if k in ("tokio", "tokio_pinned")})
         rounds.append(merged)
@@ -143,10 +149,17 @@ def main():
                 x, y = throughput_of(r.get("galay"), p), throughput_of(r.get(other), p)
                 return x / y if x and y else None
             metrics.append((f"throughput {p}p galay/{other}", True, target, f))
+    for key, label, higher in (("p50_ns", "p50", False), ("p99_ns", "p99", False),
+                               ("round_trips_per_second", "round trips/s", True)):
+        for other in ("condvar", "tokio", "tokio_pinned"):
+            def f(r, key=key, other=other):
+                x, y = get(r, "galay", "spawn_blocking", key), get(r, other, "spawn_blocking", key)
+                return x / y if x and y else None
+            metrics.append((f"spawn_blocking {label} galay/{other}", higher, None, f))
 
     print(f"\nbench/sync.py: {a.pairs} alternating rounds, CPUs {a.cpus}, backend {a.backend}, "
           f"capacity {a.capacity}; ratio = ours / theirs, median [min-max]")
-    print(f"{'metric':<40} {'ratio':>24}  {'verdict':<8} target")
+    print(f"{'metric':<48} {'ratio':>24}  {'verdict':<8} target")
     table = []
     for label, higher, target, f in metrics:
         ratios = [x for x in (f(r) for r in rounds) if x is not None]
@@ -158,15 +171,19 @@ def main():
         if target is not None:
             ok = med >= target if higher else med <= target
             tgt = f"{'>=' if higher else '<='} {target:.2f}: {'met' if ok else 'MISSED'} (median)"
-        print(f"{label:<40} {med:8.3f} [{min(ratios):.3f}-{max(ratios):.3f}]  {v:<8} {tgt}")
+        print(f"{label:<48} {med:8.3f} [{min(ratios):.3f}-{max(ratios):.3f}]  {v:<8} {tgt}")
         table.append({"metric": label, "median": med, "min": min(ratios), "max": max(ratios),
                       "verdict": v, "target": target, "higher_is_better": higher})
     allocs = [get(r, "galay", "allocations_per_message", "pingpong") for r in rounds]
     allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]
     allocs = [x for x in allocs if x is not None]
     if allocs:
-        print(f"{'heap allocations per message (galay)':<40} {max(allocs):8.4f} (max over runs)  "
+        print(f"{'heap allocations per message (galay)':<48} {max(allocs):8.4f} (max over runs)  "
               f"target 0: {'met' if max(allocs) == 0 else 'MISSED'}")
+    sb_allocs = [get(r, "galay", "spawn_blocking", "allocations_per_round_trip") for r in rounds]
+    sb_allocs = [x for x in sb_allocs if x is not None]
+    if sb_allocs:
+        print(f"{'heap allocations per spawn_blocking (galay)':<48} {max(sb_allocs):8.4f} (max over runs)")
     print("\nabsolute figures, median over rounds:")
     for name in ("galay", "galay_local", "eventfd", "moodycamel", "tokio", "tokio_pinned"):
         p50 = [get(r, name, "pingpong", "p50_ns") for r in rounds]
@@ -180,6 +197,14 @@ def main():
             if t:
                 line += f"   {p}p {statistics.median(t) / 1e6:7.2f} M msg/s"
         print(line)
+    for name in ("galay", "condvar", "tokio", "tokio_pinned"):
+        p50 = [get(r, name, "spawn_blocking", "p50_ns") for r in rounds]
+        p99 = [get(r, name, "spawn_blocking", "p99_ns") for r in rounds]
+        rate = [get(r, name, "spawn_blocking", "round_trips_per_second") for r in rounds]
+        if None in p50 or not p50:
+            continue
+        print(f"  {name:<13} spawn_blocking p50 {statistics.median(p50):>8.0f} ns   "
+              f"p99 {statistics.median(p99):>8.0f} ns   {statistics.median(rate) / 1e3:7.1f} k round trips/s")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"rounds": rounds, "ratios": table, "tokio": tokio is not None}, fh, indent=2)

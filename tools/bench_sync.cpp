@@ -1,10 +1,10 @@
 // bench_sync: the cost of galay's cross-thread Channel, next to its baselines, in one run.
 //
 //   bench_sync [--rounds 100000] [--messages 2000000] [--capacity 1024] [--producers 1,4]
-//              [--cpus 0,1] [--backend auto|io_uring|epoll] [--json]
+//              [--blocking-rounds 20000] [--cpus 0,1] [--backend auto|io_uring|epoll] [--json]
 //              [--no-baselines] [--raw-sync PATH] [--tokio PATH]
 //
-// Shapes, each on two workers (a thread with its own Scheduler) pinned to two CPUs:
+// Channel shapes, each on two workers (a thread with its own Scheduler) pinned to two CPUs:
 // - ping-pong: worker A sends a number over one Channel<u64>, worker B sends it back over another;
 //   the round trip is timed one by one (steady clock) into a log-linear histogram: p50, p99,
 //   p99.9. Every reply is checked.
@@ -15,13 +15,23 @@
 //   excluded), for both shapes.
 // - `galay_local`: the same ping-pong between two tasks of one worker (no thread crossed), the
 //   counterpart of Tokio's multi-thread runtime, which keeps such a pair on one worker.
+// - spawn_blocking round trip: a task on a worker pinned to the first CPU awaits
+//   `galay::spawn_blocking(fn)` with a trivial fn (returns its argument + 1), one at a time,
+//   `--blocking-rounds` times after a tenth as many warm-up ones: p50/p99/p99.9 of the round
+//   trip, round trips/s over the measured loop, heap allocations per round trip, and how many
+//   threads the blocking pool ran. The pool's threads are not pinned (they are not in galay, nor
+//   in the baselines below).
 // Baselines, measured in the same run by running their programs (no galay code in them):
 // - `eventfd` and `moodycamel` (bench/baselines/raw_sync.cpp): two plain threads ping-ponging
 //   over eventfd (the floor for a cross-thread wake-up), and moodycamel's
-//   BlockingConcurrentQueue with a blocking consumer, in the same shapes;
+//   BlockingConcurrentQueue with a blocking consumer, in the same shapes; `condvar`: a plain
+//   thread handing a trivial job to a pool thread over a mutex + condition variable and waiting
+//   for the answer on a condition variable (the floor for a blocking-pool hand-off);
 // - `tokio` and `tokio_pinned` (bench/control/tokio_sync, built by bench/sync.py when cargo is
 //   installed): tokio::sync::mpsc on a 2-worker multi-thread runtime, and on two current-thread
-//   runtimes pinned like ours. When it is not built, one line says so and the run goes on.
+//   runtimes pinned like ours; tokio::task::spawn_blocking awaited from a task of each (the
+//   pinned one: a current-thread runtime on the first CPU, bench_sync's shape). When it is not
+//   built, one line says so and the run goes on.
 // `--json` prints one object with every figure, ours and the baselines' side by side, plus the
 // ratios the targets are stated in. Exit 0 on success, 1 on a runtime failure (a lost or wrong
 // message, a baseline that failed), 2 on a usage error.
@@ -98,6 +108,7 @@ struct Options {
     std::uint64_t messages = 2'000'000;
     std::size_t capacity = 1024;
     std::vector<unsigned> producers{1, 4};
+    std::uint64_t blocking_rounds = 20'000;
     std::vector<int> cpus{0, 1};
     Backend backend = Backend::automatic;
     bool json = false;
@@ -271,6 +282,49 @@ Throughput galay_throughput(const Options& o, const SchedulerOptions& so, unsign
     return out;
 }
 
+struct BlockingRoundTrips {
+    tools::LatencyHistogram hist;
+    double seconds = 0; // the measured loop, timing included
+    std::uint64_t allocations = 0;
+    unsigned pool_threads = 0;
+    std::uint64_t errors = 0;
+};
+
+/// A task on a worker pinned to the first CPU awaits spawn_blocking(trivial fn), one at a time.
+BlockingRoundTrips galay_spawn_blocking(const Options& o, const SchedulerOptions& so) {
+    BlockingRoundTrips out;
+    const std::uint64_t warmup = o.blocking_rounds / 10;
+    auto caller = [&]() -> Task<void> {
+        Clock::time_point start = Clock::now();
+        std::uint64_t before = 0;
+        for (std::uint64_t i = 0; i < warmup + o.blocking_rounds; ++i) {
+            if (i == warmup) {
+                before = allocations();
+                start = Clock::now();
+            }
+            const auto t0 = Clock::now();
+            auto r = co_await spawn_blocking([i] { return i + 1; });
+            const auto t1 = Clock::now();
+            if (!r || *r != i + 1) {
+                ++out.errors;
+                break;
+            }
+            if (i >= warmup)
+                out.hist.record(static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+        }
+        out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        out.allocations = allocations() - before;
+        out.pool_threads = detail::blocking_stats().threads;
+    };
+    Worker a(o.cpus[0], so, caller());
+    if (std::string e = a.join(); !e.empty()) {
+        std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+        ++out.errors;
+    }
+    return out;
+}
+
 /// Run a baseline or control program; the JSON object it prints.
 std::optional<nlohmann::json> run_program(const std::string& cmd, const char* name) {
     FILE* p = ::popen(cmd.c_str(), "r");
@@ -317,6 +371,18 @@ nlohmann::json pingpong_json(const PingPong& p) {
             {"mean_ns", p.hist.mean_ns()},
             {"min_ns", p.hist.min_ns()},
             {"max_ns", p.hist.max_ns()}};
+}
+
+nlohmann::json blocking_json(const BlockingRoundTrips& b) {
+    return {{"round_trips", b.hist.count()},
+            {"p50_ns", b.hist.percentile_ns(0.50)},
+            {"p99_ns", b.hist.percentile_ns(0.99)},
+            {"p999_ns", b.hist.percentile_ns(0.999)},
+            {"mean_ns", b.hist.mean_ns()},
+            {"min_ns", b.hist.min_ns()},
+            {"max_ns", b.hist.max_ns()},
+            {"round_trips_per_second", b.seconds > 0 ? double(b.hist.count()) / b.seconds : 0.0},
+            {"pool_threads", b.pool_threads}};
 }
 
 /// a / b of two JSON numbers at `path` in objects a and b, or null.
@@ -372,10 +438,33 @@ void print_text(const nlohmann::json& j) {
                         allocs.c_str());
         }
     }
+    std::printf("\n%-14s %12s %12s %12s %14s %14s\n", "spawn_blocking", "p50 ns", "p99 ns",
+                "p99.9 ns", "round trips/s", "allocs/trip");
+    for (const char* name : {"galay", "condvar", "tokio", "tokio_pinned"}) {
+        if (!j.contains(name) || !j[name].is_object() || !j[name].contains("spawn_blocking"))
+            continue;
+        const auto& b = j[name]["spawn_blocking"];
+        std::string allocs = "-";
+        if (b.contains("allocations_per_round_trip") &&
+            !b["allocations_per_round_trip"].is_null()) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.4f", b["allocations_per_round_trip"].get<double>());
+            allocs = buf;
+        }
+        std::printf("%-14s %12llu %12llu %12llu %14s %14s\n", name,
+                    static_cast<unsigned long long>(b["p50_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(b["p99_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(b["p999_ns"].get<std::uint64_t>()),
+                    tools::with_commas(
+                        static_cast<std::uint64_t>(b["round_trips_per_second"].get<double>()))
+                        .c_str(),
+                    allocs.c_str());
+    }
     if (j.contains("notes"))
         for (const auto& n : j["notes"])
             std::printf("\nnote: %s", n.get<std::string>().c_str());
-    std::printf("\n\nratios (ours / baseline; ping-pong: lower is better, throughput: higher):\n");
+    std::printf("\n\nratios (ours / baseline; p50: lower is better, throughput and rate: "
+                "higher):\n");
     for (const auto& [k, v] : j["ratios"].items())
         if (!v.is_null()) std::printf("  %-36s %.3f\n", k.c_str(), v.get<double>());
 }
@@ -390,13 +479,10 @@ int run(const Options& o) {
     so.backend = *resolved;
     std::uint64_t errors = 0;
     nlohmann::json j;
-    j["config"] = {{"rounds", o.rounds},
-                   {"warmup_rounds", o.warmup_rounds},
-                   {"messages", o.messages},
-                   {"capacity", o.capacity},
-                   {"producers", o.producers},
-                   {"cpus", o.cpus},
-                   {"backend", backend_name(*resolved)}};
+    j["config"] = {{"rounds", o.rounds},       {"warmup_rounds", o.warmup_rounds},
+                   {"messages", o.messages},   {"capacity", o.capacity},
+                   {"producers", o.producers}, {"blocking_rounds", o.blocking_rounds},
+                   {"cpus", o.cpus},           {"backend", backend_name(*resolved)}};
     j["notes"] = nlohmann::json::array();
 
     // --- ours ---------------------------------------------------------------------------------
@@ -431,6 +517,15 @@ int run(const Options& o) {
 #endif
         ours["throughput"].push_back(tj);
     }
+    BlockingRoundTrips sb = galay_spawn_blocking(o, so);
+    errors += sb.errors;
+    ours["spawn_blocking"] = blocking_json(sb);
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+    ours["spawn_blocking"]["allocations_per_round_trip"] =
+        sb.hist.count() ? double(sb.allocations) / double(sb.hist.count()) : 0.0;
+#else
+    ours["spawn_blocking"]["allocations_per_round_trip"] = nullptr;
+#endif
     if (errors != 0) ours["errors"] = errors;
     j["galay"] = ours;
 
@@ -439,10 +534,11 @@ int run(const Options& o) {
         std::ostringstream args;
         args << " --json --rounds " << o.rounds << " --warmup-rounds " << o.warmup_rounds
              << " --messages " << o.messages << " --capacity " << o.capacity << " --producers "
-             << join(o.producers) << " --cpus " << o.cpus[0] << "," << o.cpus[1];
+             << join(o.producers) << " --blocking-rounds " << o.blocking_rounds << " --cpus "
+             << o.cpus[0] << "," << o.cpus[1];
         const std::string raw = o.raw_sync.empty() ? exe_dir() + "/raw_sync" : o.raw_sync;
         if (auto r = run_program(raw + args.str(), "raw_sync")) {
-            for (const char* name : {"eventfd", "moodycamel"})
+            for (const char* name : {"eventfd", "moodycamel", "condvar"})
                 if (r->contains(name)) j[name] = (*r)[name];
         } else {
             ++errors;
@@ -479,6 +575,14 @@ int run(const Options& o) {
          ratio(j["galay"], j.value("tokio_pinned", jp::json()), p50)},
         {"pingpong_p50_local_vs_tokio", ratio(j["galay_local"], j.value("tokio", jp::json()), p50)},
     };
+    const auto sb_p50 = jp::json::json_pointer("/spawn_blocking/p50_ns");
+    const auto sb_rate = jp::json::json_pointer("/spawn_blocking/round_trips_per_second");
+    for (const char* name : {"condvar", "tokio", "tokio_pinned"}) {
+        j["ratios"][std::string("spawn_blocking_p50_vs_") + name] =
+            ratio(j["galay"], j.value(name, jp::json()), sb_p50);
+        j["ratios"][std::string("spawn_blocking_rate_vs_") + name] =
+            ratio(j["galay"], j.value(name, jp::json()), sb_rate);
+    }
     for (std::size_t i = 0; i < o.producers.size(); ++i) {
         const auto path =
             jp::json::json_pointer("/throughput/" + std::to_string(i) + "/messages_per_second");
@@ -506,7 +610,8 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::string producers = "1,4", cpus = "0,1";
-    CLI::App app{"bench_sync: galay Channel across two workers vs eventfd, moodycamel and Tokio"};
+    CLI::App app{"bench_sync: galay Channel across two workers and spawn_blocking vs eventfd, "
+                 "moodycamel, a condvar pool and Tokio"};
     tools::add_backend_flag(app, &o.backend);
     app.add_option("--rounds", o.rounds, "measured ping-pong round trips")->capture_default_str();
     app.add_option("--warmup-rounds", o.warmup_rounds, "round trips before measuring")
@@ -516,6 +621,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--producers", producers, "producer counts for the throughput runs")
+        ->capture_default_str();
+    app.add_option("--blocking-rounds", o.blocking_rounds,
+                   "measured spawn_blocking round trips (a tenth as many warm up first)")
         ->capture_default_str();
     app.add_option("--cpus", cpus, "the two CPUs the workers are pinned to")->capture_default_str();
     app.add_flag("--json", o.json, "print one JSON object instead of the text report");
@@ -546,8 +654,8 @@ int main(int argc, char** argv) {
         if (o.cpus.size() != 2) throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
         for (unsigned p : o.producers)
             if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
-        if (o.rounds == 0 || o.messages == 0)
-            throw CLI::ValidationError("--rounds/--messages", "must be >= 1");
+        if (o.rounds == 0 || o.messages == 0 || o.blocking_rounds == 0)
+            throw CLI::ValidationError("--rounds/--messages/--blocking-rounds", "must be >= 1");
         cpu_set_t allowed;
         if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
             for (int c : o.cpus)

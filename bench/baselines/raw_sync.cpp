@@ -2,7 +2,7 @@
 // bench_sync runs in the same invocation.
 //
 //   raw_sync [--rounds 100000] [--warmup-rounds 10000] [--messages 2000000] [--producers 1,4]
-//            [--cpus 0,1] [--json]
+//            [--blocking-rounds 20000] [--cpus 0,1] [--json]
 //
 // - eventfd: two plain threads pinned to two CPUs ping-pong a count over two blocking eventfds
 //   (write wakes the other thread's read): the floor for waking a thread that sleeps in the
@@ -12,6 +12,12 @@
 //   second doing one blocking wait_dequeue per message and timing the last `--messages` of
 //   1.1 x `--messages` (the first tenth warms up). The queue is unbounded (moodycamel has no
 //   bounded blocking mode); its consumer spins briefly before it sleeps on a futex.
+// - condvar: the floor for a blocking-pool hand-off (bench_sync's spawn_blocking round trip). A
+//   plain thread pinned to the first CPU hands a trivial job (return its argument + 1) to a pool
+//   thread (not pinned, as the pools of galay and Tokio are not) through a mutex-protected FIFO
+//   and a condition variable, and waits for the answer on a condition variable; one job at a time,
+//   `--blocking-rounds` timed after a tenth as many warm-up ones; round trips/s over the measured
+//   loop. The job lives on the caller's stack (no allocation).
 // Every reply and every received value is checked (count and sum); a mismatch exits 1.
 #include "common/histogram.hpp"
 
@@ -27,8 +33,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -44,6 +52,7 @@ struct Options {
     std::uint64_t warmup_rounds = 10'000;
     std::uint64_t messages = 2'000'000;
     std::vector<unsigned> producers{1, 4};
+    std::uint64_t blocking_rounds = 20'000;
     int cpus[2] = {0, 1};
     bool json = false;
 };
@@ -197,6 +206,75 @@ double moodycamel_throughput(const Options& o, unsigned producers) {
     return double(n - mark) / std::chrono::duration<double>(end - start).count();
 }
 
+struct BlockingRoundTrips {
+    LatencyHistogram hist;
+    double seconds = 0;
+};
+
+/// A plain thread hands one trivial job at a time to a pool thread and waits for the answer.
+BlockingRoundTrips condvar_blocking(const Options& o) {
+    struct Job {
+        std::uint64_t in = 0, out = 0;
+        bool done = false;
+        std::condition_variable done_cv;
+        Job* next = nullptr;
+    };
+    std::mutex m;
+    std::condition_variable work_cv;
+    Job* head = nullptr;
+    Job* tail = nullptr;
+    bool stop = false;
+    std::thread pool([&] {
+        std::unique_lock lk(m);
+        for (;;) {
+            work_cv.wait(lk, [&] { return stop || head != nullptr; });
+            if (head == nullptr) return; // stop, nothing queued
+            Job* j = head;
+            head = j->next;
+            if (head == nullptr) tail = nullptr;
+            lk.unlock();
+            j->out = j->in + 1;
+            lk.lock();
+            j->done = true;
+            j->done_cv.notify_one(); // under the lock: the job dies once its caller sees done
+        }
+    });
+    BlockingRoundTrips out;
+    std::thread caller([&] {
+        pin_to(o.cpus[0]);
+        const std::uint64_t warmup = o.blocking_rounds / 10;
+        Clock::time_point start = Clock::now();
+        for (std::uint64_t i = 0; i < warmup + o.blocking_rounds; ++i) {
+            if (i == warmup) start = Clock::now();
+            const auto t0 = Clock::now();
+            Job j;
+            j.in = i;
+            {
+                std::lock_guard lk(m);
+                (tail != nullptr ? tail->next : head) = &j;
+                tail = &j;
+            }
+            work_cv.notify_one();
+            {
+                std::unique_lock lk(m);
+                j.done_cv.wait(lk, [&] { return j.done; });
+            }
+            const std::uint64_t ns = ns_since(t0);
+            if (j.out != i + 1) ++g_errors;
+            if (i >= warmup) out.hist.record(ns);
+        }
+        out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    });
+    caller.join();
+    {
+        std::lock_guard lk(m);
+        stop = true;
+    }
+    work_cv.notify_one();
+    pool.join();
+    return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -209,6 +287,7 @@ int main(int argc, char** argv) {
     app.add_option("--messages", o.messages)->capture_default_str();
     app.add_option("--capacity", capacity, "ignored (the queue is unbounded)");
     app.add_option("--producers", producers)->capture_default_str();
+    app.add_option("--blocking-rounds", o.blocking_rounds)->capture_default_str();
     app.add_option("--cpus", cpus)->capture_default_str();
     app.add_flag("--json", o.json);
     try {
@@ -240,6 +319,12 @@ int main(int argc, char** argv) {
             {{"producers", p},
              {"messages", o.messages},
              {"messages_per_second", moodycamel_throughput(o, p)}});
+    {
+        const BlockingRoundTrips b = condvar_blocking(o);
+        j["condvar"]["spawn_blocking"] = pingpong_json(b.hist);
+        j["condvar"]["spawn_blocking"]["round_trips_per_second"] =
+            b.seconds > 0 ? double(b.hist.count()) / b.seconds : 0.0;
+    }
     if (g_errors != 0) j["errors"] = g_errors.load();
     if (o.json) {
         std::printf("%s\n", j.dump(2).c_str());
@@ -254,6 +339,11 @@ int main(int argc, char** argv) {
         for (const auto& t : j["moodycamel"]["throughput"])
             std::printf("moodycamel %u producer(s): %.0f messages/s\n",
                         t["producers"].get<unsigned>(), t["messages_per_second"].get<double>());
+        const auto& b = j["condvar"]["spawn_blocking"];
+        std::printf("condvar    blocking hand-off p50 %llu ns, p99 %llu ns, %.0f round trips/s\n",
+                    static_cast<unsigned long long>(b["p50_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(b["p99_ns"].get<std::uint64_t>()),
+                    b["round_trips_per_second"].get<double>());
     }
     if (g_errors != 0) {
         std::fprintf(stderr, "raw_sync: %llu wrong message(s): exit code 1\n",

@@ -59,7 +59,8 @@ class BenchSyncTest : public galay::test::BackendTest {};
 TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
     const ToolRun r = run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
                                " --rounds 300 --warmup-rounds 30 --messages 20000 --capacity 64" +
-                               " --cpus " + two_cpus() + " --tokio /nonexistent --json");
+                               " --blocking-rounds 200" + " --cpus " + two_cpus() +
+                               " --tokio /nonexistent --json");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["config"]["backend"], galay::backend_name(GetParam()));
@@ -77,6 +78,20 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
     EXPECT_EQ(j["galay"]["allocations_per_message"]["pingpong"], 0.0);
     EXPECT_EQ(j["galay"]["throughput"][0]["allocations_per_message"], 0.0);
 #endif
+    // spawn_blocking round trip, ours and the condvar hand-off floor.
+    const auto& sb = j["galay"]["spawn_blocking"];
+    EXPECT_EQ(sb["round_trips"], 200);
+    EXPECT_GT(sb["p50_ns"].get<double>(), 0);
+    EXPECT_GE(sb["p99_ns"].get<double>(), sb["p50_ns"].get<double>());
+    EXPECT_GT(sb["round_trips_per_second"].get<double>(), 0);
+    EXPECT_GE(sb["pool_threads"].get<unsigned>(), 1u);
+    EXPECT_TRUE(sb.contains("allocations_per_round_trip"));
+    EXPECT_EQ(j["config"]["blocking_rounds"], 200);
+    EXPECT_EQ(j["condvar"]["spawn_blocking"]["round_trips"], 200);
+    EXPECT_GT(j["condvar"]["spawn_blocking"]["round_trips_per_second"].get<double>(), 0);
+    EXPECT_TRUE(j["ratios"]["spawn_blocking_p50_vs_condvar"].is_number());
+    EXPECT_TRUE(j["ratios"]["spawn_blocking_rate_vs_condvar"].is_number());
+    EXPECT_TRUE(j["ratios"]["spawn_blocking_p50_vs_tokio"].is_null());
     EXPECT_EQ(j["eventfd"]["pingpong"]["round_trips"], 300);
     EXPECT_EQ(j["moodycamel"]["throughput"].size(), 2u);
     EXPECT_TRUE(j["ratios"]["pingpong_p50_vs_eventfd"].is_number());
@@ -88,7 +103,7 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
 
 TEST_P(BenchSyncTest, UsageErrorsExitTwo) {
     for (const char* args : {"--cpus 0", "--producers 0", "--producers 1,x", "--rounds 0",
-                             "--capacity 0", "--no-such-flag"})
+                             "--blocking-rounds 0", "--capacity 0", "--no-such-flag"})
         EXPECT_EQ(run_tool(args).exit_code, 2) << args;
 }
 

@@ -1,7 +1,8 @@
 //! tokio_sync: the Tokio control group of galay's bench_sync, in the same shapes.
 //!
 //!   tokio_sync [--rounds 100000] [--warmup-rounds 10000] [--messages 2000000]
-//!              [--capacity 1024] [--producers 1,4] [--cpus 0,1] [--json]
+//!              [--capacity 1024] [--producers 1,4] [--blocking-rounds 20000] [--cpus 0,1]
+//!              [--json]
 //!
 //! - `tokio`: a multi-thread runtime with 2 workers (pinned to the two CPUs); the ping and pong
 //!   tasks (and the producers and the consumer) are spawned on it and Tokio places them, as a
@@ -11,8 +12,12 @@
 //! Channels are `tokio::sync::mpsc::channel(capacity)` of u64. Throughput: 1.1 x `--messages`
 //! are sent and the consumer times the last `--messages` (the first tenth warms up). Ping-pong round trips are timed
 //! one by one into a log-linear histogram built like tools/common/histogram.hpp (same buckets,
-//! same percentile rule); throughput counts and sums every value. Exit 1 on a wrong message, 2 on
-//! a usage error.
+//! same percentile rule); throughput counts and sums every value.
+//! spawn_blocking round trip (bench_sync's `spawn_blocking` shape): a task awaits
+//! `tokio::task::spawn_blocking(move || i + 1)`, one at a time, `--blocking-rounds` timed after a
+//! tenth as many warm-up ones; under `tokio` the task runs on the 2-worker runtime, under
+//! `tokio_pinned` on a current-thread runtime on a thread pinned to the first CPU. Blocking-pool
+//! threads are not pinned. Exit 1 on a wrong message, 2 on a usage error.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,6 +30,7 @@ struct Opts {
     messages: u64,
     capacity: usize,
     producers: Vec<u64>,
+    blocking_rounds: u64,
     cpus: [usize; 2],
     json: bool,
 }
@@ -33,7 +39,7 @@ fn usage(msg: &str) -> ! {
     eprintln!("tokio_sync: {msg}");
     eprintln!(
         "usage: tokio_sync [--rounds N] [--warmup-rounds N] [--messages N] [--capacity N] \
-         [--producers 1,4] [--cpus 0,1] [--json]"
+         [--producers 1,4] [--blocking-rounds N] [--cpus 0,1] [--json]"
     );
     std::process::exit(2);
 }
@@ -45,6 +51,7 @@ fn parse() -> Opts {
         messages: 2_000_000,
         capacity: 1024,
         producers: vec![1, 4],
+        blocking_rounds: 20_000,
         cpus: [0, 1],
         json: false,
     };
@@ -58,6 +65,7 @@ fn parse() -> Opts {
             "--messages" => o.messages = num(value()),
             "--capacity" => o.capacity = num(value()) as usize,
             "--producers" => o.producers = value().split(',').map(|s| num(s.to_string())).collect(),
+            "--blocking-rounds" => o.blocking_rounds = num(value()),
             "--cpus" => {
                 let v: Vec<u64> = value().split(',').map(|s| num(s.to_string())).collect();
                 if v.len() != 2 {
@@ -69,7 +77,12 @@ fn parse() -> Opts {
             _ => usage(&format!("unknown argument '{a}'")),
         }
     }
-    if o.capacity == 0 || o.rounds == 0 || o.messages == 0 || o.producers.iter().any(|&p| p == 0) {
+    if o.capacity == 0
+        || o.rounds == 0
+        || o.messages == 0
+        || o.blocking_rounds == 0
+        || o.producers.iter().any(|&p| p == 0)
+    {
         usage("counts must be >= 1");
     }
     o
@@ -165,7 +178,13 @@ fn multi_thread_runtime(cpus: [usize; 2]) -> tokio::runtime::Runtime {
     let next = Arc::new(AtomicUsize::new(0));
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .on_thread_start(move || pin(cpus[next.fetch_add(1, Ordering::Relaxed) % 2]))
+        // The first two threads are the workers; later ones are blocking-pool threads (not pinned).
+        .on_thread_start(move || {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i < 2 {
+                pin(cpus[i]);
+            }
+        })
         .build()
         .expect("tokio runtime")
 }
@@ -325,6 +344,52 @@ fn throughput_pinned(o: &Opts, producers: u64) -> f64 {
     (n - mark) as f64 / (end - start).as_secs_f64()
 }
 
+/// Awaits spawn_blocking(trivial fn) one at a time; the histogram and round trips/s.
+async fn blocking_round_trips(warmup: u64, rounds: u64) -> (Hist, f64) {
+    let mut h = Hist::new();
+    let mut start = Instant::now();
+    for i in 0..warmup + rounds {
+        if i == warmup {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        let v = tokio::task::spawn_blocking(move || i + 1).await;
+        let ns = t0.elapsed().as_nanos() as u64;
+        if v.ok() != Some(i + 1) {
+            ERRORS.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+        if i >= warmup {
+            h.record(ns);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let rate = if secs > 0.0 { h.count as f64 / secs } else { 0.0 };
+    (h, rate)
+}
+
+fn blocking_multi(o: &Opts) -> (Hist, f64) {
+    let rt = multi_thread_runtime(o.cpus);
+    let (w, n) = (o.blocking_rounds / 10, o.blocking_rounds);
+    rt.block_on(async move { tokio::spawn(blocking_round_trips(w, n)).await.expect("task") })
+}
+
+fn blocking_pinned(o: &Opts) -> (Hist, f64) {
+    let cpu = o.cpus[0];
+    let (w, n) = (o.blocking_rounds / 10, o.blocking_rounds);
+    std::thread::spawn(move || {
+        pin(cpu);
+        current_thread_runtime().block_on(blocking_round_trips(w, n))
+    })
+    .join()
+    .expect("spawn_blocking thread")
+}
+
+fn blocking_json(b: &(Hist, f64)) -> String {
+    let h = b.0.json();
+    format!("{}, \"round_trips_per_second\": {:.1}}}", &h[..h.len() - 1], b.1)
+}
+
 fn throughput_json(rows: &[(u64, u64, f64)]) -> String {
     let items: Vec<String> = rows
         .iter()
@@ -345,18 +410,25 @@ fn main() {
         multi_tp.push((p, o.messages, throughput_multi(&o, p)));
         pinned_tp.push((p, o.messages, throughput_pinned(&o, p)));
     }
+    let multi_sb = blocking_multi(&o);
+    let pinned_sb = blocking_pinned(&o);
     let errors = ERRORS.load(Ordering::Relaxed);
     if o.json {
         println!(
-            "{{\"tokio\": {{\"pingpong\": {}, \"throughput\": {}}}, \"tokio_pinned\": {{\"pingpong\": {}, \"throughput\": {}}}, \"errors\": {}}}",
+            "{{\"tokio\": {{\"pingpong\": {}, \"throughput\": {}, \"spawn_blocking\": {}}}, \"tokio_pinned\": {{\"pingpong\": {}, \"throughput\": {}, \"spawn_blocking\": {}}}, \"errors\": {}}}",
             multi_pp.json(),
             throughput_json(&multi_tp),
+            blocking_json(&multi_sb),
             pinned_pp.json(),
             throughput_json(&pinned_tp),
+            blocking_json(&pinned_sb),
             errors
         );
     } else {
-        for (name, h, tp) in [("tokio", &multi_pp, &multi_tp), ("tokio_pinned", &pinned_pp, &pinned_tp)] {
+        for (name, h, tp, sb) in [
+            ("tokio", &multi_pp, &multi_tp, &multi_sb),
+            ("tokio_pinned", &pinned_pp, &pinned_tp, &pinned_sb),
+        ] {
             println!(
                 "{name:<13} ping-pong p50 {} ns, p99 {} ns, p99.9 {} ns",
                 h.percentile(0.5),
@@ -366,6 +438,12 @@ fn main() {
             for (p, _, rate) in tp.iter() {
                 println!("{name:<13} {p} producer(s): {rate:.0} messages/s");
             }
+            println!(
+                "{name:<13} spawn_blocking p50 {} ns, p99 {} ns, {:.0} round trips/s",
+                sb.0.percentile(0.5),
+                sb.0.percentile(0.99),
+                sb.1
+            );
         }
     }
     if errors != 0 {
