@@ -4,7 +4,7 @@ in alternating runs.
 
     python3 bench/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
                           [--messages 2000000] [--capacity 1024] [--blocking-rounds 20000]
-                          [--cpus 0,1] [--backend auto] [--json results.json]
+                          [--blocking-cpu N] [--cpus 0,1] [--backend auto] [--json results.json]
 
 Each round runs the three programs one after another, in alternating order (ABC, CBA, ...):
   galay       bench_sync --json --no-baselines   (Channel<u64> between two pinned workers;
@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--capacity", type=int, default=1024)
     ap.add_argument("--producers", default="1,4")
     ap.add_argument("--blocking-rounds", type=int, default=20000)
+    ap.add_argument("--blocking-cpu", type=int, default=None,
+                    help="CPU the blocking-pool threads pin themselves to (default: the second of --cpus; -1: not pinned)")
     ap.add_argument("--cpus", default="0,1")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--json", help="write every run and ratio to this file")
@@ -104,6 +106,8 @@ def main():
               "--messages", str(a.messages), "--capacity", str(a.capacity),
               "--producers", a.producers, "--blocking-rounds", str(a.blocking_rounds),
               "--cpus", a.cpus]
+    if a.blocking_cpu is not None:
+        common += ["--blocking-cpu", str(a.blocking_cpu)]
     programs = {
         "galay": [os.path.join(a.bin, "bench_sync"), "--no-baselines", "--backend", a.backend] + common,
         "baselines": [os.path.join(a.bin, "raw_sync")] + common,

@@ -1,7 +1,8 @@
 // bench_sync: the cost of galay's cross-thread Channel, next to its baselines, in one run.
 //
 //   bench_sync [--rounds 100000] [--messages 2000000] [--capacity 1024] [--producers 1,4]
-//              [--blocking-rounds 20000] [--cpus 0,1] [--backend auto|io_uring|epoll] [--json]
+//              [--blocking-rounds 20000] [--blocking-cpu N] [--cpus 0,1]
+//              [--backend auto|io_uring|epoll] [--json]
 //              [--no-baselines] [--raw-sync PATH] [--tokio PATH]
 //
 // Channel shapes, each on two workers (a thread with its own Scheduler) pinned to two CPUs:
@@ -19,8 +20,11 @@
 //   `galay::spawn_blocking(fn)` with a trivial fn (returns its argument + 1), one at a time,
 //   `--blocking-rounds` times after a tenth as many warm-up ones: p50/p99/p99.9 of the round
 //   trip, round trips/s over the measured loop, heap allocations per round trip, and how many
-//   threads the blocking pool ran. The pool's threads are not pinned (they are not in galay, nor
-//   in the baselines below).
+//   threads the blocking pool ran. Each pool thread pins itself to `--blocking-cpu` (default: the
+//   second CPU of `--cpus`; -1: not pinned) when it first runs the fn, and so do the baselines'
+//   pool threads: left to the kernel, a pool thread sometimes shares the caller's CPU and
+//   sometimes not, and a cross-CPU wake-up costs ten times a same-CPU switch on a VM, which
+//   swamps what is compared.
 // Baselines, measured in the same run by running their programs (no galay code in them):
 // - `eventfd` and `moodycamel` (bench/baselines/raw_sync.cpp): two plain threads ping-ponging
 //   over eventfd (the floor for a cross-thread wake-up), and moodycamel's
@@ -109,6 +113,7 @@ struct Options {
     std::size_t capacity = 1024;
     std::vector<unsigned> producers{1, 4};
     std::uint64_t blocking_rounds = 20'000;
+    int blocking_cpu = -2; // -2: the second of `cpus`; -1: not pinned
     std::vector<int> cpus{0, 1};
     Backend backend = Backend::automatic;
     bool json = false;
@@ -290,6 +295,14 @@ struct BlockingRoundTrips {
     std::uint64_t errors = 0;
 };
 
+/// Pins the calling thread to `cpu` (unless -1) the first time it is asked to on this thread.
+void pin_once(int cpu) {
+    thread_local int pinned = -1;
+    if (cpu < 0 || pinned == cpu) return;
+    pin_to(cpu);
+    pinned = cpu;
+}
+
 /// A task on a worker pinned to the first CPU awaits spawn_blocking(trivial fn), one at a time.
 BlockingRoundTrips galay_spawn_blocking(const Options& o, const SchedulerOptions& so) {
     BlockingRoundTrips out;
@@ -303,7 +316,10 @@ BlockingRoundTrips galay_spawn_blocking(const Options& o, const SchedulerOptions
                 start = Clock::now();
             }
             const auto t0 = Clock::now();
-            auto r = co_await spawn_blocking([i] { return i + 1; });
+            auto r = co_await spawn_blocking([i, cpu = o.blocking_cpu] {
+                pin_once(cpu);
+                return i + 1;
+            });
             const auto t1 = Clock::now();
             if (!r || *r != i + 1) {
                 ++out.errors;
@@ -479,10 +495,15 @@ int run(const Options& o) {
     so.backend = *resolved;
     std::uint64_t errors = 0;
     nlohmann::json j;
-    j["config"] = {{"rounds", o.rounds},       {"warmup_rounds", o.warmup_rounds},
-                   {"messages", o.messages},   {"capacity", o.capacity},
-                   {"producers", o.producers}, {"blocking_rounds", o.blocking_rounds},
-                   {"cpus", o.cpus},           {"backend", backend_name(*resolved)}};
+    j["config"] = {{"rounds", o.rounds},
+                   {"warmup_rounds", o.warmup_rounds},
+                   {"messages", o.messages},
+                   {"capacity", o.capacity},
+                   {"producers", o.producers},
+                   {"blocking_rounds", o.blocking_rounds},
+                   {"blocking_cpu", o.blocking_cpu},
+                   {"cpus", o.cpus},
+                   {"backend", backend_name(*resolved)}};
     j["notes"] = nlohmann::json::array();
 
     // --- ours ---------------------------------------------------------------------------------
@@ -534,8 +555,8 @@ int run(const Options& o) {
         std::ostringstream args;
         args << " --json --rounds " << o.rounds << " --warmup-rounds " << o.warmup_rounds
              << " --messages " << o.messages << " --capacity " << o.capacity << " --producers "
-             << join(o.producers) << " --blocking-rounds " << o.blocking_rounds << " --cpus "
-             << o.cpus[0] << "," << o.cpus[1];
+             << join(o.producers) << " --blocking-rounds " << o.blocking_rounds
+             << " --blocking-cpu " << o.blocking_cpu << " --cpus " << o.cpus[0] << "," << o.cpus[1];
         const std::string raw = o.raw_sync.empty() ? exe_dir() + "/raw_sync" : o.raw_sync;
         if (auto r = run_program(raw + args.str(), "raw_sync")) {
             for (const char* name : {"eventfd", "moodycamel", "condvar"})
@@ -625,6 +646,9 @@ int main(int argc, char** argv) {
     app.add_option("--blocking-rounds", o.blocking_rounds,
                    "measured spawn_blocking round trips (a tenth as many warm up first)")
         ->capture_default_str();
+    app.add_option("--blocking-cpu", o.blocking_cpu,
+                   "the CPU blocking-pool threads pin themselves to (default: the second of "
+                   "--cpus; -1: not pinned)");
     app.add_option("--cpus", cpus, "the two CPUs the workers are pinned to")->capture_default_str();
     app.add_flag("--json", o.json, "print one JSON object instead of the text report");
     bool no_baselines = false;
@@ -657,8 +681,13 @@ int main(int argc, char** argv) {
         if (o.rounds == 0 || o.messages == 0 || o.blocking_rounds == 0)
             throw CLI::ValidationError("--rounds/--messages/--blocking-rounds", "must be >= 1");
         cpu_set_t allowed;
+        if (o.blocking_cpu == -2) o.blocking_cpu = o.cpus[1];
+        if (o.blocking_cpu < -1)
+            throw CLI::ValidationError("--blocking-cpu", "a CPU number, or -1 for not pinned");
+        std::vector<int> used = o.cpus;
+        if (o.blocking_cpu >= 0) used.push_back(o.blocking_cpu);
         if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-            for (int c : o.cpus)
+            for (int c : used)
                 if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed))
                     throw CLI::ValidationError("--cpus", "CPU " + std::to_string(c) +
                                                              " is not available to this process");

@@ -2,7 +2,7 @@
 // bench_sync runs in the same invocation.
 //
 //   raw_sync [--rounds 100000] [--warmup-rounds 10000] [--messages 2000000] [--producers 1,4]
-//            [--blocking-rounds 20000] [--cpus 0,1] [--json]
+//            [--blocking-rounds 20000] [--blocking-cpu N] [--cpus 0,1] [--json]
 //
 // - eventfd: two plain threads pinned to two CPUs ping-pong a count over two blocking eventfds
 //   (write wakes the other thread's read): the floor for waking a thread that sleeps in the
@@ -14,7 +14,8 @@
 //   bounded blocking mode); its consumer spins briefly before it sleeps on a futex.
 // - condvar: the floor for a blocking-pool hand-off (bench_sync's spawn_blocking round trip). A
 //   plain thread pinned to the first CPU hands a trivial job (return its argument + 1) to a pool
-//   thread (not pinned, as the pools of galay and Tokio are not) through a mutex-protected FIFO
+//   thread pinned to `--blocking-cpu` (default the second CPU, -1 not pinned: as bench_sync pins
+//   galay's and Tokio's pool threads) through a mutex-protected FIFO
 //   and a condition variable, and waits for the answer on a condition variable; one job at a time,
 //   `--blocking-rounds` timed after a tenth as many warm-up ones; round trips/s over the measured
 //   loop. The job lives on the caller's stack (no allocation).
@@ -53,6 +54,7 @@ struct Options {
     std::uint64_t messages = 2'000'000;
     std::vector<unsigned> producers{1, 4};
     std::uint64_t blocking_rounds = 20'000;
+    int blocking_cpu = -2; // -2: the second of `cpus`; -1: not pinned
     int cpus[2] = {0, 1};
     bool json = false;
 };
@@ -225,6 +227,7 @@ BlockingRoundTrips condvar_blocking(const Options& o) {
     Job* tail = nullptr;
     bool stop = false;
     std::thread pool([&] {
+        if (o.blocking_cpu >= 0) pin_to(o.blocking_cpu);
         std::unique_lock lk(m);
         for (;;) {
             work_cv.wait(lk, [&] { return stop || head != nullptr; });
@@ -288,6 +291,8 @@ int main(int argc, char** argv) {
     app.add_option("--capacity", capacity, "ignored (the queue is unbounded)");
     app.add_option("--producers", producers)->capture_default_str();
     app.add_option("--blocking-rounds", o.blocking_rounds)->capture_default_str();
+    app.add_option("--blocking-cpu", o.blocking_cpu,
+                   "default: the second of --cpus; -1: not pinned");
     app.add_option("--cpus", cpus)->capture_default_str();
     app.add_flag("--json", o.json);
     try {
@@ -298,6 +303,7 @@ int main(int argc, char** argv) {
             o.producers.push_back(static_cast<unsigned>(std::stoul(item)));
         if (std::sscanf(cpus.c_str(), "%d,%d", &o.cpus[0], &o.cpus[1]) != 2)
             throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
+        if (o.blocking_cpu == -2) o.blocking_cpu = o.cpus[1];
         for (unsigned p : o.producers)
             if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
     } catch (const CLI::CallForHelp& e) {

@@ -87,6 +87,7 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
     EXPECT_GE(sb["pool_threads"].get<unsigned>(), 1u);
     EXPECT_TRUE(sb.contains("allocations_per_round_trip"));
     EXPECT_EQ(j["config"]["blocking_rounds"], 200);
+    EXPECT_EQ(j["config"]["blocking_cpu"], j["config"]["cpus"][1]); // the pool's CPU by default
     EXPECT_EQ(j["condvar"]["spawn_blocking"]["round_trips"], 200);
     EXPECT_GT(j["condvar"]["spawn_blocking"]["round_trips_per_second"].get<double>(), 0);
     EXPECT_TRUE(j["ratios"]["spawn_blocking_p50_vs_condvar"].is_number());
@@ -102,8 +103,9 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
 }
 
 TEST_P(BenchSyncTest, UsageErrorsExitTwo) {
-    for (const char* args : {"--cpus 0", "--producers 0", "--producers 1,x", "--rounds 0",
-                             "--blocking-rounds 0", "--capacity 0", "--no-such-flag"})
+    for (const char* args :
+         {"--cpus 0", "--producers 0", "--producers 1,x", "--rounds 0", "--blocking-rounds 0",
+          "--blocking-cpu -5", "--capacity 0", "--no-such-flag"})
         EXPECT_EQ(run_tool(args).exit_code, 2) << args;
 }
 

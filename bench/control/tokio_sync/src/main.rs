@@ -1,8 +1,8 @@
 //! tokio_sync: the Tokio control group of galay's bench_sync, in the same shapes.
 //!
 //!   tokio_sync [--rounds 100000] [--warmup-rounds 10000] [--messages 2000000]
-//!              [--capacity 1024] [--producers 1,4] [--blocking-rounds 20000] [--cpus 0,1]
-//!              [--json]
+//!              [--capacity 1024] [--producers 1,4] [--blocking-rounds 20000]
+//!              [--blocking-cpu N] [--cpus 0,1] [--json]
 //!
 //! - `tokio`: a multi-thread runtime with 2 workers (pinned to the two CPUs); the ping and pong
 //!   tasks (and the producers and the consumer) are spawned on it and Tokio places them, as a
@@ -16,8 +16,10 @@
 //! spawn_blocking round trip (bench_sync's `spawn_blocking` shape): a task awaits
 //! `tokio::task::spawn_blocking(move || i + 1)`, one at a time, `--blocking-rounds` timed after a
 //! tenth as many warm-up ones; under `tokio` the task runs on the 2-worker runtime, under
-//! `tokio_pinned` on a current-thread runtime on a thread pinned to the first CPU. Blocking-pool
-//! threads are not pinned. Exit 1 on a wrong message, 2 on a usage error.
+//! `tokio_pinned` on a current-thread runtime on a thread pinned to the first CPU. Each
+//! blocking-pool thread pins itself to `--blocking-cpu` (default the second CPU; -1 not pinned)
+//! when it first runs the closure, as bench_sync does with galay's. Exit 1 on a wrong message, 2
+//! on a usage error.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,6 +33,7 @@ struct Opts {
     capacity: usize,
     producers: Vec<u64>,
     blocking_rounds: u64,
+    blocking_cpu: i64,
     cpus: [usize; 2],
     json: bool,
 }
@@ -39,7 +42,7 @@ fn usage(msg: &str) -> ! {
     eprintln!("tokio_sync: {msg}");
     eprintln!(
         "usage: tokio_sync [--rounds N] [--warmup-rounds N] [--messages N] [--capacity N] \
-         [--producers 1,4] [--blocking-rounds N] [--cpus 0,1] [--json]"
+         [--producers 1,4] [--blocking-rounds N] [--blocking-cpu N] [--cpus 0,1] [--json]"
     );
     std::process::exit(2);
 }
@@ -52,6 +55,7 @@ fn parse() -> Opts {
         capacity: 1024,
         producers: vec![1, 4],
         blocking_rounds: 20_000,
+        blocking_cpu: -2,
         cpus: [0, 1],
         json: false,
     };
@@ -66,6 +70,13 @@ fn parse() -> Opts {
             "--capacity" => o.capacity = num(value()) as usize,
             "--producers" => o.producers = value().split(',').map(|s| num(s.to_string())).collect(),
             "--blocking-rounds" => o.blocking_rounds = num(value()),
+            "--blocking-cpu" => {
+                let s = value();
+                o.blocking_cpu = s.parse().unwrap_or_else(|_| usage(&format!("bad CPU '{s}'")));
+                if o.blocking_cpu < -1 {
+                    usage("--blocking-cpu: a CPU number, or -1 for not pinned");
+                }
+            }
             "--cpus" => {
                 let v: Vec<u64> = value().split(',').map(|s| num(s.to_string())).collect();
                 if v.len() != 2 {
@@ -84,6 +95,9 @@ fn parse() -> Opts {
         || o.producers.iter().any(|&p| p == 0)
     {
         usage("counts must be >= 1");
+    }
+    if o.blocking_cpu == -2 {
+        o.blocking_cpu = o.cpus[1] as i64;
     }
     o
 }
@@ -344,8 +358,21 @@ fn throughput_pinned(o: &Opts, producers: u64) -> f64 {
     (n - mark) as f64 / (end - start).as_secs_f64()
 }
 
+thread_local! {
+    static PINNED: std::cell::Cell<i64> = const { std::cell::Cell::new(-1) };
+}
+
+/// Pins the calling thread to `cpu` (unless -1) the first time it is asked to on this thread.
+fn pin_once(cpu: i64) {
+    if cpu < 0 || PINNED.with(|p| p.get()) == cpu {
+        return;
+    }
+    pin(cpu as usize);
+    PINNED.with(|p| p.set(cpu));
+}
+
 /// Awaits spawn_blocking(trivial fn) one at a time; the histogram and round trips/s.
-async fn blocking_round_trips(warmup: u64, rounds: u64) -> (Hist, f64) {
+async fn blocking_round_trips(warmup: u64, rounds: u64, cpu: i64) -> (Hist, f64) {
     let mut h = Hist::new();
     let mut start = Instant::now();
     for i in 0..warmup + rounds {
@@ -353,7 +380,11 @@ async fn blocking_round_trips(warmup: u64, rounds: u64) -> (Hist, f64) {
             start = Instant::now();
         }
         let t0 = Instant::now();
-        let v = tokio::task::spawn_blocking(move || i + 1).await;
+        let v = tokio::task::spawn_blocking(move || {
+            pin_once(cpu);
+            i + 1
+        })
+        .await;
         let ns = t0.elapsed().as_nanos() as u64;
         if v.ok() != Some(i + 1) {
             ERRORS.fetch_add(1, Ordering::Relaxed);
@@ -370,16 +401,16 @@ async fn blocking_round_trips(warmup: u64, rounds: u64) -> (Hist, f64) {
 
 fn blocking_multi(o: &Opts) -> (Hist, f64) {
     let rt = multi_thread_runtime(o.cpus);
-    let (w, n) = (o.blocking_rounds / 10, o.blocking_rounds);
-    rt.block_on(async move { tokio::spawn(blocking_round_trips(w, n)).await.expect("task") })
+    let (w, n, c) = (o.blocking_rounds / 10, o.blocking_rounds, o.blocking_cpu);
+    rt.block_on(async move { tokio::spawn(blocking_round_trips(w, n, c)).await.expect("task") })
 }
 
 fn blocking_pinned(o: &Opts) -> (Hist, f64) {
     let cpu = o.cpus[0];
-    let (w, n) = (o.blocking_rounds / 10, o.blocking_rounds);
+    let (w, n, c) = (o.blocking_rounds / 10, o.blocking_rounds, o.blocking_cpu);
     std::thread::spawn(move || {
         pin(cpu);
-        current_thread_runtime().block_on(blocking_round_trips(w, n))
+        current_thread_runtime().block_on(blocking_round_trips(w, n, c))
     })
     .join()
     .expect("spawn_blocking thread")
