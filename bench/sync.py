@@ -182,12 +182,12 @@ def main():
     allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]
     allocs = [x for x in allocs if x is not None]
     if allocs:
-        print(f"{'heap allocations per message (galay)':<48} {max(allocs):8.4f} (max over runs)  "
+        print(f"{'heap allocations per message (galay)':<48} {max(allocs):8.2g} (max over runs)  "
               f"target 0: {'met' if max(allocs) == 0 else 'MISSED'}")
     sb_allocs = [get(r, "galay", "spawn_blocking", "allocations_per_round_trip") for r in rounds]
     sb_allocs = [x for x in sb_allocs if x is not None]
     if sb_allocs:
-        print(f"{'heap allocations per spawn_blocking (galay)':<48} {max(sb_allocs):8.4f} (max over runs)")
+        print(f"{'heap allocations per spawn_blocking (galay)':<48} {max(sb_allocs):8.2g} (max over runs)")
     print("\nabsolute figures, median over rounds:")
     for name in ("galay", "galay_local", "eventfd", "moodycamel", "tokio", "tokio_pinned"):
         p50 = [get(r, name, "pingpong", "p50_ns") for r in rounds]
