@@ -203,10 +203,10 @@ private:
     std::vector<std::coroutine_handle<>> running_;
     detail::TimerHeap timers_;
     detail::IntrusiveList<detail::SpawnBase, detail::SpawnLinks> tasks_; // started, not finished
-    std::size_t linked_ = 0;             // how many
-    std::atomic<std::size_t> live_{0};   // placed here and not finished (any thread reads)
-    const void* wake_group_ = nullptr;   // the Runtime this is a worker of
-    bool stopping_ = false;              // cancel_all() ran: new tasks start cancelled
+    std::size_t linked_ = 0;                                             // how many
+    std::atomic<std::size_t> live_{0}; // placed here and not finished (any thread reads)
+    const void* wake_group_ = nullptr; // the Runtime this is a worker of
+    bool stopping_ = false;            // cancel_all() ran: new tasks start cancelled
     bool torn_down_ = false;
     bool in_loop_ = false; // inside run_until_done: the driver is polled soon (MSG_RING wakes)
     unsigned inline_completions_ = 0;

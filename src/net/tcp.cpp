@@ -77,7 +77,8 @@ AcceptAwaitable::AcceptAwaitable(int fd, SocketAddr* peer) noexcept
 Result<TcpStream> AcceptAwaitable::result() {
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (peer_ != nullptr) *peer_ = addr_;
-    return TcpStream(static_cast<int>(op_.result));
+    // Accepted with SOCK_NONBLOCK by both drivers (and the multishot accept).
+    return TcpStream(static_cast<int>(op_.result), TcpStream::NonBlocking{});
 }
 
 ConnectAwaitable::ConnectAwaitable(const SocketAddr& addr) noexcept
@@ -108,7 +109,7 @@ ConnectAwaitable::~ConnectAwaitable() {
 Result<TcpStream> ConnectAwaitable::result() {
     if (setup_error_ != 0) return fail(setup_error_);
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
-    return TcpStream(std::exchange(op_.fd, -1));
+    return TcpStream(std::exchange(op_.fd, -1), TcpStream::NonBlocking{}); // (make_socket)
 }
 
 CloseAwaitable::CloseAwaitable(int fd) noexcept {

@@ -220,17 +220,18 @@ TEST_P(AllocationTest, ASpawnAllocatesOneFrameBesidesTheTasks) {
     o.scheduler = options();
     Runtime rt(o);
     static constexpr int kRounds = 2000;
-    const auto per_round = rt.spawn_on(0, [](Runtime& rt) -> Task<std::uint64_t> {
-                                 for (int i = 0; i < 200; ++i) // warm-up
-                                     co_await rt.spawn_on(1, one());
-                                 const std::uint64_t before = g_allocations.load();
-                                 int sum = 0;
-                                 for (int i = 0; i < kRounds; ++i)
-                                     sum += co_await rt.spawn_on(1, one());
-                                 const std::uint64_t n = g_allocations.load() - before;
-                                 EXPECT_EQ(sum, kRounds);
-                                 co_return n;
-                             }(rt))
+    const auto per_round = rt.spawn_on(0,
+                                       [](Runtime& rt) -> Task<std::uint64_t> {
+                                           for (int i = 0; i < 200; ++i) // warm-up
+                                               co_await rt.spawn_on(1, one());
+                                           const std::uint64_t before = g_allocations.load();
+                                           int sum = 0;
+                                           for (int i = 0; i < kRounds; ++i)
+                                               sum += co_await rt.spawn_on(1, one());
+                                           const std::uint64_t n = g_allocations.load() - before;
+                                           EXPECT_EQ(sum, kRounds);
+                                           co_return n;
+                                       }(rt))
                                .join();
     EXPECT_EQ(per_round, 2u * kRounds) << "the task frame and the wrapper frame, nothing else";
 }

@@ -477,4 +477,24 @@ TEST_P(TcpTest, EofRightAfterAShortReadIsSeen) {
     }());
 }
 
+TEST_P(TcpTest, AcceptedAndConnectedStreamsAreNonBlockingAndCloseOnExec) {
+    // Both come from galay (accept with SOCK_NONBLOCK, connect on a socket made non-blocking), so
+    // the stream trusts them without an fcntl of its own; this checks that trust on each backend.
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        for (int fd : {c.fd(), s.fd()}) {
+            const int fl = ::fcntl(fd, F_GETFL);
+            const int fdfl = ::fcntl(fd, F_GETFD);
+            EXPECT_NE(fl & O_NONBLOCK, 0) << "fd " << fd;
+            EXPECT_NE(fdfl & FD_CLOEXEC, 0) << "fd " << fd;
+        }
+        // And an adopted blocking socket is made non-blocking.
+        int raw = ::dup(c.fd());
+        CO_ASSERT(raw >= 0);
+        ::fcntl(raw, F_SETFL, ::fcntl(raw, F_GETFL) & ~O_NONBLOCK); // (shared file description)
+        TcpStream adopted(raw);
+        EXPECT_NE(::fcntl(adopted.fd(), F_GETFL) & O_NONBLOCK, 0);
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(TcpTest);

@@ -276,6 +276,12 @@ public:
     }
 
 private:
+    friend class detail::AcceptAwaitable;
+    friend class detail::ConnectAwaitable;
+    struct NonBlocking {}; // the fd is known to be O_NONBLOCK (galay made it): no fcntl
+    TcpStream(int fd, NonBlocking) noexcept
+        : fd_(fd) {}
+
     int fd_ = -1;
 };
 
