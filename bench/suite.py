@@ -17,6 +17,8 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   udp      bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
   files    bench_file_io --direct on io_uring vs epoll+libaio
   aio      aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
+  sync     bench/sync.py (short): Channel ping-pong/throughput across workers and spawn_blocking
+           vs raw_sync (eventfd, moodycamel, condvar) and Tokio
   http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
            epoll vs nginx, Go net/http and raw_http, GET /, 100 connections, wrk
 
@@ -376,6 +378,41 @@ def http_report(ctx):
     return {"lines": lines, "data": result, "plots": []}
 
 
+def sync_report(ctx):
+    # bench/sync.py, short form: Channel ping-pong and throughput across two pinned workers and
+    # spawn_blocking round trips, against raw_sync (eventfd, moodycamel, condvar) and Tokio.
+    a = ctx.args
+    if not (have(a.bin, "bench_sync") and have(a.bin, "raw_sync")):
+        print("sync: bench_sync or raw_sync not built, skipping")
+        return None
+    out = os.path.join(a.out, "sync.json")
+    os.makedirs(a.out, exist_ok=True)
+    small = [] if a.full else ["--rounds", "20000", "--warmup-rounds", "2000", "--messages",
+                               "500000", "--blocking-rounds", "5000"]
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync.py"),
+           "--bin", a.bin, "--pairs", str(max(3, a.pairs)), "--json", out] + small
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        FAILURES.append(f"sync: bench/sync.py exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        return None
+    with open(out) as f:
+        data = json.load(f)
+    lines = ["## Cross-thread sync (bench_sync: Channel<u64> between two pinned workers, "
+             "spawn_blocking round trip)", ""]
+    if not data.get("tokio"):
+        lines += ["Tokio control not built (cargo missing): ratios against it are absent.", ""]
+    lines += ["| metric (ours / theirs) | median [min-max] | verdict |", "|---|---|---|"]
+    keep = ("ping-pong p50 galay/eventfd", "ping-pong p50 galay/tokio_pinned",
+            "ping-pong p99 galay/eventfd", "throughput 1p galay/tokio", "throughput 4p galay/tokio",
+            "throughput 1p galay/moodycamel", "spawn_blocking p50 galay/condvar",
+            "spawn_blocking p50 galay/tokio_pinned")
+    for row in data["ratios"]:
+        if row["metric"] in keep:
+            lines.append(f"| {row['metric']} | {row['median']:.3f} [{row['min']:.3f}-"
+                         f"{row['max']:.3f}] | {row['verdict']} |")
+    return {"lines": lines + [""], "data": data["ratios"], "plots": []}
+
+
 # The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
 SECTIONS = [
     ("tcp", tcp_report),
@@ -385,6 +422,7 @@ SECTIONS = [
     ("files", files_report),
     ("aio", aio_report),
     ("http", http_report),
+    ("sync", sync_report),
 ]
 
 

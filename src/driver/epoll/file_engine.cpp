@@ -437,7 +437,10 @@ void EpollFileEngine::reap() {
             }
         }
     }
-    if (pool_pending_ > 0) drain_pool();
+    // Also when nothing is pending: a hand-back that raced with the last drain (enqueued before
+    // it, flagged after it) leaves the flag set with the queue empty, and a set flag keeps the
+    // next hand-back from waking the driver. Clearing it here keeps that wake-up.
+    if (pool_pending_ > 0 || pool_wake_pending_.load(std::memory_order_relaxed)) drain_pool();
 }
 
 void EpollFileEngine::cancel(IoOp& op) noexcept {
