@@ -138,15 +138,15 @@ int main(int argc, char** argv) {
     }
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    const http::ServerStats& st = (*server)->stats();
+    const http::ServerStats st = (*server)->stats();
     std::fprintf(stderr,
                  "http_server: %s: %llu requests on %llu connections, %llu refused, %llu timed "
                  "out\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM",
-                 static_cast<unsigned long long>(st.requests.load()),
-                 static_cast<unsigned long long>(st.connections.load()),
-                 static_cast<unsigned long long>(st.refused.load()),
-                 static_cast<unsigned long long>(st.timeouts.load()));
+                 static_cast<unsigned long long>(st.requests),
+                 static_cast<unsigned long long>(st.connections),
+                 static_cast<unsigned long long>(st.refused),
+                 static_cast<unsigned long long>(st.timeouts));
     std::fflush(nullptr);
     std::_Exit(0); // the workers block in their event loops; nothing of theirs needs saving
 }
