@@ -416,8 +416,8 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
 GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
 
 #ifdef HTTP_SERVER_BIN
-// The http_server program: --workers 2 (two threads, each a Scheduler with its own SO_REUSEPORT
-// listener) serving many connections at once, then SIGTERM: exit 0.
+// The http_server program: --workers 2 (a galay::Runtime of two workers, each with its own
+// SO_REUSEPORT listener) serving many connections at once, then SIGTERM: exit 0.
 class HttpServerProcessTest : public test::BackendTest {};
 
 TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
@@ -474,6 +474,48 @@ TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status)) << status;
     EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_P(HttpServerProcessTest, ABusyPortIsOneClearErrorAndExitOne) {
+    // A listener of ours holds the port, with SO_REUSEPORT: the server's listeners would share
+    // the port with it (same user) if the first of them set SO_REUSEPORT too; it must not.
+    auto holder = TcpListener::bind(SocketAddr::any_v4(0), {.reuse_port = true});
+    ASSERT_TRUE(holder) << holder.error().message();
+    const std::string port = std::to_string(holder->local_addr()->port());
+    int err[2];
+    ASSERT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+    std::string backend = backend_name(GetParam());
+    const char* argv[] = {HTTP_SERVER_BIN, port.c_str(),    "--workers", "2",
+                          "--backend",     backend.c_str(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(::posix_spawn(&pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(err[1]);
+    // Its stderr until it exits (end of file); a server that listens instead is killed.
+    std::string text;
+    char buf[256];
+    pollfd pfd{err[0], POLLIN, 0};
+    bool ended = false;
+    while (!ended && ::poll(&pfd, 1, 20000) == 1) {
+        const ssize_t n = ::read(err[0], buf, sizeof buf);
+        if (n > 0)
+            text.append(buf, static_cast<std::size_t>(n));
+        else
+            ended = true;
+    }
+    ::close(err[0]);
+    if (!ended) ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(ended) << "http_server did not exit: it shares a port another socket holds";
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+    EXPECT_NE(text.find("cannot listen on 0.0.0.0:" + port), std::string::npos) << text;
+    EXPECT_NE(text.find("another process or socket holds the port"), std::string::npos) << text;
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerProcessTest);
