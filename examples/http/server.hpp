@@ -2,8 +2,10 @@
 //
 //     auto server = http::Server::create({.root = "/srv/www"});
 //     if (!server) ...;                                  // the root directory cannot be opened
-//     auto listener = galay::TcpListener::bind(galay::SocketAddr::any_v4(8080));
-//     galay::block_on(server->accept_loop(*listener));   // one per worker thread
+//     galay::Runtime rt;                                 // N workers
+//     auto listening = galay::serve(rt, galay::SocketAddr::any_v4(8080),
+//         [s = *server](galay::TcpStream c) { return s->serve_connection(std::move(c)); });
+//   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
 // GET / answers a fixed small plain-text body (the survey's Go server did the same); any other
 // path is a file under `root` (404 without a root or a file): Content-Length, HEAD, keep-alive,
