@@ -2,7 +2,7 @@
 // static files from --root (see http/server.hpp for what it does and does not do).
 //
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
-//               [--idle-timeout SECONDS] [--header-timeout SECONDS]
+//               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
 //
 // It runs on a galay::Runtime of N workers (--workers, default 1), each with its own SO_REUSEPORT
@@ -27,7 +27,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]\n"
-    "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n";
+    "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
+    "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
     std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
     long port = 8080, workers = 1;
     http::ServerConfig config;
     galay::Backend backend = galay::Backend::automatic;
-    bool have_port = false;
+    bool have_port = false, register_files = true;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         auto value = [&]() -> const char* {
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
             config.keepalive_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
         } else if (arg == "--header-timeout") {
             config.header_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
+        } else if (arg == "--no-register-files") {
+            register_files = false;
         } else if (!arg.empty() && arg[0] != '-' && !have_port) {
             port = parse_number("port", argv[i], 0, 65535);
             have_port = true;
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
         galay::RuntimeOptions ro;
         ro.workers = static_cast<unsigned>(workers);
         ro.scheduler.backend = backend;
+        ro.scheduler.register_files = register_files;
         galay::Runtime rt(ro);
 
         galay::ServeOptions so;
