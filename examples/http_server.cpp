@@ -2,12 +2,16 @@
 // static files from --root (see http/server.hpp for what it does and does not do).
 //
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
-//               [--idle-timeout SECONDS] [--header-timeout SECONDS]
+//               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
 //
-// With --workers N, N threads each run a Scheduler with its own SO_REUSEPORT listener on the port
-// (the kernel spreads connections over them). It prints one line when it listens, and a summary
-// on SIGINT/SIGTERM, then exits 0. Exit 1: the port or root cannot be used; 2: bad arguments.
+// It runs on a galay::Runtime of N workers (--workers, default 1), each with its own SO_REUSEPORT
+// listener on the port (galay::serve, sharded mode: the kernel spreads connections over them and
+// a connection stays on the worker that accepted it, so a request crosses no thread). Every
+// listener is bound before anything is served, so a busy port is one error. Port 0 takes a free
+// port; the "listening on" line gives the real one. SIGINT/SIGTERM stop it: the listeners are
+// closed, open connections cancelled, the workers joined, a summary printed on stderr, exit 0.
+// Exit 1: the port or root cannot be used; 2: bad arguments.
 #include "http/server.hpp"
 
 #include <sys/resource.h>
@@ -18,14 +22,13 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <vector>
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]\n"
-    "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n";
+    "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
+    "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
     std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
@@ -42,6 +45,15 @@ long parse_number(std::string_view flag, const char* text, long lo, long hi) {
     return v;
 }
 
+void report_accept_error(const galay::SocketAddr& where, std::error_code e, std::uint64_t count) {
+    const bool fds =
+        e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system;
+    const std::string times =
+        count > 1 ? " (" + std::to_string(count) + " times since the last report)" : "";
+    std::fprintf(stderr, "http_server: accept on %s: %s%s%s\n", where.to_string().c_str(),
+                 e.message().c_str(), fds ? " (raise ulimit -n)" : "", times.c_str());
+}
+
 void raise_fd_limit() {
     rlimit rl{};
     if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -56,7 +68,7 @@ int main(int argc, char** argv) {
     long port = 8080, workers = 1;
     http::ServerConfig config;
     galay::Backend backend = galay::Backend::automatic;
-    bool have_port = false;
+    bool have_port = false, register_files = true;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         auto value = [&]() -> const char* {
@@ -79,6 +91,8 @@ int main(int argc, char** argv) {
             config.keepalive_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
         } else if (arg == "--header-timeout") {
             config.header_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
+        } else if (arg == "--no-register-files") {
+            register_files = false;
         } else if (!arg.empty() && arg[0] != '-' && !have_port) {
             port = parse_number("port", argv[i], 0, 65535);
             have_port = true;
@@ -95,58 +109,56 @@ int main(int argc, char** argv) {
     }
     raise_fd_limit();
     std::signal(SIGPIPE, SIG_IGN);
-    // SIGINT/SIGTERM are taken by the main thread with sigwait; the workers never see them.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    // Caught from here on: a SIGTERM right after "listening on" is a clean stop, not a kill.
+    auto stop_signal = galay::signal({SIGINT, SIGTERM});
 
-    // Bind every listener before any worker starts, so a busy port is one clear error. With port
-    // 0 the first listener picks the port and the others join it.
-    auto addr = galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port));
-    std::vector<galay::TcpListener> listeners;
-    for (long i = 0; i < workers; ++i) {
-        if (i == 1) addr = galay::SocketAddr::any_v4(listeners[0].local_addr()->port());
-        auto l = galay::TcpListener::bind(addr, {.backlog = 4096, .reuse_port = workers > 1});
-        if (!l) {
-            std::fprintf(stderr, "http_server: cannot listen on %s: %s\n", addr.to_string().c_str(),
-                         l.error().message().c_str());
+    try {
+        galay::RuntimeOptions ro;
+        ro.workers = static_cast<unsigned>(workers);
+        ro.scheduler.backend = backend;
+        ro.scheduler.register_files = register_files;
+        galay::Runtime rt(ro);
+
+        galay::ServeOptions so;
+        so.mode = galay::ListenMode::sharded;
+        so.listen.backlog = 4096;
+        so.on_accept_error = report_accept_error;
+        auto listening = galay::serve(
+            rt, galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
+            [s = *server](galay::TcpStream conn) { return s->serve_connection(std::move(conn)); },
+            std::move(so));
+        if (!listening) {
+            std::fprintf(stderr, "http_server: cannot listen on 0.0.0.0:%ld: %s%s\n", port,
+                         listening.error().message().c_str(),
+                         listening.error() == std::errc::address_in_use
+                             ? " (another process or socket holds the port)"
+                             : "");
             return 1;
         }
-        listeners.push_back(std::move(*l));
-    }
-    const std::uint16_t bound = listeners[0].local_addr()->port();
+        std::printf("listening on 0.0.0.0:%u (http_server, %s, %ld worker%s%s%s)\n",
+                    listening->local_addr().port(), rt.backend_name(), workers,
+                    workers == 1 ? "" : "s", config.root.empty() ? "" : ", root ",
+                    config.root.c_str());
+        std::fflush(stdout);
 
-    std::vector<std::thread> threads;
-    for (long i = 0; i < workers; ++i) {
-        threads.emplace_back([&, i] {
-            try {
-                galay::Scheduler sched({.backend = backend});
-                if (i == 0) {
-                    std::printf("listening on 0.0.0.0:%u (http_server, %s, %ld worker%s%s%s)\n",
-                                bound, sched.backend_name(), workers, workers == 1 ? "" : "s",
-                                config.root.empty() ? "" : ", root ", config.root.c_str());
-                    std::fflush(stdout);
-                }
-                sched.block_on((*server)->accept_loop(listeners[static_cast<std::size_t>(i)]));
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "http_server: %s\n", e.what());
-                std::_Exit(1);
-            }
-        });
+        const galay::Result<int> sig = rt.block_on(galay::as_task(std::move(stop_signal)));
+        listening->stop(); // the listeners are closed: the port is free again
+        rt.shutdown();     // open connections cancelled, workers joined
+
+        const http::ServerStats st = (*server)->stats();
+        std::fprintf(stderr,
+                     "http_server: %s: %llu requests on %llu connections, %llu refused, %llu "
+                     "timed out\n",
+                     !sig             ? "stopped"
+                     : *sig == SIGINT ? "SIGINT"
+                                      : "SIGTERM",
+                     static_cast<unsigned long long>(st.requests),
+                     static_cast<unsigned long long>(st.connections),
+                     static_cast<unsigned long long>(st.refused),
+                     static_cast<unsigned long long>(st.timeouts));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "http_server: %s\n", e.what());
+        return 1;
     }
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    const http::ServerStats& st = (*server)->stats();
-    std::fprintf(stderr,
-                 "http_server: %s: %llu requests on %llu connections, %llu refused, %llu timed "
-                 "out\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM",
-                 static_cast<unsigned long long>(st.requests.load()),
-                 static_cast<unsigned long long>(st.connections.load()),
-                 static_cast<unsigned long long>(st.refused.load()),
-                 static_cast<unsigned long long>(st.timeouts.load()));
-    std::fflush(nullptr);
-    std::_Exit(0); // the workers block in their event loops; nothing of theirs needs saving
+    return 0;
 }

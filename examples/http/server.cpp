@@ -200,6 +200,7 @@ class Connection {
 public:
     Connection(Server& server, galay::TcpStream& conn) noexcept
         : server_(server)
+        , count_(server.my_counters())
         , cfg_(server.config_)
         , conn_(conn)
         , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1))
@@ -237,6 +238,7 @@ private:
     }
 
     Server& server_;
+    Server::Counters& count_; // this thread's
     const ServerConfig& cfg_;
     galay::TcpStream& conn_;
     galay::io::BufReader<galay::TcpStream> reader_;
@@ -254,7 +256,7 @@ galay::Task<void> Connection::run() {
             parser_.reset();
             request_start = 0;
             reader_.consume(r.consumed); // the views in req_ stay valid until the next receive
-            server_.stats_.requests.fetch_add(1, std::memory_order_relaxed);
+            count_.requests.fetch_add(1, std::memory_order_relaxed);
             // Bodies we do not decode (chunked) or were asked to wait for (Expect) end the
             // connection after the answer instead.
             bool keep = req_.keep_alive && !req_.chunked && !req_.expect_continue;
@@ -284,7 +286,7 @@ galay::Task<void> Connection::run() {
             continue;
         }
         if (r.status == ParseStatus::error) {
-            server_.stats_.refused.fetch_add(1, std::memory_order_relaxed);
+            count_.refused.fetch_add(1, std::memory_order_relaxed);
             co_await refuse(r.error_status, r.reason);
             co_return;
         }
@@ -304,12 +306,12 @@ galay::Task<void> Connection::run() {
         Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
         if (!n) {
             if (n.error() == std::errc::timed_out) {
-                server_.stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+                count_.timeouts.fetch_add(1, std::memory_order_relaxed);
                 const bool started = !reader_.buffered().empty();
                 if (started) co_await refuse(408, "request head too slow");
             } else if (n.error() == galay::errc::limit_exceeded) {
                 // Leading empty lines plus a head at the limit: the parser will not finish it.
-                server_.stats_.refused.fetch_add(1, std::memory_order_relaxed);
+                count_.refused.fetch_add(1, std::memory_order_relaxed);
                 co_await refuse(431, "request head too large");
             }
             co_return;
@@ -478,12 +480,30 @@ Result<std::shared_ptr<Server>> Server::create(ServerConfig config) {
     return s;
 }
 
+Server::Counters& Server::my_counters() noexcept {
+    const int w = galay::this_worker();
+    const std::size_t slot = w >= 0 && static_cast<std::size_t>(w) + 1 < kSlots ? w + 1 : 0;
+    return counters_[slot];
+}
+
+ServerStats Server::stats() const noexcept {
+    ServerStats s;
+    for (std::size_t i = 0; i < kSlots; ++i) {
+        const Counters& c = counters_[i];
+        s.requests += c.requests.load(std::memory_order_relaxed);
+        s.refused += c.refused.load(std::memory_order_relaxed);
+        s.timeouts += c.timeouts.load(std::memory_order_relaxed);
+        s.connections += c.connections.load(std::memory_order_relaxed);
+    }
+    return s;
+}
+
 Server::~Server() {
     if (root_fd_ >= 0) ::close(root_fd_);
 }
 
 galay::Task<void> Server::serve_connection(galay::TcpStream conn) {
-    stats_.connections.fetch_add(1, std::memory_order_relaxed);
+    my_counters().connections.fetch_add(1, std::memory_order_relaxed);
     (void)conn.set_nodelay(true);
     Connection c(*this, conn);
     co_await c.run();

@@ -2,8 +2,10 @@
 //
 //     auto server = http::Server::create({.root = "/srv/www"});
 //     if (!server) ...;                                  // the root directory cannot be opened
-//     auto listener = galay::TcpListener::bind(galay::SocketAddr::any_v4(8080));
-//     galay::block_on(server->accept_loop(*listener));   // one per worker thread
+//     galay::Runtime rt;                                 // N workers
+//     auto listening = galay::serve(rt, galay::SocketAddr::any_v4(8080),
+//         [s = *server](galay::TcpStream c) { return s->serve_connection(std::move(c)); });
+//   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
 // GET / answers a fixed small plain-text body (the survey's Go server did the same); any other
 // path is a file under `root` (404 without a root or a file): Content-Length, HEAD, keep-alive,
@@ -40,12 +42,12 @@ struct ServerConfig {
     std::string body = "Hello, World!"; ///< the answer to GET /
 };
 
-/// What the server did, for tests and the exit summary (all workers together).
+/// What the server did, for tests and the exit summary (all workers together, at one moment).
 struct ServerStats {
-    std::atomic<std::uint64_t> requests{0};
-    std::atomic<std::uint64_t> refused{0};  ///< answered 4xx/5xx from the parser
-    std::atomic<std::uint64_t> timeouts{0}; ///< keep-alive idle and 408
-    std::atomic<std::uint64_t> connections{0};
+    std::uint64_t requests = 0;
+    std::uint64_t refused = 0;  ///< answered 4xx/5xx from the parser
+    std::uint64_t timeouts = 0; ///< keep-alive idle and 408
+    std::uint64_t connections = 0;
 };
 
 class Server {
@@ -55,21 +57,34 @@ public:
     ~Server();
 
     /// Accept connections on `listener` and serve each in a task of its own, forever (until
-    /// cancelled). Runs on the calling thread's scheduler; call it once per worker.
+    /// cancelled). Runs on the calling thread's scheduler (a single-threaded server; on a
+    /// galay::Runtime, give serve_connection to galay::serve instead).
     [[nodiscard]] galay::Task<void> accept_loop(galay::TcpListener& listener);
-    /// Serve one connection until it closes.
+    /// Serve one connection until it closes (the handler for galay::serve).
     [[nodiscard]] galay::Task<void> serve_connection(galay::TcpStream conn);
 
     const ServerConfig& config() const noexcept { return config_; }
-    const ServerStats& stats() const noexcept { return stats_; }
+    /// The counters of every worker added up (relaxed reads: a snapshot, exact once idle).
+    ServerStats stats() const noexcept;
 
 private:
     explicit Server(ServerConfig config) noexcept
         : config_(std::move(config)) {}
 
+    /// Counters written by one thread each, so that a request costs no cache-line transfer
+    /// between workers: slot w + 1 for Runtime worker w, slot 0 for any other thread.
+    struct alignas(64) Counters {
+        std::atomic<std::uint64_t> requests{0};
+        std::atomic<std::uint64_t> refused{0};
+        std::atomic<std::uint64_t> timeouts{0};
+        std::atomic<std::uint64_t> connections{0};
+    };
+    static constexpr std::size_t kSlots = 257;
+    Counters& my_counters() noexcept;
+
     ServerConfig config_;
     int root_fd_ = -1;
-    ServerStats stats_;
+    std::unique_ptr<Counters[]> counters_{new Counters[kSlots]};
 
     friend class Connection;
 };

@@ -161,8 +161,8 @@ TEST_P(HttpServerTest, FixedBodyWithDateAndKeepAlive) {
             EXPECT_TRUE(r.header("date").ends_with(" GMT"));
             EXPECT_EQ(r.header("connection"), "");
         }
-        EXPECT_EQ(srv.stats().connections.load(), 1u);
-        EXPECT_EQ(srv.stats().requests.load(), 3u);
+        EXPECT_EQ(srv.stats().connections, 1u);
+        EXPECT_EQ(srv.stats().requests, 3u);
     });
 }
 
@@ -302,7 +302,7 @@ TEST_P(HttpServerTest, RefusedRequestsGetTheirStatusThenTheConnectionCloses) {
             EXPECT_EQ(r.header("connection"), "close");
             EXPECT_TRUE(co_await c->closed_by_server()) << request.substr(0, 60);
         }
-        EXPECT_EQ(srv.stats().refused.load(), cases.size());
+        EXPECT_EQ(srv.stats().refused, cases.size());
     });
 }
 
@@ -332,7 +332,7 @@ TEST_P(HttpServerTest, IdleKeepAliveConnectionsAreClosed) {
             co_await c->send(kGet);
             EXPECT_EQ((co_await c->read()).status, 200);
             EXPECT_TRUE(co_await c->closed_by_server(20s)); // closed by the server, not by us
-            EXPECT_EQ(srv.stats().timeouts.load(), 1u);
+            EXPECT_EQ(srv.stats().timeouts, 1u);
         });
 }
 
@@ -406,7 +406,7 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
         for (const auto& f : floods)
             clients.push_back(one(port, f));
         co_await when_all(std::move(clients));
-        EXPECT_GT(srv.stats().refused.load(), 100u);
+        EXPECT_GT(srv.stats().refused, 100u);
         auto c = co_await connect(port);
         co_await c->send(kGet);
         EXPECT_EQ((co_await c->read()).status, 200);
@@ -416,8 +416,8 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
 GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
 
 #ifdef HTTP_SERVER_BIN
-// The http_server program: --workers 2 (two threads, each a Scheduler with its own SO_REUSEPORT
-// listener) serving many connections at once, then SIGTERM: exit 0.
+// The http_server program: --workers 2 (a galay::Runtime of two workers, each with its own
+// SO_REUSEPORT listener) serving many connections at once, then SIGTERM: exit 0.
 class HttpServerProcessTest : public test::BackendTest {};
 
 TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
@@ -474,6 +474,48 @@ TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status)) << status;
     EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_P(HttpServerProcessTest, ABusyPortIsOneClearErrorAndExitOne) {
+    // A listener of ours holds the port, with SO_REUSEPORT: the server's listeners would share
+    // the port with it (same user) if the first of them set SO_REUSEPORT too; it must not.
+    auto holder = TcpListener::bind(SocketAddr::any_v4(0), {.reuse_port = true});
+    ASSERT_TRUE(holder) << holder.error().message();
+    const std::string port = std::to_string(holder->local_addr()->port());
+    int err[2];
+    ASSERT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+    std::string backend = backend_name(GetParam());
+    const char* argv[] = {HTTP_SERVER_BIN, port.c_str(),    "--workers", "2",
+                          "--backend",     backend.c_str(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(::posix_spawn(&pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ),
+              0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(err[1]);
+    // Its stderr until it exits (end of file); a server that listens instead is killed.
+    std::string text;
+    char buf[256];
+    pollfd pfd{err[0], POLLIN, 0};
+    bool ended = false;
+    while (!ended && ::poll(&pfd, 1, 20000) == 1) {
+        const ssize_t n = ::read(err[0], buf, sizeof buf);
+        if (n > 0)
+            text.append(buf, static_cast<std::size_t>(n));
+        else
+            ended = true;
+    }
+    ::close(err[0]);
+    if (!ended) ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(ended) << "http_server did not exit: it shares a port another socket holds";
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+    EXPECT_NE(text.find("cannot listen on 0.0.0.0:" + port), std::string::npos) << text;
+    EXPECT_NE(text.find("another process or socket holds the port"), std::string::npos) << text;
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerProcessTest);
