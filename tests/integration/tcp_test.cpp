@@ -154,7 +154,7 @@ TEST_P(TcpTest, ShortWritesHappenAndSendAllFinishesThem) {
         fill_pattern(data, 3, 4);
         // A plain send into a small buffer takes only part of it.
         auto first = co_await c.send(data);
-        EXPECT_TRUE(first);
+        CO_ASSERT(first);
         EXPECT_GT(*first, 0u);
         EXPECT_LT(*first, data.size());
         auto rest = std::span(data).subspan(*first);
@@ -170,7 +170,7 @@ TEST_P(TcpTest, ShortWritesHappenAndSendAllFinishesThem) {
         };
         auto writer = [&]() -> Task<void> {
             auto w = co_await c.send_all(rest);
-            EXPECT_TRUE(w);
+            CO_ASSERT(w);
             EXPECT_EQ(*w, rest.size());
         };
         co_await when_all(writer(), reader());

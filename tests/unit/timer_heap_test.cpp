@@ -1,0 +1,147 @@
+// The scheduler's timer heap (detail/timer_heap.hpp), on its own: no scheduler, no clock.
+#include <galay/detail/timer_heap.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+using galay::detail::TimerHeap;
+using galay::detail::TimerNode;
+
+namespace {
+
+// Pops every node; returns their deadlines in the order the heap gave them.
+std::vector<std::int64_t> drain(TimerHeap& h) {
+    std::vector<std::int64_t> out;
+    while (!h.empty()) {
+        TimerNode* n = h.pop();
+        EXPECT_FALSE(n->armed()) << "a popped node must be disarmed";
+        out.push_back(n->deadline_ns);
+    }
+    return out;
+}
+
+TEST(TimerHeap, PopsInDeadlineOrder) {
+    const std::int64_t deadlines[] = {50, 10, 40, 30, 70, 20, 60, 0, 90, 80};
+    TimerNode n[10];
+    TimerHeap h;
+    for (int i = 0; i < 10; ++i) {
+        n[i].deadline_ns = deadlines[i];
+        h.push(n[i]);
+        EXPECT_TRUE(n[i].armed());
+    }
+    EXPECT_EQ(h.size(), 10u);
+    EXPECT_EQ(h.top()->deadline_ns, 0);
+    EXPECT_EQ(drain(h), (std::vector<std::int64_t>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}));
+}
+
+TEST(TimerHeap, RemovingAMiddleNodeKeepsTheOrderOfTheRest) {
+    // Removal moves the last node into the hole; depending on its deadline it must sift down or
+    // up. Remove every node in turn from a fresh heap to reach both cases.
+    const std::int64_t deadlines[] = {10, 100, 20, 110, 120, 30, 40, 130, 140, 150, 160, 50};
+    constexpr int k = 12;
+    for (int victim = 0; victim < k; ++victim) {
+        TimerNode n[k];
+        TimerHeap h;
+        for (int i = 0; i < k; ++i) {
+            n[i].deadline_ns = deadlines[i];
+            h.push(n[i]);
+        }
+        h.remove(n[victim]);
+        EXPECT_FALSE(n[victim].armed());
+        EXPECT_EQ(h.size(), std::size_t{k - 1});
+        h.remove(n[victim]); // removing a node that is not armed does nothing
+        EXPECT_EQ(h.size(), std::size_t{k - 1});
+
+        std::vector<std::int64_t> expected;
+        for (std::int64_t d : {10, 20, 30, 40, 50, 100, 110, 120, 130, 140, 150, 160})
+            if (d != deadlines[victim]) expected.push_back(d);
+        EXPECT_EQ(drain(h), expected)
+            << "after removing the node with deadline " << deadlines[victim];
+    }
+}
+
+TEST(TimerHeap, RemovalThatMustSiftUp) {
+    // Heap (by index): 0:[1] 1:[100] 2:[2] 3:[101] 4:[102] 5:[3] 6:[4]. Removing index 3 moves
+    // the last node (4) under 100: it must move up above it.
+    TimerNode n[7];
+    const std::int64_t deadlines[] = {1, 100, 2, 101, 102, 3, 4};
+    TimerHeap h;
+    for (int i = 0; i < 7; ++i) {
+        n[i].deadline_ns = deadlines[i];
+        h.push(n[i]);
+    }
+    ASSERT_EQ(n[3].heap_index, 3u);
+    h.remove(n[3]);
+    EXPECT_EQ(n[6].heap_index, 1u);
+    EXPECT_EQ(drain(h), (std::vector<std::int64_t>{1, 2, 3, 4, 100, 102}));
+}
+
+TEST(TimerHeap, RemovingTheLastAndTheOnlyNode) {
+    TimerNode a, b;
+    a.deadline_ns = 1;
+    b.deadline_ns = 2;
+    TimerHeap h;
+    h.push(a);
+    h.push(b);
+    h.remove(b); // the last slot: nothing moves
+    EXPECT_EQ(h.size(), 1u);
+    EXPECT_EQ(h.top(), &a);
+    h.remove(a);
+    EXPECT_TRUE(h.empty());
+    EXPECT_FALSE(a.armed());
+    EXPECT_FALSE(b.armed());
+}
+
+TEST(TimerHeap, ClearDisarmsEveryNode) {
+    TimerNode n[5];
+    TimerHeap h;
+    for (int i = 0; i < 5; ++i) {
+        n[i].deadline_ns = 5 - i;
+        h.push(n[i]);
+    }
+    h.clear();
+    EXPECT_TRUE(h.empty());
+    for (auto& node : n)
+        EXPECT_FALSE(node.armed());
+    h.remove(n[2]); // a cleared node can be removed again safely (an owner destroyed later)
+    // and the heap is usable afterwards
+    h.push(n[0]);
+    EXPECT_EQ(h.top(), &n[0]);
+    EXPECT_EQ(n[0].heap_index, 0u);
+}
+
+TEST(TimerHeap, ManyEqualDeadlines) {
+    constexpr int k = 64;
+    TimerNode n[k + 2];
+    TimerHeap h;
+    for (int i = 0; i < k; ++i) {
+        n[i].deadline_ns = 7;
+        h.push(n[i]);
+    }
+    n[k].deadline_ns = 3;
+    n[k + 1].deadline_ns = 9;
+    h.push(n[k + 1]);
+    h.push(n[k]);
+    EXPECT_EQ(h.top(), &n[k]);
+    // Remove a third of the equal ones from wherever they sit; every index stays consistent.
+    std::size_t removed = 0;
+    for (int i = 0; i < k; i += 3, ++removed)
+        h.remove(n[i]);
+    std::vector<bool> seen(k + 2, false);
+    std::vector<std::int64_t> order;
+    while (!h.empty()) {
+        TimerNode* t = h.pop();
+        seen[static_cast<std::size_t>(t - n)] = true;
+        order.push_back(t->deadline_ns);
+    }
+    for (int i = 0; i < k; ++i)
+        EXPECT_EQ(seen[static_cast<std::size_t>(i)], i % 3 != 0) << "node " << i;
+    ASSERT_EQ(order.size(), k + 2 - removed);
+    EXPECT_EQ(order.front(), 3);
+    EXPECT_EQ(order.back(), 9);
+    for (std::size_t i = 1; i + 1 < order.size(); ++i)
+        EXPECT_EQ(order[i], 7);
+}
+
+} // namespace
