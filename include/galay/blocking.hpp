@@ -4,8 +4,9 @@
 //         auto text = co_await galay::spawn_blocking([&] { return read_whole_file(path); });
 //         if (!text) co_return;                    // cancelled or timed out before it started
 //         use(*text);                              // (an exception thrown by fn is rethrown here)
+//         auto again = co_await galay::spawn_blocking([&] { return read_whole_file(path); })
+//                          .timeout(2s);           // timed_out if it has not started by then
 //     }
-//     auto r = co_await galay::spawn_blocking(f).timeout(2s);
 //
 // `spawn_blocking(fn)` queues `fn()` on the blocking pool and suspends the task; when `fn`
 // returns, the task resumes on its own worker. The result is `Result<R>` (`Result<void>` for a

@@ -7,7 +7,7 @@
 // `galay::errc`.
 //
 //     galay::Result<std::size_t> n = co_await stream.recv(buf).timeout(2s);
-//     if (!n) std::println("recv failed: {}", n.error().message());
+//     if (!n) std::cerr << "recv failed: " << n.error().message() << '\n';
 #pragma once
 
 #include <cerrno>

@@ -4,8 +4,8 @@
 //     galay::Task<void> main_task() {
 //         int v = co_await answer();                       // lazy: starts here
 //         auto [a, b] = co_await galay::when_all(answer(), answer());
-//         auto first = co_await galay::when_any(answer(), galay::sleep(1s)); // losers are
-//         cancelled
+//         // the first to finish wins; the losers are cancelled
+//         auto first = co_await galay::when_any(answer(), galay::sleep(1s));
 //     }
 //
 // A `Task` does nothing until it is awaited (or handed to `spawn` / `block_on`). Awaiting it and

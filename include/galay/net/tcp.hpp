@@ -1,5 +1,13 @@
 // galay/net/tcp.hpp: TCP listeners and streams.
 //
+//     galay::Task<void> echo(galay::TcpStream s) {
+//         std::array<char, 4096> buf;
+//         for (;;) {
+//             auto n = co_await s.recv(buf).timeout(30s);
+//             if (!n || *n == 0) co_return;                       // error, timeout or EOF
+//             if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
+//         }
+//     }
 //     galay::Task<void> serve() {
 //         auto listener = galay::TcpListener::bind(*galay::SocketAddr::parse("0.0.0.0:8080"));
 //         if (!listener) co_return;
@@ -7,14 +15,6 @@
 //             auto conn = co_await listener->accept();
 //             if (!conn) continue;
 //             galay::spawn(echo(std::move(*conn)));
-//         }
-//     }
-//     galay::Task<void> echo(galay::TcpStream s) {
-//         std::array<char, 4096> buf;
-//         for (;;) {
-//             auto n = co_await s.recv(buf).timeout(30s);
-//             if (!n || *n == 0) co_return;                       // error, timeout or EOF
-//             if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
 //         }
 //     }
 //

@@ -1,8 +1,8 @@
 // galay/sync/event.hpp: tasks waiting for something to happen, signalled from any thread.
 //
 //     galay::Event ready;
-//     // a task:                                     // another task, or a plain thread:
-//     if (co_await ready.wait().timeout(5s)) ...     ready.set();
+//     if (co_await ready.wait().timeout(5s)) { /* ready */ } // a task waits (5 s at most)...
+//     ready.set();                         // ...until another task, or a plain thread, sets it
 //
 // Two shapes in one type:
 // - a latch: `set()` releases every waiter and every later `wait()` until `reset()`;
