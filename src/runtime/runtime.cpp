@@ -10,6 +10,7 @@
 // joined, so that a post from any thread (a task finishing on another worker, a blocking-pool
 // thread) always finds its target; what arrives after phase 3 is dropped there.
 #include "galay/runtime.hpp"
+#include "runtime/thread_signals.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -117,6 +118,7 @@ void Runtime::worker_main(unsigned index) {
     t_worker = static_cast<int>(index);
     const std::string name = "galay-w" + std::to_string(index);
     ::pthread_setname_np(::pthread_self(), name.c_str());
+    detail::block_async_signals(); // (runtime/thread_signals.hpp)
     if (w.cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);

@@ -4,6 +4,7 @@
 #include "galay/signal.hpp"
 #include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/thread_signals.hpp"
 
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -101,10 +102,15 @@ public:
 private:
     void dispatch() noexcept {
         ::pthread_setname_np(::pthread_self(), "galay-signal");
-        // This thread must not be the one that stops on a signal it is dispatching.
+        // Block everything but the asynchronous signals that workers and pool threads block
+        // (runtime/thread_signals.hpp): this thread sleeps in an ordinary read(2), so a handler
+        // delivered here runs at once (SA_RESTART resumes the read), even when every other thread
+        // of the program blocks them.
         sigset_t all;
         sigfillset(&all);
-        ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
+        const sigset_t async = async_signals();
+        ::pthread_sigmask(SIG_UNBLOCK, &async, nullptr);
         const int fd = g_efd.load(std::memory_order_acquire);
         for (;;) {
             std::uint64_t v;

@@ -3,6 +3,7 @@
 #include "support/backends.hpp"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -230,6 +231,39 @@ TEST_P(ServerTest, ASignalWaitTimesOutAndIsCancellable) {
     EXPECT_EQ(bad.error(), std::errc::invalid_argument);
     auto zero = rt.block_on(as_task(galay::signal(0)));
     ASSERT_FALSE(zero);
+}
+
+TEST_P(ServerTest, WorkersLeaveAsyncSignalsToOtherThreadsAndTheDispatcherTakesThem) {
+    // Workers block SIGINT/SIGTERM/... (runtime/thread_signals.hpp): no EINTR in their loops, and
+    // a handler never waits on a worker asleep in the kernel (ThreadSanitizer defers it there).
+    Runtime rt(rt_options(2));
+    for (unsigned w = 0; w < 2; ++w) {
+        const bool blocked = rt.spawn_on(w,
+                                         []() -> Task<bool> {
+                                             sigset_t cur;
+                                             ::pthread_sigmask(SIG_BLOCK, nullptr, &cur);
+                                             co_return sigismember(&cur, SIGTERM) == 1 &&
+                                                 sigismember(&cur, SIGINT) == 1 &&
+                                                 sigismember(&cur, SIGSEGV) == 0;
+                                         }())
+                                 .join();
+        EXPECT_TRUE(blocked) << "worker " << w;
+    }
+    // Even when the program's own thread blocks the signal too, galay::signal still gets it: with
+    // the workers blocking it as well, only its dispatcher thread can take it.
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+    auto wait = galay::signal(SIGUSR1);
+    auto h = rt.spawn([](detail::SignalAwaiter w) -> Task<Result<int>> {
+        co_return co_await std::move(w).timeout(20s);
+    }(std::move(wait)));
+    ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+    auto r = h.join();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, SIGUSR1);
 }
 
 GALAY_INSTANTIATE_BACKENDS(ServerTest);
