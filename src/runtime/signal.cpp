@@ -6,6 +6,7 @@
 #include "galay/runtime.hpp"
 #include "runtime/thread_signals.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -113,6 +114,16 @@ private:
         ::pthread_sigmask(SIG_UNBLOCK, &async, nullptr);
         const int fd = g_efd.load(std::memory_order_acquire);
         for (;;) {
+            // Sleep in poll(2), not in the read: ThreadSanitizer runs a signal handler at once
+            // only in the calls it treats as blocking (poll is one, read is not); elsewhere it
+            // defers the handler until the call returns, and this read would wait for the very
+            // eventfd write that handler makes.
+            pollfd p{fd, POLLIN, 0};
+            if (::poll(&p, 1, -1) < 0 && errno != EINTR) {
+                std::perror("galay: signal dispatcher: poll");
+                return;
+            }
+            if ((p.revents & POLLIN) == 0) continue;
             std::uint64_t v;
             if (::read(fd, &v, sizeof v) < 0) {
                 if (errno == EINTR) continue;
