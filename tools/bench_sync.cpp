@@ -65,32 +65,8 @@
 // TSan, which own operator new.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define GALAY_BENCH_COUNTS_ALLOCATIONS 1
-// GCC sees std::free of what it takes for operator new's memory once both are inlined; here
-// operator new is malloc.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-namespace {
-std::atomic<std::uint64_t> g_allocations{0};
-}
-void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-    throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-    return operator new(n);
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-    std::free(p);
-}
+#include "common/counting_new.hpp"
+using galay::tools::g_allocations;
 #endif
 
 namespace {
