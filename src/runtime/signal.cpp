@@ -103,15 +103,12 @@ public:
 private:
     void dispatch() noexcept {
         ::pthread_setname_np(::pthread_self(), "galay-signal");
-        // Block everything but the asynchronous signals that workers and pool threads block
-        // (runtime/thread_signals.hpp): this thread sleeps in an ordinary read(2), so a handler
-        // delivered here runs at once (SA_RESTART resumes the read), even when every other thread
-        // of the program blocks them.
-        sigset_t all;
-        sigfillset(&all);
-        ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
-        const sigset_t async = async_signals();
-        ::pthread_sigmask(SIG_UNBLOCK, &async, nullptr);
+        // Take any signal: this thread sleeps in poll(2), so a handler delivered here runs at
+        // once, even under ThreadSanitizer and even when every other thread blocks the signal
+        // (runtime/thread_signals.hpp).
+        sigset_t none;
+        sigemptyset(&none);
+        ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
         const int fd = g_efd.load(std::memory_order_acquire);
         for (;;) {
             // Sleep in poll(2), not in the read: ThreadSanitizer runs a signal handler at once
