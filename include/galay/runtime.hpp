@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,11 @@ struct UringProbe {
 /// Probe io_uring: ring set-up plus every opcode galay uses. Cached after the first call.
 /// For tests, `GALAY_FAKE_URING_PROBE=<errno name or number>` makes the probe fail that way.
 const UringProbe& probe_io_uring();
+/// The backends this build of galay contains, in the order Backend::automatic tries them (the
+/// CMake options GALAY_WITH_URING=OFF and so on leave one out; asking for it is then an error
+/// that names the option). Whether the kernel allows a built backend is `probe_io_uring`'s
+/// question.
+std::span<const Backend> built_backends() noexcept;
 
 /// The backend `requested` resolves to on this machine (automatic -> io_uring or epoll, after
 /// looking at `GALAY_BACKEND`), or an error when a forced backend cannot run here.

@@ -69,8 +69,7 @@ std::optional<Backend> parse_backend(std::string_view s) noexcept {
 }
 
 const UringProbe& probe_io_uring() {
-    static const UringProbe probe = detail::run_uring_probe();
-    return probe;
+    return detail::probe_backend(Backend::io_uring);
 }
 
 Result<Backend> resolve_backend(Backend requested) {
@@ -87,26 +86,42 @@ Result<Backend> resolve_backend(Backend requested) {
             requested = *b;
         }
     }
-    if (requested == Backend::epoll) return Backend::epoll;
-    const UringProbe& p = probe_io_uring();
-    if (requested == Backend::io_uring) {
-        if (p.usable) return Backend::io_uring;
-        std::fprintf(stderr, "galay: io_uring was requested but cannot be used: %s\n",
-                     p.reason.c_str());
+    if (requested != Backend::automatic) {
+        const detail::BackendProbe& p = detail::probe_backend(requested);
+        if (p.usable) return requested;
+        std::fprintf(stderr, "galay: %s was requested but cannot be used: %s\n",
+                     backend_name(requested), p.reason.c_str());
         return std::unexpected(p.error ? p.error : make_error_code(errc::backend_unavailable));
     }
-    if (p.usable) return Backend::io_uring;
-    // Resource errors are not a reason to fall back silently: the user has to fix them.
-    if (p.error == std::errc::not_enough_memory) {
-        std::fprintf(stderr, "galay: io_uring set-up failed: %s\n", p.reason.c_str());
-        return std::unexpected(p.error);
+    // Automatic: the first backend of the build that the kernel allows, in the registry's order.
+    const detail::KnownBackend* refused = nullptr;
+    for (const detail::KnownBackend& k : detail::known_backends()) {
+        if (k.entry == nullptr) continue; // not in this build: nothing to fall back from
+        const detail::BackendProbe& p = detail::probe_backend(k.backend);
+        if (p.usable) {
+            if (refused != nullptr) {
+                static std::once_flag said;
+                std::call_once(said, [&] {
+                    std::fprintf(stderr, "galay: %s unavailable (%s); falling back to %s\n",
+                                 backend_name(refused->backend),
+                                 detail::probe_backend(refused->backend).reason.c_str(),
+                                 backend_name(k.backend));
+                });
+            }
+            return k.backend;
+        }
+        // Resource errors are not a reason to fall back silently: the user has to fix them.
+        if (p.error == std::errc::not_enough_memory) {
+            std::fprintf(stderr, "galay: %s set-up failed: %s\n", backend_name(k.backend),
+                         p.reason.c_str());
+            return std::unexpected(p.error);
+        }
+        if (refused == nullptr) refused = &k;
     }
-    static std::once_flag said;
-    std::call_once(said, [&] {
-        std::fprintf(stderr, "galay: io_uring unavailable (%s); falling back to epoll\n",
-                     p.reason.c_str());
-    });
-    return Backend::epoll;
+    const char* why = refused != nullptr ? detail::probe_backend(refused->backend).reason.c_str()
+                                         : "this build contains none";
+    std::fprintf(stderr, "galay: no I/O backend can run here (%s)\n", why);
+    return std::unexpected(make_error_code(errc::backend_unavailable));
 }
 
 } // namespace galay

@@ -1,18 +1,48 @@
-// Factory functions for the drivers (the only code that includes kernel interface headers lives
-// in src/driver/).
+// The driver registry: the backends this build contains, in the order Backend::automatic tries
+// them (the only code that includes kernel interface headers lives in src/driver/). A backend is
+// a folder under src/driver/ that defines one DriverEntry (its Backend value, name, probe and
+// factory); src/runtime/registry.cpp lists it in `kBackends` with the CMake option that builds it.
 #pragma once
 
 #include "galay/runtime.hpp"
 
 #include <memory>
+#include <span>
 
 namespace galay::detail {
 
-/// Throws galay::Error with a clear message when the ring cannot be created.
-std::unique_ptr<Driver> make_uring_driver(Scheduler& s, const SchedulerOptions& options);
-std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions& options);
+/// Can a backend run here, and if not, why (the public UringProbe has this shape for every
+/// backend).
+using BackendProbe = UringProbe;
 
-/// Run the io_uring probe (ring set-up and opcode check) without caching.
+struct DriverEntry {
+    Backend backend;
+    /// Run the backend's probe (set-up and feature check) without caching; the registry caches.
+    BackendProbe (*probe)();
+    /// Create the driver. Throws galay::Error with a clear message when it cannot.
+    std::unique_ptr<Driver> (*make)(Scheduler& s, const SchedulerOptions& options);
+};
+
+/// A backend galay knows of, whether this build contains it or not.
+struct KnownBackend {
+    Backend backend;
+    const char* cmake_option; ///< the option that builds it ("GALAY_WITH_URING"); null: always
+    const DriverEntry* entry; ///< null when this build leaves it out
+};
+
+/// Every known backend, in the order Backend::automatic tries them.
+std::span<const KnownBackend> known_backends() noexcept;
+/// The entry of `b` (not automatic), or null when this build leaves it out.
+const KnownBackend* find_backend(Backend b) noexcept;
+/// `b`'s probe, run once per process. A backend left out of the build is unusable, with
+/// errc::backend_unavailable and a reason naming its CMake option.
+const BackendProbe& probe_backend(Backend b);
+
+/// The io_uring probe (ring set-up and opcode check), uncached: uring_driver_entry's probe.
 UringProbe run_uring_probe();
+
+// The entries, one per folder under src/driver/ (defined next to each driver's class).
+extern const DriverEntry uring_driver_entry;
+extern const DriverEntry epoll_driver_entry;
 
 } // namespace galay::detail

@@ -298,8 +298,7 @@ Scheduler::Scheduler(SchedulerOptions options)
     detail::faults::install_from_environment();
     Result<Backend> b = resolve_backend(options.backend);
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
-    driver_ = *b == Backend::io_uring ? detail::make_uring_driver(*this, options)
-                                      : detail::make_epoll_driver(*this, options);
+    driver_ = detail::find_backend(*b)->entry->make(*this, options);
     ready_.reserve(1024);
     running_.reserve(1024);
 }

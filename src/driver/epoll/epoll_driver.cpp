@@ -442,8 +442,12 @@ private:
 
 } // namespace
 
-std::unique_ptr<Driver> make_epoll_driver(Scheduler& s, const SchedulerOptions& options) {
-    return std::make_unique<EpollDriver>(s, options);
-}
+const DriverEntry epoll_driver_entry{
+    .backend = Backend::epoll,
+    .probe = [] { return BackendProbe{.usable = true}; }, // epoll is in every Linux kernel
+    .make = [](Scheduler& s, const SchedulerOptions& options) -> std::unique_ptr<Driver> {
+        return std::make_unique<EpollDriver>(s, options);
+    },
+};
 
 } // namespace galay::detail

@@ -1162,8 +1162,12 @@ UringProbe run_uring_probe() {
     return out;
 }
 
-std::unique_ptr<Driver> make_uring_driver(Scheduler& s, const SchedulerOptions& options) {
-    return std::make_unique<UringDriver>(s, options);
-}
+const DriverEntry uring_driver_entry{
+    .backend = Backend::io_uring,
+    .probe = run_uring_probe,
+    .make = [](Scheduler& s, const SchedulerOptions& options) -> std::unique_ptr<Driver> {
+        return std::make_unique<UringDriver>(s, options);
+    },
+};
 
 } // namespace galay::detail
