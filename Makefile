@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: deps deps-fuzz build test test-asan test-tsan bench soak fuzz format clean
+.PHONY: deps deps-fuzz build test test-asan test-tsan test-no-uring bench soak fuzz format clean
 
 # Install the Debian packages of $(1) that are missing.
 define install_missing
@@ -47,6 +47,13 @@ test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+# The epoll half of the suite in a build without io_uring and libaio (the no-uring preset,
+# build/no-uring): what a kernel or distribution without liburing gets.
+test-no-uring: deps
+	cmake --preset no-uring >/dev/null
+	cmake --build --preset no-uring -j $(JOBS)
+	ctest --preset no-uring -j $(JOBS)
 
 # Bounded soak (tests/soak/soak.py): connection churn against bench_server and UDP/file/TCP
 # open-close loops in one galay program, on each backend; fails if fds or RSS do not come back.

@@ -1,4 +1,5 @@
 #include "galay/net/udp.hpp"
+#include "net/udp_batch.hpp"
 
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -465,6 +466,10 @@ Result<std::size_t> SendBatchAwaitable::result() {
     return r;
 }
 
+std::size_t SendBatchAwaitable::datagrams_in(std::size_t messages) const noexcept {
+    return messages >= messages_ ? count_ : s_->first[messages];
+}
+
 Result<std::size_t> SendBatchAwaitable::outcome() {
     // `done` counts the messages sent, also when an error (or a cancel) stopped the rest.
     const std::size_t messages_sent = op_.done;
@@ -482,6 +487,10 @@ Result<std::size_t> SendBatchAwaitable::outcome() {
 } // namespace detail
 
 // --- UdpSocket --------------------------------------------------------------------------------
+
+UdpSocket::~UdpSocket() {
+    detail::close_fd(fd_);
+}
 
 UdpSocket::UdpSocket(UdpSocket&& o) noexcept
     : fd_(std::exchange(o.fd_, -1))

@@ -206,8 +206,12 @@ TEST_P(FileTest, FsyncAfterWritesNeedsNoPoolAndTheDataReadsBack) {
             CO_ASSERT(::pwrite(f.fd(), data.data(), data.size(), n) == n);
             auto b = co_await f.fdatasync();
             EXPECT_TRUE(b) << b.error().message();
+#if GALAY_TEST_WITH_AIO // (a build without libaio runs every file op on the pool)
             EXPECT_EQ(detail::blocking_stats().jobs_started, jobs)
                 << "fsync/fdatasync ran on the blocking pool";
+#else
+            (void)jobs;
+#endif
             EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
 
             File back = open_or_throw(where / "synced", {.read = true, .direct = direct});

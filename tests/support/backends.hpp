@@ -1,6 +1,7 @@
 // Every integration test runs on every backend: this fixture is parameterised over io_uring and
-// epoll. A backend the kernel refuses is skipped with its reason, unless GALAY_REQUIRE_BACKENDS
-// names it (CI sets it), in which case the test fails instead of skipping.
+// epoll (those of them this build contains). A backend the kernel refuses is skipped with its
+// reason, unless GALAY_REQUIRE_BACKENDS names it (CI sets it), in which case the test fails instead
+// of skipping.
 #pragma once
 
 #include <galay/galay.hpp>
@@ -52,7 +53,10 @@ inline std::string backend_param_name(const ::testing::TestParamInfo<Backend>& i
         }                                                                                          \
     } while (0)
 
+/// Every backend this build contains (galay::built_backends(): a backend left out by its CMake
+/// option, GALAY_WITH_URING=OFF, is not instantiated at all).
 #define GALAY_INSTANTIATE_BACKENDS(Suite)                                                          \
     INSTANTIATE_TEST_SUITE_P(                                                                      \
-        Backends, Suite, ::testing::Values(::galay::Backend::io_uring, ::galay::Backend::epoll),   \
+        Backends, Suite,                                                                           \
+        ::testing::ValuesIn(::galay::built_backends().begin(), ::galay::built_backends().end()),   \
         ::galay::test::backend_param_name)

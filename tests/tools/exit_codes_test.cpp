@@ -91,4 +91,36 @@ TEST(ExampleArguments, EchoServerValidatesItsPort) {
 #endif
 }
 
+#if !GALAY_TEST_WITH_URING || !GALAY_TEST_WITH_AIO
+// A build without io_uring or libaio (the no-uring preset): asking a tool for what the build left
+// out is a runtime failure (exit 1, as when the kernel refuses io_uring) whose message names the
+// CMake option, never a crash.
+TEST(ToolExitCodes, BackendLeftOutOfTheBuildIsExitCodeOneNamingTheOption) {
+    struct Case {
+        std::vector<std::string> args;
+        const char* option;
+    };
+    std::vector<Case> cases;
+#if !GALAY_TEST_WITH_URING
+    cases.push_back(
+        {{BENCH_CLIENT_BIN, "--backend", "io_uring", "-p", "9"}, "GALAY_WITH_URING=OFF"});
+    cases.push_back({{BENCH_FILE_IO_BIN, "--backend", "io_uring"}, "GALAY_WITH_URING=OFF"});
+    cases.push_back({{BENCH_LATENCY_BIN, "--backend", "io_uring"}, "GALAY_WITH_URING=OFF"});
+    cases.push_back({{BENCH_UDP_BIN, "server", "--backend", "io_uring"}, "GALAY_WITH_URING=OFF"});
+    cases.push_back({{AIO_BENCH_BIN, "-f", "/tmp/galay-no-such-file", "-e", "io_uring"},
+                     "GALAY_WITH_URING=OFF"});
+#endif
+#if !GALAY_TEST_WITH_AIO
+    cases.push_back(
+        {{AIO_BENCH_BIN, "-f", "/tmp/galay-no-such-file", "-e", "libaio"}, "GALAY_WITH_AIO=OFF"});
+#endif
+    for (const Case& c : cases) {
+        ProcessResult r = galay::test::run_process(c.args);
+        EXPECT_TRUE(r.exited) << c.args[0] << ": " << r.err;
+        EXPECT_EQ(r.exit_code, 1) << c.args[0] << ": " << r.err;
+        EXPECT_NE(r.err.find(c.option), std::string::npos) << c.args[0] << ": " << r.err;
+    }
+}
+#endif
+
 } // namespace

@@ -1,7 +1,12 @@
 #include "bench.hpp"
 
+#include "engine.hpp"
+#if AIO_BENCH_WITH_LIBAIO // (GALAY_WITH_AIO)
 #include "libaio_engine.hpp"
+#endif
+#if AIO_BENCH_WITH_URING // (GALAY_WITH_URING)
 #include "uring_engine.hpp"
+#endif
 #include "verify.hpp"
 
 #include <pthread.h>
@@ -351,12 +356,24 @@ std::string check_layout(const Config& cfg, const Target& t) {
     return {};
 }
 
+const char* engine_missing(EngineKind engine) noexcept {
+    if (engine == EngineKind::libaio && !AIO_BENCH_WITH_LIBAIO)
+        return "this aio_bench was built without libaio (GALAY_WITH_AIO=OFF)";
+    if (engine == EngineKind::io_uring && !AIO_BENCH_WITH_URING)
+        return "this aio_bench was built without io_uring (GALAY_WITH_URING=OFF)";
+    return nullptr;
+}
+
 Results run_benchmark(const Config& cfg, EngineKind engine, const Target& t, uint64_t seed,
                       LiveFn live, void* live_user) {
     Config c = cfg;
     c.engine = engine;
     Results res;
     res.engine = engine;
+    if (const char* missing = engine_missing(engine)) {
+        res.fatal = missing;
+        return res;
+    }
 
     Shared sh{c, t, seed};
     const unsigned nt = c.threads;
@@ -396,10 +413,15 @@ Results run_benchmark(const Config& cfg, EngineKind engine, const Target& t, uin
             sh.done.fetch_add(1);
             continue;
         }
-        if (engine == EngineKind::libaio)
+        if (engine == EngineKind::libaio) {
+#if AIO_BENCH_WITH_LIBAIO
             threads.emplace_back([&sh, &w] { run_worker<LibaioEngine>(sh, w); });
-        else
+#endif
+        } else {
+#if AIO_BENCH_WITH_URING
             threads.emplace_back([&sh, &w] { run_worker<UringEngine>(sh, w); });
+#endif
+        }
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 

@@ -88,4 +88,8 @@ using LiveFn = void (*)(const SecondSample&, void* user);
 Results run_benchmark(const Config& cfg, EngineKind engine, const Target& t, uint64_t seed,
                       LiveFn live = nullptr, void* live_user = nullptr);
 
+/// Why this build cannot run `engine` (CMake left its library out: GALAY_WITH_AIO=OFF or
+/// GALAY_WITH_URING=OFF), or null when it can.
+const char* engine_missing(EngineKind engine) noexcept;
+
 } // namespace aiob

@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
         return parsed.error().exit_code;
     }
     const Config& cfg = *parsed;
+    // An engine this build lacks: say so before creating or filling any file.
+    for (EngineKind e : {EngineKind::libaio, EngineKind::io_uring}) {
+        if ((cfg.compare || cfg.engine == e) && engine_missing(e) != nullptr) {
+            std::fprintf(stderr, "aio_bench: error: %s\n", engine_missing(e));
+            return 1;
+        }
+    }
     const uint64_t seed = cfg.seed ? cfg.seed : make_seed();
 
     // A file that does not exist yet is ours to remove if a second signal forces the exit while

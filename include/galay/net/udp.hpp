@@ -214,29 +214,12 @@ private:
 };
 
 inline constexpr std::size_t kMaxUdpBatch = 64;
-inline constexpr std::size_t kPktinfoControl = 40; // CMSG_SPACE(sizeof(in6_pktinfo))
-inline constexpr std::size_t kGsoControl = 24;     // CMSG_SPACE(sizeof(std::uint16_t))
 
-// The kernel-facing arrays of one batch (6-8 KiB) live in a per-socket pool, not in the
-// awaitable: GCC 12 copies an awaitable into the coroutine frame before awaiting it, which
-// measured as an 8 KiB memcpy per recv_batch (~40% of bench_udp's client coroutine).
-struct RecvBatchScratch {
-    std::array<mmsghdr, kMaxUdpBatch> msgs;
-    std::array<iovec, kMaxUdpBatch> iov;
-    std::array<std::array<unsigned char, kPktinfoControl>, kMaxUdpBatch> control;
-    std::array<GroStash::Block*, kMaxUdpBatch> blocks;
-};
-struct SendBatchScratch {
-    std::array<mmsghdr, kMaxUdpBatch> msgs;
-    std::array<iovec, kMaxUdpBatch> iov;
-    std::array<std::uint8_t, kMaxUdpBatch> first; // first datagram of message m
-    std::array<std::uint8_t, kMaxUdpBatch> segs;  // datagrams in message m
-    alignas(8) std::array<std::array<unsigned char, kGsoControl>, kMaxUdpBatch / 2> control;
-};
-struct BatchScratch {
-    Pool<RecvBatchScratch> recv;
-    Pool<SendBatchScratch> send;
-};
+// The kernel-facing arrays of one batch (Linux mmsghdr, iovecs, control data) live in a
+// per-socket pool, defined with the socket's code (src/net/udp_batch.hpp): users never see them.
+struct RecvBatchScratch;
+struct SendBatchScratch;
+struct BatchScratch;
 
 /// recvmmsg into up to kMaxUdpBatch caller buffers.
 class [[nodiscard]] RecvBatchAwaitable : public IoAwaitable<RecvBatchAwaitable> {
@@ -273,9 +256,7 @@ public:
     Result<std::size_t> result();
 
 private:
-    std::size_t datagrams_in(std::size_t messages) const noexcept {
-        return messages >= messages_ ? count_ : s_->first[messages];
-    }
+    std::size_t datagrams_in(std::size_t messages) const noexcept;
     Result<std::size_t> outcome();
     void one_message_per_datagram(std::size_t from) noexcept;
     Result<std::size_t> send_rest_without_gso(std::size_t from) noexcept;
@@ -301,7 +282,7 @@ public:
     UdpSocket() noexcept = default;
     UdpSocket(UdpSocket&& o) noexcept;
     UdpSocket& operator=(UdpSocket&& o) noexcept;
-    ~UdpSocket() { detail::close_fd(fd_); }
+    ~UdpSocket(); // (out of line: detail::BatchScratch is complete only in the library)
 
     /// socket + options + bind. Port 0 picks a free port (see local_addr()). A port another
     /// socket holds is EADDRINUSE (unless both set reuse_port / reuse_addr).

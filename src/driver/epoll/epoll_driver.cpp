@@ -444,7 +444,12 @@ private:
 
 const DriverEntry epoll_driver_entry{
     .backend = Backend::epoll,
-    .probe = [] { return BackendProbe{.usable = true}; }, // epoll is in every Linux kernel
+    .probe =
+        [] {
+            BackendProbe p; // epoll is in every Linux kernel
+            p.usable = true;
+            return p;
+        },
     .make = [](Scheduler& s, const SchedulerOptions& options) -> std::unique_ptr<Driver> {
         return std::make_unique<EpollDriver>(s, options);
     },

@@ -85,7 +85,9 @@ EpollFileEngine::~EpollFileEngine() {
     // shutdown() has taken back or waited for every pool op; make sure no pool thread is still
     // between its hand-back and its return.
     blocking_wait_idle(this, nullptr);
+#if GALAY_WITH_AIO
     if (ctx_ != nullptr) ::io_destroy(ctx_);
+#endif
     if (efd_ >= 0) ::close(efd_);
 }
 
@@ -93,6 +95,9 @@ bool EpollFileEngine::ensure_aio() {
     if (aio_ == Aio::ready) return true;
     if (aio_ == Aio::unavailable) return false;
     aio_ = Aio::unavailable;
+#if !GALAY_WITH_AIO
+    return false; // built without libaio (GALAY_WITH_AIO=OFF): the pool does everything
+#else
     const int r = ::io_setup(kAioDepth, &ctx_);
     if (r < 0) {
         ctx_ = nullptr;
@@ -124,6 +129,7 @@ bool EpollFileEngine::ensure_aio() {
     events_.resize(kAioDepth);
     aio_ = Aio::ready;
     return true;
+#endif
 }
 
 bool EpollFileEngine::submit(IoOp& op) {
@@ -163,6 +169,7 @@ bool EpollFileEngine::submit(IoOp& op) {
 }
 
 void EpollFileEngine::to_aio(IoOp& op) {
+#if GALAY_WITH_AIO
     queue_.push_back(op);
     ++queued_;
     op.pending = true;
@@ -170,6 +177,9 @@ void EpollFileEngine::to_aio(IoOp& op) {
     // after every other task of this loop turn has run (see the header). A Batch marks all but
     // its last operation MSG_MORE, so they share one io_submit.
     if ((op.msg_flags & MSG_MORE) == 0) submit_queued();
+#else
+    to_pool(op); // (not reached: ensure_aio() is false in this build)
+#endif
 }
 
 void EpollFileEngine::refuse_sync(IoOp& op) {
@@ -235,10 +245,12 @@ void EpollFileEngine::pool_run(void* engine, void* op_ptr) noexcept {
     if (!self->pool_wake_pending_.exchange(true, std::memory_order_acq_rel)) self->driver_.wake();
 }
 
+#if GALAY_WITH_AIO
 void EpollFileEngine::release_slot(iocb* cb) noexcept {
     cb->data = nullptr;
     free_slots_.push_back(static_cast<std::uint32_t>(cb - slots_.data()));
 }
+#endif
 
 std::size_t EpollFileEngine::flush() {
     submit_queued();
@@ -252,6 +264,7 @@ std::size_t EpollFileEngine::flush() {
 }
 
 void EpollFileEngine::submit_queued() {
+#if GALAY_WITH_AIO
     if (queue_.empty() || free_slots_.empty()) return;
     while (!queue_.empty() && !free_slots_.empty()) {
         IoOp& op = *queue_.pop_front();
@@ -338,8 +351,10 @@ void EpollFileEngine::submit_queued() {
         ++refused_count_;
     }
     to_submit_.clear();
+#endif
 }
 
+#if GALAY_WITH_AIO
 void EpollFileEngine::finish(const io_event& ev) {
     auto* cb = static_cast<iocb*>(ev.obj);
     IoOp& op = *static_cast<IoOp*>(ev.data);
@@ -369,6 +384,7 @@ void EpollFileEngine::finish(const io_event& ev) {
     }
     sched_.complete(op);
 }
+#endif
 
 void EpollFileEngine::drain_pool() {
     // Clear the flag first (acq_rel: see pool_run's enqueue): a hand-back after this point
@@ -396,6 +412,7 @@ namespace {
 // directly is what libaio's io_getevents does for an empty ring and what fio's userspace_reap does
 // for a full one: the kernel publishes `tail` after writing the event, and takes back the slots
 // up to `head` (which user space may advance) when it next completes a request.
+#if GALAY_WITH_AIO
 struct AioRing {
     unsigned id;
     unsigned nr;
@@ -408,10 +425,12 @@ struct AioRing {
     io_event events[];
 };
 constexpr unsigned kAioRingMagic = 0xa10a10a1;
+#endif
 
 } // namespace
 
 void EpollFileEngine::reap() {
+#if GALAY_WITH_AIO
     if (in_kernel_ > 0) {
         auto* ring = reinterpret_cast<AioRing*>(ctx_);
         if (ring->magic == kAioRingMagic && ring->incompat_features == 0) {
@@ -437,6 +456,7 @@ void EpollFileEngine::reap() {
             }
         }
     }
+#endif
     // Also when nothing is pending: a hand-back that raced with the last drain (enqueued before
     // it, flagged after it) leaves the flag set with the queue empty, and a set flag keeps the
     // next hand-back from waking the driver. Clearing it here keeps that wake-up.
@@ -457,6 +477,7 @@ void EpollFileEngine::cancel(IoOp& op) noexcept {
         return;
     }
     if (in_kernel_ == 0) return; // running on a pool thread: it completes on its own
+#if GALAY_WITH_AIO
     for (iocb& cb : slots_) {
         if (cb.data != &op) continue;
         io_event ev{};
@@ -470,6 +491,7 @@ void EpollFileEngine::cancel(IoOp& op) noexcept {
         }
         return;
     }
+#endif
 }
 
 void EpollFileEngine::shutdown() noexcept {
@@ -479,6 +501,7 @@ void EpollFileEngine::shutdown() noexcept {
         sched_.complete(*op);
     }
     flush(); // ops the kernel refused
+#if GALAY_WITH_AIO
     if (in_kernel_ > 0) {
         for (iocb& cb : slots_)
             if (cb.data != nullptr) static_cast<IoOp*>(cb.data)->cancelled = true; // no resubmit
@@ -517,6 +540,7 @@ void EpollFileEngine::shutdown() noexcept {
                 finish(events_[i]);
         }
     }
+#endif
     if (pool_pending_ > 0) {
         blocking_cancel_all(
             this,

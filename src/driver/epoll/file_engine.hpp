@@ -50,7 +50,9 @@
 #include "galay/runtime.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
+#if GALAY_WITH_AIO // (CMake option; OFF: no libaio, files use the pool only)
 #include <libaio.h>
+#endif
 
 #include <atomic>
 #include <vector>
@@ -100,8 +102,10 @@ private:
     void submit_queued();
     bool read_cached(IoOp& op) noexcept;
     void to_pool(IoOp& op);
+#if GALAY_WITH_AIO
     void finish(const io_event& ev);
     void release_slot(iocb* cb) noexcept;
+#endif
     void drain_pool();
     /// On a pool thread: run `op`'s system call and hand it back.
     static void pool_run(void* engine, void* op) noexcept;
@@ -115,12 +119,14 @@ private:
     bool aio_sync_ =
         true; // fsync/fdatasync go through AIO (until the kernel turns out not to have it)
     bool fake_sync_refusal_ = false; // GALAY_TEST_AIO_FSYNC_REFUSED: fsync iocbs the kernel refuses
-    io_context_t ctx_ = nullptr;
     int efd_ = -1;
+#if GALAY_WITH_AIO
+    io_context_t ctx_ = nullptr;
     std::vector<iocb> slots_;
     std::vector<std::uint32_t> free_slots_;
     std::vector<iocb*> to_submit_;
     std::vector<io_event> events_;
+#endif
     OpQueue queue_;
     std::size_t queued_ = 0;
     OpQueue refused_; // io_submit refused them; completed by the next flush()
