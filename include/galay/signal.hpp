@@ -63,11 +63,9 @@ public:
     // --- used by the dispatcher (under its lock) ---
     std::uint64_t mask() const noexcept { return mask_; }
     void deliver(int signo) noexcept; // unlinks and posts the waiter
-    SignalAwaiter* prev = nullptr;
-    SignalAwaiter* next = nullptr;
-    bool linked = false;
 
 private:
+    friend struct SignalLinks;
     bool take_pending() noexcept;
     bool enlist();
     bool withdraw() noexcept override;
@@ -75,6 +73,13 @@ private:
     std::uint64_t mask_;
     int error_;
     int got_ = 0;
+    SignalAwaiter* prev_ = nullptr; // in the dispatcher's list of waiters (SignalLinks)
+    SignalAwaiter* next_ = nullptr;
+};
+
+struct SignalLinks { // (detail/intrusive_list.hpp)
+    static SignalAwaiter*& next(SignalAwaiter& w) noexcept { return w.next_; }
+    static SignalAwaiter*& prev(SignalAwaiter& w) noexcept { return w.prev_; }
 };
 
 } // namespace detail
