@@ -19,7 +19,9 @@
 // time and whatever threads its libraries start; one of them left unblocked takes the default
 // action (terminate). A handler runs on whichever thread the kernel picks; it only counts the
 // signal and writes an eventfd (both async-signal-safe), and one dispatcher thread reads it and
-// posts the waiting tasks to their workers.
+// posts the waiting tasks to their workers. galay changes no thread's signal mask, so a process
+// a task or a blocking job starts inherits the program's own (under ThreadSanitizer only, galay's
+// threads leave the asynchronous signals to the dispatcher: src/runtime/thread_signals.hpp).
 #pragma once
 
 #include "galay/detail/remote_wait.hpp"
