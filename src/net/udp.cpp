@@ -484,13 +484,13 @@ Result<std::size_t> SendBatchAwaitable::outcome() {
     return fail(err);
 }
 
+void BatchScratchDelete::operator()(BatchScratch* p) const noexcept {
+    delete p;
+}
+
 } // namespace detail
 
 // --- UdpSocket --------------------------------------------------------------------------------
-
-UdpSocket::~UdpSocket() {
-    detail::close_fd(fd_);
-}
 
 UdpSocket::UdpSocket(UdpSocket&& o) noexcept
     : fd_(std::exchange(o.fd_, -1))
@@ -523,7 +523,7 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     s.fd_ = *fd;
     s.family_ = family;
     s.local_address_ = o.local_address;
-    s.scratch_ = std::make_unique<detail::BatchScratch>();
+    s.scratch_.reset(new detail::BatchScratch());
     if (o.segmentation_offload) { // the kernel knows UDP_SEGMENT (Linux 4.18+)
         int seg = 0;
         socklen_t len = sizeof seg;

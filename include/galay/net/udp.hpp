@@ -220,6 +220,9 @@ inline constexpr std::size_t kMaxUdpBatch = 64;
 struct RecvBatchScratch;
 struct SendBatchScratch;
 struct BatchScratch;
+struct BatchScratchDelete { // (defined in the library, where BatchScratch is complete)
+    void operator()(BatchScratch* p) const noexcept;
+};
 
 /// recvmmsg into up to kMaxUdpBatch caller buffers.
 class [[nodiscard]] RecvBatchAwaitable : public IoAwaitable<RecvBatchAwaitable> {
@@ -282,7 +285,7 @@ public:
     UdpSocket() noexcept = default;
     UdpSocket(UdpSocket&& o) noexcept;
     UdpSocket& operator=(UdpSocket&& o) noexcept;
-    ~UdpSocket(); // (out of line: detail::BatchScratch is complete only in the library)
+    ~UdpSocket() { detail::close_fd(fd_); }
 
     /// socket + options + bind. Port 0 picks a free port (see local_addr()). A port another
     /// socket holds is EADDRINUSE (unless both set reuse_port / reuse_addr).
@@ -370,7 +373,8 @@ private:
     bool local_address_ = false;
     bool gso_ = false; // UdpOptions::segmentation_offload, and the kernel has UDP_SEGMENT
     std::unique_ptr<detail::GroStash> gro_; // UdpOptions::receive_offload, and UDP_GRO is on
-    std::unique_ptr<detail::BatchScratch> scratch_; // recv_batch/send_batch arrays, pooled
+    // recv_batch/send_batch arrays, pooled
+    std::unique_ptr<detail::BatchScratch, detail::BatchScratchDelete> scratch_;
 };
 
 } // namespace galay
