@@ -13,12 +13,7 @@ using namespace std::chrono_literals;
 using fs::AlignedBuffer;
 using fs::Batch;
 using fs::File;
-using test::drop_cache;
-using test::fill_pattern;
-using test::has_pattern;
-using test::kCreateRw;
-using test::kCreateRwDirect;
-using test::open_or_throw;
+using namespace galay::test;
 
 class BatchTest : public test::FileFixture {};
 
