@@ -103,20 +103,6 @@ File::File(int fd) noexcept
     if (direct_) block_size_ = lookup_block_size(fd);
 }
 
-File& File::operator=(File&& o) noexcept {
-    if (this != &o) {
-        detail::close_fd(fd_);
-        fd_ = std::exchange(o.fd_, -1);
-        direct_ = o.direct_;
-        block_size_ = o.block_size_;
-    }
-    return *this;
-}
-
-File::~File() {
-    detail::close_fd(fd_);
-}
-
 Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o) {
     if (!o.read && !o.write) return fail(EINVAL);
     if (o.truncate && !o.write) return fail(EINVAL);
@@ -139,14 +125,14 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
         return fail(err);
     }
     File f;
-    f.fd_ = fd;
+    f.fd_ = detail::OwnedFd(fd);
     f.direct_ = o.direct;
     if (o.direct) f.block_size_ = lookup_block_size(fd);
     return f;
 }
 
 std::size_t File::logical_block_size() const noexcept {
-    if (block_size_ == 0 && fd_ >= 0) block_size_ = lookup_block_size(fd_);
+    if (block_size_ == 0 && fd_.get() >= 0) block_size_ = lookup_block_size(fd_.get());
     return block_size_ == 0 ? 512 : block_size_;
 }
 
@@ -156,7 +142,7 @@ std::error_code File::prepare_transfer(IoOp& op, OpCode code, const void* buf, s
     op.code = code;
     op.fixed_buffer = fixed_slot >= 0;
     op.aux = op.fixed_buffer ? static_cast<std::uint64_t>(fixed_slot) : 0;
-    op.fd = fd_;
+    op.fd = fd_.get();
     op.buf = const_cast<void*>(buf);
     op.len = static_cast<std::uint32_t>(std::min(len, kMaxTransfer));
     op.offset = offset;
@@ -164,7 +150,7 @@ std::error_code File::prepare_transfer(IoOp& op, OpCode code, const void* buf, s
     // An O_DIRECT transfer is never continued: a short read ends at the end of the file (going on
     // at the unaligned end would fail with EINVAL) and a short write means the device is full.
     op.all = mode != detail::FileXfer::some && !direct_;
-    if (fd_ < 0) return errno_code(EBADF);
+    if (fd_.get() < 0) return errno_code(EBADF);
     // read_at/write_at move part of a larger buffer, as pread/pwrite do; the exact/all forms
     // must not report success for the first 2 GiB only.
     if (mode != detail::FileXfer::some && len > kMaxTransfer)
@@ -181,12 +167,12 @@ std::error_code File::prepare_transfer(IoOp& op, OpCode code, const void* buf, s
 std::error_code File::prepare_vector(IoOp& op, OpCode code, std::span<const iovec> iov,
                                      std::uint64_t offset) const noexcept {
     op.code = code;
-    op.fd = fd_;
+    op.fd = fd_.get();
     op.buf = const_cast<iovec*>(iov.data());
     op.len = static_cast<std::uint32_t>(iov.size());
     op.offset = offset;
     op.direct = direct_;
-    if (fd_ < 0) return errno_code(EBADF);
+    if (fd_.get() < 0) return errno_code(EBADF);
     if (direct_) {
         const auto block = static_cast<std::uint32_t>(logical_block_size());
         if (!aligned(offset, block)) return make_error_code(errc::misaligned_direct_io);
@@ -200,9 +186,9 @@ std::error_code File::prepare_vector(IoOp& op, OpCode code, std::span<const iove
 
 std::error_code File::prepare_sync(IoOp& op, OpCode code) const noexcept {
     op.code = code;
-    op.fd = fd_;
+    op.fd = fd_.get();
     op.direct = direct_;
-    if (fd_ < 0) return errno_code(EBADF);
+    if (fd_.get() < 0) return errno_code(EBADF);
     return {};
 }
 
@@ -284,21 +270,21 @@ detail::FileSyncAwaitable File::fallocate(int mode, std::uint64_t offset,
 detail::FileSyncAwaitable File::close() noexcept {
     IoOp op;
     std::error_code pre = prepare_sync(op, OpCode::close);
-    fd_ = -1;
+    (void)fd_.take(); // the close op owns it now
     return detail::FileSyncAwaitable(op, pre);
 }
 
 Result<void> File::truncate(std::uint64_t length) const noexcept {
-    if (::ftruncate(fd_, static_cast<off_t>(length)) < 0) return fail(errno);
+    if (::ftruncate(fd_.get(), static_cast<off_t>(length)) < 0) return fail(errno);
     return {};
 }
 
 Result<std::uint64_t> File::size() const noexcept {
     struct stat st {};
-    if (::fstat(fd_, &st) < 0) return fail(errno);
+    if (::fstat(fd_.get(), &st) < 0) return fail(errno);
     if (S_ISBLK(st.st_mode)) {
         std::uint64_t bytes = 0;
-        if (::ioctl(fd_, BLKGETSIZE64, &bytes) < 0) return fail(errno);
+        if (::ioctl(fd_.get(), BLKGETSIZE64, &bytes) < 0) return fail(errno);
         return bytes;
     }
     return static_cast<std::uint64_t>(st.st_size);

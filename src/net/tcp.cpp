@@ -1,5 +1,7 @@
 #include "galay/net/tcp.hpp"
 
+#include "sockopt.hpp"
+
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
@@ -19,17 +21,6 @@ Result<int> make_socket(int family, int type, int protocol) noexcept {
 namespace {
 std::uint32_t clamp_len(std::size_t n) noexcept {
     return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n);
-}
-Result<void> setsockopt_int(int fd, int level, int name, int value) noexcept {
-    if (::setsockopt(fd, level, name, &value, sizeof value) < 0) return fail(errno);
-    return {};
-}
-Result<SocketAddr> sock_name(int fd, bool peer) noexcept {
-    SocketAddr a;
-    socklen_t len = SocketAddr::capacity();
-    int r = peer ? ::getpeername(fd, a.data(), &len) : ::getsockname(fd, a.data(), &len);
-    if (r < 0) return fail(errno);
-    return a;
 }
 } // namespace
 
@@ -132,14 +123,6 @@ TcpStream::TcpStream(int fd) noexcept
     if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-TcpStream& TcpStream::operator=(TcpStream&& o) noexcept {
-    if (this != &o) {
-        detail::close_fd(fd_);
-        fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-}
-
 Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
                                            std::chrono::nanoseconds per_attempt) {
     auto addrs = co_await resolve(std::move(host), port);
@@ -155,40 +138,32 @@ Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
 }
 
 Result<void> TcpStream::shutdown(Shutdown how) noexcept {
-    if (::shutdown(fd_, static_cast<int>(how)) < 0) return fail(errno);
+    if (::shutdown(fd_.get(), static_cast<int>(how)) < 0) return fail(errno);
     return {};
 }
 
 Result<void> TcpStream::set_nodelay(bool on) noexcept {
-    return detail::setsockopt_int(fd_, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0);
+    return detail::setsockopt_int(fd_.get(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0);
 }
 Result<void> TcpStream::set_keepalive(bool on) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0);
 }
 Result<void> TcpStream::set_recv_buffer_size(int bytes) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_RCVBUF, bytes);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_RCVBUF, bytes);
 }
 Result<void> TcpStream::set_send_buffer_size(int bytes) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_SNDBUF, bytes);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_SNDBUF, bytes);
 }
 Result<void> TcpStream::set_linger_reset() noexcept {
     linger l{.l_onoff = 1, .l_linger = 0};
-    if (::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l) < 0) return fail(errno);
+    if (::setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l) < 0) return fail(errno);
     return {};
 }
 Result<SocketAddr> TcpStream::peer_addr() const noexcept {
-    return detail::sock_name(fd_, true);
+    return detail::sock_name(fd_.get(), true);
 }
 Result<SocketAddr> TcpStream::local_addr() const noexcept {
-    return detail::sock_name(fd_, false);
-}
-
-TcpListener& TcpListener::operator=(TcpListener&& o) noexcept {
-    if (this != &o) {
-        detail::close_fd(fd_);
-        fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
+    return detail::sock_name(fd_.get(), false);
 }
 
 Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions options) noexcept {
@@ -196,18 +171,20 @@ Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions opti
     auto fd = detail::make_socket(addr.family(), SOCK_STREAM);
     if (!fd) return std::unexpected(fd.error());
     TcpListener l;
-    l.fd_ = *fd;
+    l.fd_ = detail::OwnedFd(*fd);
     if (options.reuse_addr)
-        if (auto r = detail::setsockopt_int(l.fd_, SOL_SOCKET, SO_REUSEADDR, 1); !r)
+        if (auto r = detail::setsockopt_int(l.fd_.get(), SOL_SOCKET, SO_REUSEADDR, 1); !r)
             return std::unexpected(r.error());
     if (options.reuse_port)
-        if (auto r = detail::setsockopt_int(l.fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+        if (auto r = detail::setsockopt_int(l.fd_.get(), SOL_SOCKET, SO_REUSEPORT, 1); !r)
             return std::unexpected(r.error());
     if (addr.is_v6())
-        if (auto r = detail::setsockopt_int(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only); !r)
+        if (auto r =
+                detail::setsockopt_int(l.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only);
+            !r)
             return std::unexpected(r.error());
-    if (::bind(l.fd_, addr.data(), addr.size()) < 0) return fail(errno);
-    if (::listen(l.fd_, options.backlog) < 0) return fail(errno);
+    if (::bind(l.fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
+    if (::listen(l.fd_.get(), options.backlog) < 0) return fail(errno);
     return l;
 }
 
@@ -224,18 +201,20 @@ Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& add
     auto first = detail::make_socket(addr.family(), SOCK_STREAM);
     if (!first) return std::unexpected(first.error());
     TcpListener l0;
-    l0.fd_ = *first;
+    l0.fd_ = detail::OwnedFd(*first);
     if (options.reuse_addr)
-        if (auto r = detail::setsockopt_int(l0.fd_, SOL_SOCKET, SO_REUSEADDR, 1); !r)
+        if (auto r = detail::setsockopt_int(l0.fd_.get(), SOL_SOCKET, SO_REUSEADDR, 1); !r)
             return std::unexpected(r.error());
     if (addr.is_v6())
-        if (auto r = detail::setsockopt_int(l0.fd_, IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only); !r)
+        if (auto r =
+                detail::setsockopt_int(l0.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only);
+            !r)
             return std::unexpected(r.error());
-    if (::bind(l0.fd_, addr.data(), addr.size()) < 0) return fail(errno);
+    if (::bind(l0.fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
     if (n > 1)
-        if (auto r = detail::setsockopt_int(l0.fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+        if (auto r = detail::setsockopt_int(l0.fd_.get(), SOL_SOCKET, SO_REUSEPORT, 1); !r)
             return std::unexpected(r.error());
-    if (::listen(l0.fd_, options.backlog) < 0) return fail(errno);
+    if (::listen(l0.fd_.get(), options.backlog) < 0) return fail(errno);
     auto bound = l0.local_addr();
     if (!bound) return std::unexpected(bound.error());
     out.push_back(std::move(l0));
@@ -249,7 +228,7 @@ Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& add
 }
 
 Result<SocketAddr> TcpListener::local_addr() const noexcept {
-    return detail::sock_name(fd_, false);
+    return detail::sock_name(fd_.get(), false);
 }
 
 } // namespace galay

@@ -1,6 +1,8 @@
 #include "galay/net/udp.hpp"
 #include "net/udp_batch.hpp"
 
+#include "sockopt.hpp"
+
 #include <netinet/in.h>
 #include <netinet/udp.h>
 
@@ -12,26 +14,6 @@
 namespace galay {
 namespace detail {
 namespace {
-
-Result<void> setsockopt_int(int fd, int level, int name, int value) noexcept {
-    if (::setsockopt(fd, level, name, &value, sizeof value) < 0) return fail(errno);
-    return {};
-}
-
-Result<int> getsockopt_int(int fd, int level, int name) noexcept {
-    int value = 0;
-    socklen_t len = sizeof value;
-    if (::getsockopt(fd, level, name, &value, &len) < 0) return fail(errno);
-    return value;
-}
-
-Result<SocketAddr> sock_name(int fd, bool peer) noexcept {
-    SocketAddr a;
-    socklen_t len = SocketAddr::capacity();
-    int r = peer ? ::getpeername(fd, a.data(), &len) : ::getsockname(fd, a.data(), &len);
-    if (r < 0) return fail(errno);
-    return a;
-}
 
 std::uint16_t bound_port(int fd) noexcept {
     auto a = sock_name(fd, false);
@@ -492,50 +474,27 @@ void BatchScratchDelete::operator()(BatchScratch* p) const noexcept {
 
 // --- UdpSocket --------------------------------------------------------------------------------
 
-UdpSocket::UdpSocket(UdpSocket&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1))
-    , family_(o.family_)
-    , local_port_(o.local_port_)
-    , local_address_(o.local_address_)
-    , gso_(o.gso_)
-    , gro_(std::move(o.gro_))
-    , scratch_(std::move(o.scratch_)) {}
-
-UdpSocket& UdpSocket::operator=(UdpSocket&& o) noexcept {
-    if (this != &o) {
-        detail::close_fd(fd_);
-        fd_ = std::exchange(o.fd_, -1);
-        family_ = o.family_;
-        local_port_ = o.local_port_;
-        local_address_ = o.local_address_;
-        gso_ = o.gso_;
-        gro_ = std::move(o.gro_);
-        scratch_ = std::move(o.scratch_);
-    }
-    return *this;
-}
-
 Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     if (family != AF_INET && family != AF_INET6) return fail(EAFNOSUPPORT);
     auto fd = detail::make_socket(family, SOCK_DGRAM);
     if (!fd) return std::unexpected(fd.error());
     UdpSocket s;
-    s.fd_ = *fd;
+    s.fd_ = detail::OwnedFd(*fd);
     s.family_ = family;
     s.local_address_ = o.local_address;
     s.scratch_.reset(new detail::BatchScratch());
     if (o.segmentation_offload) { // the kernel knows UDP_SEGMENT (Linux 4.18+)
         int seg = 0;
         socklen_t len = sizeof seg;
-        s.gso_ = ::getsockopt(s.fd_, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+        s.gso_ = ::getsockopt(s.fd_.get(), SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
     }
     if (o.receive_offload) { // Linux 5.0+; without it, every datagram is received on its own
-        if (detail::setsockopt_int(s.fd_, SOL_UDP, UDP_GRO, 1))
+        if (detail::setsockopt_int(s.fd_.get(), SOL_UDP, UDP_GRO, 1))
             s.gro_ = std::make_unique<detail::GroStash>();
     }
     using detail::setsockopt_int;
     auto set = [&](bool when, int level, int name, int value) -> Result<void> {
-        return when ? setsockopt_int(s.fd_, level, name, value) : Result<void>{};
+        return when ? setsockopt_int(s.fd_.get(), level, name, value) : Result<void>{};
     };
     Result<void> r;
     if (r = set(o.reuse_addr, SOL_SOCKET, SO_REUSEADDR, 1); !r) return std::unexpected(r.error());
@@ -564,8 +523,8 @@ Result<UdpSocket> UdpSocket::bind(const SocketAddr& addr, UdpOptions options) no
     if (addr.size() == 0) return fail(EAFNOSUPPORT);
     auto s = create(addr.family(), options);
     if (!s) return s;
-    if (::bind(s->fd_, addr.data(), addr.size()) < 0) return fail(errno);
-    s->local_port_ = addr.port() != 0 ? addr.port() : detail::bound_port(s->fd_);
+    if (::bind(s->fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
+    s->local_port_ = addr.port() != 0 ? addr.port() : detail::bound_port(s->fd_.get());
     return s;
 }
 
@@ -576,7 +535,7 @@ Result<std::vector<UdpSocket>> UdpSocket::bind_group(const SocketAddr& addr, std
     options.reuse_port = false;
     auto first = bind(addr, options); // exclusive: fails if anyone holds the port
     if (!first) return std::unexpected(first.error());
-    if (auto r = detail::setsockopt_int(first->fd_, SOL_SOCKET, SO_REUSEPORT, 1); !r)
+    if (auto r = detail::setsockopt_int(first->fd_.get(), SOL_SOCKET, SO_REUSEPORT, 1); !r)
         return std::unexpected(r.error());
     SocketAddr at = addr;
     at.set_port(first->local_port_);
@@ -594,31 +553,31 @@ Result<std::vector<UdpSocket>> UdpSocket::bind_group(const SocketAddr& addr, std
 
 Result<void> UdpSocket::connect(const SocketAddr& addr) noexcept {
     if (int err = detail::check_destination(family_, addr); err != 0) return fail(err);
-    if (::connect(fd_, addr.data(), addr.size()) < 0) return fail(errno);
-    if (local_port_ == 0) local_port_ = detail::bound_port(fd_); // connect bound it
+    if (::connect(fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
+    if (local_port_ == 0) local_port_ = detail::bound_port(fd_.get()); // connect bound it
     return {};
 }
 
 Result<void> UdpSocket::set_recv_buffer_size(int bytes) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_RCVBUF, bytes);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_RCVBUF, bytes);
 }
 Result<void> UdpSocket::set_send_buffer_size(int bytes) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_SNDBUF, bytes);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_SNDBUF, bytes);
 }
 Result<int> UdpSocket::recv_buffer_size() const noexcept {
-    return detail::getsockopt_int(fd_, SOL_SOCKET, SO_RCVBUF);
+    return detail::getsockopt_int(fd_.get(), SOL_SOCKET, SO_RCVBUF);
 }
 Result<int> UdpSocket::send_buffer_size() const noexcept {
-    return detail::getsockopt_int(fd_, SOL_SOCKET, SO_SNDBUF);
+    return detail::getsockopt_int(fd_.get(), SOL_SOCKET, SO_SNDBUF);
 }
 Result<void> UdpSocket::set_broadcast(bool on) noexcept {
-    return detail::setsockopt_int(fd_, SOL_SOCKET, SO_BROADCAST, on ? 1 : 0);
+    return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_BROADCAST, on ? 1 : 0);
 }
 Result<SocketAddr> UdpSocket::local_addr() const noexcept {
-    return detail::sock_name(fd_, false);
+    return detail::sock_name(fd_.get(), false);
 }
 Result<SocketAddr> UdpSocket::peer_addr() const noexcept {
-    return detail::sock_name(fd_, true);
+    return detail::sock_name(fd_.get(), true);
 }
 
 } // namespace galay

@@ -2,6 +2,7 @@
 // pool and the RWF_NOWAIT fast path) and O_DIRECT files (io_uring; epoll through libaio).
 #include "support/address_space.hpp"
 #include "support/backends.hpp"
+#include "support/file_fixture.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
 
@@ -21,6 +22,7 @@ using fs::AlignedBuffer;
 using fs::Batch;
 using fs::File;
 using fs::OpenOptions;
+using test::drop_cache;
 using test::fill_pattern;
 using test::has_pattern;
 using test::kCreateRw;
@@ -28,49 +30,7 @@ using test::kCreateRwDirect;
 using test::open_or_throw;
 using test::threads_named;
 
-namespace {
-
-/// Drop the file's clean pages so the next read has to go to the device.
-void drop_cache(const File& f) {
-    ::fdatasync(f.fd());
-    ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
-}
-
-} // namespace
-
-class FileTest : public test::BackendTest {
-protected:
-    test::TempDir dir_;
-
-    /// A scratch directory on a filesystem that accepts O_DIRECT, or skip the test.
-    std::filesystem::path direct_dir() {
-        std::string tried;
-        auto d = test::direct_io_dir(&tried);
-        if (!d) {
-            skip_reason_ = "SKIP: no directory accepts O_DIRECT here; tried " + tried +
-                           "(set GALAY_TEST_DIRECT_DIR)";
-            return {};
-        }
-        direct_tmp_.emplace(*d);
-        return direct_tmp_->path();
-    }
-    std::optional<test::TempDir> direct_tmp_;
-    std::string skip_reason_;
-
-    /// The buffered directory and, where O_DIRECT works, a direct one (else a line says why).
-    std::vector<std::pair<std::filesystem::path, bool>> places() {
-        std::vector<std::pair<std::filesystem::path, bool>> v{{dir_.path(), false}};
-        if (auto d = direct_dir(); !d.empty())
-            v.emplace_back(d, true);
-        else
-            std::printf("%s\n", skip_reason_.c_str());
-        return v;
-    }
-};
-
-#define REQUIRE_DIRECT_DIR(var)                                                                    \
-    const std::filesystem::path var = direct_dir();                                                \
-    if (var.empty()) GTEST_SKIP() << skip_reason_
+class FileTest : public test::FileFixture {};
 
 TEST_P(FileTest, WrittenBlocksReadBackIdentical) {
     run([&]() -> Task<void> {
@@ -659,84 +619,6 @@ TEST_P(FileTest, RequestsTheKernelRefusesFailAloneAndLeaveNoTimerBehind) {
         EXPECT_EQ(batch.result(1).error(), std::errc::bad_file_descriptor);
         CO_ASSERT(co_await sleep(20ms)); // past both deadlines
         EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
-    }());
-}
-
-TEST_P(FileTest, BatchSubmitsEveryOpAndReportsEachResult) {
-    for (const auto& [where, direct] : places()) {
-        SCOPED_TRACE(direct ? "O_DIRECT" : "buffered");
-        run([&]() -> Task<void> {
-            File f = open_or_throw(where / "batch", direct ? kCreateRwDirect : kCreateRw);
-            constexpr std::size_t kOps = 8, kSize = 4096;
-            std::vector<AlignedBuffer> bufs;
-            for (std::size_t i = 0; i < kOps; ++i)
-                bufs.emplace_back(kSize);
-            Batch batch(kOps + 1);
-            for (std::size_t i = 0; i < kOps; ++i) {
-                fill_pattern(bufs[i].span(), 6, i);
-                EXPECT_EQ(batch.write_all_at(f, bufs[i], i * kSize), i);
-            }
-            batch.fdatasync(f);
-            auto done = co_await batch.submit();
-            EXPECT_TRUE(done) << done.error().message();
-            for (std::size_t i = 0; i < kOps; ++i)
-                EXPECT_EQ(batch.result(i).value_or(0), kSize);
-
-            batch.clear(); // reused: the same batch reads everything back
-            for (auto& b : bufs)
-                std::memset(b.data(), 0, b.size());
-            for (std::size_t i = 0; i < kOps; ++i)
-                batch.read_exact_at(f, bufs[i], (kOps - 1 - i) * kSize); // reverse order
-            done = co_await batch.submit().timeout(10s);
-            EXPECT_TRUE(done) << done.error().message();
-            for (std::size_t i = 0; i < kOps; ++i)
-                EXPECT_TRUE(has_pattern(bufs[i].span(), 6, kOps - 1 - i)) << i;
-
-            // One bad op fails alone; its neighbours still run.
-            batch.clear();
-            batch.read_exact_at(f, bufs[0], 0);
-            batch.read_exact_at(f, bufs[1], 100 * kSize); // past the end
-            if (direct) batch.read_at(f, bufs[2].span().subspan(1, 512), 0);
-            done = co_await batch.submit();
-            CO_ASSERT(!done);
-            EXPECT_EQ(done.error(), errc::unexpected_eof);
-            EXPECT_TRUE(batch.result(0));
-            EXPECT_EQ(batch.result(1).error(), errc::unexpected_eof);
-            if (direct) {
-                EXPECT_EQ(batch.result(2).error(), errc::misaligned_direct_io);
-            }
-
-            Batch empty;
-            EXPECT_TRUE(co_await empty.submit());
-        }());
-    }
-}
-
-TEST_P(FileTest, CancelledBatchFinishesEveryOpBeforeResuming) {
-    run([&]() -> Task<void> {
-        File f = open_or_throw(dir_ / "batch-cancel", kCreateRw);
-        std::vector<std::byte> data(1 << 20);
-        fill_pattern(data, 7, 0);
-        CO_ASSERT(co_await f.write_all_at(data, 0));
-        drop_cache(f);
-        std::vector<std::vector<std::byte>> bufs(16, std::vector<std::byte>(64 * 1024));
-        Batch batch;
-        for (std::size_t i = 0; i < bufs.size(); ++i)
-            batch.read_at(f, bufs[i], i * bufs[i].size());
-        auto batch_task = [&]() -> Task<Result<void>> { co_return co_await batch.submit(); };
-        auto at_once = []() -> Task<int> { co_return 1; };
-        auto r = co_await when_any(batch_task(), at_once());
-        (void)r; // either may win; every op has finished now
-        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-            auto one = batch.result(i);
-            if (!one) {
-                EXPECT_EQ(one.error(), std::errc::operation_canceled);
-            }
-        }
-        std::vector<std::byte> again(1 << 20);
-        CO_ASSERT(co_await f.read_exact_at(again, 0));
-        EXPECT_TRUE(has_pattern(again, 7, 0));
     }());
 }
 

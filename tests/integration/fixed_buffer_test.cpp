@@ -3,6 +3,7 @@
 // buffers and slices, many buffers, buffers that outlive their scheduler or move between threads,
 // and a buffer re-created at the address of a destroyed one.
 #include "support/backends.hpp"
+#include "support/file_fixture.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
 
@@ -48,30 +49,7 @@ void expect_registration(const FixedBuffer& b) {
 
 } // namespace
 
-class FixedBufferTest : public test::BackendTest {
-protected:
-    test::TempDir dir_;
-    std::optional<test::TempDir> direct_tmp_;
-
-    /// Where the O_DIRECT variant of a test runs; empty (and a line printed) when nowhere.
-    std::filesystem::path direct_dir() {
-        std::string tried;
-        auto d = test::direct_io_dir(&tried);
-        if (!d) {
-            std::printf("SKIP (O_DIRECT variant): no directory accepts O_DIRECT; tried %s\n",
-                        tried.c_str());
-            return {};
-        }
-        direct_tmp_.emplace(*d);
-        return direct_tmp_->path();
-    }
-    /// The buffered directory and, where O_DIRECT works, a direct one.
-    std::vector<std::pair<std::filesystem::path, bool>> places() {
-        std::vector<std::pair<std::filesystem::path, bool>> v{{dir_.path(), false}};
-        if (auto d = direct_dir(); !d.empty()) v.emplace_back(d, true);
-        return v;
-    }
-};
+class FixedBufferTest : public test::FileFixture {};
 
 TEST_P(FixedBufferTest, WritesAndReadsThroughAFixedBufferAtSeveralOffsets) {
     for (const auto& [where, direct] : places()) {

@@ -1,6 +1,6 @@
 // Unit tests of aio_bench's parts: size parsing, flag parsing, latency histogram, verify pattern.
+#include "common/histogram.hpp"
 #include "config.hpp"
-#include "histogram.hpp"
 #include "verify.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 using namespace aiob;
+using galay::tools::LatencyHistogram;
 
 TEST(AioBenchParseSize, AcceptsBytesAndBinarySuffixes) {
     EXPECT_EQ(parse_size("4096"), 4096u);
@@ -101,7 +102,7 @@ TEST(AioBenchHistogram, SmallValuesAreExact) {
     for (uint64_t v = 0; v < 256; ++v) {
         LatencyHistogram h;
         h.record(v);
-        EXPECT_EQ(h.percentile(50), double(v));
+        EXPECT_EQ(h.fio_percentile(50), double(v));
     }
 }
 
@@ -118,7 +119,7 @@ TEST(AioBenchHistogram, BucketsAreContiguousAndPrecise) {
         ASSERT_LT(v - LatencyHistogram::bucket_low(b), LatencyHistogram::bucket_width(b));
         LatencyHistogram h;
         h.record(v);
-        EXPECT_LE(std::abs(h.percentile(99) - double(v)), double(v) * 0.004 + 0.5) << v;
+        EXPECT_LE(std::abs(h.fio_percentile(99) - double(v)), double(v) * 0.004 + 0.5) << v;
     }
 }
 
@@ -138,14 +139,14 @@ TEST(AioBenchHistogram, PercentilesMatchSortedSamplesWithin1Percent) {
     for (double p : {50.0, 95.0, 99.0, 99.9}) {
         size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * double(v.size())));
         double exact = double(v[rank - 1]);
-        EXPECT_NEAR(a.percentile(p), exact, exact * 0.01) << "p" << p;
+        EXPECT_NEAR(a.fio_percentile(p), exact, exact * 0.01) << "p" << p;
     }
     double sum = 0;
     for (auto x : v)
         sum += double(x);
-    EXPECT_NEAR(a.mean(), sum / double(v.size()), 1e-6 * sum / double(v.size()));
-    EXPECT_EQ(a.min(), v.front());
-    EXPECT_EQ(a.max(), v.back());
+    EXPECT_NEAR(a.mean_ns(), sum / double(v.size()), 1e-6 * sum / double(v.size()));
+    EXPECT_EQ(a.min_ns(), v.front());
+    EXPECT_EQ(a.max_ns(), v.back());
 }
 
 TEST(AioBenchHistogram, RecordNIsRecordRepeated) {
@@ -154,8 +155,8 @@ TEST(AioBenchHistogram, RecordNIsRecordRepeated) {
     for (int i = 0; i < 3; ++i)
         b.record(12345);
     EXPECT_EQ(a.count(), b.count());
-    EXPECT_EQ(a.mean(), b.mean());
-    EXPECT_EQ(a.percentile(50), b.percentile(50));
+    EXPECT_EQ(a.mean_ns(), b.mean_ns());
+    EXPECT_EQ(a.fio_percentile(50), b.fio_percentile(50));
 }
 
 namespace {

@@ -12,8 +12,8 @@
 // thread's drain.
 #pragma once
 
+#include "common/histogram.hpp"
 #include "config.hpp"
-#include "histogram.hpp"
 #include "perf_counters.hpp"
 #include "target.hpp"
 
@@ -23,6 +23,8 @@
 #include <vector>
 
 namespace aiob {
+
+using galay::tools::LatencyHistogram;
 
 struct DirStats {
     uint64_t ops = 0;

@@ -30,12 +30,12 @@ constexpr Pct kPcts[] = {
 nlohmann::json lat_json(const LatencyHistogram& h) {
     nlohmann::json j;
     j["samples"] = h.count();
-    j["mean"] = h.mean();
-    j["min"] = h.min();
-    j["max"] = h.max();
-    j["stddev"] = h.stddev();
+    j["mean"] = h.mean_ns();
+    j["min"] = h.min_ns();
+    j["max"] = h.max_ns();
+    j["stddev"] = h.stddev_ns();
     for (auto& p : kPcts)
-        j[p.key] = h.percentile(p.p);
+        j[p.key] = h.fio_percentile(p.p);
     return j;
 }
 
@@ -105,10 +105,10 @@ std::vector<Figure> main_figures(const Results& r) {
     f.push_back({"IOPS", "iops", "", per_sec(r.total_ops(), r.elapsed_s), "", 1});
     f.push_back({"Bandwidth", "bandwidth_mib_s", "MiB/s",
                  per_sec(r.total_bytes(), r.elapsed_s) / kMiB, "", 2});
-    f.push_back({"Latency mean", "lat_mean_us", "us", h.mean() / 1e3, "", 2});
+    f.push_back({"Latency mean", "lat_mean_us", "us", h.mean_ns() / 1e3, "", 2});
     for (auto& p : kPcts)
         f.push_back({std::string("Latency ") + p.name, std::string("lat_") + p.key + "_us", "us",
-                     h.percentile(p.p) / 1e3, "", 2});
+                     h.fio_percentile(p.p) / 1e3, "", 2});
     return f;
 }
 
@@ -194,9 +194,9 @@ void print_text(std::FILE* out, const Config& cfg, const Results& r) {
             std::fprintf(out, "%-6s %llu ops, %.1f IOPS, %.2f MiB/s, latency mean %.2f",
                          d == &r.read ? "Read:" : "Write:", ull(d->ops),
                          per_sec(d->ops, r.elapsed_s), per_sec(d->bytes, r.elapsed_s) / kMiB,
-                         d->lat.mean() / 1e3);
+                         d->lat.mean_ns() / 1e3);
             for (auto& p : kPcts)
-                std::fprintf(out, " %s %.2f", p.name, d->lat.percentile(p.p) / 1e3);
+                std::fprintf(out, " %s %.2f", p.name, d->lat.fio_percentile(p.p) / 1e3);
             std::fprintf(out, " us\n");
         }
     }

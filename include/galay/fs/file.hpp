@@ -50,6 +50,7 @@
 
 #include "galay/detail/buffers.hpp"
 #include "galay/detail/io_awaitable.hpp"
+#include "galay/detail/owned_fd.hpp"
 #include "galay/fs/aligned_buffer.hpp"
 #include "galay/fs/fixed_buffer.hpp"
 
@@ -130,12 +131,9 @@ public:
     File() noexcept = default;
     /// Adopt an open file descriptor (O_DIRECT is detected from its flags).
     explicit File(int fd) noexcept;
-    File(File&& o) noexcept
-        : fd_(std::exchange(o.fd_, -1))
-        , direct_(o.direct_)
-        , block_size_(o.block_size_) {}
-    File& operator=(File&& o) noexcept;
-    ~File();
+    File(File&& o) noexcept = default;
+    File& operator=(File&& o) noexcept = default;
+    ~File() = default;
 
     /// open(2) with `options` (always O_CLOEXEC). Errors are errno values, except an O_DIRECT
     /// open the filesystem refuses: `errc::direct_io_unsupported`. `describe_error(path, ec)`
@@ -222,15 +220,12 @@ public:
         return FixedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
     }
 
-    bool is_open() const noexcept { return fd_ >= 0; }
+    bool is_open() const noexcept { return fd_.is_open(); }
     bool is_direct() const noexcept { return direct_; }
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
     /// files), and closing it is now the caller's job.
-    int release() noexcept {
-        detail::forget_fd_everywhere(fd_);
-        return std::exchange(fd_, -1);
-    }
+    int release() noexcept { return fd_.release(); }
 
 private:
     friend class Batch;
@@ -250,7 +245,7 @@ private:
                                                          detail::FileXfer mode,
                                                          int fixed_slot = -1) const noexcept;
 
-    int fd_ = -1;
+    detail::OwnedFd fd_;
     bool direct_ = false;
     mutable std::uint32_t block_size_ = 0; // 0: not looked up yet
 };

@@ -23,6 +23,7 @@
 
 #include "galay/detail/buffers.hpp"
 #include "galay/detail/io_awaitable.hpp"
+#include "galay/detail/owned_fd.hpp"
 #include "galay/net/socket_addr.hpp"
 
 #include <sys/socket.h>
@@ -173,10 +174,9 @@ public:
     TcpStream() noexcept = default;
     /// Adopt a connected socket (made non-blocking if it is not).
     explicit TcpStream(int fd) noexcept;
-    TcpStream(TcpStream&& o) noexcept
-        : fd_(std::exchange(o.fd_, -1)) {}
-    TcpStream& operator=(TcpStream&& o) noexcept;
-    ~TcpStream() { detail::close_fd(fd_); }
+    TcpStream(TcpStream&& o) noexcept = default;
+    TcpStream& operator=(TcpStream&& o) noexcept = default;
+    ~TcpStream() = default;
 
     /// Connect to `addr`. `co_await TcpStream::connect(addr).timeout(2s)` -> Result<TcpStream>.
     /// A refused connection is `std::errc::connection_refused`.
@@ -192,7 +192,7 @@ public:
     template <MutableBuffer B>
     [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
         return {detail::OpCode::recv,
-                fd_,
+                fd_.get(),
                 std::ranges::data(buf),
                 std::ranges::size(buf),
                 false,
@@ -204,14 +204,14 @@ public:
     /// ring: no submission per receive, and no memory held by idle connections. A timed-out or
     /// cancelled recv_pooled consumes nothing; later bytes come with the next call.
     [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
-        return detail::RecvPooledAwaitable(fd_);
+        return detail::RecvPooledAwaitable(fd_.get());
     }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
     /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
     template <MutableBuffer B>
     [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
         return {detail::OpCode::recv,
-                fd_,
+                fd_.get(),
                 std::ranges::data(buf),
                 std::ranges::size(buf),
                 true,
@@ -222,7 +222,7 @@ public:
     template <ConstBuffer B>
     [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
         return {detail::OpCode::send,
-                fd_,
+                fd_.get(),
                 detail::buffer_data(buf),
                 std::ranges::size(buf),
                 false,
@@ -234,7 +234,7 @@ public:
     template <ConstBuffer B>
     [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
         return {detail::OpCode::send,
-                fd_,
+                fd_.get(),
                 detail::buffer_data(buf),
                 std::ranges::size(buf),
                 true,
@@ -243,18 +243,18 @@ public:
     }
     /// Scatter read into several buffers (one system call / one SQE).
     [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::recvmsg, fd_, iov};
+        return {detail::OpCode::recvmsg, fd_.get(), iov};
     }
     /// Gather write from several buffers; may be short like send().
     [[nodiscard]] detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::sendmsg, fd_, iov};
+        return {detail::OpCode::sendmsg, fd_.get(), iov};
     }
 
     /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
     Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
     /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
     [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(std::exchange(fd_, -1));
+        return detail::CloseAwaitable(fd_.take());
     }
 
     Result<void> set_nodelay(bool on) noexcept;
@@ -266,14 +266,11 @@ public:
     Result<SocketAddr> peer_addr() const noexcept;
     Result<SocketAddr> local_addr() const noexcept;
 
-    bool is_open() const noexcept { return fd_ >= 0; }
-    int fd() const noexcept { return fd_; }
+    bool is_open() const noexcept { return fd_.is_open(); }
+    int fd() const noexcept { return fd_.get(); }
     /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
     /// files), and closing it is now the caller's job.
-    int release() noexcept {
-        detail::forget_fd_everywhere(fd_);
-        return std::exchange(fd_, -1);
-    }
+    int release() noexcept { return fd_.release(); }
 
 private:
     friend class detail::AcceptAwaitable;
@@ -282,7 +279,7 @@ private:
     TcpStream(int fd, NonBlocking) noexcept
         : fd_(fd) {}
 
-    int fd_ = -1;
+    detail::OwnedFd fd_;
 };
 
 struct ListenOptions {
@@ -298,10 +295,9 @@ struct ListenOptions {
 class TcpListener {
 public:
     TcpListener() noexcept = default;
-    TcpListener(TcpListener&& o) noexcept
-        : fd_(std::exchange(o.fd_, -1)) {}
-    TcpListener& operator=(TcpListener&& o) noexcept;
-    ~TcpListener() { detail::close_fd(fd_); }
+    TcpListener(TcpListener&& o) noexcept = default;
+    TcpListener& operator=(TcpListener&& o) noexcept = default;
+    ~TcpListener() = default;
 
     /// socket + options + bind + listen. Port 0 picks a free port (see local_addr()).
     static Result<TcpListener> bind(const SocketAddr& addr, ListenOptions options = {}) noexcept;
@@ -315,16 +311,16 @@ public:
 
     /// Wait for the next connection. `peer`, if given, receives the remote address.
     [[nodiscard]] detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {
-        return detail::AcceptAwaitable(fd_, peer);
+        return detail::AcceptAwaitable(fd_.get(), peer);
     }
     Result<SocketAddr> local_addr() const noexcept;
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(std::exchange(fd_, -1));
+        return detail::CloseAwaitable(fd_.take());
     }
 
 private:
-    int fd_ = -1;
+    detail::OwnedFd fd_;
 };
 
 } // namespace galay

@@ -283,9 +283,9 @@ public:
     static constexpr std::size_t max_batch = detail::kMaxUdpBatch;
 
     UdpSocket() noexcept = default;
-    UdpSocket(UdpSocket&& o) noexcept;
-    UdpSocket& operator=(UdpSocket&& o) noexcept;
-    ~UdpSocket() { detail::close_fd(fd_); }
+    UdpSocket(UdpSocket&& o) noexcept = default;
+    UdpSocket& operator=(UdpSocket&& o) noexcept = default;
+    ~UdpSocket() = default;
 
     /// socket + options + bind. Port 0 picks a free port (see local_addr()). A port another
     /// socket holds is EADDRINUSE (unless both set reuse_port / reuse_addr).
@@ -310,41 +310,41 @@ public:
     /// `address_family_not_supported`.
     template <ConstBuffer B>
     [[nodiscard]] detail::SendToAwaitable send_to(const B& buf, const SocketAddr& to) noexcept {
-        return {fd_, family_, detail::buffer_data(buf), std::ranges::size(buf), &to};
+        return {fd_.get(), family_, detail::buffer_data(buf), std::ranges::size(buf), &to};
     }
     /// Receive one datagram into `buf`; `from` (optional) gets the sender, `local` (optional,
     /// with UdpOptions::local_address) the address it was sent to.
     template <MutableBuffer B>
     [[nodiscard]] detail::RecvFromAwaitable recv_from(B&& buf, SocketAddr* from,
                                                       SocketAddr* local = nullptr) noexcept {
-        return {fd_,       std::ranges::data(buf), std::ranges::size(buf), from, local, local_port_,
+        return {fd_.get(), std::ranges::data(buf), std::ranges::size(buf), from, local, local_port_,
                 gro_.get()};
     }
     /// Send one datagram to the connected peer.
     template <ConstBuffer B>
     [[nodiscard]] detail::SendToAwaitable send(const B& buf) noexcept {
-        return {fd_, family_, detail::buffer_data(buf), std::ranges::size(buf), nullptr};
+        return {fd_.get(), family_, detail::buffer_data(buf), std::ranges::size(buf), nullptr};
     }
     /// Receive one datagram (from the connected peer, on a connected socket).
     template <MutableBuffer B>
     [[nodiscard]] detail::RecvFromAwaitable recv(B&& buf) noexcept {
-        return {fd_,       std::ranges::data(buf), std::ranges::size(buf), nullptr, nullptr, 0,
+        return {fd_.get(), std::ranges::data(buf), std::ranges::size(buf), nullptr, nullptr, 0,
                 gro_.get()};
     }
 
     /// Receive at least one and up to min(out.size(), max_batch) datagrams, one per slot, in
     /// arrival order. Returns how many slots were filled.
     [[nodiscard]] detail::RecvBatchAwaitable recv_batch(std::span<Datagram> out) noexcept {
-        return {fd_, out, local_address_, local_port_, gro_.get(), scratch_.get()};
+        return {fd_.get(), out, local_address_, local_port_, gro_.get(), scratch_.get()};
     }
     /// Send up to min(in.size(), max_batch) datagrams in order. Returns how many were sent: all
     /// of them unless an error stopped the batch (the error is returned when none was sent).
     [[nodiscard]] detail::SendBatchAwaitable send_batch(std::span<const OutDatagram> in) noexcept {
-        return {fd_, family_, in, &gso_, scratch_.get()};
+        return {fd_.get(), family_, in, &gso_, scratch_.get()};
     }
 
     [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(std::exchange(fd_, -1));
+        return detail::CloseAwaitable(fd_.take());
     }
 
     Result<void> set_recv_buffer_size(int bytes) noexcept;
@@ -356,8 +356,8 @@ public:
     Result<SocketAddr> local_addr() const noexcept;
     Result<SocketAddr> peer_addr() const noexcept;
 
-    bool is_open() const noexcept { return fd_ >= 0; }
-    int fd() const noexcept { return fd_; }
+    bool is_open() const noexcept { return fd_.is_open(); }
+    int fd() const noexcept { return fd_.get(); }
     int family() const noexcept { return family_; }
     /// UdpOptions::segmentation_offload is on and the kernel accepted it (so far).
     bool segmentation_offload() const noexcept { return gso_; }
@@ -367,7 +367,7 @@ public:
 private:
     static Result<UdpSocket> create(int family, const UdpOptions& options) noexcept;
 
-    int fd_ = -1;
+    detail::OwnedFd fd_;
     int family_ = AF_UNSPEC;
     std::uint16_t local_port_ = 0; // for `local` addresses (pktinfo carries no port)
     bool local_address_ = false;
