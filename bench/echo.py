@@ -40,6 +40,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from latstats import fmt_spread, spread  # noqa: E402  (one spread for every study)
+
 
 def free_port():
     """A free port below the ephemeral range, so a client's 10,000 source ports never take it
@@ -230,16 +233,8 @@ def fmt(v, spec, unit=""):
     return "-" if v is None else format(v, spec) + unit
 
 
-def spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
-
-
 def fmt_ratio(s):
-    return "-" if s is None else f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]"
+    return "-" if s is None else fmt_spread(s)
 
 
 def median_of(runs, key):

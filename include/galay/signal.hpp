@@ -19,7 +19,9 @@
 // time and whatever threads its libraries start; one of them left unblocked takes the default
 // action (terminate). A handler runs on whichever thread the kernel picks; it only counts the
 // signal and writes an eventfd (both async-signal-safe), and one dispatcher thread reads it and
-// posts the waiting tasks to their workers.
+// posts the waiting tasks to their workers. galay changes no thread's signal mask, so a process
+// a task or a blocking job starts inherits the program's own (under ThreadSanitizer only, galay's
+// threads leave the asynchronous signals to the dispatcher: src/runtime/thread_signals.hpp).
 #pragma once
 
 #include "galay/detail/remote_wait.hpp"
@@ -63,11 +65,9 @@ public:
     // --- used by the dispatcher (under its lock) ---
     std::uint64_t mask() const noexcept { return mask_; }
     void deliver(int signo) noexcept; // unlinks and posts the waiter
-    SignalAwaiter* prev = nullptr;
-    SignalAwaiter* next = nullptr;
-    bool linked = false;
 
 private:
+    friend struct SignalLinks;
     bool take_pending() noexcept;
     bool enlist();
     bool withdraw() noexcept override;
@@ -75,6 +75,13 @@ private:
     std::uint64_t mask_;
     int error_;
     int got_ = 0;
+    SignalAwaiter* prev_ = nullptr; // in the dispatcher's list of waiters (SignalLinks)
+    SignalAwaiter* next_ = nullptr;
+};
+
+struct SignalLinks { // (detail/intrusive_list.hpp)
+    static SignalAwaiter*& next(SignalAwaiter& w) noexcept { return w.next_; }
+    static SignalAwaiter*& prev(SignalAwaiter& w) noexcept { return w.prev_; }
 };
 
 } // namespace detail

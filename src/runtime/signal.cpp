@@ -3,6 +3,7 @@
 // signalfd). Everything here is created on first use and never destroyed.
 #include "galay/signal.hpp"
 #include "galay/blocking.hpp"
+#include "galay/detail/intrusive_list.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/thread_signals.hpp"
 
@@ -44,8 +45,8 @@ std::uint64_t bit(int s) {
 class Hub {
 public:
     std::mutex m;
-    std::uint64_t pending = 0; // arrived while nobody waited for them
-    SignalAwaiter* head = nullptr;
+    std::uint64_t pending = 0;                         // arrived while nobody waited for them
+    IntrusiveList<SignalAwaiter, SignalLinks> waiting; // tasks waiting for a signal
 
     /// Install the handler for every signal in `mask` not yet handled. Returns 0 or an errno.
     int install(std::uint64_t mask) {
@@ -74,23 +75,6 @@ public:
         return 0;
     }
 
-    void link(SignalAwaiter& w) noexcept {
-        w.prev = nullptr;
-        w.next = head;
-        if (head != nullptr) head->prev = &w;
-        head = &w;
-        w.linked = true;
-    }
-    void unlink(SignalAwaiter& w) noexcept {
-        if (!w.linked) return;
-        if (w.prev != nullptr)
-            w.prev->next = w.next;
-        else
-            head = w.next;
-        if (w.next != nullptr) w.next->prev = w.prev;
-        w.prev = w.next = nullptr;
-        w.linked = false;
-    }
     /// Lowest pending signal in `mask`, consumed; 0 when none.
     int take(std::uint64_t mask) noexcept {
         const std::uint64_t hit = pending & mask;
@@ -131,8 +115,8 @@ private:
             for (int s = 1; s <= kMaxSignal; ++s) {
                 if (g_hits[static_cast<std::size_t>(s)].exchange(0) == 0) continue;
                 bool waited = false;
-                for (SignalAwaiter* w = head; w != nullptr;) {
-                    SignalAwaiter* next = w->next;
+                for (SignalAwaiter* w = waiting.front(); w != nullptr;) {
+                    SignalAwaiter* next = waiting.next(*w);
                     if ((w->mask() & bit(s)) != 0) {
                         waited = true;
                         w->deliver(s); // (unlinks it)
@@ -155,7 +139,7 @@ Hub& hub() {
 } // namespace
 
 void SignalAwaiter::deliver(int signo) noexcept {
-    hub().unlink(*this);
+    hub().waiting.remove(*this);
     got_ = signo;
     post_to(*sched_, waiter_); // the waiter's frame cannot go away: it unlinks under our lock
 }
@@ -172,23 +156,21 @@ bool SignalAwaiter::enlist() {
     std::lock_guard lk(h.m);
     got_ = h.take(mask_);
     if (got_ != 0) return false;
-    h.link(*this);
+    h.waiting.push_back(*this);
     return true;
 }
 
 bool SignalAwaiter::withdraw() noexcept {
     Hub& h = hub();
     std::lock_guard lk(h.m);
-    if (!linked) return false; // delivered: the post is on its way
-    h.unlink(*this);
-    return true;
+    return h.waiting.remove(*this); // false: delivered, the post is on its way
 }
 
 SignalAwaiter::~SignalAwaiter() {
     if (waiter_) { // it was awaited: make sure the dispatcher no longer knows it
         Hub& h = hub();
         std::lock_guard lk(h.m);
-        h.unlink(*this);
+        h.waiting.remove(*this);
     }
 }
 

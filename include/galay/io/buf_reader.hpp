@@ -29,6 +29,7 @@
 // `errc::end_of_stream`; one that had part of its data fails with `errc::unexpected_eof`.
 #pragma once
 
+#include "galay/detail/byte_window.hpp"
 #include "galay/detail/cached_task.hpp"
 #include "galay/io/stream.hpp"
 
@@ -37,44 +38,6 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-
-namespace galay::detail {
-
-/// The bytes behind a BufReader: a fixed-capacity block holding [begin, end) received and not
-/// consumed. Receives go into the free tail; the live bytes are moved to the front only when a
-/// receive needs room, so views handed out stay valid until then.
-class ReadBuffer {
-public:
-    explicit ReadBuffer(std::size_t capacity) noexcept
-        : capacity_(std::max<std::size_t>(capacity, 1)) {}
-    ReadBuffer(ReadBuffer&& o) noexcept
-        : data_(std::move(o.data_))
-        , capacity_(o.capacity_)
-        , begin_(std::exchange(o.begin_, 0))
-        , end_(std::exchange(o.end_, 0)) {}
-    ReadBuffer& operator=(ReadBuffer&&) = delete;
-
-    std::string_view live() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
-    std::size_t size() const noexcept { return end_ - begin_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    bool full() const noexcept { return size() == capacity_; }
-    void consume(std::size_t n) noexcept { begin_ += std::min(n, size()); }
-
-    /// Room for the next receive: the free tail, after moving the live bytes to the front when
-    /// the tail is small. Empty when the buffer is full. Invalidates views.
-    std::span<char> prepare();
-    void commit(std::size_t n) noexcept { end_ += n; }
-
-    /// Position (from begin) of `delim` in the live bytes, searching from `from`; npos if absent.
-    std::size_t find(std::string_view delim, std::size_t from) const noexcept;
-
-private:
-    std::unique_ptr<char[]> data_;
-    std::size_t capacity_;
-    std::size_t begin_ = 0, end_ = 0;
-};
-
-} // namespace galay::detail
 
 namespace galay::io {
 
@@ -107,7 +70,7 @@ public:
     public:
         explicit Fill(BufReader& r)
             : r_(r)
-            , room_(r.buf_.prepare())
+            , room_(r.buf_.room())
             , op_(r.stream_->recv(room_)) {}
         Fill&& timeout(std::chrono::nanoseconds d) && {
             (void)std::move(op_).timeout(d); // sets the deadline in place
@@ -276,7 +239,7 @@ private:
         std::size_t from = r.buf_.size() >= delim.size() ? r.buf_.size() - delim.size() + 1 : 0;
         for (;;) {
             Result<std::size_t> n =
-                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(r.buf_.size() > 0);
             r.buf_.commit(*n);
@@ -293,7 +256,7 @@ private:
                                                                          std::int64_t deadline_ns) {
         while (r.buf_.size() < want) {
             Result<std::size_t> n =
-                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(r.buf_.size() > 0);
             r.buf_.commit(*n);
@@ -316,7 +279,7 @@ private:
                 continue;
             }
             Result<std::size_t> n =
-                co_await detail::with_deadline(r.stream_->recv(r.buf_.prepare()), deadline_ns);
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(done > 0);
             r.buf_.commit(*n);
@@ -329,7 +292,7 @@ private:
     }
 
     S* stream_;
-    galay::detail::ReadBuffer buf_;
+    galay::detail::ByteWindow buf_;
     galay::detail::FrameCache frames_;
 };
 

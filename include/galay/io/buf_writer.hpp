@@ -19,6 +19,7 @@
 // flush it.
 #pragma once
 
+#include "galay/detail/byte_window.hpp"
 #include "galay/detail/cached_task.hpp"
 #include "galay/io/stream.hpp"
 
@@ -29,41 +30,6 @@
 #include <memory>
 #include <span>
 #include <string_view>
-
-namespace galay::detail {
-
-/// The bytes behind a BufWriter: [begin, end) buffered and not yet sent.
-class WriteBuffer {
-public:
-    explicit WriteBuffer(std::size_t capacity) noexcept
-        : capacity_(std::max<std::size_t>(capacity, 1)) {}
-    WriteBuffer(WriteBuffer&& o) noexcept
-        : data_(std::move(o.data_))
-        , capacity_(o.capacity_)
-        , begin_(std::exchange(o.begin_, 0))
-        , end_(std::exchange(o.end_, 0)) {}
-    WriteBuffer& operator=(WriteBuffer&&) = delete;
-
-    std::span<const char> pending() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
-    std::size_t size() const noexcept { return end_ - begin_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    /// The free space after the buffered bytes (moved to the front first when that gives room).
-    std::span<char> spare();
-    void commit(std::size_t n) noexcept { end_ += n; }
-    void consume(std::size_t n) noexcept {
-        begin_ += std::min(n, size());
-        if (begin_ == end_) begin_ = end_ = 0;
-    }
-    /// Copy `data` in if it fits in the free space; false (nothing copied) if not.
-    bool append(std::span<const char> data);
-
-private:
-    std::unique_ptr<char[]> data_;
-    std::size_t capacity_;
-    std::size_t begin_ = 0, end_ = 0;
-};
-
-} // namespace galay::detail
 
 namespace galay::io {
 
@@ -84,7 +50,7 @@ public:
     S& stream() noexcept { return *stream_; }
 
     /// Free space to format into; `commit(n)` makes its first `n` bytes part of the output.
-    std::span<char> spare() { return buf_.spare(); }
+    std::span<char> spare() { return buf_.room(); }
     void commit(std::size_t n) noexcept { buf_.commit(n); }
     /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
     template <ConstBuffer B>
@@ -155,7 +121,7 @@ private:
                                                                      std::int64_t deadline_ns) {
         std::size_t off = 0;
         for (;;) {
-            std::span<const char> pending = w.buf_.pending();
+            std::span<const char> pending = w.buf_.live_bytes();
             const std::size_t rest = data.size() - off;
             if (pending.empty() && rest < w.capacity()) {
                 (void)w.buf_.append(data.subspan(off)); // fits: the buffer is empty
@@ -183,7 +149,7 @@ private:
     flush_slow(galay::detail::FrameCache&, BufWriter& w, std::int64_t deadline_ns) {
         while (w.buf_.size() > 0) {
             Result<std::size_t> n =
-                co_await detail::with_deadline(w.stream_->send(w.buf_.pending()), deadline_ns);
+                co_await detail::with_deadline(w.stream_->send(w.buf_.live_bytes()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return fail(EPIPE);
             w.buf_.consume(*n);
@@ -192,7 +158,7 @@ private:
     }
 
     S* stream_;
-    galay::detail::WriteBuffer buf_;
+    galay::detail::ByteWindow buf_;
     galay::detail::FrameCache frames_;
 };
 
