@@ -14,6 +14,7 @@
 #pragma once
 
 #include "driver/common/faults.hpp"
+#include "driver/common/op_traits.hpp"
 #include "galay/detail/io_op.hpp"
 
 #include <sys/socket.h>
@@ -21,10 +22,6 @@
 #include <cerrno>
 
 namespace galay::detail {
-
-inline bool is_mmsg(OpCode c) noexcept {
-    return c == OpCode::recvmmsg || c == OpCode::sendmmsg;
-}
 
 /// Run the op's recvmmsg/sendmmsg on its non-blocking socket. Returns true when the op is
 /// finished (`op.result` set), false when the socket would block. A send batch the socket could

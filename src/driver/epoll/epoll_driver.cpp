@@ -7,6 +7,7 @@
 #include "driver/common/buffer_pool.hpp"
 #include "driver/common/faults.hpp"
 #include "driver/common/op_queue.hpp"
+#include "driver/common/op_traits.hpp"
 #include "driver/epoll/file_engine.hpp"
 #include "driver/mmsg.hpp"
 #include "galay/runtime.hpp"
@@ -29,26 +30,6 @@
 
 namespace galay::detail {
 namespace {
-
-bool waits_for_read(OpCode c) noexcept {
-    return c == OpCode::accept || c == OpCode::recv || c == OpCode::recv_pooled ||
-           c == OpCode::recvmsg || c == OpCode::recvmmsg;
-}
-
-bool is_file_op(OpCode c) noexcept {
-    switch (c) {
-    case OpCode::read_at:
-    case OpCode::write_at:
-    case OpCode::readv_at:
-    case OpCode::writev_at:
-    case OpCode::fsync:
-    case OpCode::fdatasync:
-    case OpCode::fallocate:
-        return true;
-    default:
-        return false;
-    }
-}
 
 struct FdState {
     OpQueue readers;
@@ -337,7 +318,7 @@ private:
             std::size_t len = op.code == OpCode::recv_pooled ? pool_.size() : op.remaining();
             int fake = 0; // a fault injected instead of the system call
             if (faults::on()) [[unlikely]] {
-                if (op.code == OpCode::recvmmsg || op.code == OpCode::sendmmsg) {
+                if (is_mmsg(op.code)) {
                     bool blocked = false;
                     const bool done = attempt_mmsg(op, &blocked);
                     if (blocked) fault_ready_.push_back(op.fd);

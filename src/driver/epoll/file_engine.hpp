@@ -1,4 +1,6 @@
-// File I/O for the epoll backend (private to the epoll driver).
+// File I/O for the epoll backend (private to the epoll driver). Defined in file_engine.cpp
+// (routing, the AIO path), submit_refusals.cpp (io_submit's refusals), file_pool.cpp (page cache,
+// blocking pool) and file_cancel.cpp (cancel, shutdown); aio_ring.hpp reads AIO completions.
 //
 // O_DIRECT files go through Linux AIO. `submit` queues the op as an iocb-to-be; when the op is the
 // last one its task queues before suspending, every queued op goes to the kernel in one
@@ -46,6 +48,7 @@
 #pragma once
 
 #include "driver/common/op_queue.hpp"
+#include "driver/common/op_traits.hpp"
 
 #include "galay/runtime.hpp"
 
@@ -93,19 +96,37 @@ private:
     /// op.aux of an fsync that io_submit refused and the pool redoes (see refuse_sync).
     static constexpr std::uint64_t kSyncRefusedByAio = 1;
 
-    static bool is_sync(OpCode c) noexcept { return c == OpCode::fsync || c == OpCode::fdatasync; }
     bool ensure_aio();
     /// Queue an op for io_submit (now, unless it is a Batch op marked MSG_MORE).
     void to_aio(IoOp& op);
     void refuse_sync(IoOp& op);
     /// One io_submit for everything queued (as far as slots allow); refused ops go to refused_.
     void submit_queued();
+#if GALAY_WITH_AIO
+    void prepare_iocb(iocb& cb, IoOp& op) const noexcept;
+
+    // submit_refusals.cpp: io_submit refused the iocb at to_submit_[off] with `r` (<= 0).
+    enum class SubmitRefusal : std::uint8_t {
+        retry_later,    ///< EAGAIN while requests are in flight: the rest waits for a later turn
+        sync_on_pool,   ///< EINVAL for an fsync iocb: fsync(2) on the pool (see refuse_sync)
+        without_nowait, ///< EOPNOTSUPP/EINVAL: no RWF_NOWAIT for AIO here; resubmit without it
+        fail_op,        ///< anything else: that op alone fails (completed by flush())
+    };
+    SubmitRefusal classify_refusal(int r, std::size_t off) const noexcept;
+    /// Apply the refusal's policy. Returns false when submission stops for this turn.
+    bool on_submit_refused(int r, std::size_t& off);
+    void requeue_unsubmitted(std::size_t off);
+    void redo_sync_on_pool(std::size_t& off);
+    void submit_without_nowait(std::size_t off) noexcept;
+    void fail_refused(int r, std::size_t& off);
+#endif
     bool read_cached(IoOp& op) noexcept;
     void to_pool(IoOp& op);
 #if GALAY_WITH_AIO
     void finish(const io_event& ev);
     void release_slot(iocb* cb) noexcept;
 #endif
+    // file_pool.cpp: the page cache and the blocking pool
     void drain_pool();
     /// On a pool thread: run `op`'s system call and hand it back.
     static void pool_run(void* engine, void* op) noexcept;

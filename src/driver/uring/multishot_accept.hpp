@@ -35,7 +35,7 @@ bool multishot_accept_supported() noexcept;
 
 class MultishotAccepts {
 public:
-    /// user_data tag of multishot accept completions (low 3 bits; see uring_driver.cpp).
+    /// user_data tag of multishot accept completions (low 3 bits; see uring_driver.hpp).
     static constexpr std::uint64_t kTag = 6;
 
     MultishotAccepts(io_uring& ring, Scheduler& sched, std::size_t& in_flight) noexcept
