@@ -52,15 +52,27 @@ public:
     int install(std::uint64_t mask) {
         std::lock_guard lk(m);
         if (g_efd.load(std::memory_order_relaxed) < 0) {
-            const int fd = ::eventfd(0, EFD_CLOEXEC); // blocking: the dispatcher sleeps in read
+            const int fd =
+                ::eventfd(0, EFD_CLOEXEC); // blocking: read only after ppoll says it is ready
             if (fd < 0) return errno;
             g_efd.store(fd, std::memory_order_release);
+            // The dispatcher starts with every signal blocked (it unblocks them only while it
+            // waits in ppoll): block them here around its creation, since a thread inherits
+            // the mask of the one that creates it.
+            sigset_t all, old;
+            sigfillset(&all);
+            ::pthread_sigmask(SIG_SETMASK, &all, &old);
+            int err = 0;
             try {
                 std::thread([this] { dispatch(); }).detach();
             } catch (const std::system_error& e) {
+                err = e.code().value() != 0 ? e.code().value() : EAGAIN;
+            }
+            ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+            if (err != 0) {
                 ::close(fd);
                 g_efd.store(-1, std::memory_order_release);
-                return e.code().value() != 0 ? e.code().value() : EAGAIN;
+                return err;
             }
         }
         for (int s = 1; s <= kMaxSignal; ++s) {
@@ -87,21 +99,19 @@ public:
 private:
     void dispatch() noexcept {
         ::pthread_setname_np(::pthread_self(), "galay-signal");
-        // Take any signal: this thread sleeps in poll(2), so a handler delivered here runs at
-        // once, even under ThreadSanitizer and even when every other thread blocks the signal
-        // (runtime/thread_signals.hpp).
+        // Every signal stays blocked here except while the thread waits in ppoll(2), which
+        // unblocks them all for the wait only: a signal routed to this thread is handled inside
+        // that call and nowhere else. That matters under ThreadSanitizer, which runs a handler at
+        // once only inside the calls it treats as blocking (ppoll is one) and was seen to lose
+        // one delivered elsewhere (runtime/thread_signals.hpp). Other threads take the signals
+        // as the kernel chooses; this one takes them even when every other thread blocks them.
         sigset_t none;
         sigemptyset(&none);
-        ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
         const int fd = g_efd.load(std::memory_order_acquire);
         for (;;) {
-            // Sleep in poll(2), not in the read: ThreadSanitizer runs a signal handler at once
-            // only in the calls it treats as blocking (poll is one, read is not); elsewhere it
-            // defers the handler until the call returns, and this read would wait for the very
-            // eventfd write that handler makes.
             pollfd p{fd, POLLIN, 0};
-            if (::poll(&p, 1, -1) < 0 && errno != EINTR) {
-                std::perror("galay: signal dispatcher: poll");
+            if (::ppoll(&p, 1, nullptr, &none) < 0 && errno != EINTR) {
+                std::perror("galay: signal dispatcher: ppoll");
                 return;
             }
             if ((p.revents & POLLIN) == 0) continue;
