@@ -15,6 +15,8 @@
 #pragma once
 
 #include "galay/detail/cancel.hpp"
+#include "galay/detail/join.hpp"
+#include "galay/detail/task_promise.hpp"
 
 #include <atomic>
 #include <cassert>
@@ -29,77 +31,11 @@
 
 namespace galay {
 
-template <class T = void>
-class Task;
-
-namespace detail {
-
-/// What every galay promise has: where to go when done, and the cancellation scope it runs in.
-struct PromiseBase {
-    std::coroutine_handle<> continuation;
-    CancelScope* scope = nullptr;
-
-    struct FinalAwaiter {
-        bool await_ready() const noexcept { return false; }
-        // Symmetric transfer: returning the continuation (instead of resuming it) lets the compiler
-        // turn the hand-off into a tail call, so deep await chains run in constant stack.
-        template <class P>
-        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) const noexcept {
-            std::coroutine_handle<> c = h.promise().continuation;
-            return c ? c : std::noop_coroutine();
-        }
-        void await_resume() const noexcept {}
-    };
-
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    [[nodiscard]] FinalAwaiter final_suspend() const noexcept { return {}; }
-};
-
-/// The cancellation scope of the coroutine behind `h`, if it is a galay coroutine.
-template <class P>
-CancelScope* scope_of(std::coroutine_handle<P> h) noexcept {
-    if constexpr (std::is_base_of_v<PromiseBase, P>)
-        return h.promise().scope;
-    else
-        return nullptr;
-}
-
-template <class T>
-struct TaskPromise : PromiseBase {
-    std::variant<std::monostate, T, std::exception_ptr> result;
-
-    Task<T> get_return_object() noexcept;
-    void unhandled_exception() noexcept { result.template emplace<2>(std::current_exception()); }
-    template <class U = T>
-    requires std::is_convertible_v<U&&, T>
-    void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-        result.template emplace<1>(std::forward<U>(v));
-    }
-    T take() {
-        if (result.index() == 2) std::rethrow_exception(std::get<2>(result));
-        assert(result.index() == 1 && "task resumed its awaiter without a result");
-        return std::move(std::get<1>(result));
-    }
-};
-
-template <>
-struct TaskPromise<void> : PromiseBase {
-    std::exception_ptr error;
-
-    Task<void> get_return_object() noexcept;
-    void unhandled_exception() noexcept { error = std::current_exception(); }
-    void return_void() noexcept {}
-    void take() {
-        if (error) std::rethrow_exception(error);
-    }
-};
-
-} // namespace detail
-
 /// A lazily started coroutine producing a `T`. Move-only; destroying it destroys the coroutine.
 template <class T>
 class [[nodiscard]] Task {
 public:
+    // (the promise: galay/detail/task_promise.hpp)
     using promise_type = detail::TaskPromise<T>;
     using handle_type = std::coroutine_handle<promise_type>;
     using value_type = T;
@@ -169,139 +105,8 @@ UnhandledExceptionHandler set_unhandled_exception_handler(UnhandledExceptionHand
 void report_unhandled_exception(std::exception_ptr e) noexcept;
 
 // ---------------------------------------------------------------------------------------------
-// when_all / when_any
+// when_all / when_any (their child coroutines and join awaiter: galay/detail/join.hpp)
 // ---------------------------------------------------------------------------------------------
-
-namespace detail {
-
-template <class T>
-using Lifted = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
-
-/// Shared by the children of one when_all/when_any: counts them down and resumes the parent.
-struct JoinState {
-    std::size_t remaining = 0;
-    std::coroutine_handle<> parent;
-    std::size_t winner = static_cast<std::size_t>(-1); // first child to finish (when_any)
-    CancelScope* losers = nullptr;                     // scope to cancel on first finish
-};
-
-/// A child coroutine of a join: runs one task, stores its outcome, counts down on completion.
-struct JoinChild {
-    struct promise_type : PromiseBase {
-        JoinState* join = nullptr;
-        std::size_t index = 0;
-        JoinChild get_return_object() noexcept {
-            return JoinChild{std::coroutine_handle<promise_type>::from_promise(*this)};
-        }
-        struct Final {
-            bool await_ready() const noexcept { return false; }
-            std::coroutine_handle<>
-            await_suspend(std::coroutine_handle<promise_type> h) const noexcept {
-                JoinState& j = *h.promise().join;
-                if (j.winner == static_cast<std::size_t>(-1)) {
-                    j.winner = h.promise().index;
-                    if (j.losers != nullptr) j.losers->request();
-                }
-                if (--j.remaining == 0) return j.parent;
-                return std::noop_coroutine();
-            }
-            void await_resume() const noexcept {}
-        };
-        Final final_suspend() const noexcept { return {}; }
-        void return_void() noexcept {}
-        // The body catches everything into the slot; reaching here is a bug in galay itself.
-        void unhandled_exception() noexcept { std::terminate(); }
-    };
-
-    explicit JoinChild(std::coroutine_handle<promise_type> h) noexcept
-        : h(h) {}
-    JoinChild(JoinChild&& o) noexcept
-        : h(std::exchange(o.h, {})) {}
-    JoinChild& operator=(JoinChild&&) = delete;
-    ~JoinChild() {
-        if (h) h.destroy();
-    }
-    std::coroutine_handle<promise_type> h;
-};
-
-/// One child's outcome: a value, or the exception it threw.
-template <class T>
-struct Slot {
-    std::optional<Lifted<T>> value;
-    std::exception_ptr error;
-
-    Lifted<T> take() {
-        if (error) std::rethrow_exception(error);
-        return std::move(*value);
-    }
-};
-
-template <class T>
-JoinChild run_child(Task<T> task, Slot<T>& slot) {
-    try {
-        if constexpr (std::is_void_v<T>) {
-            co_await std::move(task);
-            slot.value.emplace();
-        } else {
-            slot.value.emplace(co_await std::move(task));
-        }
-    } catch (...) {
-        slot.error = std::current_exception();
-    }
-}
-
-/// One child coroutine per task, each storing its outcome in the matching slot (not started).
-template <class... Ts>
-std::vector<JoinChild> make_children(std::tuple<Slot<Ts>...>& slots, Task<Ts>... tasks) {
-    std::vector<JoinChild> children;
-    children.reserve(sizeof...(Ts));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (children.push_back(run_child(std::move(tasks), std::get<I>(slots))), ...);
-    }
-    (std::index_sequence_for<Ts...>{});
-    return children;
-}
-template <class T>
-std::vector<JoinChild> make_children(std::vector<Slot<T>>& slots, std::vector<Task<T>>& tasks) {
-    std::vector<JoinChild> children;
-    children.reserve(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i)
-        children.push_back(run_child(std::move(tasks[i]), slots[i]));
-    return children;
-}
-
-/// Starts every child, then suspends the parent until the last one has finished.
-struct [[nodiscard]] JoinAwaiter {
-    JoinState& join;
-    std::vector<JoinChild>& children;
-    CancelScope* child_scope; // scope the children run in (null: inherit the parent's)
-
-    bool await_ready() const noexcept { return children.empty(); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> parent) noexcept {
-        join.parent = parent;
-        CancelScope* scope = child_scope;
-        if (scope != nullptr)
-            scope->attach_to(scope_of(parent));
-        else
-            scope = scope_of(parent);
-        join.remaining = children.size() + 1; // +1: no child resumes us before all have started
-        for (std::size_t i = 0; i < children.size(); ++i) {
-            auto& p = children[i].h.promise();
-            p.join = &join;
-            p.index = i;
-            p.scope = scope;
-            p.continuation = {};
-            children[i].h.resume();
-        }
-        return --join.remaining != 0;
-    }
-    void await_resume() const noexcept {
-        if (child_scope != nullptr) child_scope->detach();
-    }
-};
-
-} // namespace detail
 
 /// Run every task concurrently on the current scheduler; resumes when all have finished.
 /// Returns their results (void becomes std::monostate). If any threw, the first exception (in

@@ -31,14 +31,13 @@
 // The channel must outlive every wait on it (keep it in a shared_ptr or an outer frame).
 #pragma once
 
+#include "galay/detail/mpmc_ring.hpp"
 #include "galay/sync/waiter.hpp"
 
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -124,15 +123,7 @@ public:
 
     /// A channel that buffers up to `capacity` (>= 1) values; the buffer is allocated here, once.
     explicit Channel(std::size_t capacity)
-        : capacity_(capacity) {
-        if (capacity == 0) throw std::invalid_argument("galay::Channel: capacity must be >= 1");
-        if (capacity > (std::size_t{1} << 40))
-            throw std::invalid_argument("galay::Channel: capacity too large");
-        one_lap_ = std::bit_ceil(capacity + 1);
-        cells_ = std::allocator<Cell>().allocate(capacity_);
-        for (std::size_t i = 0; i < capacity_; ++i)
-            std::construct_at(&cells_[i].seq, i);
-    }
+        : ring_(checked_capacity(capacity)) {}
     Channel(const Channel&) = delete;
     Channel& operator=(const Channel&) = delete;
     /// Destroys the values still buffered. No task may be waiting on it.
@@ -140,9 +131,6 @@ public:
         std::optional<T> v;
         while (pop(v))
             v.reset();
-        for (std::size_t i = 0; i < capacity_; ++i)
-            std::destroy_at(&cells_[i].seq);
-        std::allocator<Cell>().deallocate(cells_, capacity_);
     }
 
     /// Send `value`, waiting while the channel is full. Gives `std::expected<void,
@@ -200,11 +188,11 @@ public:
     bool is_closed() const noexcept { return state_.load(std::memory_order_acquire) & kClosed; }
     /// Values buffered now (a snapshot while other threads send and receive).
     std::size_t size() const noexcept {
-        const std::size_t h = ordinal(head_.load(std::memory_order_acquire));
-        const std::size_t t = ordinal(tail_.load(std::memory_order_acquire));
-        return t > h ? std::min(t - h, capacity_) : 0;
+        const std::size_t h = ring_.ordinal(head_.load(std::memory_order_acquire));
+        const std::size_t t = ring_.ordinal(tail_.load(std::memory_order_acquire));
+        return t > h ? std::min(t - h, ring_.capacity()) : 0;
     }
-    std::size_t capacity() const noexcept { return capacity_; }
+    std::size_t capacity() const noexcept { return ring_.capacity(); }
     /// Tasks waiting to send (the channel is full) / to receive (it is empty) now.
     std::size_t waiting_senders() const noexcept {
         return waiting_senders_.load(std::memory_order_acquire);
@@ -216,65 +204,17 @@ public:
 private:
     enum class Done { ok, no, closed };
 
-    struct Cell {
-        std::atomic<std::size_t> seq; // == position: free for that push; position + 1: written
-        alignas(T) unsigned char storage[sizeof(T)];
-        T* value() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
-    };
+    static std::size_t checked_capacity(std::size_t capacity) {
+        if (capacity == 0) throw std::invalid_argument("galay::Channel: capacity must be >= 1");
+        if (capacity > (std::size_t{1} << 40))
+            throw std::invalid_argument("galay::Channel: capacity too large");
+        return capacity;
+    }
 
-    // --- the ring: Vyukov's bounded MPMC queue, with positions that carry a lap number in their
-    // high bits (index | lap * one_lap_) so that any capacity works without a division ---------
-    std::size_t next_position(std::size_t pos) const noexcept {
-        const std::size_t index = pos & (one_lap_ - 1);
-        return index + 1 < capacity_ ? pos + 1 : (pos & ~(one_lap_ - 1)) + one_lap_;
-    }
-    std::size_t ordinal(std::size_t pos) const noexcept {
-        return (pos / one_lap_) * capacity_ + (pos & (one_lap_ - 1));
-    }
-    /// Move `v` into a free cell; false (and `v` untouched) when the ring is full (or its oldest
-    /// cell is still being read).
-    bool push(T& v) {
-        std::size_t pos = tail_.load(std::memory_order_relaxed);
-        for (;;) {
-            Cell& c = cells_[pos & (one_lap_ - 1)];
-            const std::size_t stamp = c.seq.load(std::memory_order_acquire);
-            if (stamp == pos) { // free for this lap
-                if (tail_.compare_exchange_weak(pos, next_position(pos),
-                                                std::memory_order_relaxed)) {
-                    std::construct_at(c.value(), std::move(v));
-                    c.seq.store(pos + 1, std::memory_order_release);
-                    return true;
-                }
-            } else if (stamp + one_lap_ == pos + 1) {
-                return false; // still holds the previous lap's value
-            } else {
-                pos = tail_.load(std::memory_order_relaxed); // another sender took it
-            }
-        }
-    }
-    /// Move the oldest value into `out`; false when the ring is empty (or its oldest cell is
-    /// still being written).
-    bool pop(std::optional<T>& out) {
-        std::size_t pos = head_.load(std::memory_order_relaxed);
-        for (;;) {
-            Cell& c = cells_[pos & (one_lap_ - 1)];
-            const std::size_t stamp = c.seq.load(std::memory_order_acquire);
-            if (stamp == pos + 1) { // written this lap
-                if (head_.compare_exchange_weak(pos, next_position(pos),
-                                                std::memory_order_relaxed)) {
-                    T* p = c.value();
-                    out.emplace(std::move(*p));
-                    std::destroy_at(p);
-                    c.seq.store(pos + one_lap_, std::memory_order_release);
-                    return true;
-                }
-            } else if (stamp == pos) {
-                return false; // not written yet
-            } else {
-                pos = head_.load(std::memory_order_relaxed); // another receiver took it
-            }
-        }
-    }
+    /// The ring's positions live here, next to what the same side also writes (tail_ with state_,
+    /// head_ with recv_sync_): see detail::MpmcRing.
+    bool push(T& v) { return ring_.push(tail_, v); }
+    bool pop(std::optional<T>& out) { return ring_.pop(head_, out); }
 
     // --- sending -----------------------------------------------------------------------------
     /// The fast path: push unless closed, full, or senders are already waiting (FIFO).
@@ -390,9 +330,7 @@ private:
         }
     }
 
-    Cell* cells_ = nullptr;
-    std::size_t capacity_;
-    std::size_t one_lap_ = 0; // a power of two > capacity_: the lap unit of a position
+    detail::MpmcRing<T> ring_; // the cells (allocated once); the positions are tail_ and head_
     // Senders write tail_ and state_, receivers head_; the waiting counts are read on every
     // operation and written only when tasks start or stop waiting; the lock and the lists are
     // touched only then. Each group on its own cache line.
