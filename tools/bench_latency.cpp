@@ -201,23 +201,6 @@ Task<std::optional<std::string>> measure(Client& c, const RunOptions& o, const B
     co_return std::nullopt;
 }
 
-/// "1.1409 ms": five significant digits in the largest unit below the value.
-std::string format_time(double ns) {
-    const char* unit = "ns";
-    double v = ns;
-    if (ns >= 1e9) {
-        v = ns / 1e9, unit = "s";
-    } else if (ns >= 1e6) {
-        v = ns / 1e6, unit = "ms";
-    } else if (ns >= 1e3) {
-        v = ns / 1e3, unit = "µs";
-    }
-    const int decimals = v > 0 ? std::max(0, 4 - static_cast<int>(std::floor(std::log10(v)))) : 0;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v, unit);
-    return buf;
-}
-
 std::vector<double> per_iteration_times(const BenchResult& r) {
     std::vector<double> v;
     for (std::size_t i = 0; i < r.sample_ns.size(); ++i)
@@ -226,18 +209,10 @@ std::vector<double> per_iteration_times(const BenchResult& r) {
     return v;
 }
 
-/// `s` padded with spaces to `width` characters (UTF-8: "µ" is two bytes but one character).
-std::string pad(std::string s, std::size_t width) {
-    std::size_t chars = 0;
-    for (unsigned char c : s)
-        chars += (c & 0xC0) != 0x80;
-    if (chars < width) s.append(width - chars, ' ');
-    return s;
-}
-
 void print_table(const std::vector<BenchResult>& results) {
-    std::printf("\n%s%s%s%s%s%s\n", pad("benchmark", 37).c_str(), pad("time", 21).c_str(),
-                pad("95% CI", 26).c_str(), pad("median", 12).c_str(), pad("p99", 12).c_str(),
+    std::printf("\n%s%s%s%s%s%s\n", tools::pad_right("benchmark", 37).c_str(),
+                tools::pad_right("time", 21).c_str(), tools::pad_right("95% CI", 26).c_str(),
+                tools::pad_right("median", 12).c_str(), tools::pad_right("p99", 12).c_str(),
                 "outliers");
     for (const BenchResult& r : results) {
         const std::vector<double> t = per_iteration_times(r);
@@ -246,12 +221,15 @@ void print_table(const std::vector<BenchResult>& results) {
         const double p99 = tools::quantile(std::move(each), 0.99);
         char spread[32];
         std::snprintf(spread, sizeof spread, "±%.2f%%", s.spread_pct);
-        const std::string time = format_time(s.mean) + " " + spread;
-        const std::string ci = "[" + format_time(s.ci.low) + " " + format_time(s.ci.high) + "]";
-        std::printf("%s%s%s%s%s%d of %d (%d mild, %d severe)\n", pad(r.def->name, 37).c_str(),
-                    pad(time, 21).c_str(), pad(ci, 26).c_str(),
-                    pad(format_time(s.median), 12).c_str(), pad(format_time(p99), 12).c_str(),
-                    s.outliers.total(), s.samples, s.outliers.mild(), s.outliers.severe());
+        const std::string time = tools::human_time_ns(s.mean) + " " + spread;
+        const std::string ci =
+            "[" + tools::human_time_ns(s.ci.low) + " " + tools::human_time_ns(s.ci.high) + "]";
+        std::printf("%s%s%s%s%s%d of %d (%d mild, %d severe)\n",
+                    tools::pad_right(r.def->name, 37).c_str(), tools::pad_right(time, 21).c_str(),
+                    tools::pad_right(ci, 26).c_str(),
+                    tools::pad_right(tools::human_time_ns(s.median), 12).c_str(),
+                    tools::pad_right(tools::human_time_ns(p99), 12).c_str(), s.outliers.total(),
+                    s.samples, s.outliers.mild(), s.outliers.severe());
     }
 }
 

@@ -13,6 +13,7 @@
 // (no new messages; what is in flight must come back within a grace period or it is a
 // "short echo" error). Any error makes the exit code 1.
 #include "common.hpp"
+#include "common/format.hpp" // tools/common: the tools' number formats (no galay code)
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,8 @@ namespace {
 
 using i64 = int64_t;
 using u64 = uint64_t;
+using galay::tools::mib;
+using galay::tools::with_commas;
 
 i64 now_ns() {
     timespec ts;
@@ -131,16 +134,6 @@ struct Options {
     int server_pid = 0;
     bool json = false;
 };
-
-std::string group(u64 v) { // 304562 -> "304,562"
-    const std::string digits = std::to_string(v);
-    std::string out;
-    for (size_t i = 0; i < digits.size(); ++i) {
-        if (i && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return out;
-}
 
 // utime + stime of a process (all threads), in seconds. Granularity is one clock tick (10 ms).
 std::optional<double> process_cpu(int pid) {
@@ -416,10 +409,10 @@ void Client::start_traffic(i64 now) {
 void Client::tick(i64 now) {
     const double secs = static_cast<double>(now - last_tick_) / kSec;
     const u64 n = successful_ - last_tick_ok_;
-    const double mbps = static_cast<double>(n * o_.size) / (1 << 20) / secs;
+    const double mbps = mib(static_cast<double>(n * o_.size)) / secs;
     std::fprintf(human(), "[%ds] QPS: %s | Throughput: %.2f MB/s | Total: %s | Errors: %s\n",
-                 ++tick_no_, group(static_cast<u64>(std::llround(n / secs))).c_str(), mbps,
-                 group(successful_).c_str(), group(errors_).c_str());
+                 ++tick_no_, with_commas(static_cast<u64>(std::llround(n / secs))).c_str(), mbps,
+                 with_commas(successful_).c_str(), with_commas(errors_).c_str());
     std::fflush(human());
     last_tick_ = now;
     last_tick_ok_ = successful_;
@@ -480,7 +473,8 @@ int Client::run() {
             if (in_progress_ == 0 && next_to_connect_ == conns_.size()) {
                 if (err_connect_)
                     std::fprintf(stderr, "raw_client: %s of %d connections to %s failed\n",
-                                 group(err_connect_).c_str(), o_.connections, target_.c_str());
+                                 with_commas(err_connect_).c_str(), o_.connections,
+                                 target_.c_str());
                 if (alive_ == 0) {
                     std::fprintf(stderr, "raw_client: no connection could be established\n");
                     report();
@@ -561,7 +555,7 @@ void Client::report() {
     const double secs = std::max<i64>(measure_end_ - measure_start_, 1) / double(kSec);
     const u64 bytes = successful_ * o_.size;
     const double qps = static_cast<double>(successful_) / secs;
-    const double mbps = static_cast<double>(bytes) / (1 << 20) / secs;
+    const double mbps = mib(static_cast<double>(bytes)) / secs;
     const double us = 1e-3;
     std::optional<double> cpu;
     if (o_.server_pid) {
@@ -577,9 +571,9 @@ void Client::report() {
         std::fprintf(stderr,
                      "raw_client: %s errors (connect %s, mismatch %s, reset/closed %s, short echo "
                      "%s)\n",
-                     group(errors_).c_str(), group(err_connect_).c_str(),
-                     group(err_mismatch_).c_str(), group(err_reset_).c_str(),
-                     group(err_short_).c_str());
+                     with_commas(errors_).c_str(), with_commas(err_connect_).c_str(),
+                     with_commas(err_mismatch_).c_str(), with_commas(err_reset_).c_str(),
+                     with_commas(err_short_).c_str());
 
     if (o_.json) {
         nlohmann::ordered_json j;
@@ -607,12 +601,12 @@ void Client::report() {
         return;
     }
     std::printf("=== Final Results ===\n");
-    std::printf("Total Requests: %s\n", group(requests_).c_str());
-    std::printf("Successful: %s\n", group(successful_).c_str());
-    std::printf("Errors: %s\n", group(errors_).c_str());
-    std::printf("Total Data: %.2f MB\n", static_cast<double>(bytes) / (1 << 20));
+    std::printf("Total Requests: %s\n", with_commas(requests_).c_str());
+    std::printf("Successful: %s\n", with_commas(successful_).c_str());
+    std::printf("Errors: %s\n", with_commas(errors_).c_str());
+    std::printf("Total Data: %.2f MB\n", mib(static_cast<double>(bytes)));
     std::printf("Measured Time: %.3f seconds\n", secs);
-    std::printf("Average QPS: %s\n", group(static_cast<u64>(std::llround(qps))).c_str());
+    std::printf("Average QPS: %s\n", with_commas(static_cast<u64>(std::llround(qps))).c_str());
     std::printf("Average Throughput: %.2f MB/s\n", mbps);
     std::printf("Latency mean: %.2f us\n", hist_.mean() * us);
     std::printf("Latency p50: %.2f us\n", hist_.percentile(50) * us);

@@ -1,13 +1,16 @@
-// The tools' shared command-line pieces (tools/common/cli, tools/common/signals) and each tool's
-// parser called as a function, as the fuzz targets call them.
+// The tools' shared command-line pieces (tools/common/cli, tools/common/signals), their number
+// formats (tools/common/format.hpp), and each tool's parser called as a function, as the fuzz
+// targets call them.
 #include "args/bench_client.hpp"
 #include "args/bench_file_io.hpp"
 #include "args/bench_udp.hpp"
 #include "common/cli.hpp"
+#include "common/format.hpp"
 #include "common/signals.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <limits>
@@ -38,6 +41,48 @@ TEST(CheckedArithmetic, OverflowIsNullopt) {
     EXPECT_EQ(tools::checked_add({1, 2, 3}), 6u);
     EXPECT_EQ(tools::human_bytes(1536), "1.5 KiB");
     EXPECT_EQ(tools::human_bytes(512ull << 30), "512.0 GiB");
+}
+
+// What the tools print: each format as the tools printed it before there was one set.
+TEST(Formats, NumbersWithThousandsSeparators) {
+    EXPECT_EQ(tools::with_commas(0), "0");
+    EXPECT_EQ(tools::with_commas(999), "999");
+    EXPECT_EQ(tools::with_commas(1000), "1,000");
+    EXPECT_EQ(tools::with_commas(1234567), "1,234,567");
+    EXPECT_EQ(tools::with_commas_2dp(34977.264), "34,977.26");
+    EXPECT_EQ(tools::with_commas_2dp(999.996), "1,000.00"); // the cents carry into the whole
+    EXPECT_EQ(tools::with_commas_2dp(0.5), "0.50");
+}
+
+TEST(Formats, BytesInTheToolsMessagesAndInAioBench) {
+    EXPECT_EQ(tools::human_bytes(100), "100 bytes");
+    EXPECT_EQ(tools::human_bytes(1536), "1.5 KiB");
+    EXPECT_EQ(tools::human_bytes(256ull << 20), "256.0 MiB");
+    EXPECT_EQ(tools::human_bytes_compact(100), "100 B");
+    EXPECT_EQ(tools::human_bytes_compact(1536), "1.5 KiB");
+    EXPECT_EQ(tools::human_bytes_compact(256ull << 20), "256 MiB");
+    EXPECT_EQ(tools::human_bytes_compact(5ull << 50), "5120 TiB"); // TiB is its largest unit
+}
+
+TEST(Formats, FixedGeneralAndRates) {
+    EXPECT_EQ(tools::fixed(3.14159, 2), "3.14");
+    EXPECT_EQ(tools::fixed(0.00004, 4), "0.0000");
+    EXPECT_EQ(tools::general(0.1), "0.1");
+    EXPECT_EQ(tools::general(1e7), "1e+07");
+    EXPECT_EQ(tools::mib(3 * 1048576.0), 3.0);
+    EXPECT_EQ(tools::per_second(10, 2), 5.0);
+    EXPECT_EQ(tools::per_second(10, 0), 0.0); // no time passed: no rate, not inf
+    EXPECT_EQ(tools::seconds_of(std::chrono::milliseconds(1500)), 1.5);
+}
+
+TEST(Formats, TimesInFiveSignificantDigitsAndUtf8Padding) {
+    EXPECT_EQ(tools::human_time_ns(1140900), "1.1409 ms");
+    EXPECT_EQ(tools::human_time_ns(999), "999.00 ns");
+    EXPECT_EQ(tools::human_time_ns(1500), "1.5000 µs");
+    EXPECT_EQ(tools::human_time_ns(2.5e9), "2.5000 s");
+    EXPECT_EQ(tools::human_time_ns(0), "0 ns");
+    EXPECT_EQ(tools::pad_right("µs", 4), "µs  "); // "µ" is two bytes, one character
+    EXPECT_EQ(tools::pad_right("abcdef", 3), "abcdef");
 }
 
 TEST(StopSignals, TimeoutsDuplicateIsOneRequestAndAnythingElseForcesTheExit) {

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "common/format.hpp"
+
 #include <cmath>
 #include <optional>
 #include <string>
@@ -9,11 +11,7 @@ namespace aiob {
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
-double per_sec(uint64_t v, double s) {
-    return s > 0 ? double(v) / s : 0.0;
-}
+namespace tools = galay::tools;
 
 uint64_t ios_done(const Results& r) {
     return r.total_ops() + r.errors;
@@ -102,20 +100,14 @@ std::vector<Figure> process_figures(const Results& r) {
 std::vector<Figure> main_figures(const Results& r) {
     std::vector<Figure> f;
     const LatencyHistogram h = r.all_lat();
-    f.push_back({"IOPS", "iops", "", per_sec(r.total_ops(), r.elapsed_s), "", 1});
+    f.push_back({"IOPS", "iops", "", tools::per_second(r.total_ops(), r.elapsed_s), "", 1});
     f.push_back({"Bandwidth", "bandwidth_mib_s", "MiB/s",
-                 per_sec(r.total_bytes(), r.elapsed_s) / kMiB, "", 2});
+                 tools::mib(tools::per_second(r.total_bytes(), r.elapsed_s)), "", 2});
     f.push_back({"Latency mean", "lat_mean_us", "us", h.mean_ns() / 1e3, "", 2});
     for (auto& p : kPcts)
         f.push_back({std::string("Latency ") + p.name, std::string("lat_") + p.key + "_us", "us",
                      h.fio_percentile(p.p) / 1e3, "", 2});
     return f;
-}
-
-std::string fmt(double v, int decimals) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.*f", decimals, v);
-    return b;
 }
 
 } // namespace
@@ -154,14 +146,14 @@ void print_live(std::FILE* out, const char* prefix, const SecondSample& s) {
     std::fprintf(out,
                  "%s[%7.2fs] read %9.0f IOPS %9.2f MiB/s | write %9.0f IOPS %9.2f MiB/s | "
                  "lat mean %9.2f us\n",
-                 prefix, s.t_s, per_sec(s.read_ops, s.interval_s),
-                 per_sec(s.read_bytes, s.interval_s) / kMiB, per_sec(s.write_ops, s.interval_s),
-                 per_sec(s.write_bytes, s.interval_s) / kMiB, s.lat_mean_ns / 1e3);
+                 prefix, s.t_s, tools::per_second(s.read_ops, s.interval_s),
+                 tools::mib(tools::per_second(s.read_bytes, s.interval_s)),
+                 tools::per_second(s.write_ops, s.interval_s),
+                 tools::mib(tools::per_second(s.write_bytes, s.interval_s)), s.lat_mean_ns / 1e3);
     std::fflush(out);
 }
 
 void print_text(std::FILE* out, const Config& cfg, const Results& r) {
-    auto mib = [](uint64_t b) { return double(b) / kMiB; };
     auto ull = [](uint64_t v) { return static_cast<unsigned long long>(v); };
     std::fprintf(out, "\n=== Results (%s) ===\n", std::string(to_string(r.engine)).c_str());
     std::fprintf(out, "Total time:          %.6f s%s\n", r.elapsed_s,
@@ -170,11 +162,11 @@ void print_text(std::FILE* out, const Config& cfg, const Results& r) {
     std::fprintf(out, "Read ops:            %llu\n", ull(r.read.ops));
     std::fprintf(out, "Write ops:           %llu\n", ull(r.write.ops));
     std::fprintf(out, "Total bytes:         %llu (%.2f MiB)\n", ull(r.total_bytes()),
-                 mib(r.total_bytes()));
+                 tools::mib(r.total_bytes()));
     std::fprintf(out, "Read bytes:          %llu (%.2f MiB)\n", ull(r.read.bytes),
-                 mib(r.read.bytes));
+                 tools::mib(r.read.bytes));
     std::fprintf(out, "Write bytes:         %llu (%.2f MiB)\n", ull(r.write.bytes),
-                 mib(r.write.bytes));
+                 tools::mib(r.write.bytes));
     std::fprintf(out, "Errors:              %llu\n", ull(r.errors));
     if (cfg.verify)
         std::fprintf(out, "Verify errors:       %llu (%llu blocks read and checked%s)\n",
@@ -186,14 +178,16 @@ void print_text(std::FILE* out, const Config& cfg, const Results& r) {
                             : f.label == "Bandwidth" ? "Average bandwidth"
                                                      : f.label;
         std::fprintf(out, "%-20s %s%s%s\n", (label + ":").c_str(),
-                     fmt(*f.value, f.decimals).c_str(), f.unit.empty() ? "" : " ", f.unit.c_str());
+                     tools::fixed(*f.value, f.decimals).c_str(), f.unit.empty() ? "" : " ",
+                     f.unit.c_str());
     }
     std::fprintf(out, "(latency: submit to completion, per I/O, like fio's lat)\n");
     if (r.read.ops && r.write.ops) {
         for (const auto* d : {&r.read, &r.write}) {
             std::fprintf(out, "%-6s %llu ops, %.1f IOPS, %.2f MiB/s, latency mean %.2f",
                          d == &r.read ? "Read:" : "Write:", ull(d->ops),
-                         per_sec(d->ops, r.elapsed_s), per_sec(d->bytes, r.elapsed_s) / kMiB,
+                         tools::per_second(d->ops, r.elapsed_s),
+                         tools::mib(tools::per_second(d->bytes, r.elapsed_s)),
                          d->lat.mean_ns() / 1e3);
             for (auto& p : kPcts)
                 std::fprintf(out, " %s %.2f", p.name, d->lat.fio_percentile(p.p) / 1e3);
@@ -206,7 +200,7 @@ void print_text(std::FILE* out, const Config& cfg, const Results& r) {
         for (auto& f : cpu_figures(r)) {
             if (f.value)
                 std::fprintf(out, "%-20s %s %s\n", (f.label + ":").c_str(),
-                             fmt(*f.value, f.decimals).c_str(), f.unit.c_str());
+                             tools::fixed(*f.value, f.decimals).c_str(), f.unit.c_str());
             else
                 std::fprintf(out, "%-20s %s\n", (f.label + ":").c_str(), f.missing.c_str());
         }
@@ -214,8 +208,9 @@ void print_text(std::FILE* out, const Config& cfg, const Results& r) {
         std::fprintf(out,
                      "%-20s %s ns per I/O, %s%% of one core (user %.3f s, sys %.3f s; whole "
                      "process incl. io_uring kernel workers)\n",
-                     "process CPU:", pf[0].value ? fmt(*pf[0].value, 1).c_str() : "-",
-                     pf[1].value ? fmt(*pf[1].value, 1).c_str() : "-", r.proc_user_s, r.proc_sys_s);
+                     "process CPU:", pf[0].value ? tools::fixed(*pf[0].value, 1).c_str() : "-",
+                     pf[1].value ? tools::fixed(*pf[1].value, 1).c_str() : "-", r.proc_user_s,
+                     r.proc_sys_s);
     }
     std::fprintf(out, "=================\n");
     std::fflush(out);
@@ -283,15 +278,15 @@ nlohmann::json results_json(const Config& cfg, const Results& r) {
     j["bytes"] = {{"total", r.total_bytes()}, {"read", r.read.bytes}, {"write", r.write.bytes}};
     j["errors"] = r.errors;
     j["verify_errors"] = r.verify_errors;
-    j["iops"] = per_sec(r.total_ops(), r.elapsed_s);
-    j["bandwidth_mib_s"] = per_sec(r.total_bytes(), r.elapsed_s) / kMiB;
+    j["iops"] = tools::per_second(r.total_ops(), r.elapsed_s);
+    j["bandwidth_mib_s"] = tools::mib(tools::per_second(r.total_bytes(), r.elapsed_s));
     j["latency_ns"] = lat_json(r.all_lat());
     for (const auto* d : {&r.read, &r.write}) {
         nlohmann::json dj;
         dj["ops"] = d->ops;
         dj["bytes"] = d->bytes;
-        dj["iops"] = per_sec(d->ops, r.elapsed_s);
-        dj["bandwidth_mib_s"] = per_sec(d->bytes, r.elapsed_s) / kMiB;
+        dj["iops"] = tools::per_second(d->ops, r.elapsed_s);
+        dj["bandwidth_mib_s"] = tools::mib(tools::per_second(d->bytes, r.elapsed_s));
         dj["latency_ns"] = lat_json(d->lat);
         j[d == &r.read ? "read" : "write"] = dj;
     }
@@ -325,12 +320,13 @@ nlohmann::json results_json(const Config& cfg, const Results& r) {
     if (cfg.per_second) {
         nlohmann::json ps = nlohmann::json::array();
         for (auto& s : r.per_second)
-            ps.push_back({{"t_s", s.t_s},
-                          {"read_iops", per_sec(s.read_ops, s.interval_s)},
-                          {"write_iops", per_sec(s.write_ops, s.interval_s)},
-                          {"read_mib_s", per_sec(s.read_bytes, s.interval_s) / kMiB},
-                          {"write_mib_s", per_sec(s.write_bytes, s.interval_s) / kMiB},
-                          {"lat_mean_ns", s.lat_mean_ns}});
+            ps.push_back(
+                {{"t_s", s.t_s},
+                 {"read_iops", tools::per_second(s.read_ops, s.interval_s)},
+                 {"write_iops", tools::per_second(s.write_ops, s.interval_s)},
+                 {"read_mib_s", tools::mib(tools::per_second(s.read_bytes, s.interval_s))},
+                 {"write_mib_s", tools::mib(tools::per_second(s.write_bytes, s.interval_s))},
+                 {"lat_mean_ns", s.lat_mean_ns}});
         j["per_second"] = ps;
     }
     return j;
@@ -366,11 +362,11 @@ void print_compare(std::FILE* out, const Config& cfg, const Results& a, const Re
             label += " (" + u + ")";
         }
         auto cell = [](const Figure& f) {
-            return f.value ? fmt(*f.value, f.decimals) : std::string("n/a");
+            return f.value ? tools::fixed(*f.value, f.decimals) : std::string("n/a");
         };
         auto d = diff_pct(fa[i], fb[i]);
         std::fprintf(out, "%-40s %14s %14s %9s\n", label.c_str(), cell(fa[i]).c_str(),
-                     cell(fb[i]).c_str(), d ? (fmt(*d, 1) + "%").c_str() : "-");
+                     cell(fb[i]).c_str(), d ? (tools::fixed(*d, 1) + "%").c_str() : "-");
     }
     std::fprintf(out, "%-40s %14llu %14llu\n", "errors", static_cast<unsigned long long>(a.errors),
                  static_cast<unsigned long long>(b.errors));

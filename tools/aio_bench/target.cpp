@@ -2,6 +2,8 @@
 
 #include "verify.hpp"
 
+#include "common/format.hpp"
+
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
@@ -51,17 +53,6 @@ namespace {
 
 std::string errstr(int e) {
     return std::strerror(e);
-}
-
-std::string human(uint64_t bytes) {
-    const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while (v >= 1024 && u < 4)
-        v /= 1024, ++u;
-    char b[32];
-    std::snprintf(b, sizeof b, u ? "%.4g %s" : "%.0f %s", v, unit[u]);
-    return b;
 }
 
 std::string fs_name(long type) {
@@ -203,9 +194,10 @@ std::expected<Target, std::string> open_target(const Config& cfg, uint64_t seed)
             int e = errno;
             if (e == ENOSPC)
                 return std::unexpected("-f " + p + ": not enough space for --size " +
-                                       human(t.size));
+                                       galay::tools::human_bytes_compact(t.size));
             if (::ftruncate(fd, static_cast<off_t>(t.size)) != 0)
-                return std::unexpected("-f " + p + ": cannot size to " + human(t.size) + ": " +
+                return std::unexpected("-f " + p + ": cannot size to " +
+                                       galay::tools::human_bytes_compact(t.size) + ": " +
                                        errstr(errno));
         }
         if (need_fill) {

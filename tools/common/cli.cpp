@@ -47,12 +47,6 @@ int print_exit(const CliExit& e) {
 
 namespace {
 
-std::string number(double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
 /// CLI11 converts a floating-point option through strtold and then narrows it: the validator
 /// sees the long double, so that "1e-400" (0 as a double) is seen for what it is.
 std::optional<long double> to_number(const std::string& s) {
@@ -70,7 +64,7 @@ std::optional<std::string> not_a_plain_number(long double v) {
     if (std::isnan(v)) return "not a number";
     if (std::isinf(v)) return "infinite";
     if (v != 0 && std::fabs(v) < std::numeric_limits<double>::min())
-        return number(double(v)) + " is denormal (or 0 once stored)";
+        return general(double(v)) + " is denormal (or 0 once stored)";
     return std::nullopt;
 }
 
@@ -80,8 +74,8 @@ std::optional<std::string> seconds_problem(long double v, double lo, double hi) 
     if (auto p = not_a_plain_number(v)) return p;
     const double d = static_cast<double>(v); // the value the option holds
     if (d < lo || d > hi)
-        return number(d) + " is outside " + number(lo) + " .. " + number(hi) + " seconds";
-    if (d > 0 && d < 1e-9) return number(d) + " s is below 1 ns (it would be 0)";
+        return general(d) + " is outside " + general(lo) + " .. " + general(hi) + " seconds";
+    if (d > 0 && d < 1e-9) return general(d) + " s is below 1 ns (it would be 0)";
     return std::nullopt;
 }
 
@@ -93,7 +87,7 @@ CLI::Validator seconds(double lo, double hi) {
             auto problem = seconds_problem(*v, lo, hi);
             return problem ? *problem : std::string();
         },
-        "SECONDS in [" + number(lo) + " - " + number(hi) + "]");
+        "SECONDS in [" + general(lo) + " - " + general(hi) + "]");
 }
 
 CLI::Validator finite_range(double lo, double hi) {
@@ -104,10 +98,10 @@ CLI::Validator finite_range(double lo, double hi) {
             if (auto p = not_a_plain_number(*v)) return "'" + s + "' is " + *p;
             const double d = static_cast<double>(*v);
             if (d < lo || d > hi)
-                return number(d) + " is outside " + number(lo) + " .. " + number(hi);
+                return general(d) + " is outside " + general(lo) + " .. " + general(hi);
             return {};
         },
-        "NUMBER in [" + number(lo) + " - " + number(hi) + "]");
+        "NUMBER in [" + general(lo) + " - " + general(hi) + "]");
 }
 
 std::optional<std::uint64_t> checked_mul(std::initializer_list<std::uint64_t> factors) {
@@ -135,22 +129,6 @@ std::uint64_t memory_limit_bytes() {
             limit = std::min<std::uint64_t>(limit, rl.rlim_cur);
     }
     return limit;
-}
-
-std::string human_bytes(std::uint64_t bytes) {
-    static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = double(bytes);
-    int u = 0;
-    while (v >= 1024 && u < 6) {
-        v /= 1024;
-        ++u;
-    }
-    char buf[48];
-    if (u == 0)
-        std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
-    else
-        std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-    return buf;
 }
 
 std::optional<CliExit> check_memory(const std::string& tool, std::optional<std::uint64_t> need,

@@ -15,6 +15,8 @@
 //   the machine has (memory_limit_bytes) before anything is allocated.
 #pragma once
 
+#include "common/format.hpp" // human_bytes, and every other number format
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -70,9 +72,6 @@ std::optional<std::uint64_t> checked_add(std::initializer_list<std::uint64_t> te
 
 /// The memory a run may plan to use: physical RAM, or RLIMIT_AS / RLIMIT_DATA when lower.
 std::uint64_t memory_limit_bytes();
-
-/// 1536 -> "1.5 KiB", 3 << 30 -> "3.0 GiB".
-std::string human_bytes(std::uint64_t bytes);
 
 /// Nullopt when `need` bytes (nullopt: more than 2^64) fit in memory_limit_bytes(); otherwise
 /// the usage error "<tool>: error: <what> needs N of memory but this machine has M; lower <hint>".

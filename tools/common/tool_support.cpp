@@ -57,11 +57,19 @@ void raise_fd_limit_to_max() {
     }
 }
 
-std::string with_commas(std::uint64_t v) {
-    std::string s = std::to_string(v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-        s.insert(static_cast<std::size_t>(i), ",");
-    return s;
+bool start_scheduler(std::optional<Scheduler>& sched, Backend backend, const char* tool) {
+    try {
+        sched.emplace(SchedulerOptions{.backend = backend});
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", tool, e.what());
+        return false;
+    }
+    return true;
+}
+
+void print_error_count(const char* tool, std::uint64_t errors) {
+    std::fprintf(stderr, "%s: %s error%s (see above): exit code 1\n", tool,
+                 with_commas(errors).c_str(), errors == 1 ? "" : "s");
 }
 
 std::optional<double> process_cpu_seconds(int pid) {

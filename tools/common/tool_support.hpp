@@ -1,9 +1,11 @@
-// Small things every benchmark tool needs: a --backend flag, raising the fd limit, numbers with
-// thousands separators, reading a process's CPU time, waiting for Ctrl-C in a coroutine.
-// (Command lines, exit codes and memory checks: common/cli.hpp; signals: common/signals.hpp.)
+// Small things every benchmark tool needs: a --backend flag, raising the fd limit, reading a
+// process's CPU time, waiting for Ctrl-C in a coroutine. (Command lines, exit codes and memory
+// checks: common/cli.hpp; signals: common/signals.hpp; numbers, bytes and times:
+// common/format.hpp.)
 #pragma once
 
 #include "common/cli.hpp"
+#include "common/format.hpp"
 #include "common/signals.hpp"
 
 #include <galay/runtime.hpp>
@@ -27,8 +29,12 @@ bool ensure_fd_limit(std::uint64_t needed, const char* tool);
 /// Raise the soft fd limit to the hard limit, quietly (servers: accept reports EMFILE itself).
 void raise_fd_limit_to_max();
 
-/// 1234567 -> "1,234,567".
-std::string with_commas(std::uint64_t v);
+/// Start `sched` on `backend`. When it cannot start (io_uring missing or refused, say), print
+/// "<tool>: <why>" and return false: the tool then exits 1.
+bool start_scheduler(std::optional<Scheduler>& sched, Backend backend, const char* tool);
+
+/// "<tool>: N error(s) (see above): exit code 1" on stderr, for a run that counted errors.
+void print_error_count(const char* tool, std::uint64_t errors);
 
 /// utime+stime of process `pid` in seconds (from /proc/<pid>/stat), or nullopt.
 std::optional<double> process_cpu_seconds(int pid);
