@@ -193,8 +193,9 @@ struct Report {
     int interrupted_by = 0; // the signal that ended the run early, or 0
 };
 
-double mib(std::uint64_t requests, std::size_t size) {
-    return double(requests) * double(size) * 2.0 / double(1 << 20); // sent + received
+/// MiB moved by `requests` requests of `size` bytes: sent + received.
+double request_mib(std::uint64_t requests, std::size_t size) {
+    return tools::mib(double(requests) * double(size) * 2.0);
 }
 
 /// The measured window: warm-up, then -d seconds with a line per second.
@@ -214,7 +215,7 @@ struct Window {
     void close() {
         if (!st.measuring) return;
         st.measuring = false;
-        rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        rep.seconds = tools::seconds_of(Clock::now() - start);
         if (cpu0) {
             auto cpu1 = tools::process_cpu_seconds(st.opt.server_pid);
             if (cpu1) rep.server_cpu = *cpu1 - *cpu0;
@@ -237,8 +238,9 @@ struct Window {
             const std::uint64_t now_ok = st.ok;
             std::FILE* out = o.json ? stderr : stdout;
             std::fprintf(out, "[%ds] QPS: %s | Throughput: %.2f MB/s | Total: %s | Errors: %s\n",
-                         sec, tools::with_commas(now_ok - last).c_str(), mib(now_ok - last, o.size),
-                         tools::with_commas(now_ok).c_str(), tools::with_commas(st.errors).c_str());
+                         sec, tools::with_commas(now_ok - last).c_str(),
+                         request_mib(now_ok - last, o.size), tools::with_commas(now_ok).c_str(),
+                         tools::with_commas(st.errors).c_str());
             std::fflush(out);
             last = now_ok;
         }
@@ -307,13 +309,105 @@ Task<Report> run(State& st) {
     co_return rep;
 }
 
-} // namespace
+/// What the run measured, ready to print.
+struct Figures {
+    std::uint64_t total = 0; // requests: successful + errors
+    double secs = 0;
+    double qps = 0, mbps = 0;
+    std::optional<double> cpu_per_req; // server CPU us per request (--server-pid)
+};
 
-int main(int argc, char** argv) {
-    auto parsed = tools::bench_client::parse_args(tools::args_from(argc, argv));
-    if (!parsed) return tools::print_exit(parsed.error());
-    const Options& o = *parsed;
+Figures figures_of(const State& st, const Report& rep) {
+    const Options& o = st.opt;
+    Figures f;
+    f.total = st.ok + st.errors;
+    f.secs = rep.seconds;
+    f.qps = tools::per_second(double(st.ok), f.secs);
+    f.mbps = tools::per_second(request_mib(st.ok, o.size), f.secs);
+    if (rep.server_cpu && st.ok > 0) f.cpu_per_req = *rep.server_cpu * 1e6 / double(st.ok);
+    return f;
+}
 
+double us(const State& st, double q) {
+    return double(st.hist.percentile_ns(q)) / 1000.0;
+}
+
+void print_header(const Options& o, const char* backend) {
+    std::printf("=== Benchmark Client ===\nTarget: %s:%u\nConnections: %u\nMessage Size: %zu "
+                "bytes\nDuration: %g seconds\n",
+                o.host.c_str(), o.port, o.connections, o.size, o.duration);
+    if (o.pipeline > 1) std::printf("Pipeline: %u\n", o.pipeline);
+    if (o.warmup > 0) std::printf("Warmup: %g seconds\n", o.warmup);
+    std::printf("Backend: %s\n========================\n\n", backend);
+    std::fflush(stdout);
+}
+
+void print_json(const State& st, const Report& rep, const Figures& f, const char* backend) {
+    const Options& o = st.opt;
+    nlohmann::json j = {
+        {"tool", "bench_client"},
+        {"backend", backend},
+        {"host", o.host},
+        {"port", o.port},
+        {"connections", o.connections},
+        {"connected", rep.connected},
+        {"message_size", o.size},
+        {"pipeline", o.pipeline},
+        {"duration_s", f.secs},
+        {"requests", f.total},
+        {"successful", st.ok},
+        {"errors", st.errors},
+        {"bytes", st.ok * o.size * 2},
+        {"qps", f.qps},
+        {"throughput_mbps", f.mbps},
+        {"latency_us",
+         {{"mean", st.hist.mean_ns() / 1000.0},
+          {"p50", us(st, 0.50)},
+          {"p99", us(st, 0.99)},
+          {"p999", us(st, 0.999)},
+          {"max", double(st.hist.max_ns()) / 1000.0}}},
+        {"server_cpu_s", rep.server_cpu ? nlohmann::json(*rep.server_cpu) : nullptr},
+        {"server_cpu_us_per_req", f.cpu_per_req ? nlohmann::json(*f.cpu_per_req) : nullptr},
+        {"interrupted", rep.interrupted_by != 0},
+    };
+    std::printf("%s\n", j.dump().c_str());
+}
+
+void print_text(const State& st, const Report& rep, const Figures& f) {
+    const Options& o = st.opt;
+    std::printf("\n=== Final Results ===\n");
+    if (rep.interrupted_by != 0)
+        std::printf("Interrupted: %s after %.2f of %g measured seconds\n",
+                    rep.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM", f.secs, o.duration);
+    std::printf("Total Requests: %s\n", tools::with_commas(f.total).c_str());
+    std::printf("Successful: %s\n", tools::with_commas(st.ok).c_str());
+    std::printf("Errors: %s\n", tools::with_commas(st.errors).c_str());
+    std::printf("Total Data: %.2f MB\n", request_mib(st.ok, o.size));
+    std::printf("Average QPS: %s\n", tools::with_commas(static_cast<std::uint64_t>(f.qps)).c_str());
+    std::printf("Average Throughput: %.2f MB/s\n", f.mbps);
+    if (st.hist.count() > 0)
+        std::printf("Latency (us): p50 %.1f | p99 %.1f | p99.9 %.1f | mean %.1f | max %.1f\n",
+                    us(st, 0.50), us(st, 0.99), us(st, 0.999), st.hist.mean_ns() / 1000.0,
+                    double(st.hist.max_ns()) / 1000.0);
+    if (f.cpu_per_req)
+        std::printf("Server CPU: %.3f s, %.3f us per request\n", *rep.server_cpu, *f.cpu_per_req);
+}
+
+/// 0, or 1 when a request failed or none completed in the window.
+int exit_code(const State& st) {
+    if (st.errors > 0) {
+        tools::print_error_count("bench_client", st.errors);
+        return 1;
+    }
+    if (st.ok == 0) {
+        std::fprintf(stderr, "bench_client: no request completed in the measured window\n");
+        return 1;
+    }
+    return 0;
+}
+
+/// What must hold before anything runs; the exit code when it does not.
+std::optional<int> prepare(const Options& o) {
     if (o.server_pid > 0 && !tools::process_cpu_seconds(o.server_pid)) {
         std::fprintf(stderr, "bench_client: --server-pid %d: no such process\n", o.server_pid);
         return 2;
@@ -321,23 +415,20 @@ int main(int argc, char** argv) {
     if (!tools::ensure_fd_limit(o.connections + 64ull, "bench_client")) return 1;
     std::signal(SIGPIPE, SIG_IGN);
     tools::install_stop_handlers(); // before the header: from then on Ctrl-C gives a summary
+    return std::nullopt;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    auto parsed = tools::bench_client::parse_args(tools::args_from(argc, argv));
+    if (!parsed) return tools::print_exit(parsed.error());
+    const Options& o = *parsed;
+    if (auto code = prepare(o)) return *code;
 
     std::optional<Scheduler> sched;
-    try {
-        sched.emplace(SchedulerOptions{.backend = o.backend});
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_client: %s\n", e.what());
-        return 1;
-    }
-    if (!o.json) {
-        std::printf("=== Benchmark Client ===\nTarget: %s:%u\nConnections: %u\nMessage Size: %zu "
-                    "bytes\nDuration: %g seconds\n",
-                    o.host.c_str(), o.port, o.connections, o.size, o.duration);
-        if (o.pipeline > 1) std::printf("Pipeline: %u\n", o.pipeline);
-        if (o.warmup > 0) std::printf("Warmup: %g seconds\n", o.warmup);
-        std::printf("Backend: %s\n========================\n\n", sched->backend_name());
-        std::fflush(stdout);
-    }
+    if (!tools::start_scheduler(sched, o.backend, "bench_client")) return 1;
+    if (!o.json) print_header(o, sched->backend_name());
     State st(o);
     Report rep;
     try {
@@ -346,72 +437,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_client: out of memory (-c x -s x -P buffers)\n");
         return 1;
     }
-
     if (rep.connected == 0) return 1; // nothing was measured: no figures to print
 
-    const std::uint64_t total = st.ok + st.errors;
-    const double secs = rep.seconds;
-    const double qps = secs > 0 ? double(st.ok) / secs : 0;
-    const double mbps = secs > 0 ? mib(st.ok, o.size) / secs : 0;
-    auto us = [&](double q) { return double(st.hist.percentile_ns(q)) / 1000.0; };
-    std::optional<double> cpu_per_req;
-    if (rep.server_cpu && st.ok > 0) cpu_per_req = *rep.server_cpu * 1e6 / double(st.ok);
-
-    if (o.json) {
-        nlohmann::json j = {
-            {"tool", "bench_client"},
-            {"backend", sched->backend_name()},
-            {"host", o.host},
-            {"port", o.port},
-            {"connections", o.connections},
-            {"connected", rep.connected},
-            {"message_size", o.size},
-            {"pipeline", o.pipeline},
-            {"duration_s", secs},
-            {"requests", total},
-            {"successful", st.ok},
-            {"errors", st.errors},
-            {"bytes", st.ok * o.size * 2},
-            {"qps", qps},
-            {"throughput_mbps", mbps},
-            {"latency_us",
-             {{"mean", st.hist.mean_ns() / 1000.0},
-              {"p50", us(0.50)},
-              {"p99", us(0.99)},
-              {"p999", us(0.999)},
-              {"max", double(st.hist.max_ns()) / 1000.0}}},
-            {"server_cpu_s", rep.server_cpu ? nlohmann::json(*rep.server_cpu) : nullptr},
-            {"server_cpu_us_per_req", cpu_per_req ? nlohmann::json(*cpu_per_req) : nullptr},
-            {"interrupted", rep.interrupted_by != 0},
-        };
-        std::printf("%s\n", j.dump().c_str());
-    } else {
-        std::printf("\n=== Final Results ===\n");
-        if (rep.interrupted_by != 0)
-            std::printf("Interrupted: %s after %.2f of %g measured seconds\n",
-                        rep.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM", secs, o.duration);
-        std::printf("Total Requests: %s\n", tools::with_commas(total).c_str());
-        std::printf("Successful: %s\n", tools::with_commas(st.ok).c_str());
-        std::printf("Errors: %s\n", tools::with_commas(st.errors).c_str());
-        std::printf("Total Data: %.2f MB\n", mib(st.ok, o.size));
-        std::printf("Average QPS: %s\n",
-                    tools::with_commas(static_cast<std::uint64_t>(qps)).c_str());
-        std::printf("Average Throughput: %.2f MB/s\n", mbps);
-        if (st.hist.count() > 0)
-            std::printf("Latency (us): p50 %.1f | p99 %.1f | p99.9 %.1f | mean %.1f | max %.1f\n",
-                        us(0.50), us(0.99), us(0.999), st.hist.mean_ns() / 1000.0,
-                        double(st.hist.max_ns()) / 1000.0);
-        if (cpu_per_req)
-            std::printf("Server CPU: %.3f s, %.3f us per request\n", *rep.server_cpu, *cpu_per_req);
-    }
-    if (st.errors > 0) {
-        std::fprintf(stderr, "bench_client: %s error%s (see above): exit code 1\n",
-                     tools::with_commas(st.errors).c_str(), st.errors == 1 ? "" : "s");
-        return 1;
-    }
-    if (st.ok == 0) {
-        std::fprintf(stderr, "bench_client: no request completed in the measured window\n");
-        return 1;
-    }
-    return 0;
+    const Figures f = figures_of(st, rep);
+    if (o.json)
+        print_json(st, rep, f, sched->backend_name());
+    else
+        print_text(st, rep, f);
+    return exit_code(st);
 }

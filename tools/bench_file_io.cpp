@@ -294,13 +294,6 @@ Task<void> run_all(std::vector<Worker>& workers, F phase) {
     co_await when_all(std::move(tasks));
 }
 
-double seconds(Clock::duration d) {
-    return std::chrono::duration<double>(d).count();
-}
-double mib(std::uint64_t bytes) {
-    return double(bytes) / (1024.0 * 1024.0);
-}
-
 /// The --corrupt-block hook: flip the bits of the byte at `offset` through a separate (buffered)
 /// descriptor and flush it, so that the read phase must notice.
 bool corrupt(const std::string& path, std::uint64_t offset) {
@@ -370,36 +363,32 @@ bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
             std::fprintf(stderr,
                          "bench_file_io: -d %s: the run writes %.1f MiB but only %.1f MiB are "
                          "free there; lower -w, -n or -b\n",
-                         o.dir.c_str(), mib(bytes_needed), mib(avail));
+                         o.dir.c_str(), tools::mib(bytes_needed), tools::mib(avail));
             return false;
         }
     }
     return true;
 }
 
-} // namespace
+/// Where the files go: the filesystem, by magic number and by name.
+struct Place {
+    long magic = 0;
+    std::string fs_name;
+};
 
-int run(const Options& o) {
-    const std::uint64_t file_bytes = *o.file_bytes(); // both checked for overflow by parse_args
-    if (!check_dir(o, *o.total_bytes())) return 2;
+Place place_of(const Options& o) {
     struct statfs sfs {};
     const long magic = ::statfs(o.dir.c_str(), &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
-    const std::string fs_name = fs_type_name(magic);
+    return Place{magic, fs_type_name(magic)};
+}
 
-    std::optional<Scheduler> sched;
-    try {
-        sched.emplace(SchedulerOptions{.backend = o.backend});
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_file_io: %s\n", e.what());
-        return 1;
-    }
-
-    // Open (and create) every file first; the signal handler removes them from now on.
-    std::vector<Worker> workers(o.workers);
+/// Create (and open) every worker's file; the signal handler removes them from then on. The exit
+/// code when one cannot be used: 2 where the user must change a flag or -d, else 1.
+std::optional<int> open_files(const Options& o, const Place& where, std::vector<Worker>& workers,
+                              std::size_t& block_align) {
     for (unsigned i = 0; i < o.workers; ++i)
         g_paths.push_back(o.dir + "/bench_file_io." + std::to_string(::getpid()) + "." +
                           std::to_string(i) + ".dat");
-    FilesGuard guard;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     const fs::OpenOptions open_opts{.read = true,
@@ -408,7 +397,6 @@ int run(const Options& o) {
                                     .truncate = true,
                                     .direct = o.direct,
                                     .mode = 0600};
-    std::size_t block_align = 0;
     for (unsigned i = 0; i < o.workers; ++i) {
         Worker& w = workers[i];
         w.id = i;
@@ -418,7 +406,7 @@ int run(const Options& o) {
                 std::fprintf(stderr,
                              "bench_file_io: --direct: -d %s is on %s, which does not support "
                              "O_DIRECT; use a directory on a disk filesystem, e.g. -d /var/tmp\n",
-                             o.dir.c_str(), fs_name.c_str());
+                             o.dir.c_str(), where.fs_name.c_str());
             else
                 std::fprintf(stderr, "bench_file_io: cannot create %s\n",
                              fs::describe_error(g_paths[i], f.error()).c_str());
@@ -435,27 +423,38 @@ int run(const Options& o) {
         }
         w.expected = fs::AlignedBuffer(o.block);
     }
-    // One buffer per op in flight, in one allocation per worker, created on the scheduler's thread
-    // so that --fixed can register it with the ring.
+    return std::nullopt;
+}
+
+/// --fixed: how many workers got registered buffers, and why the others did not.
+struct FixedOutcome {
+    unsigned registered = 0;
+    std::string unregistered_why; // empty: all registered (or no --fixed)
+};
+
+/// One buffer per op in flight, in one allocation per worker, created on the scheduler's thread
+/// so that --fixed can register it with the ring.
+FixedOutcome make_buffers(Scheduler& sched, const Options& o, std::vector<Worker>& workers,
+                          std::size_t block_align) {
     const std::size_t buf_align = std::max(block_align, fs::AlignedBuffer::kDefaultAlignment);
     const std::size_t stride = (o.block + buf_align - 1) / buf_align * buf_align;
-    unsigned registered = 0; // workers whose arena is registered (--fixed)
+    FixedOutcome fixed;
     std::error_code refused; // why the first unregistered arena was refused
     if (o.fixed)
-        sched->block_on([&]() -> Task<void> {
+        sched.block_on([&]() -> Task<void> {
             for (Worker& w : workers) {
                 w.fixed_arena.emplace(stride * o.batch, buf_align);
-                registered += w.fixed_arena->registered();
+                fixed.registered += w.fixed_arena->registered();
                 if (!w.fixed_arena->registered() && !refused)
                     refused = w.fixed_arena->registration_error();
             }
             co_return;
         }());
-    const std::string unregistered_why =
-        o.fixed && registered < o.workers ? fixed_refusal(refused, stride * o.batch) : "";
-    if (!unregistered_why.empty() && sched->backend() != Backend::epoll)
+    if (o.fixed && fixed.registered < o.workers)
+        fixed.unregistered_why = fixed_refusal(refused, stride * o.batch);
+    if (!fixed.unregistered_why.empty() && sched.backend() != Backend::epoll)
         std::fprintf(stderr, "bench_file_io: --fixed: %u of %u workers use plain buffers: %s\n",
-                     o.workers - registered, o.workers, unregistered_why.c_str());
+                     o.workers - fixed.registered, o.workers, fixed.unregistered_why.c_str());
     for (Worker& w : workers) {
         if (!o.fixed) w.arena = fs::AlignedBuffer(stride * o.batch, buf_align);
         std::byte* base = o.fixed ? w.fixed_arena->data() : w.arena.data();
@@ -464,7 +463,164 @@ int run(const Options& o) {
             if (o.fixed) w.fixed_bufs.push_back(w.fixed_arena->slice(j * stride, o.block));
         }
     }
-    if (o.direct && magic == kTmpfsMagic)
+    return fixed;
+}
+
+/// The timed phases' durations in seconds (the --corrupt-block pause between them excluded).
+struct Durations {
+    double write_s = 0, read_s = 0, total_s = 0;
+};
+
+/// Preallocate (untimed), write, (--corrupt-block), read back and verify. Nullopt when the
+/// --corrupt-block hook failed.
+std::optional<Durations> run_phases(Scheduler& sched, const Options& o,
+                                    std::vector<Worker>& workers, std::string& prealloc,
+                                    Stats& st) {
+    const std::uint64_t file_bytes = *o.file_bytes(); // checked for overflow by parse_args
+    if (o.prealloc != "none")
+        sched.block_on(
+            run_all(workers, [&](Worker& w) { return preallocate(w, file_bytes, prealloc, st); }));
+
+    const auto t0 = Clock::now();
+    sched.block_on(run_all(workers, [&](Worker& w) { return write_phase(w, o, st); }));
+    const auto t1 = Clock::now();
+    if (o.corrupt_block && *o.corrupt_block < o.ops &&
+        !corrupt(g_paths[0], *o.corrupt_block * o.block))
+        return std::nullopt;
+    const auto t1r = Clock::now();
+    sched.block_on(run_all(workers, [&](Worker& w) { return read_phase(w, o, st); }));
+    const auto t2 = Clock::now();
+    return Durations{tools::seconds_of(t1 - t0), tools::seconds_of(t2 - t1r),
+                     tools::seconds_of(t2 - t0 - (t1r - t1))};
+}
+
+/// What a run measured, ready to print.
+struct Report {
+    const Options& o;
+    std::string backend_name;
+    std::string backend_label; // with how epoll does files
+    Place where;
+    FixedOutcome fixed;
+    std::string prealloc;
+    Durations d;
+    const Stats& st;
+
+    double read_iops() const { return tools::per_second(double(st.reads), d.read_s); }
+    double write_iops() const { return tools::per_second(double(st.writes), d.write_s); }
+    double read_mibps() const { return tools::per_second(tools::mib(st.bytes_read), d.read_s); }
+    double write_mibps() const {
+        return tools::per_second(tools::mib(st.bytes_written), d.write_s);
+    }
+};
+
+double us(const tools::LatencyHistogram& h, double q) {
+    return double(h.percentile_ns(q)) / 1000.0;
+}
+
+nlohmann::json latency_json(const tools::LatencyHistogram& h) {
+    return nlohmann::json{{"mean", h.mean_ns() / 1000.0}, {"p50", us(h, 0.50)},
+                          {"p95", us(h, 0.95)},           {"p99", us(h, 0.99)},
+                          {"p999", us(h, 0.999)},         {"max", double(h.max_ns()) / 1000.0}};
+}
+
+void print_json(const Report& r) {
+    const Options& o = r.o;
+    const Stats& st = r.st;
+    nlohmann::json j = {
+        {"tool", "bench_file_io"},
+        {"backend", r.backend_name},
+        {"dir", o.dir},
+        {"fs_type", r.where.fs_name},
+        {"workers", o.workers},
+        {"ops_per_worker", o.ops},
+        {"block_size", o.block},
+        {"batch", o.batch},
+        {"direct", o.direct},
+        {"fixed", o.fixed},
+        {"fixed_registered_workers", r.fixed.registered},
+        {"fixed_unregistered_reason", r.fixed.unregistered_why.empty()
+                                          ? nlohmann::json(nullptr)
+                                          : nlohmann::json(r.fixed.unregistered_why)},
+        {"prealloc", r.prealloc},
+        {"duration_s", r.d.total_s},
+        {"write_duration_s", r.d.write_s},
+        {"read_duration_s", r.d.read_s},
+        {"reads", st.reads},
+        {"writes", st.writes},
+        {"bytes_read", st.bytes_read},
+        {"bytes_written", st.bytes_written},
+        {"read_iops", r.read_iops()},
+        {"write_iops", r.write_iops()},
+        {"read_mibps", r.read_mibps()},
+        {"write_mibps", r.write_mibps()},
+        {"read_latency_us", latency_json(st.read_lat)},
+        {"write_latency_us", latency_json(st.write_lat)},
+        {"errors", st.errors},
+    };
+    std::printf("%s\n", j.dump().c_str());
+}
+
+void print_text_setup(const Report& r) {
+    const Options& o = r.o;
+    const std::string& why = r.fixed.unregistered_why;
+    std::printf("=== bench_file_io ===\n");
+    std::printf("Backend: %s\n", r.backend_label.c_str());
+    std::printf("Directory: %s (%s)\n", o.dir.c_str(), r.where.fs_name.c_str());
+    std::printf("Workers: %u\n", o.workers);
+    std::printf("Operations per worker: %s writes + %s reads\n", tools::with_commas(o.ops).c_str(),
+                tools::with_commas(o.ops).c_str());
+    std::printf("Block size: %zu bytes\n", o.block);
+    std::printf("Batch size: %u\n", o.batch);
+    std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
+    if (o.fixed)
+        std::printf("Fixed buffers: registered for %u of %u workers%s%s%s\n", r.fixed.registered,
+                    o.workers, why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
+    std::printf("Preallocation: %s\n", r.prealloc.c_str());
+    std::printf("Total operations: %s (%s reads + %s writes)\n\n",
+                tools::with_commas(o.ops * o.workers * 2).c_str(),
+                tools::with_commas(o.ops * o.workers).c_str(),
+                tools::with_commas(o.ops * o.workers).c_str());
+}
+
+void print_text_figures(const Report& r) {
+    const Stats& st = r.st;
+    std::printf("Total duration:     %.6f s (write phase %.6f s, read phase %.6f s)\n", r.d.total_s,
+                r.d.write_s, r.d.read_s);
+    std::printf("Total reads:        %s\n", tools::with_commas(st.reads).c_str());
+    std::printf("Total writes:       %s\n", tools::with_commas(st.writes).c_str());
+    std::printf("Data read:          %.3f MiB\n", tools::mib(st.bytes_read));
+    std::printf("Data written:       %.3f MiB\n", tools::mib(st.bytes_written));
+    std::printf("Read IOPS:          %s\n",
+                tools::with_commas(static_cast<std::uint64_t>(r.read_iops() + 0.5)).c_str());
+    std::printf("Write IOPS:         %s\n",
+                tools::with_commas(static_cast<std::uint64_t>(r.write_iops() + 0.5)).c_str());
+    std::printf("Read throughput:    %.2f MiB/s\n", r.read_mibps());
+    std::printf("Write throughput:   %.2f MiB/s\n", r.write_mibps());
+    const char* per = r.o.batch > 1 ? " (per batch)" : "";
+    std::printf("Read latency%s (us):  p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
+                us(st.read_lat, 0.5), us(st.read_lat, 0.99), us(st.read_lat, 0.999),
+                double(st.read_lat.max_ns()) / 1000.0);
+    std::printf("Write latency%s (us): p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
+                us(st.write_lat, 0.5), us(st.write_lat, 0.99), us(st.write_lat, 0.999),
+                double(st.write_lat.max_ns()) / 1000.0);
+    std::printf("Errors:             %s\n", tools::with_commas(st.errors).c_str());
+}
+
+} // namespace
+
+int run(const Options& o) {
+    if (!check_dir(o, *o.total_bytes())) return 2; // (checked for overflow by parse_args)
+    const Place where = place_of(o);
+
+    std::optional<Scheduler> sched;
+    if (!tools::start_scheduler(sched, o.backend, "bench_file_io")) return 1;
+
+    std::vector<Worker> workers(o.workers);
+    FilesGuard guard;
+    std::size_t block_align = 0;
+    if (auto code = open_files(o, where, workers, block_align)) return *code;
+    const FixedOutcome fixed = make_buffers(*sched, o, workers, block_align);
+    if (o.direct && where.magic == kTmpfsMagic)
         std::fprintf(stderr,
                      "bench_file_io: note: -d %s is tmpfs: it accepts O_DIRECT but the data stays "
                      "in memory, so this measures memory copies, not a device; use -d /var/tmp "
@@ -473,115 +629,28 @@ int run(const Options& o) {
 
     Stats st;
     std::string prealloc = o.prealloc;
-    if (o.prealloc != "none")
-        sched->block_on(
-            run_all(workers, [&](Worker& w) { return preallocate(w, file_bytes, prealloc, st); }));
+    const std::optional<Durations> d = run_phases(*sched, o, workers, prealloc, st);
+    if (!d) return 1;
 
-    const auto t0 = Clock::now();
-    sched->block_on(run_all(workers, [&](Worker& w) { return write_phase(w, o, st); }));
-    const auto t1 = Clock::now();
-    if (o.corrupt_block && *o.corrupt_block < o.ops &&
-        !corrupt(g_paths[0], *o.corrupt_block * o.block))
-        return 1;
-    const auto t1r = Clock::now();
-    sched->block_on(run_all(workers, [&](Worker& w) { return read_phase(w, o, st); }));
-    const auto t2 = Clock::now();
-
-    const double write_s = seconds(t1 - t0), read_s = seconds(t2 - t1r),
-                 total_s = seconds(t2 - t0 - (t1r - t1));
-    const double read_iops = read_s > 0 ? double(st.reads) / read_s : 0;
-    const double write_iops = write_s > 0 ? double(st.writes) / write_s : 0;
-    const double read_mibps = read_s > 0 ? mib(st.bytes_read) / read_s : 0;
-    const double write_mibps = write_s > 0 ? mib(st.bytes_written) / write_s : 0;
-    auto us = [](const tools::LatencyHistogram& h, double q) {
-        return double(h.percentile_ns(q)) / 1000.0;
-    };
-    auto lat_json = [&](const tools::LatencyHistogram& h) {
-        return nlohmann::json{{"mean", h.mean_ns() / 1000.0}, {"p50", us(h, 0.50)},
-                              {"p95", us(h, 0.95)},           {"p99", us(h, 0.99)},
-                              {"p999", us(h, 0.999)},         {"max", double(h.max_ns()) / 1000.0}};
-    };
-    const std::string backend_label =
-        std::string(sched->backend_name()) +
-        (sched->backend() == Backend::epoll
-             ? (o.direct ? " (O_DIRECT files: libaio)" : " (buffered files: thread pool)")
-             : "");
-
+    const std::string epoll_files =
+        o.direct ? " (O_DIRECT files: libaio)" : " (buffered files: thread pool)";
+    const Report r{o,
+                   sched->backend_name(),
+                   std::string(sched->backend_name()) +
+                       (sched->backend() == Backend::epoll ? epoll_files : ""),
+                   where,
+                   fixed,
+                   prealloc,
+                   *d,
+                   st};
     if (o.json) {
-        nlohmann::json j = {
-            {"tool", "bench_file_io"},
-            {"backend", sched->backend_name()},
-            {"dir", o.dir},
-            {"fs_type", fs_name},
-            {"workers", o.workers},
-            {"ops_per_worker", o.ops},
-            {"block_size", o.block},
-            {"batch", o.batch},
-            {"direct", o.direct},
-            {"fixed", o.fixed},
-            {"fixed_registered_workers", registered},
-            {"fixed_unregistered_reason",
-             unregistered_why.empty() ? nlohmann::json(nullptr) : nlohmann::json(unregistered_why)},
-            {"prealloc", prealloc},
-            {"duration_s", total_s},
-            {"write_duration_s", write_s},
-            {"read_duration_s", read_s},
-            {"reads", st.reads},
-            {"writes", st.writes},
-            {"bytes_read", st.bytes_read},
-            {"bytes_written", st.bytes_written},
-            {"read_iops", read_iops},
-            {"write_iops", write_iops},
-            {"read_mibps", read_mibps},
-            {"write_mibps", write_mibps},
-            {"read_latency_us", lat_json(st.read_lat)},
-            {"write_latency_us", lat_json(st.write_lat)},
-            {"errors", st.errors},
-        };
-        std::printf("%s\n", j.dump().c_str());
+        print_json(r);
     } else {
-        std::printf("=== bench_file_io ===\n");
-        std::printf("Backend: %s\n", backend_label.c_str());
-        std::printf("Directory: %s (%s)\n", o.dir.c_str(), fs_name.c_str());
-        std::printf("Workers: %u\n", o.workers);
-        std::printf("Operations per worker: %s writes + %s reads\n",
-                    tools::with_commas(o.ops).c_str(), tools::with_commas(o.ops).c_str());
-        std::printf("Block size: %zu bytes\n", o.block);
-        std::printf("Batch size: %u\n", o.batch);
-        std::printf("O_DIRECT: %s\n", o.direct ? "yes" : "no");
-        if (o.fixed)
-            std::printf("Fixed buffers: registered for %u of %u workers%s%s%s\n", registered,
-                        o.workers, unregistered_why.empty() ? "" : " (", unregistered_why.c_str(),
-                        unregistered_why.empty() ? "" : ")");
-        std::printf("Preallocation: %s\n", prealloc.c_str());
-        std::printf("Total operations: %s (%s reads + %s writes)\n\n",
-                    tools::with_commas(o.ops * o.workers * 2).c_str(),
-                    tools::with_commas(o.ops * o.workers).c_str(),
-                    tools::with_commas(o.ops * o.workers).c_str());
-        std::printf("Total duration:     %.6f s (write phase %.6f s, read phase %.6f s)\n", total_s,
-                    write_s, read_s);
-        std::printf("Total reads:        %s\n", tools::with_commas(st.reads).c_str());
-        std::printf("Total writes:       %s\n", tools::with_commas(st.writes).c_str());
-        std::printf("Data read:          %.3f MiB\n", mib(st.bytes_read));
-        std::printf("Data written:       %.3f MiB\n", mib(st.bytes_written));
-        std::printf("Read IOPS:          %s\n",
-                    tools::with_commas(static_cast<std::uint64_t>(read_iops + 0.5)).c_str());
-        std::printf("Write IOPS:         %s\n",
-                    tools::with_commas(static_cast<std::uint64_t>(write_iops + 0.5)).c_str());
-        std::printf("Read throughput:    %.2f MiB/s\n", read_mibps);
-        std::printf("Write throughput:   %.2f MiB/s\n", write_mibps);
-        const char* per = o.batch > 1 ? " (per batch)" : "";
-        std::printf("Read latency%s (us):  p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
-                    us(st.read_lat, 0.5), us(st.read_lat, 0.99), us(st.read_lat, 0.999),
-                    double(st.read_lat.max_ns()) / 1000.0);
-        std::printf("Write latency%s (us): p50 %.1f | p99 %.1f | p99.9 %.1f | max %.1f\n", per,
-                    us(st.write_lat, 0.5), us(st.write_lat, 0.99), us(st.write_lat, 0.999),
-                    double(st.write_lat.max_ns()) / 1000.0);
-        std::printf("Errors:             %s\n", tools::with_commas(st.errors).c_str());
+        print_text_setup(r);
+        print_text_figures(r);
     }
     if (st.errors > 0) {
-        std::fprintf(stderr, "bench_file_io: %s error%s (see above): exit code 1\n",
-                     tools::with_commas(st.errors).c_str(), st.errors == 1 ? "" : "s");
+        tools::print_error_count("bench_file_io", st.errors);
         return 1;
     }
     return 0;

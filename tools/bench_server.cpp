@@ -85,10 +85,8 @@ const char* signal_name(int s) {
     return s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-    CLI::App app{"TCP echo server on galay-kernel's Runtime"};
+/// The command line.
+struct Args {
     std::uint16_t port = 8080;
     unsigned threads = 1;
     std::size_t buffer_size = 64 * 1024;
@@ -97,124 +95,156 @@ int main(int argc, char** argv) {
     std::string recv_mode = "pooled";
     bool no_register_files = false, pin = false, json = false;
     Backend backend = Backend::automatic;
-    app.add_option("port", port, "TCP port to listen on (0: any free port)")->capture_default_str();
-    app.add_option("-t,--threads", threads, "worker threads (one scheduler each)")
+};
+
+void add_options(CLI::App& app, Args& a) {
+    app.add_option("port", a.port, "TCP port to listen on (0: any free port)")
+        ->capture_default_str();
+    app.add_option("-t,--threads", a.threads, "worker threads (one scheduler each)")
         ->check(CLI::Range(1u, 256u))
         ->capture_default_str();
-    app.add_option("--listen", listen_mode,
+    app.add_option("--listen", a.listen_mode,
                    "sharded: a SO_REUSEPORT listener per worker (the kernel picks); dispatch: one "
                    "acceptor hands each connection to the least-loaded worker")
         ->check(CLI::IsMember({"sharded", "dispatch"}))
         ->capture_default_str();
-    app.add_option("--bind", bind_ip, "address to bind")->capture_default_str();
-    app.add_option("--recv", recv_mode,
+    app.add_option("--bind", a.bind_ip, "address to bind")->capture_default_str();
+    app.add_option("--recv", a.recv_mode,
                    "pooled: buffers lent by the scheduler (io_uring: multishot recv + buffer "
                    "ring); copy: one buffer per connection")
         ->check(CLI::IsMember({"pooled", "copy"}))
         ->capture_default_str();
-    app.add_option("--buffer", buffer_size, "receive buffer per connection with --recv copy")
+    app.add_option("--buffer", a.buffer_size, "receive buffer per connection with --recv copy")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
         ->capture_default_str();
-    app.add_flag("--no-register-files", no_register_files,
+    app.add_flag("--no-register-files", a.no_register_files,
                  "io_uring: keep connections out of the ring's registered-file table (to measure "
                  "what it buys)");
-    app.add_flag("--pin", pin, "pin worker i to the i-th CPU this process may use");
-    app.add_flag("--json", json, "at exit, print the per-worker figures as one JSON object");
-    tools::add_backend_flag(app, &backend);
+    app.add_flag("--pin", a.pin, "pin worker i to the i-th CPU this process may use");
+    app.add_flag("--json", a.json, "at exit, print the per-worker figures as one JSON object");
+    tools::add_backend_flag(app, &a.backend);
+}
+
+/// This thread only waits: it leaves the stop signals to the other threads (galay::signal's
+/// dispatcher among them). Under ThreadSanitizer a SIGTERM landing here just after start was
+/// sometimes never handled (src/runtime/thread_signals.hpp); this program raises nothing and
+/// starts no process, so the mask changes nothing else.
+void leave_stop_signals_to_other_threads() {
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+}
+
+/// The figures of a stopped server, as JSON (--json prints it as is; the text report reads it).
+nlohmann::json summary_of(const Args& a, const TcpServer& server, const Runtime& rt,
+                          const Result<int>& sig) {
+    nlohmann::json out;
+    out["port"] = server.local_addr().port();
+    out["backend"] = rt.backend_name();
+    out["threads"] = a.threads;
+    out["listen"] = a.listen_mode;
+    out["signal"] = sig ? signal_name(*sig) : "?";
+    for (unsigned w = 0; w < a.threads; ++w) {
+        const WorkerStats& s = g_stats[w];
+        out["workers"].push_back({{"accepted", server.accepted(w)},
+                                  {"connections", s.connections},
+                                  {"echoes", s.echoes},
+                                  {"bytes", s.bytes}});
+    }
+    return out;
+}
+
+void print_summary_text(const Args& a, const nlohmann::json& out) {
+    std::uint64_t conns = 0, echoes = 0;
+    for (unsigned w = 0; w < a.threads; ++w) {
+        conns += g_stats[w].connections;
+        echoes += g_stats[w].echoes;
+    }
+    std::printf("stopped by %s: %s connections, %s echoes\n",
+                out["signal"].get<std::string>().c_str(), tools::with_commas(conns).c_str(),
+                tools::with_commas(echoes).c_str());
+    for (unsigned w = 0; w < a.threads; ++w)
+        std::printf("  worker %u: %s connections, %s echoes, %s bytes\n", w,
+                    tools::with_commas(g_stats[w].connections).c_str(),
+                    tools::with_commas(g_stats[w].echoes).c_str(),
+                    tools::with_commas(g_stats[w].bytes).c_str());
+}
+
+/// Serve on `addr` until `stop` fires, then print the figures. Throws what the Runtime throws.
+int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwaiter stop) {
+    RuntimeOptions ro;
+    ro.workers = a.threads;
+    ro.pin_workers = a.pin;
+    ro.scheduler.backend = a.backend;
+    ro.scheduler.register_files = !a.no_register_files;
+    Runtime rt(ro);
+
+    std::function<Task<void>(TcpStream)> handler;
+    if (a.recv_mode == "pooled")
+        handler = echo_pooled;
+    else
+        handler = [size = a.buffer_size](TcpStream c) { return echo_copy(std::move(c), size); };
+    ServeOptions so;
+    so.mode = a.listen_mode == "dispatch" ? ListenMode::dispatch : ListenMode::sharded;
+    so.listen.backlog = 4096;
+    so.on_accept_error = report_accept_error;
+    auto server = serve(rt, addr, std::move(handler), std::move(so));
+    if (!server) {
+        std::fprintf(stderr, "bench_server: cannot listen on %s: %s%s\n", addr.to_string().c_str(),
+                     server.error().message().c_str(),
+                     server.error() == std::errc::address_in_use
+                         ? " (another process or socket holds the port)"
+                         : "");
+        return 1;
+    }
+    std::printf("listening on %s (bench_server, %s, %u thread%s, %s)\n",
+                server->local_addr().to_string().c_str(), rt.backend_name(), a.threads,
+                a.threads == 1 ? "" : "s", a.listen_mode.c_str());
+    std::fflush(stdout);
+
+    auto sig = rt.block_on(as_task(std::move(stop)));
+    server->stop(); // the listeners are closed: the port is free again
+    rt.shutdown();  // connections cancelled, workers joined
+
+    const nlohmann::json out = summary_of(a, *server, rt, sig);
+    if (a.json)
+        std::printf("%s\n", out.dump().c_str());
+    else
+        print_summary_text(a, out);
+    std::fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"TCP echo server on galay-kernel's Runtime"};
+    Args a;
+    add_options(app, a);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
 
-    auto addr = SocketAddr::from_ip(bind_ip, port);
+    auto addr = SocketAddr::from_ip(a.bind_ip, a.port);
     if (!addr) {
         std::fprintf(stderr, "bench_server: --bind %s is not a numeric IP address\n",
-                     bind_ip.c_str());
+                     a.bind_ip.c_str());
         return 2;
     }
     tools::raise_fd_limit_to_max();
     std::signal(SIGPIPE, SIG_IGN);
     // Caught from here on: a SIGTERM right after "listening on" is a clean stop, not a kill.
     auto stop_signal = galay::signal({SIGINT, SIGTERM});
-    // This thread only waits: it leaves the stop signals to the other threads (galay::signal's
-    // dispatcher among them). Under ThreadSanitizer a SIGTERM landing here just after start was
-    // sometimes never handled (src/runtime/thread_signals.hpp); this program raises nothing and
-    // starts no process, so the mask changes nothing else.
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &stops, nullptr);
-    g_stats.resize(threads);
-
+    leave_stop_signals_to_other_threads();
+    g_stats.resize(a.threads);
     try {
-        RuntimeOptions ro;
-        ro.workers = threads;
-        ro.pin_workers = pin;
-        ro.scheduler.backend = backend;
-        ro.scheduler.register_files = !no_register_files;
-        Runtime rt(ro);
-
-        std::function<Task<void>(TcpStream)> handler;
-        if (recv_mode == "pooled")
-            handler = echo_pooled;
-        else
-            handler = [buffer_size](TcpStream c) { return echo_copy(std::move(c), buffer_size); };
-        ServeOptions so;
-        so.mode = listen_mode == "dispatch" ? ListenMode::dispatch : ListenMode::sharded;
-        so.listen.backlog = 4096;
-        so.on_accept_error = report_accept_error;
-        auto server = serve(rt, *addr, std::move(handler), std::move(so));
-        if (!server) {
-            std::fprintf(stderr, "bench_server: cannot listen on %s: %s%s\n",
-                         addr->to_string().c_str(), server.error().message().c_str(),
-                         server.error() == std::errc::address_in_use
-                             ? " (another process or socket holds the port)"
-                             : "");
-            return 1;
-        }
-        std::printf("listening on %s (bench_server, %s, %u thread%s, %s)\n",
-                    server->local_addr().to_string().c_str(), rt.backend_name(), threads,
-                    threads == 1 ? "" : "s", listen_mode.c_str());
-        std::fflush(stdout);
-
-        auto sig = rt.block_on(as_task(std::move(stop_signal)));
-        server->stop(); // the listeners are closed: the port is free again
-        rt.shutdown();  // connections cancelled, workers joined
-
-        nlohmann::json out;
-        out["port"] = server->local_addr().port();
-        out["backend"] = rt.backend_name();
-        out["threads"] = threads;
-        out["listen"] = listen_mode;
-        out["signal"] = sig ? signal_name(*sig) : "?";
-        std::uint64_t conns = 0, echoes = 0;
-        for (unsigned w = 0; w < threads; ++w) {
-            const WorkerStats& s = g_stats[w];
-            out["workers"].push_back({{"accepted", server->accepted(w)},
-                                      {"connections", s.connections},
-                                      {"echoes", s.echoes},
-                                      {"bytes", s.bytes}});
-            conns += s.connections;
-            echoes += s.echoes;
-        }
-        if (json) {
-            std::printf("%s\n", out.dump().c_str());
-        } else {
-            std::printf("stopped by %s: %s connections, %s echoes\n",
-                        out["signal"].get<std::string>().c_str(), tools::with_commas(conns).c_str(),
-                        tools::with_commas(echoes).c_str());
-            for (unsigned w = 0; w < threads; ++w)
-                std::printf("  worker %u: %s connections, %s echoes, %s bytes\n", w,
-                            tools::with_commas(g_stats[w].connections).c_str(),
-                            tools::with_commas(g_stats[w].echoes).c_str(),
-                            tools::with_commas(g_stats[w].bytes).c_str());
-        }
-        std::fflush(stdout);
+        return serve_until_stopped(a, *addr, std::move(stop_signal));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_server: %s\n", e.what());
         return 1;
     }
-    return 0;
 }

@@ -402,10 +402,7 @@ void print_text(const nlohmann::json& j) {
         if (j[name].contains("allocations_per_message") &&
             j[name]["allocations_per_message"].contains("pingpong") &&
             !j[name]["allocations_per_message"]["pingpong"].is_null()) {
-            char b[32];
-            std::snprintf(b, sizeof b, "%.4f",
-                          j[name]["allocations_per_message"]["pingpong"].get<double>());
-            allocs = b;
+            allocs = tools::fixed(j[name]["allocations_per_message"]["pingpong"].get<double>(), 4);
         }
         std::printf("%-14s %12llu %12llu %12llu %14.0f %14s\n", name,
                     static_cast<unsigned long long>(p["p50_ns"].get<std::uint64_t>()),
@@ -419,9 +416,7 @@ void print_text(const nlohmann::json& j) {
         for (const auto& t : j[name]["throughput"]) {
             std::string allocs = "-";
             if (t.contains("allocations_per_message") && !t["allocations_per_message"].is_null()) {
-                char b[32];
-                std::snprintf(b, sizeof b, "%.4f", t["allocations_per_message"].get<double>());
-                allocs = b;
+                allocs = tools::fixed(t["allocations_per_message"].get<double>(), 4);
             }
             std::printf("%-14s %10u %16s %14s\n", name, t["producers"].get<unsigned>(),
                         tools::with_commas(
@@ -439,9 +434,7 @@ void print_text(const nlohmann::json& j) {
         std::string allocs = "-";
         if (b.contains("allocations_per_round_trip") &&
             !b["allocations_per_round_trip"].is_null()) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%.4f", b["allocations_per_round_trip"].get<double>());
-            allocs = buf;
+            allocs = tools::fixed(b["allocations_per_round_trip"].get<double>(), 4);
         }
         std::printf("%-14s %12llu %12llu %12llu %14s %14s\n", name,
                     static_cast<unsigned long long>(b["p50_ns"].get<std::uint64_t>()),
@@ -461,28 +454,9 @@ void print_text(const nlohmann::json& j) {
         if (!v.is_null()) std::printf("  %-36s %.3f\n", k.c_str(), v.get<double>());
 }
 
-int run(const Options& o) {
-    SchedulerOptions so{.backend = o.backend};
-    Result<Backend> resolved = resolve_backend(o.backend);
-    if (!resolved) {
-        std::fprintf(stderr, "bench_sync: %s\n", resolved.error().message().c_str());
-        return 1;
-    }
-    so.backend = *resolved;
+/// galay's own figures into j["galay"] (and j["galay_local"]); returns the errors counted.
+std::uint64_t measure_galay(const Options& o, const SchedulerOptions& so, nlohmann::json& j) {
     std::uint64_t errors = 0;
-    nlohmann::json j;
-    j["config"] = {{"rounds", o.rounds},
-                   {"warmup_rounds", o.warmup_rounds},
-                   {"messages", o.messages},
-                   {"capacity", o.capacity},
-                   {"producers", o.producers},
-                   {"blocking_rounds", o.blocking_rounds},
-                   {"blocking_cpu", o.blocking_cpu},
-                   {"cpus", o.cpus},
-                   {"backend", backend_name(*resolved)}};
-    j["notes"] = nlohmann::json::array();
-
-    // --- ours ---------------------------------------------------------------------------------
     PingPong pp = galay_pingpong(o, so);
     errors += pp.errors;
     nlohmann::json ours;
@@ -525,8 +499,12 @@ int run(const Options& o) {
 #endif
     if (errors != 0) ours["errors"] = errors;
     j["galay"] = ours;
+    return errors;
+}
 
-    // --- baselines and control group ------------------------------------------------------------
+/// With --baselines: raw_sync's baselines and the Tokio control group into j; returns the errors.
+std::uint64_t measure_baselines(const Options& o, nlohmann::json& j) {
+    std::uint64_t errors = 0;
     if (o.baselines) {
         std::ostringstream args;
         args << " --json --rounds " << o.rounds << " --warmup-rounds " << o.warmup_rounds
@@ -561,7 +539,11 @@ int run(const Options& o) {
             if (!o.json) std::fprintf(stderr, "bench_sync: %s\n", note.c_str());
         }
     }
+    return errors;
+}
 
+/// galay's figures over each baseline's, into j["ratios"].
+void add_ratios(const Options& o, nlohmann::json& j) {
     namespace jp = nlohmann;
     const auto p50 = jp::json::json_pointer("/pingpong/p50_ns");
     j["ratios"] = {
@@ -588,6 +570,30 @@ int run(const Options& o) {
             j["ratios"]["throughput" + suffix + "_vs_" + name] =
                 ratio(j["galay"], j.value(name, jp::json()), path);
     }
+}
+
+int run(const Options& o) {
+    SchedulerOptions so{.backend = o.backend};
+    Result<Backend> resolved = resolve_backend(o.backend);
+    if (!resolved) {
+        std::fprintf(stderr, "bench_sync: %s\n", resolved.error().message().c_str());
+        return 1;
+    }
+    so.backend = *resolved;
+    nlohmann::json j;
+    j["config"] = {{"rounds", o.rounds},
+                   {"warmup_rounds", o.warmup_rounds},
+                   {"messages", o.messages},
+                   {"capacity", o.capacity},
+                   {"producers", o.producers},
+                   {"blocking_rounds", o.blocking_rounds},
+                   {"blocking_cpu", o.blocking_cpu},
+                   {"cpus", o.cpus},
+                   {"backend", backend_name(*resolved)}};
+    j["notes"] = nlohmann::json::array();
+    std::uint64_t errors = measure_galay(o, so, j);
+    errors += measure_baselines(o, j);
+    add_ratios(o, j);
     if (errors != 0) j["errors"] = errors;
 
     if (o.json)

@@ -50,19 +50,6 @@ std::chrono::nanoseconds seconds(double s) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
-/// 34977.264 -> "34,977.26"
-std::string commas2(double v) {
-    const auto whole = static_cast<std::uint64_t>(v);
-    const auto cents = static_cast<unsigned>(std::llround((v - double(whole)) * 100.0));
-    char frac[8];
-    std::snprintf(frac, sizeof frac, ".%02u", cents == 100 ? 0u : cents);
-    return tools::with_commas(cents == 100 ? whole + 1 : whole) + frac;
-}
-
-double mib(std::uint64_t packets, std::size_t size) {
-    return double(packets) * double(size) / double(1 << 20);
-}
-
 // --- server -----------------------------------------------------------------------------------
 
 /// Bind `workers` sockets on one port, shared among themselves only (port 0: any free port).
@@ -312,103 +299,121 @@ Task<Outcome> run_client(const ClientOptions& o, std::function<std::optional<dou
     co_return out;
 }
 
-int report(const ClientOptions& o, const Outcome& out) {
+/// What a client run measured, ready to print.
+struct UdpFigures {
+    double secs = 0;
+    double sent_pps = 0, recv_pps = 0; // in the measured window
+    bool timed = false;                // -d: a measured window, not a message count
+    std::optional<double> cpu_us;      // server CPU per echoed packet (--server-pid or -w)
+};
+
+UdpFigures figures_of(const ClientOptions& o, const Outcome& out) {
+    const udp::ClientReport& r = out.report;
+    UdpFigures f;
+    f.secs = r.seconds;
+    f.sent_pps = tools::per_second(double(r.window_sent), f.secs);
+    f.recv_pps = tools::per_second(double(r.window_received), f.secs);
+    f.timed = o.duration > 0;
+    if (out.server_cpu && r.window_received > 0)
+        f.cpu_us = *out.server_cpu * 1e6 / double(r.window_received);
+    return f;
+}
+
+void print_json(const ClientOptions& o, const Outcome& out, const UdpFigures& f) {
     const udp::ClientReport& r = out.report;
     const udp::LossCounts& c = r.counts;
-    const double secs = r.seconds;
-    const double sent_pps = secs > 0 ? double(r.window_sent) / secs : 0;
-    const double recv_pps = secs > 0 ? double(r.window_received) / secs : 0;
-    const bool timed = o.duration > 0;
-    std::optional<double> cpu_us;
-    if (out.server_cpu && r.window_received > 0)
-        cpu_us = *out.server_cpu * 1e6 / double(r.window_received);
+    nlohmann::json j = {
+        {"tool", "bench_udp"},
+        {"backend", out.backend},
+        {"host", o.host},
+        {"port", o.port},
+        {"clients", o.clients},
+        {"server_workers", o.workers ? nlohmann::json(*o.workers) : nullptr},
+        {"messages_per_client", f.timed ? nlohmann::json(nullptr) : nlohmann::json(o.messages)},
+        {"duration_mode_s", f.timed ? nlohmann::json(o.duration) : nlohmann::json(nullptr)},
+        {"message_size", o.size},
+        {"pipeline", o.pipeline},
+        {"duration_s", f.secs},
+        {"packets_sent", c.sent},
+        {"packets_received", c.received},
+        {"packets_lost", c.lost()},
+        {"loss_percent", c.loss_percent()},
+        {"loss_rate", c.loss_percent()}, // the name bench/suite.py reads (percent)
+        {"errors", r.wrong_payload + r.io_errors},
+        {"duplicates", c.duplicates},
+        {"wrong_payload", r.wrong_payload},
+        {"io_errors", r.io_errors},
+        {"bytes_sent", c.sent * o.size},
+        {"bytes_received", c.received * o.size},
+        {"window_packets_sent", r.window_sent},
+        {"window_packets_received", r.window_received},
+        {"sent_pps", f.sent_pps},
+        {"received_pps", f.recv_pps},
+        {"sent_mbps", tools::mib(f.sent_pps * double(o.size))},
+        {"received_mbps", tools::mib(f.recv_pps * double(o.size))},
+        {"server_cpu_s", out.server_cpu ? nlohmann::json(*out.server_cpu) : nullptr},
+        {"server_cpu_us_per_packet", f.cpu_us ? nlohmann::json(*f.cpu_us) : nullptr},
+        {"interrupted", out.interrupted_by != 0},
+    };
+    if (out.server)
+        j["server"] = {{"received", out.server->received},
+                       {"sent", out.server->sent},
+                       {"truncated", out.server->truncated},
+                       {"errors", out.server->errors}};
+    std::printf("%s\n", j.dump().c_str());
+}
 
-    if (o.json) {
-        nlohmann::json j = {
-            {"tool", "bench_udp"},
-            {"backend", out.backend},
-            {"host", o.host},
-            {"port", o.port},
-            {"clients", o.clients},
-            {"server_workers", o.workers ? nlohmann::json(*o.workers) : nullptr},
-            {"messages_per_client", timed ? nlohmann::json(nullptr) : nlohmann::json(o.messages)},
-            {"duration_mode_s", timed ? nlohmann::json(o.duration) : nlohmann::json(nullptr)},
-            {"message_size", o.size},
-            {"pipeline", o.pipeline},
-            {"duration_s", secs},
-            {"packets_sent", c.sent},
-            {"packets_received", c.received},
-            {"packets_lost", c.lost()},
-            {"loss_percent", c.loss_percent()},
-            {"loss_rate", c.loss_percent()}, // the name bench/suite.py reads (percent)
-            {"errors", r.wrong_payload + r.io_errors},
-            {"duplicates", c.duplicates},
-            {"wrong_payload", r.wrong_payload},
-            {"io_errors", r.io_errors},
-            {"bytes_sent", c.sent * o.size},
-            {"bytes_received", c.received * o.size},
-            {"window_packets_sent", r.window_sent},
-            {"window_packets_received", r.window_received},
-            {"sent_pps", sent_pps},
-            {"received_pps", recv_pps},
-            {"sent_mbps", sent_pps * double(o.size) / double(1 << 20)},
-            {"received_mbps", recv_pps * double(o.size) / double(1 << 20)},
-            {"server_cpu_s", out.server_cpu ? nlohmann::json(*out.server_cpu) : nullptr},
-            {"server_cpu_us_per_packet", cpu_us ? nlohmann::json(*cpu_us) : nullptr},
-            {"interrupted", out.interrupted_by != 0},
-        };
-        if (out.server)
-            j["server"] = {{"received", out.server->received},
-                           {"sent", out.server->sent},
-                           {"truncated", out.server->truncated},
-                           {"errors", out.server->errors}};
-        std::printf("%s\n", j.dump().c_str());
-    } else {
-        std::printf("\n========== UDP Benchmark Results ==========\n");
-        if (out.interrupted_by != 0)
-            std::printf("Interrupted: %s (the clients stopped sending and drained)\n",
-                        out.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM");
-        std::printf("Backend: %s\n", out.backend.c_str());
-        std::printf("Test Duration: %.2f seconds%s\n", secs,
-                    timed ? " (measured window)" : " (first send to last echo)");
-        std::printf("Concurrent Clients: %u\n", o.clients);
-        if (o.workers)
-            std::printf("Server Workers: %u\n", *o.workers);
-        else
-            std::printf("Server Workers: (separate server process)\n");
-        if (timed)
-            std::printf("Messages per Client: (duration mode, %g s)\n", o.duration);
-        else
-            std::printf("Messages per Client: %s\n", tools::with_commas(o.messages).c_str());
-        std::printf("Message Size: %zu bytes\n", o.size);
-        std::printf("Pipeline Depth: %u\n\n", o.pipeline);
-        std::printf("Total Packets Sent: %s\n", tools::with_commas(c.sent).c_str());
-        std::printf("Total Packets Received: %s\n", tools::with_commas(c.received).c_str());
-        std::printf("Packet Loss Rate: %.2f%% (%s lost, %s duplicate%s)\n", c.loss_percent(),
-                    tools::with_commas(c.lost()).c_str(), tools::with_commas(c.duplicates).c_str(),
-                    c.duplicates == 1 ? "" : "s");
-        if (r.wrong_payload + r.io_errors > 0)
-            std::printf("Errors: %s wrong payload, %s I/O\n",
-                        tools::with_commas(r.wrong_payload).c_str(),
-                        tools::with_commas(r.io_errors).c_str());
-        std::printf("\nTotal Data Sent: %.2f MB\n", mib(c.sent, o.size));
-        std::printf("Total Data Received: %.2f MB\n\n", mib(c.received, o.size));
-        std::printf("Average Throughput%s:\n", timed ? " (measured window)" : "");
-        std::printf("  Sent: %s pkt/s (%.2f MB/s)\n", commas2(sent_pps).c_str(),
-                    sent_pps * double(o.size) / double(1 << 20));
-        std::printf("  Received: %s pkt/s (%.2f MB/s)\n", commas2(recv_pps).c_str(),
-                    recv_pps * double(o.size) / double(1 << 20));
-        if (cpu_us)
-            std::printf("Server CPU: %.3f s, %.3f us per echoed packet\n", *out.server_cpu,
-                        *cpu_us);
-        std::printf("===========================================\n");
-    }
+void print_text(const ClientOptions& o, const Outcome& out, const UdpFigures& f) {
+    const udp::ClientReport& r = out.report;
+    const udp::LossCounts& c = r.counts;
+    std::printf("\n========== UDP Benchmark Results ==========\n");
+    if (out.interrupted_by != 0)
+        std::printf("Interrupted: %s (the clients stopped sending and drained)\n",
+                    out.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM");
+    std::printf("Backend: %s\n", out.backend.c_str());
+    std::printf("Test Duration: %.2f seconds%s\n", f.secs,
+                f.timed ? " (measured window)" : " (first send to last echo)");
+    std::printf("Concurrent Clients: %u\n", o.clients);
+    if (o.workers)
+        std::printf("Server Workers: %u\n", *o.workers);
+    else
+        std::printf("Server Workers: (separate server process)\n");
+    if (f.timed)
+        std::printf("Messages per Client: (duration mode, %g s)\n", o.duration);
+    else
+        std::printf("Messages per Client: %s\n", tools::with_commas(o.messages).c_str());
+    std::printf("Message Size: %zu bytes\n", o.size);
+    std::printf("Pipeline Depth: %u\n\n", o.pipeline);
+    std::printf("Total Packets Sent: %s\n", tools::with_commas(c.sent).c_str());
+    std::printf("Total Packets Received: %s\n", tools::with_commas(c.received).c_str());
+    std::printf("Packet Loss Rate: %.2f%% (%s lost, %s duplicate%s)\n", c.loss_percent(),
+                tools::with_commas(c.lost()).c_str(), tools::with_commas(c.duplicates).c_str(),
+                c.duplicates == 1 ? "" : "s");
+    if (r.wrong_payload + r.io_errors > 0)
+        std::printf("Errors: %s wrong payload, %s I/O\n",
+                    tools::with_commas(r.wrong_payload).c_str(),
+                    tools::with_commas(r.io_errors).c_str());
+    std::printf("\nTotal Data Sent: %.2f MB\n", tools::mib(double(c.sent) * double(o.size)));
+    std::printf("Total Data Received: %.2f MB\n\n",
+                tools::mib(double(c.received) * double(o.size)));
+    std::printf("Average Throughput%s:\n", f.timed ? " (measured window)" : "");
+    std::printf("  Sent: %s pkt/s (%.2f MB/s)\n", tools::with_commas_2dp(f.sent_pps).c_str(),
+                tools::mib(f.sent_pps * double(o.size)));
+    std::printf("  Received: %s pkt/s (%.2f MB/s)\n", tools::with_commas_2dp(f.recv_pps).c_str(),
+                tools::mib(f.recv_pps * double(o.size)));
+    if (f.cpu_us)
+        std::printf("Server CPU: %.3f s, %.3f us per echoed packet\n", *out.server_cpu, *f.cpu_us);
+    std::printf("===========================================\n");
+}
+
+/// 1 when the run lost data integrity, found no echo, or lost more than --max-loss; else 0.
+int exit_code(const ClientOptions& o, const Outcome& out) {
+    const udp::ClientReport& r = out.report;
+    const udp::LossCounts& c = r.counts;
     for (const std::string& e : r.first_errors)
         std::fprintf(stderr, "bench_udp: %s\n", e.c_str());
     if (r.wrong_payload + r.io_errors > 0) {
-        std::fprintf(stderr, "bench_udp: %s error%s (see above): exit code 1\n",
-                     tools::with_commas(r.wrong_payload + r.io_errors).c_str(),
-                     r.wrong_payload + r.io_errors == 1 ? "" : "s");
+        tools::print_error_count("bench_udp", r.wrong_payload + r.io_errors);
         return 1;
     }
     if (out.server && (out.server->truncated > 0 || out.server->errors > 0)) {
@@ -429,6 +434,15 @@ int report(const ClientOptions& o, const Outcome& out) {
     return 0;
 }
 
+int report(const ClientOptions& o, const Outcome& out) {
+    const UdpFigures f = figures_of(o, out);
+    if (o.json)
+        print_json(o, out, f);
+    else
+        print_text(o, out, f);
+    return exit_code(o, out);
+}
+
 void print_header(const ClientOptions& o, const char* backend) {
     if (o.json) return;
     std::printf("=== UDP Benchmark ===\nTarget: %s:%u\nClients: %u, pipeline %u, %zu bytes, ",
@@ -443,12 +457,7 @@ void print_header(const ClientOptions& o, const char* backend) {
 
 int run_split_client(const ClientOptions& o) {
     std::optional<Scheduler> sched;
-    try {
-        sched.emplace(SchedulerOptions{.backend = o.backend});
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_udp: %s\n", e.what());
-        return 1;
-    }
+    if (!tools::start_scheduler(sched, o.backend, "bench_udp")) return 1;
     print_header(o, sched->backend_name());
     const int pid = o.server_pid;
     Outcome out = sched->block_on(run_client(o, [pid]() -> std::optional<double> {

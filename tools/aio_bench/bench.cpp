@@ -108,11 +108,243 @@ struct Worker {
     Live live;
 };
 
-struct Slot {
-    uint64_t block = 0;
-    uint64_t submit_ns = 0;
-    uint64_t gen = 0;
-    bool write = false;
+/// One worker thread's I/O loop over engine E: keeps -q I/Os in flight until the time or I/O
+/// limit, accounting (and with --verify checking) every completion. The engine and the buffers
+/// are the caller's (run_worker): they are set up before and outlive it.
+template <class E>
+class IoLoop {
+public:
+    IoLoop(Shared& sh, Worker& w, E& eng, unsigned char* bufs, size_t stride)
+        : sh_(sh)
+        , cfg_(sh.cfg)
+        , w_(w)
+        , eng_(eng)
+        , bufs_(bufs)
+        , stride_(stride)
+        , bs_(cfg_.block_size)
+        , q_(cfg_.depth)
+        , verify_(cfg_.verify)
+        , writes_(pattern_writes(cfg_.pattern))
+        , random_(pattern_random(cfg_.pattern))
+        , guard_(verify_ && writes_) // no two in-flight I/Os on one block
+        , rng_(sh.seed ^ (0xa0761d6478bd642full * (w.id + 1)))
+        , slots_(q_)
+        , comps_(q_)
+        , limit_(w.ios_limit ? w.ios_limit : UINT64_MAX)
+        , iopoll_(cfg_.poll == PollMode::iopoll && cfg_.engine == EngineKind::io_uring)
+        , submit_batch_(std::clamp(cfg_.submit_batch, 1u, q_))
+        , complete_batch_(std::clamp(cfg_.complete_batch, 1u, q_)) {
+        // Write data: random bytes once (not compressible or dedupable), or the verify stamp per
+        // write.
+        for (size_t i = 0; i < stride_ * q_; i += 8) {
+            uint64_t x = rng_.next();
+            std::memcpy(bufs_ + i, &x, 8);
+        }
+        fresh_.reserve(q_);
+        if (guard_) {
+            busy_.assign((w.region_blocks + 63) / 64, 0);
+            if (w.region_blocks <= (uint64_t{1} << 24)) {
+                gen_map_.assign(w.region_blocks, 0);
+                w.stale_check = true;
+            }
+        }
+    }
+
+    /// From the start signal to the last completion.
+    void run() {
+        const uint64_t rt = cfg_.runtime_ns();
+        const uint64_t deadline = rt ? sh_.start_ns + rt : UINT64_MAX;
+        bool stopping = sh_.stop.load();
+
+        for (unsigned s = 0; s < q_ && issued_ < limit_ && !stopping; ++s) {
+            issue(s);
+            if (fresh_.size() >= submit_batch_ && s + 1 < q_) flush();
+        }
+
+        while (eng_.in_flight() > 0) {
+            stamp_fresh(now_ns());
+            int n = eng_.submit_and_reap(1, comps_.data(), complete_batch_);
+            const uint64_t tc = now_ns();
+            if (n < 0) {
+                w_.fatal = std::string(to_string(cfg_.engine)) +
+                           " engine failed while waiting for completions: " + std::strerror(-n);
+                sh_.stop.store(true);
+                break;
+            }
+            for (int i = 0; i < n; ++i)
+                complete(comps_[i], tc);
+            publish_live();
+
+            if (!stopping && (tc >= deadline || sh_.stop.load(std::memory_order_relaxed) ||
+                              g_interrupted.load(std::memory_order_relaxed)))
+                stopping = true;
+            if (!stopping)
+                for (int i = 0; i < n && issued_ < limit_; ++i) {
+                    issue(comps_[i].slot);
+                    if (fresh_.size() >= submit_batch_ && i + 1 < n) flush();
+                }
+        }
+    }
+
+private:
+    struct Slot {
+        uint64_t block = 0;
+        uint64_t submit_ns = 0;
+        uint64_t gen = 0;
+        bool write = false;
+    };
+
+    /// The next block of this thread's region for slot `s` (random or sequential; with the guard,
+    /// one no other in-flight I/O uses), prepped in the engine.
+    void issue(uint32_t s) {
+        Slot& sl = slots_[s];
+        bool wr;
+        if (cfg_.pattern == Pattern::rand_rw)
+            wr = ((rng_.next() >> 32) * 100 >> 32) >= cfg_.rwmix_read;
+        else
+            wr = writes_;
+        uint64_t rel;
+        for (;;) {
+            if (random_)
+                rel = rng_.below(w_.region_blocks);
+            else {
+                rel = seq_cursor_;
+                if (++seq_cursor_ == w_.region_blocks) seq_cursor_ = 0;
+            }
+            if (!guard_ || !(busy_[rel >> 6] & (uint64_t{1} << (rel & 63)))) break;
+        }
+        if (guard_) busy_[rel >> 6] |= uint64_t{1} << (rel & 63);
+        sl.block = w_.region_start + rel;
+        sl.write = wr;
+        unsigned char* buf = bufs_ + size_t{s} * stride_;
+        const uint64_t off = sl.block * bs_;
+        if (verify_ && wr) {
+            sl.gen = (uint64_t{w_.id + 1} << 40) | ++write_count_;
+            stamp_block(buf, bs_, off, sl.gen, sh_.seed);
+        }
+        eng_.prep(s, wr, buf, bs_, off);
+        fresh_.push_back(s);
+        ++issued_;
+    }
+
+    /// The prepped I/Os leave now, at `ts`.
+    void stamp_fresh(uint64_t ts) {
+        for (uint32_t s : fresh_)
+            slots_[s].submit_ns = ts;
+        fresh_.clear();
+    }
+
+    /// Submits what is prepped now (no reaping); the loop submits the rest with its wait.
+    void flush() {
+        stamp_fresh(now_ns());
+        eng_.submit_and_reap(0, comps_.data(), 0);
+    }
+
+    /// One completion, reaped at `tc`.
+    void complete(const Completion& c, uint64_t tc) {
+        Slot& sl = slots_[c.slot];
+        const uint64_t off = sl.block * bs_;
+        const uint64_t rel = sl.block - w_.region_start;
+        if (c.res == static_cast<int32_t>(bs_))
+            completed_whole(c, sl, tc - sl.submit_ns, off, rel);
+        else
+            failed(c, sl, off, rel);
+        if (guard_) busy_[rel >> 6] &= ~(uint64_t{1} << (rel & 63));
+    }
+
+    void completed_whole(const Completion& c, const Slot& sl, uint64_t lat, uint64_t off,
+                         uint64_t rel) {
+        lat_sum_ += lat;
+        ++lat_n_;
+        if (sl.write)
+            ++wops_, wbytes_ += bs_;
+        else
+            ++rops_, rbytes_ += bs_;
+        if (sl.write) {
+            ++w_.write.ops, w_.write.bytes += bs_, w_.write.lat.record(lat);
+            if (!gen_map_.empty()) gen_map_[rel] = sl.gen;
+        } else {
+            ++w_.read.ops, w_.read.bytes += bs_, w_.read.lat.record(lat);
+            if (verify_) check_read(c, off, rel);
+        }
+    }
+
+    /// --verify: the block read must carry the stamp of the last write this thread completed there.
+    void check_read(const Completion& c, uint64_t off, uint64_t rel) {
+        uint64_t expect = gen_map_.empty() ? 0 : gen_map_[rel];
+        auto f = check_block(bufs_ + size_t{c.slot} * stride_, bs_, off, expect);
+        if (!f) return;
+        ++w_.verify_errors;
+        if (w_.verify_samples.size() >= kMaxSamples) return;
+        std::string what = f->reason;
+        if (f->bad_sectors > 1 || f->sector_offset != off)
+            what += " (first bad sector at " + std::to_string(f->sector_offset) + ", " +
+                    std::to_string(f->bad_sectors) + " of " + std::to_string(bs_ / kSectorSize) +
+                    " sectors bad)";
+        w_.verify_samples.push_back(ErrorSample{off, std::move(what)});
+    }
+
+    /// A failed or short I/O. IOPOLL refused by the device stops every thread.
+    void failed(const Completion& c, const Slot& sl, uint64_t off, uint64_t rel) {
+        const char* op = sl.write ? "write" : "read";
+        if (c.res < 0) {
+            std::string what = std::string(op) + " failed: " + std::strerror(-c.res);
+            if (c.res == -EINVAL && cfg_.direct)
+                what += " (O_DIRECT: block size, offset or buffer not aligned for the "
+                        "device?)";
+            if (iopoll_ && (c.res == -EOPNOTSUPP || c.res == -EINVAL)) {
+                const Target& t = sh_.target;
+                if (w_.fatal.empty())
+                    w_.fatal = "IOPOLL not supported by " + t.path + "'s device (" + t.device +
+                               ", " + t.fs_type + "): the I/O returned " + std::strerror(-c.res) +
+                               "; polled I/O needs a driver with poll queues (e.g. nvme "
+                               "poll_queues=N). Try --poll-mode sqpoll or drop -P";
+                sh_.stop.store(true);
+            }
+            add_error(off, std::move(what));
+        } else {
+            add_error(off, "short " + std::string(op) + ": " + std::to_string(c.res) + " of " +
+                               std::to_string(bs_) + " bytes");
+        }
+        if (!gen_map_.empty() && sl.write) gen_map_[rel] = 0; // content now unknown
+    }
+
+    void add_error(uint64_t off, std::string what) {
+        ++w_.errors;
+        if (w_.error_samples.size() < kMaxSamples)
+            w_.error_samples.push_back(ErrorSample{off, std::move(what)});
+    }
+
+    /// The running totals the main thread samples once per second.
+    void publish_live() {
+        w_.live.rops.store(rops_, std::memory_order_relaxed);
+        w_.live.wops.store(wops_, std::memory_order_relaxed);
+        w_.live.rbytes.store(rbytes_, std::memory_order_relaxed);
+        w_.live.wbytes.store(wbytes_, std::memory_order_relaxed);
+        w_.live.lat_sum.store(lat_sum_, std::memory_order_relaxed);
+        w_.live.lat_n.store(lat_n_, std::memory_order_relaxed);
+    }
+
+    Shared& sh_;
+    const Config& cfg_;
+    Worker& w_;
+    E& eng_;
+    unsigned char* const bufs_;
+    const size_t stride_;
+    const uint32_t bs_;
+    const unsigned q_;
+    const bool verify_, writes_, random_, guard_;
+    Rng rng_;
+    std::vector<Slot> slots_;
+    std::vector<Completion> comps_;
+    std::vector<uint32_t> fresh_;   // prepped, not yet submitted
+    std::vector<uint64_t> gen_map_; // last generation written per block of this thread's region
+    std::vector<uint64_t> busy_;    // bitmap of in-flight blocks (region-relative)
+    const uint64_t limit_;
+    const bool iopoll_;
+    const unsigned submit_batch_, complete_batch_;
+    uint64_t seq_cursor_ = 0, issued_ = 0, write_count_ = 0;
+    uint64_t rops_ = 0, wops_ = 0, rbytes_ = 0, wbytes_ = 0, lat_sum_ = 0, lat_n_ = 0;
 };
 
 struct FreeDeleter {
@@ -122,12 +354,7 @@ struct FreeDeleter {
 template <class E>
 void run_worker(Shared& sh, Worker& w) {
     const Config& cfg = sh.cfg;
-    const uint32_t bs = cfg.block_size;
     const unsigned q = cfg.depth;
-    const bool verify = cfg.verify;
-    const bool writes = pattern_writes(cfg.pattern);
-    const bool random = pattern_random(cfg.pattern);
-    const bool guard = verify && writes; // no two in-flight I/Os on one block
 
     ThreadCounters pc;
     if (cfg.cpu_counters) pc.open(); // before the ring exists
@@ -141,7 +368,7 @@ void run_worker(Shared& sh, Worker& w) {
 
     // The buffers first: the engine may register them, and drains in-flight I/O into them when it
     // is destroyed, so they must outlive it.
-    const size_t stride = (bs + 4095) & ~size_t{4095};
+    const size_t stride = (cfg.block_size + 4095) & ~size_t{4095};
     void* mem = nullptr;
     if (int e = posix_memalign(&mem, 4096, stride * q); e != 0)
         return fail_setup("posix_memalign(" + std::to_string(stride * q) +
@@ -156,181 +383,13 @@ void run_worker(Shared& sh, Worker& w) {
     setup.fixed_bufs = cfg.fixedbufs;
     setup.register_files = cfg.registerfiles;
     if (auto r = eng.init(setup); !r) return fail_setup(r.error());
-    Rng rng(sh.seed ^ (0xa0761d6478bd642full * (w.id + 1)));
-    // Write data: random bytes once (not compressible or dedupable), or the verify stamp per write.
-    for (size_t i = 0; i < stride * q; i += 8) {
-        uint64_t x = rng.next();
-        std::memcpy(bufs + i, &x, 8);
-    }
-
-    std::vector<Slot> slots(q);
-    std::vector<Completion> comps(q);
-    std::vector<uint32_t> fresh;
-    fresh.reserve(q);
-    std::vector<uint64_t> gen_map; // last generation written per block of this thread's region
-    std::vector<uint64_t> busy;    // bitmap of in-flight blocks (region-relative)
-    if (guard) {
-        busy.assign((w.region_blocks + 63) / 64, 0);
-        if (w.region_blocks <= (uint64_t{1} << 24)) {
-            gen_map.assign(w.region_blocks, 0);
-            w.stale_check = true;
-        }
-    }
-    const uint64_t limit = w.ios_limit ? w.ios_limit : UINT64_MAX;
-    const bool iopoll = cfg.poll == PollMode::iopoll && cfg.engine == EngineKind::io_uring;
-    uint64_t seq_cursor = 0, issued = 0, write_count = 0;
-    uint64_t rops = 0, wops = 0, rbytes = 0, wbytes = 0, lat_sum = 0, lat_n = 0;
-
-    auto issue = [&](uint32_t s) {
-        Slot& sl = slots[s];
-        bool wr;
-        if (cfg.pattern == Pattern::rand_rw)
-            wr = ((rng.next() >> 32) * 100 >> 32) >= cfg.rwmix_read;
-        else
-            wr = writes;
-        uint64_t rel;
-        for (;;) {
-            if (random)
-                rel = rng.below(w.region_blocks);
-            else {
-                rel = seq_cursor;
-                if (++seq_cursor == w.region_blocks) seq_cursor = 0;
-            }
-            if (!guard || !(busy[rel >> 6] & (uint64_t{1} << (rel & 63)))) break;
-        }
-        if (guard) busy[rel >> 6] |= uint64_t{1} << (rel & 63);
-        sl.block = w.region_start + rel;
-        sl.write = wr;
-        unsigned char* buf = bufs + size_t{s} * stride;
-        const uint64_t off = sl.block * bs;
-        if (verify && wr) {
-            sl.gen = (uint64_t{w.id + 1} << 40) | ++write_count;
-            stamp_block(buf, bs, off, sl.gen, sh.seed);
-        }
-        eng.prep(s, wr, buf, bs, off);
-        fresh.push_back(s);
-        ++issued;
-    };
-
-    auto add_error = [&](uint64_t off, std::string what) {
-        ++w.errors;
-        if (w.error_samples.size() < kMaxSamples)
-            w.error_samples.push_back(ErrorSample{off, std::move(what)});
-    };
+    IoLoop<E> loop(sh, w, eng, bufs, stride);
 
     sh.ready.fetch_add(1);
     while (!sh.go.load(std::memory_order_acquire))
         std::this_thread::yield();
     if (cfg.cpu_counters) pc.enable();
-
-    const uint64_t rt = cfg.runtime_ns();
-    const uint64_t deadline = rt ? sh.start_ns + rt : UINT64_MAX;
-    bool stopping = sh.stop.load();
-
-    const unsigned submit_batch = std::clamp(cfg.submit_batch, 1u, q);
-    const unsigned complete_batch = std::clamp(cfg.complete_batch, 1u, q);
-    // Submits what is prepped now (no reaping); the loop below submits the rest with its wait.
-    auto flush = [&] {
-        const uint64_t ts = now_ns();
-        for (uint32_t s : fresh)
-            slots[s].submit_ns = ts;
-        fresh.clear();
-        eng.submit_and_reap(0, comps.data(), 0);
-    };
-
-    for (unsigned s = 0; s < q && issued < limit && !stopping; ++s) {
-        issue(s);
-        if (fresh.size() >= submit_batch && s + 1 < q) flush();
-    }
-
-    while (eng.in_flight() > 0) {
-        const uint64_t ts = now_ns();
-        for (uint32_t s : fresh)
-            slots[s].submit_ns = ts;
-        fresh.clear();
-        int n = eng.submit_and_reap(1, comps.data(), complete_batch);
-        const uint64_t tc = now_ns();
-        if (n < 0) {
-            w.fatal = std::string(to_string(cfg.engine)) +
-                      " engine failed while waiting for completions: " + std::strerror(-n);
-            sh.stop.store(true);
-            break;
-        }
-        for (int i = 0; i < n; ++i) {
-            const Completion& c = comps[i];
-            Slot& sl = slots[c.slot];
-            const uint64_t off = sl.block * bs;
-            const uint64_t rel = sl.block - w.region_start;
-            if (c.res == static_cast<int32_t>(bs)) {
-                const uint64_t lat = tc - sl.submit_ns;
-                lat_sum += lat;
-                ++lat_n;
-                if (sl.write)
-                    ++wops, wbytes += bs;
-                else
-                    ++rops, rbytes += bs;
-                if (sl.write) {
-                    ++w.write.ops, w.write.bytes += bs, w.write.lat.record(lat);
-                    if (!gen_map.empty()) gen_map[rel] = sl.gen;
-                } else {
-                    ++w.read.ops, w.read.bytes += bs, w.read.lat.record(lat);
-                    if (verify) {
-                        uint64_t expect = gen_map.empty() ? 0 : gen_map[rel];
-                        if (auto f = check_block(bufs + size_t{c.slot} * stride, bs, off, expect)) {
-                            ++w.verify_errors;
-                            if (w.verify_samples.size() < kMaxSamples) {
-                                std::string what = f->reason;
-                                if (f->bad_sectors > 1 || f->sector_offset != off)
-                                    what += " (first bad sector at " +
-                                            std::to_string(f->sector_offset) + ", " +
-                                            std::to_string(f->bad_sectors) + " of " +
-                                            std::to_string(bs / kSectorSize) + " sectors bad)";
-                                w.verify_samples.push_back(ErrorSample{off, std::move(what)});
-                            }
-                        }
-                    }
-                }
-            } else {
-                const char* op = sl.write ? "write" : "read";
-                if (c.res < 0) {
-                    std::string what = std::string(op) + " failed: " + std::strerror(-c.res);
-                    if (c.res == -EINVAL && cfg.direct)
-                        what += " (O_DIRECT: block size, offset or buffer not aligned for the "
-                                "device?)";
-                    if (iopoll && (c.res == -EOPNOTSUPP || c.res == -EINVAL)) {
-                        if (w.fatal.empty())
-                            w.fatal = "IOPOLL not supported by " + sh.target.path + "'s device (" +
-                                      sh.target.device + ", " + sh.target.fs_type +
-                                      "): the I/O returned " + std::strerror(-c.res) +
-                                      "; polled I/O needs a driver with poll queues (e.g. nvme "
-                                      "poll_queues=N). Try --poll-mode sqpoll or drop -P";
-                        sh.stop.store(true);
-                    }
-                    add_error(off, std::move(what));
-                } else {
-                    add_error(off, "short " + std::string(op) + ": " + std::to_string(c.res) +
-                                       " of " + std::to_string(bs) + " bytes");
-                }
-                if (!gen_map.empty() && sl.write) gen_map[rel] = 0; // content now unknown
-            }
-            if (guard) busy[rel >> 6] &= ~(uint64_t{1} << (rel & 63));
-        }
-        w.live.rops.store(rops, std::memory_order_relaxed);
-        w.live.wops.store(wops, std::memory_order_relaxed);
-        w.live.rbytes.store(rbytes, std::memory_order_relaxed);
-        w.live.wbytes.store(wbytes, std::memory_order_relaxed);
-        w.live.lat_sum.store(lat_sum, std::memory_order_relaxed);
-        w.live.lat_n.store(lat_n, std::memory_order_relaxed);
-
-        if (!stopping && (tc >= deadline || sh.stop.load(std::memory_order_relaxed) ||
-                          g_interrupted.load(std::memory_order_relaxed)))
-            stopping = true;
-        if (!stopping)
-            for (int i = 0; i < n && issued < limit; ++i) {
-                issue(comps[i].slot);
-                if (fresh.size() >= submit_batch && i + 1 < n) flush();
-            }
-    }
+    loop.run();
     if (cfg.cpu_counters) {
         pc.disable();
         w.counters = pc.read();

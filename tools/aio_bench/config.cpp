@@ -110,36 +110,40 @@ std::optional<double> parse_seconds(std::string_view s) {
 
 } // namespace
 
-std::expected<Config, UsageError> parse_args(int argc, char** argv) {
-    Config cfg;
-    CLI::App app{"aio_bench: fio-like comparison of the libaio and io_uring engines.\n"
-                 "Each thread owns one engine and keeps exactly -q I/Os in flight.",
-                 "aio_bench"};
-    app.set_version_flag("--version", "aio_bench 1.0");
-    app.get_formatter()->column_width(34);
+namespace {
 
+/// The command line's values as text, before they are checked (Config holds the flags CLI11
+/// sets directly).
+struct RawArgs {
     std::string engine = "libaio", pattern = "rand_read", depth = "32", threads = "1",
                 runtime = "30", bs = "4k", size, rwmix, ios, poll_mode, seed, submit_batch,
                 complete_batch;
     bool poll = false;
+    bool batch = false;
+    CLI::Option* engine_given = nullptr;  // -e (count() > 0: given)
+    CLI::Option* runtime_given = nullptr; // -r
+};
+
+using Check = std::expected<void, UsageError>;
+
+/// What to run: the target, the engine, the I/O pattern and its shape.
+void add_workload_options(CLI::App& app, Config& cfg, RawArgs& a) {
     app.add_option("-f,--file", cfg.file,
                    "Target file or block device. Created (and removed at exit unless --keep) if "
                    "missing; existing files and devices are only written with --allow-overwrite")
         ->required();
-    auto* o_engine = app.add_option("-e,--engine", engine, "libaio | io_uring (default libaio)");
-    auto* o_pattern = app.add_option(
-        "-p,--pattern", pattern,
-        "rand_read | rand_write | rand_rw | seq_read | seq_write (default rand_read)");
-    auto* o_depth = app.add_option("-q,--iodepth", depth, "I/Os in flight per thread (default 32)");
-    auto* o_threads =
-        app.add_option("-t,--threads", threads, "Threads, one engine each (default 1)");
-    auto* o_runtime =
-        app.add_option("-r,--runtime", runtime, "Seconds to run (default 30; none with --ios)");
-    app.add_option("-b,--block-size", bs, "Block size: bytes or 4k/64k/1m (default 4k)");
-    app.add_flag("-P,--poll", poll,
+    a.engine_given = app.add_option("-e,--engine", a.engine, "libaio | io_uring (default libaio)");
+    app.add_option("-p,--pattern", a.pattern,
+                   "rand_read | rand_write | rand_rw | seq_read | seq_write (default rand_read)");
+    app.add_option("-q,--iodepth", a.depth, "I/Os in flight per thread (default 32)");
+    app.add_option("-t,--threads", a.threads, "Threads, one engine each (default 1)");
+    a.runtime_given =
+        app.add_option("-r,--runtime", a.runtime, "Seconds to run (default 30; none with --ios)");
+    app.add_option("-b,--block-size", a.bs, "Block size: bytes or 4k/64k/1m (default 4k)");
+    app.add_flag("-P,--poll", a.poll,
                  "Polling: io_uring IORING_SETUP_IOPOLL (needs --direct); libaio busy-polls "
                  "io_getevents with a zero timeout. See --poll-mode");
-    app.add_option("--poll-mode", poll_mode,
+    app.add_option("--poll-mode", a.poll_mode,
                    "iopoll | sqpoll (io_uring IORING_SETUP_SQPOLL); implies -P");
     app.add_flag("-M,--cpu-counters", cfg.cpu_counters,
                  "CPU counters per I/O via perf_event_open (instructions, cycles, branches, "
@@ -148,35 +152,42 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     app.add_flag("--verify", cfg.verify,
                  "Stamp every 512-byte sector written (offset, generation, seed, checksum) and "
                  "check every sector read");
-    auto* o_size = app.add_option(
-        "--size", size, "Bytes to use (file created with this size; default 256m or whole file)");
-    auto* o_rwmix = app.add_option("--rwmix", rwmix, "Read percentage for rand_rw (default 50)");
+    app.add_option("--size", a.size,
+                   "Bytes to use (file created with this size; default 256m or whole file)");
+    app.add_option("--rwmix", a.rwmix, "Read percentage for rand_rw (default 50)");
+}
+
+/// How to report, limits, batching and the io_uring engine options (after the workload's, in
+/// this order in --help).
+void add_run_options(CLI::App& app, Config& cfg, RawArgs& a) {
     app.add_flag("--json", cfg.json, "Print one JSON object instead of the text report");
     app.add_flag("--per-second", cfg.per_second, "Print (or add to JSON) one line per second");
     app.add_flag("--allow-overwrite", cfg.allow_overwrite,
                  "Allow writing to an existing file or block device (destroys its data)");
     app.add_flag("--keep", cfg.keep, "Keep the file aio_bench created");
-    app.add_option("--ios", ios, "Stop after this many I/Os in total (split across threads)");
+    app.add_option("--ios", a.ios, "Stop after this many I/Os in total (split across threads)");
     app.add_flag("--compare", cfg.compare,
                  "Run libaio then io_uring with identical parameters and print both side by side");
-    app.add_option("--submit-batch", submit_batch,
+    app.add_option("--submit-batch", a.submit_batch,
                    "Submit refilled I/Os every N (fio iodepth_batch_submit; default 1, as fio: "
                    "one submit syscall per I/O)");
-    app.add_option("--complete-batch", complete_batch,
+    app.add_option("--complete-batch", a.complete_batch,
                    "Take at most N completions per wait (fio iodepth_batch_complete_max; "
                    "default 1, as fio)");
-    bool batch = false;
-    app.add_flag("--batch", batch,
+    app.add_flag("--batch", a.batch,
                  "Batch fully: --submit-batch and --complete-batch = iodepth (one submit syscall "
                  "per refill, every ready completion per wait)");
-    app.add_option("--seed", seed, "PRNG seed for offsets and verify stamps (default: clock)");
+    app.add_option("--seed", a.seed, "PRNG seed for offsets and verify stamps (default: clock)");
     app.add_flag("--fixedbufs", cfg.fixedbufs,
                  "io_uring: register the I/O buffers with the ring once and use READ_FIXED/"
                  "WRITE_FIXED (fio's io_uring fixedbufs)");
     app.add_flag("--registerfiles", cfg.registerfiles,
                  "io_uring: register the file with the ring and use IOSQE_FIXED_FILE (fio's "
                  "io_uring registerfiles)");
+}
 
+/// CLI11's verdict: --help and --version as exit code 0, every parse error as one line.
+Check run_parser(CLI::App& app, int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -195,101 +206,109 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
             if (c == '\n') c = ' ';
         return usage(msg);
     }
+    return {};
+}
 
-    if (engine == "libaio")
+Check read_engine_and_pattern(const RawArgs& a, Config& cfg) {
+    if (a.engine == "libaio")
         cfg.engine = EngineKind::libaio;
-    else if (engine == "io_uring" || engine == "uring")
+    else if (a.engine == "io_uring" || a.engine == "uring")
         cfg.engine = EngineKind::io_uring;
     else
-        return usage("-e/--engine: unknown engine '" + engine + "' (libaio or io_uring)");
-    if (o_engine->count() && cfg.compare)
+        return usage("-e/--engine: unknown engine '" + a.engine + "' (libaio or io_uring)");
+    if (a.engine_given->count() && cfg.compare)
         return usage("-e/--engine: --compare runs both engines, do not give -e");
 
-    if (pattern == "rand_read" || pattern == "randread")
+    if (a.pattern == "rand_read" || a.pattern == "randread")
         cfg.pattern = Pattern::rand_read;
-    else if (pattern == "rand_write" || pattern == "randwrite")
+    else if (a.pattern == "rand_write" || a.pattern == "randwrite")
         cfg.pattern = Pattern::rand_write;
-    else if (pattern == "rand_rw" || pattern == "randrw")
+    else if (a.pattern == "rand_rw" || a.pattern == "randrw")
         cfg.pattern = Pattern::rand_rw;
-    else if (pattern == "seq_read" || pattern == "read")
+    else if (a.pattern == "seq_read" || a.pattern == "read")
         cfg.pattern = Pattern::seq_read;
-    else if (pattern == "seq_write" || pattern == "write")
+    else if (a.pattern == "seq_write" || a.pattern == "write")
         cfg.pattern = Pattern::seq_write;
     else
-        return usage("-p/--pattern: unknown pattern '" + pattern +
+        return usage("-p/--pattern: unknown pattern '" + a.pattern +
                      "' (rand_read, rand_write, rand_rw, seq_read, seq_write)");
-    (void)o_pattern;
+    return {};
+}
 
-    auto q = parse_uint(depth);
+/// -q, -t, -r and -b: how many I/Os of which size, for how long.
+Check read_shape(const RawArgs& a, Config& cfg) {
+    auto q = parse_uint(a.depth);
     if (!q || *q == 0 || *q > 32768)
-        return usage("-q/--iodepth: '" + depth + "' is not an integer in 1..32768");
+        return usage("-q/--iodepth: '" + a.depth + "' is not an integer in 1..32768");
     cfg.depth = static_cast<unsigned>(*q);
-    (void)o_depth;
 
-    auto t = parse_uint(threads);
+    auto t = parse_uint(a.threads);
     if (!t || *t == 0 || *t > 1024)
-        return usage("-t/--threads: '" + threads + "' is not an integer in 1..1024");
+        return usage("-t/--threads: '" + a.threads + "' is not an integer in 1..1024");
     cfg.threads = static_cast<unsigned>(*t);
-    (void)o_threads;
 
-    auto r = parse_seconds(runtime);
+    auto r = parse_seconds(a.runtime);
     if (!r || *r <= 0)
-        return usage("-r/--runtime: '" + runtime + "' is not a positive number of seconds");
+        return usage("-r/--runtime: '" + a.runtime + "' is not a positive number of seconds");
     if (auto problem = galay::tools::seconds_problem(*r, 0, 1e7))
         return usage("-r/--runtime: " + *problem);
     cfg.runtime_s = *r;
-    cfg.runtime_set = o_runtime->count() > 0;
+    cfg.runtime_set = a.runtime_given->count() > 0;
 
-    auto b = parse_size(bs);
-    if (!b) return usage("-b/--block-size: cannot parse '" + bs + "' (bytes, or e.g. 4k, 64k, 1m)");
+    auto b = parse_size(a.bs);
+    if (!b)
+        return usage("-b/--block-size: cannot parse '" + a.bs + "' (bytes, or e.g. 4k, 64k, 1m)");
     if (*b == 0) return usage("-b/--block-size: must not be zero");
-    if (*b > (256ull << 20)) return usage("-b/--block-size: '" + bs + "' is larger than 256m");
+    if (*b > (256ull << 20)) return usage("-b/--block-size: '" + a.bs + "' is larger than 256m");
     if (cfg.direct && *b % 512 != 0)
         return usage("-b/--block-size: " + std::to_string(*b) +
                      " is not a multiple of 512, required by --direct");
     cfg.block_size = static_cast<uint32_t>(*b);
     if (static_cast<uint64_t>(cfg.block_size) * cfg.depth * cfg.threads > (8ull << 30))
         return usage("-b/--block-size: block size x iodepth x threads exceeds 8 GiB of buffers");
+    return {};
+}
 
-    if (!size.empty()) {
-        auto s = parse_size(size);
+/// --size, --rwmix, --ios and --seed.
+Check read_limits(const RawArgs& a, Config& cfg) {
+    if (!a.size.empty()) {
+        auto s = parse_size(a.size);
         if (!s || *s == 0)
-            return usage("--size: cannot parse '" + size + "' (bytes, or e.g. 512m, 1g)");
+            return usage("--size: cannot parse '" + a.size + "' (bytes, or e.g. 512m, 1g)");
         if (*s < cfg.block_size)
-            return usage("--size: " + size + " is smaller than the block size " +
+            return usage("--size: " + a.size + " is smaller than the block size " +
                          std::to_string(cfg.block_size));
         cfg.size = *s;
     }
-    (void)o_size;
-
-    if (!rwmix.empty()) {
-        auto m = parse_uint(rwmix);
-        if (!m || *m > 100) return usage("--rwmix: '" + rwmix + "' is not a percentage 0..100");
+    if (!a.rwmix.empty()) {
+        auto m = parse_uint(a.rwmix);
+        if (!m || *m > 100) return usage("--rwmix: '" + a.rwmix + "' is not a percentage 0..100");
         if (cfg.pattern != Pattern::rand_rw) return usage("--rwmix: only applies to -p rand_rw");
         cfg.rwmix_read = static_cast<unsigned>(*m);
     }
-    (void)o_rwmix;
-
-    if (!ios.empty()) {
-        auto n = parse_uint(ios);
-        if (!n || *n == 0) return usage("--ios: '" + ios + "' is not a positive integer");
+    if (!a.ios.empty()) {
+        auto n = parse_uint(a.ios);
+        if (!n || *n == 0) return usage("--ios: '" + a.ios + "' is not a positive integer");
         cfg.ios = *n;
     }
-
-    if (!seed.empty()) {
-        auto s = parse_uint(seed);
-        if (!s) return usage("--seed: '" + seed + "' is not an unsigned integer");
+    if (!a.seed.empty()) {
+        auto s = parse_uint(a.seed);
+        if (!s) return usage("--seed: '" + a.seed + "' is not an unsigned integer");
         cfg.seed = *s;
     }
+    return {};
+}
 
-    if (batch) {
-        if (!submit_batch.empty() || !complete_batch.empty())
+/// --batch, --submit-batch and --complete-batch.
+Check read_batching(const RawArgs& a, Config& cfg) {
+    if (a.batch) {
+        if (!a.submit_batch.empty() || !a.complete_batch.empty())
             return usage("--batch: give either --batch or --submit-batch/--complete-batch");
         cfg.submit_batch = cfg.complete_batch = cfg.depth;
     }
     for (auto [text, out, flag] :
-         {std::tuple{&submit_batch, &cfg.submit_batch, "--submit-batch"},
-          std::tuple{&complete_batch, &cfg.complete_batch, "--complete-batch"}}) {
+         {std::tuple{&a.submit_batch, &cfg.submit_batch, "--submit-batch"},
+          std::tuple{&a.complete_batch, &cfg.complete_batch, "--complete-batch"}}) {
         if (text->empty()) continue;
         auto n = parse_uint(*text);
         if (!n || *n == 0 || *n > cfg.depth)
@@ -297,15 +316,19 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
                          std::to_string(cfg.depth) + ")");
         *out = static_cast<unsigned>(*n);
     }
+    return {};
+}
 
-    if (!poll_mode.empty()) {
-        if (poll_mode == "iopoll")
+/// -P/--poll-mode, then the io_uring engine options, which only io_uring runs may use.
+Check read_polling_and_engine_options(const RawArgs& a, Config& cfg) {
+    if (!a.poll_mode.empty()) {
+        if (a.poll_mode == "iopoll")
             cfg.poll = PollMode::iopoll;
-        else if (poll_mode == "sqpoll")
+        else if (a.poll_mode == "sqpoll")
             cfg.poll = PollMode::sqpoll;
         else
-            return usage("--poll-mode: unknown mode '" + poll_mode + "' (iopoll or sqpoll)");
-    } else if (poll) {
+            return usage("--poll-mode: unknown mode '" + a.poll_mode + "' (iopoll or sqpoll)");
+    } else if (a.poll) {
         cfg.poll = PollMode::iopoll;
     }
     bool uring_used = cfg.engine == EngineKind::io_uring || cfg.compare;
@@ -325,7 +348,8 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
             return usage(std::string(flag) +
                          ": an io_uring engine option (as in fio), not "
                          "available with -e libaio" +
-                         (o_engine->count() ? "" : " (the default engine)") + "; add -e io_uring");
+                         (a.engine_given->count() ? "" : " (the default engine)") +
+                         "; add -e io_uring");
     }
     if (cfg.fixedbufs && cfg.depth > 16384)
         return usage("--fixedbufs: registers one buffer per I/O slot and io_uring takes at most "
@@ -334,6 +358,26 @@ std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     if (cfg.verify && cfg.block_size % 512 != 0)
         return usage("-b/--block-size: --verify stamps 512-byte sectors; the block size must be "
                      "a multiple of 512");
+    return {};
+}
+
+} // namespace
+
+std::expected<Config, UsageError> parse_args(int argc, char** argv) {
+    Config cfg;
+    CLI::App app{"aio_bench: fio-like comparison of the libaio and io_uring engines.\n"
+                 "Each thread owns one engine and keeps exactly -q I/Os in flight.",
+                 "aio_bench"};
+    app.set_version_flag("--version", "aio_bench 1.0");
+    app.get_formatter()->column_width(34);
+    RawArgs a;
+    add_workload_options(app, cfg, a);
+    add_run_options(app, cfg, a);
+    // Checked in this order: the first problem is the one reported.
+    if (auto c = run_parser(app, argc, argv); !c) return std::unexpected(c.error());
+    for (auto read : {read_engine_and_pattern, read_shape, read_limits, read_batching,
+                      read_polling_and_engine_options})
+        if (auto c = read(a, cfg); !c) return std::unexpected(c.error());
     return cfg;
 }
 
