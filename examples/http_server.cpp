@@ -3,6 +3,7 @@
 //
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
 //               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
+//               [--batching]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
 //
 // It runs on a galay::Runtime of N workers (--workers, default 1), each with its own SO_REUSEPORT
@@ -12,6 +13,12 @@
 // port; the "listening on" line gives the real one. SIGINT/SIGTERM stop it: the listeners are
 // closed, open connections cancelled, the workers joined, a summary printed on stderr, exit 0.
 // Exit 1: the port or root cannot be used; 2: bad arguments.
+//
+// A server of many keep-alive clients wants every request answered soon more than the last
+// percent of CPU, so it runs its schedulers with SchedulerOptions::fair_completions (io_uring:
+// the loop drains the kernel's completions each turn and hands replies over within ~50 us of a
+// long batch; at 1,000 connections this brought p99 from ~3x nginx's to about nginx's, at the
+// same CPU per request). --batching keeps the kernel's batching instead.
 #include "http/server.hpp"
 
 #include <sys/resource.h>
@@ -28,7 +35,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]\n"
     "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
-    "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n";
+    "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n"
+    "                   [--batching]  (io_uring: the kernel's batching, not fair_completions)\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
     std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
@@ -68,7 +76,7 @@ int main(int argc, char** argv) {
     long port = 8080, workers = 1;
     http::ServerConfig config;
     galay::Backend backend = galay::Backend::automatic;
-    bool have_port = false, register_files = true;
+    bool have_port = false, register_files = true, fair = true;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         auto value = [&]() -> const char* {
@@ -93,6 +101,8 @@ int main(int argc, char** argv) {
             config.header_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
         } else if (arg == "--no-register-files") {
             register_files = false;
+        } else if (arg == "--batching") {
+            fair = false;
         } else if (!arg.empty() && arg[0] != '-' && !have_port) {
             port = parse_number("port", argv[i], 0, 65535);
             have_port = true;
@@ -117,6 +127,7 @@ int main(int argc, char** argv) {
         ro.workers = static_cast<unsigned>(workers);
         ro.scheduler.backend = backend;
         ro.scheduler.register_files = register_files;
+        ro.scheduler.fair_completions = fair;
         galay::Runtime rt(ro);
 
         galay::ServeOptions so;

@@ -163,6 +163,11 @@ public:
     /// Hand what is queued for the kernel (wake-ups from wake_peer, the slot clearing and
     /// cancels of a close) to it now: the caller is not about to poll.
     virtual void flush() noexcept {}
+    /// Mid-batch (SchedulerOptions::fair_completions): the loop has run handlers for a while
+    /// without polling; hand the requests they queued (replies, mostly) to the kernel now so
+    /// they do not wait for the whole batch. Submission only: completions stay for the next
+    /// `poll`. Drivers that issue operations at once (epoll): nothing to do.
+    virtual void submit_queued() noexcept {}
 
     /// The fd is about to be closed synchronously: forget any state about it, and have the
     /// kernel let go of it before returning (io_uring: its registered-file slot and the requests

@@ -70,7 +70,26 @@ void UringDriver::poll(std::int64_t timeout_ns) {
         std::fprintf(stderr, "galay: io_uring_enter failed: %s\n", std::strerror(-ret));
         std::abort();
     }
-    reap();
+    unsigned seen = reap();
+    if (!fair_) return;
+    // Since Linux 6.13 an io_uring_enter completes at most IO_LOCAL_TW_DEFAULT_MAX (20)
+    // deferred requests per pass on a DEFER_TASKRUN ring; a reap that found that many suggests
+    // more are ready: ask again (no wait) while full batches keep coming, bounded.
+    for (int round = 0; round < kFairRounds && seen >= kKernelTaskWorkPass; ++round) {
+        if (io_uring_get_events(&ring_) < 0) break;
+        seen = reap();
+    }
+}
+
+void UringDriver::submit_queued() noexcept {
+    if (io_uring_sq_ready(&ring_) == 0) return;
+    int r;
+    do
+        r = io_uring_submit(&ring_);
+    while (r == -EINTR);
+    // (MSG_RING wake-ups act at submission. Queued closes keep their flag: their cancels'
+    // completions run only when the loop next asks for events, as let_go_now needs.)
+    if (r >= 0) msgs_queued_ = false;
 }
 
 void UringDriver::shutdown() noexcept {
@@ -98,7 +117,7 @@ void UringDriver::arm_wake() {
     io_uring_sqe_set_data64(e, kWakeTag);
 }
 
-void UringDriver::reap() {
+unsigned UringDriver::reap() {
     if (!late_.empty()) [[unlikely]] { // completions an injected delay held back a turn
         std::vector<LateCqe> late;
         late.swap(late_);
@@ -135,6 +154,7 @@ void UringDriver::reap() {
         on_op_cqe(reinterpret_cast<IoOp*>(ud), cqe->res, true);
     }
     io_uring_cq_advance(&ring_, seen);
+    return seen;
 }
 
 void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {

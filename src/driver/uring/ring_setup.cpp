@@ -109,6 +109,7 @@ UringDriver::UringDriver(Scheduler& s, const SchedulerOptions& options)
     setup_buffer_ring(options);
     if (options.register_files) setup_file_table();
     multishot_accept_ = options.multishot_accept && multishot_accept_supported();
+    fair_ = options.fair_completions;
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0) {
         int e = errno;

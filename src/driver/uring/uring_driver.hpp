@@ -133,6 +133,7 @@ public:
     void wake() noexcept override;
     bool wake_peer(Driver& peer) noexcept override;
     void flush() noexcept override;
+    void submit_queued() noexcept override;
     void poll(std::int64_t timeout_ns) override;
     void shutdown() noexcept override;
 
@@ -207,7 +208,7 @@ private:
 
     // reap.cpp
     void arm_wake();
-    void reap();
+    unsigned reap();
     struct LateCqe {
         std::uint64_t user_data;
         std::int32_t res;
@@ -286,6 +287,9 @@ private:
     unsigned flags_ = 0;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
+    static constexpr unsigned kKernelTaskWorkPass = 20; // IO_LOCAL_TW_DEFAULT_MAX (Linux 6.13)
+    static constexpr int kFairRounds = 64;
+    bool fair_ = false;        // SchedulerOptions::fair_completions: poll drains the kernel
     bool msg_ring_ = false;    // wake peers with IORING_OP_MSG_RING
     bool msgs_queued_ = false; // MSG_RING SQEs queued since the last submission
     std::size_t in_flight_ = 0;
