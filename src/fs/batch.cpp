@@ -1,5 +1,7 @@
 #include "galay/fs/batch.hpp"
 
+#include "runtime/scheduler_access.hpp"
+
 #include <sys/socket.h> // MSG_MORE
 
 #include <cassert>
@@ -109,10 +111,10 @@ bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
             op.result = -ECANCELED;
             continue;
         }
-        if (!sched.driver().submit(op)) ++pending;
+        if (!SchedulerAccess::driver(sched).submit(op)) ++pending;
     }
     if (pending == 0) { // everything failed its checks or completed at once
-        if (sched.take_inline_budget()) return false;
+        if (SchedulerAccess::take_inline_budget(sched)) return false;
         sched.schedule(h); // completed, but this coroutine has run long enough: yield once
         return true;
     }
@@ -124,7 +126,7 @@ bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
     if (has_deadline_) {
         timer_.on_fire = &on_deadline;
         timer_.context = this;
-        sched.arm_timer(timer_);
+        SchedulerAccess::arm_timer(sched, timer_);
     }
     if (scope != nullptr) scope->link(*this);
     return true;
@@ -144,7 +146,7 @@ void BatchAwaitable::cancel() noexcept {
 
 Result<void> BatchAwaitable::await_resume() noexcept {
     if (scope_ != nullptr) CancelScope::unlink(*this);
-    if (timer_.armed()) current_scheduler().disarm_timer(timer_);
+    if (timer_.armed()) SchedulerAccess::disarm_timer(current_scheduler(), timer_);
     for (std::size_t i = 0; i < batch_->entries_.size(); ++i)
         if (auto r = batch_->result(i); !r) return std::unexpected(r.error());
     return {};

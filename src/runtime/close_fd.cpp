@@ -2,6 +2,7 @@
 // once, another thread's through FdOwners), so that close(2) really closes it.
 #include "galay/runtime.hpp"
 #include "runtime/fd_owners.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@ std::mutex FdOwners::mutex_;
 bool forget_fd_everywhere(int fd) noexcept {
     if (fd < 0) return true;
     Scheduler* s = Scheduler::current();
-    Driver* mine = s != nullptr ? &s->driver() : nullptr;
+    Driver* mine = s != nullptr ? &SchedulerAccess::driver(*s) : nullptr;
     if (mine != nullptr) mine->forget_fd(fd);
     if (!FdOwners::in_range(fd)) return true;
     if (Driver* owner = FdOwners::owner(fd); owner == nullptr || owner == mine) return true;
@@ -45,7 +46,9 @@ void close_fd(int fd) noexcept {
     // call of its own), unless a driver of another thread holds it.
     if (Scheduler* s = Scheduler::current(); s != nullptr && FdOwners::in_range(fd)) {
         Driver* owner = FdOwners::owner(fd);
-        if ((owner == nullptr || owner == &s->driver()) && s->driver().close_later(fd)) return;
+        if ((owner == nullptr || owner == &SchedulerAccess::driver(*s)) &&
+            SchedulerAccess::driver(*s).close_later(fd))
+            return;
     }
     if (!forget_fd_everywhere(fd)) {
         // A driver on another thread holds the file (a registered slot, an armed recv) until it

@@ -2,6 +2,7 @@
 // awaitable takes to its driver, its deadline and its cancel scope.
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 namespace galay {
 
@@ -26,15 +27,15 @@ bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellab
         op.result = -ECANCELED;
         return false;
     }
-    if (s.driver().submit(op)) {
-        if (s.take_inline_budget()) return false;
+    if (SchedulerAccess::driver(s).submit(op)) {
+        if (SchedulerAccess::take_inline_budget(s)) return false;
         s.schedule(h); // completed, but this coroutine has run long enough: yield once
         return true;
     }
     if (op.timer.deadline_ns != 0) {
         op.timer.on_fire = &on_op_deadline;
         op.timer.context = &op;
-        s.arm_timer(op.timer);
+        SchedulerAccess::arm_timer(s, op.timer);
     }
     if (scope != nullptr) scope->link(self);
     return true;
@@ -43,7 +44,7 @@ bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellab
 void cancel_op(IoOp& op) noexcept {
     if (!op.pending || op.cancelled) return;
     op.cancelled = true;
-    current_scheduler().driver().cancel(op);
+    SchedulerAccess::driver(current_scheduler()).cancel(op);
 }
 
 } // namespace detail

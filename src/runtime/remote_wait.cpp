@@ -2,6 +2,7 @@
 // cancel scope (galay/detail/remote_wait.hpp).
 #include "galay/detail/remote_wait.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 namespace galay::detail {
 
@@ -16,7 +17,7 @@ void RemoteWait::arm(CancelScope* scope) {
         timer_.deadline_ns = deadline_ns_;
         timer_.on_fire = &RemoteWait::on_deadline;
         timer_.context = this;
-        sched_->arm_timer(timer_);
+        SchedulerAccess::arm_timer(*sched_, timer_);
     }
     scope_ = scope;
     if (scope != nullptr) scope->link(*this); // (calls cancel() at once if it was requested)
@@ -25,7 +26,7 @@ void RemoteWait::arm(CancelScope* scope) {
 int RemoteWait::end_wait() noexcept {
     if (scope_ != nullptr) CancelScope::unlink(*this);
     scope_ = nullptr;
-    if (timer_.armed()) sched_->disarm_timer(timer_);
+    if (timer_.armed()) SchedulerAccess::disarm_timer(*sched_, timer_);
     return interrupted_;
 }
 
@@ -33,7 +34,7 @@ void RemoteWait::interrupt(int reason) noexcept {
     if (interrupted_ != 0 || !waiter_) return;
     if (!withdraw()) return; // the completion has the waiter: its post is on the way
     interrupted_ = reason;
-    if (timer_.armed()) sched_->disarm_timer(timer_);
+    if (timer_.armed()) SchedulerAccess::disarm_timer(*sched_, timer_);
     sched_->schedule(waiter_);
 }
 

@@ -1,5 +1,6 @@
 // fs::Batch on every backend: many file operations submitted at once (one io_submit on epoll for
 // O_DIRECT files), each with its own result, and cancellation of the whole batch.
+#include "runtime/scheduler_access.hpp" // (the driver's op and pool counts)
 #include "support/backends.hpp"
 #include "support/file_fixture.hpp"
 #include "support/files.hpp"
@@ -82,7 +83,7 @@ TEST_P(BatchTest, CancelledBatchFinishesEveryOpBeforeResuming) {
         auto at_once = []() -> Task<int> { co_return 1; };
         auto r = co_await when_any(batch_task(), at_once());
         (void)r; // either may win; every op has finished now
-        EXPECT_EQ(Scheduler::current()->driver().in_flight(), 0u);
+        EXPECT_EQ(detail::SchedulerAccess::driver(*Scheduler::current()).in_flight(), 0u);
         for (std::size_t i = 0; i < batch.size(); ++i) {
             auto one = batch.result(i);
             if (!one) {

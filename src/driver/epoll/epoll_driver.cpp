@@ -100,7 +100,7 @@ void EpollDriver::cancel(IoOp& op) {
     }
     op.result = -ECANCELED;
     --waiting_;
-    sched_.complete(op);
+    SchedulerAccess::complete(sched_, op);
 }
 
 void EpollDriver::forget_fd(int fd) noexcept {
@@ -179,7 +179,7 @@ void EpollDriver::fail_all(OpQueue& list, int err) noexcept {
         IoOp* op = list.pop_front();
         op->result = err;
         --waiting_;
-        sched_.complete(*op);
+        SchedulerAccess::complete(sched_, *op);
     }
 }
 
@@ -192,7 +192,7 @@ void EpollDriver::retry(OpQueue& list) {
         if (!attempt(*list.front())) return;
         IoOp* op = list.pop_front();
         --waiting_;
-        sched_.complete(*op);
+        SchedulerAccess::complete(sched_, *op);
     }
 }
 

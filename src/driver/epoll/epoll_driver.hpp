@@ -14,6 +14,7 @@
 #include "driver/common/op_queue.hpp"
 #include "driver/epoll/file_engine.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <sys/epoll.h>
 

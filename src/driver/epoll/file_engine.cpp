@@ -141,7 +141,7 @@ std::size_t EpollFileEngine::flush() {
     std::size_t n = 0;
     while (IoOp* op = refused_.pop_front()) {
         --refused_count_;
-        sched_.complete(*op);
+        SchedulerAccess::complete(sched_, *op);
         ++n;
     }
     return n;
@@ -240,7 +240,7 @@ void EpollFileEngine::finish(const io_event& ev) {
         }
         op.result = -ECANCELED;
     }
-    sched_.complete(op);
+    SchedulerAccess::complete(sched_, op);
 }
 #endif
 

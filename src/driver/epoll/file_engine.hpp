@@ -51,6 +51,7 @@
 #include "driver/common/op_traits.hpp"
 
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
 #if GALAY_WITH_AIO // (CMake option; OFF: no libaio, files use the pool only)

@@ -23,7 +23,7 @@ void EpollDriver::give_back_wakes() {
         IoOp* op = starved_.pop_front();
         op->pending = false;
         --waiting_;
-        if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
+        if (attempt(*op) || wait_ready(*op)) SchedulerAccess::complete(sched_, *op);
     }
 }
 

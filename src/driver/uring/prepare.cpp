@@ -54,7 +54,7 @@ void UringDriver::cancel(IoOp& op) {
         if (m.waiter != &op) return;
         m.waiter = nullptr;
         op.result = -ECANCELED;
-        sched_.complete(op);
+        SchedulerAccess::complete(sched_, op);
         return;
     }
     io_uring_sqe* e = sqe();

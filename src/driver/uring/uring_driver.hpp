@@ -16,6 +16,7 @@
 #include "driver/uring/multishot_accept.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/fd_owners.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <liburing.h>
 
