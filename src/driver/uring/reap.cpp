@@ -146,7 +146,7 @@ void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
             return;
         }
     }
-    if (res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
+    if (res == -EBADF && fixed_file(*op) && !uses_fixed(op->fd)) {
         prep(*op); // its slot was never filled: again on the plain fd
         return;
     }
