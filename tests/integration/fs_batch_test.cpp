@@ -1,5 +1,5 @@
 // fs::Batch on every backend: many file operations submitted at once (one io_submit on epoll for
-// O_DIRECT files), each with its own result, and cancellation of the whole batch.
+// O_DIRECT files), each with its own result, and cancellation or a deadline of the whole batch.
 #include "runtime/scheduler_access.hpp" // (the driver's op and pool counts)
 #include "support/backends.hpp"
 #include "support/file_fixture.hpp"
@@ -93,6 +93,38 @@ TEST_P(BatchTest, CancelledBatchFinishesEveryOpBeforeResuming) {
         std::vector<std::byte> again(1 << 20);
         CO_ASSERT(co_await f.read_exact_at(again, 0));
         EXPECT_TRUE(has_pattern(again, 7, 0));
+    }());
+}
+
+TEST_P(BatchTest, TimedOutBatchFinishesEveryOpAndReportsTimedOut) {
+    // The deadline has passed when the batch is submitted: it fires at the loop's next turn and
+    // cancels every op still pending, each with its own deadline as any awaitable's op. What the
+    // kernel finished first keeps its result; the others fail with timed_out, never with
+    // operation_canceled, and all have finished when the batch resumes.
+    run([&]() -> Task<void> {
+        File f = open_or_throw(dir_ / "batch-timeout", kCreateRw);
+        std::vector<std::byte> data(1 << 20);
+        fill_pattern(data, 9, 0);
+        CO_ASSERT(co_await f.write_all_at(data, 0));
+        drop_cache(f);
+        std::vector<std::vector<std::byte>> bufs(16, std::vector<std::byte>(64 * 1024));
+        Batch batch;
+        for (std::size_t i = 0; i < bufs.size(); ++i)
+            batch.read_at(f, bufs[i], i * bufs[i].size());
+        auto done = co_await batch.submit().deadline(std::chrono::steady_clock::now() - 1ms);
+        if (!done) {
+            EXPECT_EQ(done.error(), std::errc::timed_out);
+        }
+        EXPECT_EQ(detail::SchedulerAccess::driver(*Scheduler::current()).in_flight(), 0u);
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            auto one = batch.result(i);
+            if (!one) {
+                EXPECT_EQ(one.error(), std::errc::timed_out);
+            }
+        }
+        std::vector<std::byte> again(1 << 20);
+        CO_ASSERT(co_await f.read_exact_at(again, 0));
+        EXPECT_TRUE(has_pattern(again, 9, 0));
     }());
 }
 
