@@ -44,8 +44,12 @@ void stamp(std::span<std::byte> msg, std::uint32_t client, std::uint64_t seq) no
     std::memcpy(p + off, &w, msg.size() - off);
 }
 
-Check check(std::span<const std::byte> msg, std::size_t expected_size, std::uint32_t client,
-            std::uint64_t* seq) noexcept {
+namespace {
+/// The body of check(), inline: the client loop verifies every datagram with it, and the call
+/// (which the compiler stopped inlining as the surrounding code grew) cost bench_udp ~5%.
+[[gnu::always_inline]] inline Check check_datagram(std::span<const std::byte> msg,
+                                                   std::size_t expected_size, std::uint32_t client,
+                                                   std::uint64_t* seq) noexcept {
     if (msg.size() != expected_size) return Check::wrong_size;
     const std::byte* p = msg.data();
     std::uint32_t id, magic;
@@ -64,6 +68,12 @@ Check check(std::span<const std::byte> msg, std::size_t expected_size, std::uint
     const std::uint64_t w = pattern_word(base, i);
     if (std::memcmp(p + off, &w, msg.size() - off) != 0) return Check::corrupt;
     return Check::ok;
+}
+} // namespace
+
+Check check(std::span<const std::byte> msg, std::size_t expected_size, std::uint32_t client,
+            std::uint64_t* seq) noexcept {
+    return check_datagram(msg, expected_size, client, seq);
 }
 
 const char* to_string(Check c) noexcept {
@@ -195,7 +205,7 @@ Task<void> client(std::uint32_t id, UdpSocket sock, Shared& sh) {
         std::uint64_t fresh = 0;
         for (std::size_t i = 0; i < *r; ++i) {
             std::uint64_t seq = 0;
-            const Check ok = check(in[i].data(), c.size, id, &seq);
+            const Check ok = check_datagram(in[i].data(), c.size, id, &seq);
             if (ok != Check::ok) {
                 sh.error(id, to_string(ok), &sh.report.wrong_payload);
                 continue;
