@@ -123,6 +123,7 @@ struct SchedulerOptions {
 
 namespace detail {
 class RemoteQueue;
+struct SchedulerAccess;
 struct SpawnLinks { // a scheduler's list of its spawned tasks (detail/intrusive_list.hpp)
     static SpawnBase*& next(SpawnBase& t) noexcept { return t.next; }
     static SpawnBase*& prev(SpawnBase& t) noexcept { return t.prev; }
@@ -148,7 +149,6 @@ public:
 
     Backend backend() const noexcept { return driver_->backend(); }
     const char* backend_name() const noexcept { return driver_->name(); }
-    detail::Driver& driver() noexcept { return *driver_; }
 
     /// Run `task` on this thread until it finishes; spawned tasks run alongside it.
     template <class T>
@@ -172,32 +172,21 @@ public:
     /// Run `call` on this scheduler's thread (see detail::RemoteCall). Safe from any thread.
     void post(detail::RemoteCall& call);
 
-    // --- used by awaitables and drivers ---------------------------------------------------
+    /// The steady clock in nanoseconds: what deadlines (`.deadline()`, timer nodes) are measured
+    /// in.
     static std::int64_t now_ns() noexcept {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now().time_since_epoch())
             .count();
     }
-    void arm_timer(detail::TimerNode& n) { timers_.push(n); }
-    void disarm_timer(detail::TimerNode& n) noexcept { timers_.remove(n); }
-
-    /// A driver finished `op`: stop its deadline, map a timed-out cancel, queue its waiter.
-    void complete(detail::IoOp& op) {
-        op.pending = false;
-        if (op.timer.armed()) timers_.remove(op.timer);
-        if (op.timed_out && op.result == -ECANCELED) op.result = -ETIMEDOUT;
-        ready_.push_back(op.waiter);
-    }
-
-    /// Called when an op completed without suspending. Returns false when the coroutine has run
-    /// long enough without yielding and must go to the back of the ready queue (fairness).
-    bool take_inline_budget() noexcept { return ++inline_completions_ < kInlineBudget; }
 
 private:
-    static constexpr unsigned kInlineBudget = 64;
     static constexpr std::size_t kFairCheckEvery = 8;    // handlers between clock reads
     static constexpr std::int64_t kFairFlushNs = 50'000; // longest a reply waits in a batch
     friend class Runtime;
+    // What only drivers and the library's own awaitables use (the driver, the timer heap,
+    // completing an op, the inline-completion budget): src/runtime/scheduler_access.hpp.
+    friend struct detail::SchedulerAccess;
     friend struct detail::SpawnBase;
 
     /// Run until `remaining` is 0 or, when deadline_ns >= 0, the steady clock reaches it.

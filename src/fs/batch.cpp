@@ -1,6 +1,6 @@
 #include "galay/fs/batch.hpp"
 
-#include <sys/socket.h> // MSG_MORE
+#include "runtime/op_start.hpp"
 
 #include <cassert>
 #include <exception>
@@ -57,15 +57,13 @@ CountdownHandle countdown_of(std::coroutine_handle<> h) noexcept {
 } // namespace
 
 BatchAwaitable&& BatchAwaitable::timeout(std::chrono::nanoseconds d) && {
-    timer_.deadline_ns = Scheduler::now_ns() + d.count();
-    has_deadline_ = true;
+    deadline_ns_ = Scheduler::now_ns() + d.count();
     return std::move(*this);
 }
 
 BatchAwaitable&& BatchAwaitable::deadline(std::chrono::steady_clock::time_point t) && {
-    timer_.deadline_ns =
+    deadline_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    has_deadline_ = true;
     return std::move(*this);
 }
 
@@ -84,9 +82,9 @@ bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
         b.countdown_.resume(); // park it at its first step
     }
     const bool cancelled = scope != nullptr && scope->requested();
-    // All but the last op to be submitted carry MSG_MORE: the epoll driver then hands the whole
-    // batch to the kernel in one io_submit (io_uring ignores it: every SQE of a loop turn goes in
-    // one io_uring_enter anyway).
+    // All but the last op to be submitted say "more follows": the epoll driver then hands the
+    // whole batch to the kernel in one io_submit (io_uring ignores it: every SQE of a loop turn
+    // goes in one io_uring_enter anyway).
     std::size_t last = b.entries_.size();
     if (!cancelled)
         for (std::size_t i = b.entries_.size(); i-- > 0;)
@@ -94,47 +92,33 @@ bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
                 last = i;
                 break;
             }
+    // Each op is started as an IoAwaitable starts its one (op_start.hpp), all naming the countdown
+    // as their waiter and carrying the batch's deadline: at the deadline every op still pending is
+    // cancelled and fails with `timed_out`.
     std::size_t pending = 0;
     for (std::size_t i = 0; i < b.entries_.size(); ++i) {
         fs::Batch::Entry& e = b.entries_[i];
         IoOp& op = e.op;
-        if (op.code != OpCode::fallocate) op.msg_flags = i < last ? MSG_MORE : 0;
-        op.waiter = b.countdown_;
-        op.result = 0;
-        op.done = 0;
-        op.timed_out = op.cancelled = false;
-        op.timer.deadline_ns = 0;
+        op.flags = i < last ? IoOp::kMoreFollows : 0;
+        reset_op(op, b.countdown_);
+        op.timer.deadline_ns = deadline_ns_;
         if (e.precheck) continue;
         if (cancelled) {
             op.result = -ECANCELED;
             continue;
         }
-        if (!sched.driver().submit(op)) ++pending;
+        if (!submit_op(sched, op)) ++pending;
     }
-    if (pending == 0) { // everything failed its checks or completed at once
-        if (sched.take_inline_budget()) return false;
-        sched.schedule(h); // completed, but this coroutine has run long enough: yield once
-        return true;
-    }
+    // Everything failed its checks or completed at once.
+    if (pending == 0) return yield_if_over_budget(sched, h);
     // Completions only reach the countdown through the scheduler's ready queue, never from
-    // inside submit(), so arming it after submitting is safe.
+    // inside submit(), and deadlines fire only from the run loop, so arming it after submitting
+    // is safe.
     Countdown::promise_type& p = countdown_of(b.countdown_).promise();
     p.remaining = pending;
     p.parent = h;
-    if (has_deadline_) {
-        timer_.on_fire = &on_deadline;
-        timer_.context = this;
-        sched.arm_timer(timer_);
-    }
     if (scope != nullptr) scope->link(*this);
     return true;
-}
-
-void BatchAwaitable::on_deadline(TimerNode* n) {
-    auto* self = static_cast<BatchAwaitable*>(n->context);
-    for (fs::Batch::Entry& e : self->batch_->entries_)
-        if (e.op.pending) e.op.timed_out = true; // the scheduler maps its ECANCELED to ETIMEDOUT
-    self->cancel();
 }
 
 void BatchAwaitable::cancel() noexcept {
@@ -143,8 +127,7 @@ void BatchAwaitable::cancel() noexcept {
 }
 
 Result<void> BatchAwaitable::await_resume() noexcept {
-    if (scope_ != nullptr) CancelScope::unlink(*this);
-    if (timer_.armed()) current_scheduler().disarm_timer(timer_);
+    if (scope_ != nullptr) CancelScope::unlink(*this); // (each op's deadline went with it)
     for (std::size_t i = 0; i < batch_->entries_.size(); ++i)
         if (auto r = batch_->result(i); !r) return std::unexpected(r.error());
     return {};

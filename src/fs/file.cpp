@@ -1,5 +1,7 @@
 #include "galay/fs/file.hpp"
 
+#include "runtime/scheduler_access.hpp"
+
 #include <fcntl.h>
 #include <linux/fs.h> // BLKSSZGET, BLKGETSIZE64
 #include <sys/ioctl.h>
@@ -205,7 +207,7 @@ int File::fixed_slot(const FixedSlice& buf) noexcept {
     if (r == nullptr || r->driver == nullptr) return -1;
     Scheduler* s = Scheduler::current();
     // Registered with another thread's ring: a plain operation here.
-    if (s == nullptr || &s->driver() != r->driver) return -1;
+    if (s == nullptr || &detail::SchedulerAccess::driver(*s) != r->driver) return -1;
     return r->slot;
 }
 

@@ -1,6 +1,7 @@
 #include "galay/fs/fixed_buffer.hpp"
 
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,7 @@ void FixedBuffer::register_now() {
     auto reg = std::make_unique<detail::BufferRegistration>();
     reg->addr = mem_.data();
     reg->len = mem_.size();
-    const int r = s->driver().register_buffer(*reg);
+    const int r = detail::SchedulerAccess::driver(*s).register_buffer(*reg);
     if (r < 0) {
         error_ = errno_code(-r);
         return;

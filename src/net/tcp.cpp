@@ -1,5 +1,6 @@
 #include "galay/net/tcp.hpp"
 
+#include "runtime/scheduler_access.hpp"
 #include "sockopt.hpp"
 
 #include <fcntl.h>
@@ -48,8 +49,9 @@ Result<std::size_t> TransferAwaitable::result() {
 Result<PooledBuffer> RecvPooledAwaitable::result() {
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (op_.result == 0) return PooledBuffer{};
-    return PooledBuffer(&current_scheduler().driver(), static_cast<const char*>(op_.buf),
-                        static_cast<std::size_t>(op_.result), static_cast<std::uint16_t>(op_.aux));
+    return PooledBuffer(&detail::SchedulerAccess::driver(current_scheduler()),
+                        static_cast<const char*>(op_.buf), static_cast<std::size_t>(op_.result),
+                        static_cast<std::uint16_t>(op_.aux));
 }
 
 VectorAwaitable::VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept {

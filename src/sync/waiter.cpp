@@ -1,5 +1,7 @@
 #include "galay/sync/waiter.hpp"
 
+#include "runtime/scheduler_access.hpp"
+
 namespace galay {
 namespace detail {
 
@@ -28,7 +30,11 @@ void WaitListBase::pop_all(WaiterChain& out) noexcept {
 
 WaiterBase::~WaiterBase() {
     withdraw_if_destroyed_waiting();
-    if (timer_.armed()) sched_->disarm_timer(timer_);
+    if (timer_.armed()) detail::SchedulerAccess::disarm_timer(*sched_, timer_);
+}
+
+void WaiterBase::disarm_deadline() noexcept {
+    detail::SchedulerAccess::disarm_timer(*sched_, timer_);
 }
 
 void WaiterBase::withdrawn(WakeList<WaiterBase>&) noexcept {}
@@ -60,7 +66,7 @@ void WaiterBase::abort(Outcome why) noexcept {
     // completing side already took this waiter off the list, its wake-up is on the way and wins.
     if (!withdraw()) return;
     outcome_ = why;
-    if (timer_.armed()) sched_->disarm_timer(timer_);
+    if (timer_.armed()) detail::SchedulerAccess::disarm_timer(*sched_, timer_);
     sched_->schedule(handle_);
 }
 
@@ -76,7 +82,7 @@ void WaiterBase::suspended(detail::CancelScope* scope) {
     if (timer_.deadline_ns != 0) {
         timer_.on_fire = &WaiterBase::on_deadline;
         timer_.context = this;
-        sched_->arm_timer(timer_);
+        detail::SchedulerAccess::arm_timer(*sched_, timer_);
     }
     if (scope != nullptr) scope->link(*this);
 }

@@ -1,5 +1,7 @@
 #include "galay/time/sleep.hpp"
 
+#include "runtime/scheduler_access.hpp"
+
 namespace galay {
 namespace detail {
 
@@ -12,7 +14,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
     waiter_ = h;
     node_.on_fire = &SleepAwaiter::fire;
     node_.context = this;
-    s.arm_timer(node_);
+    SchedulerAccess::arm_timer(s, node_);
     scope_ = scope;
     if (scope != nullptr) scope->link(*this);
     return true;
@@ -26,7 +28,7 @@ void SleepAwaiter::fire(TimerNode* n) {
 void SleepAwaiter::cancel() noexcept {
     if (!node_.armed()) return; // already fired: the waiter is queued
     Scheduler& s = current_scheduler();
-    s.disarm_timer(node_);
+    SchedulerAccess::disarm_timer(s, node_);
     cancelled_ = true;
     s.schedule(waiter_);
 }

@@ -1,5 +1,6 @@
 // recv_pooled: receiving into buffers lent by the scheduler (io_uring: multishot recv over a
 // provided-buffer ring; epoll: a free list), on both backends.
+#include "runtime/scheduler_access.hpp" // (the driver's op and pool counts)
 #include "support/backends.hpp"
 
 #include <arpa/inet.h>
@@ -385,7 +386,7 @@ protected:
             // Wait until the greedy connection has stopped receiving ahead with bytes queued (its
             // share is used up; before the fix: the pool ran dry). epoll receives nothing
             // ahead: nothing to wait for there.
-            detail::Driver& d = current_scheduler().driver();
+            detail::Driver& d = detail::SchedulerAccess::driver(current_scheduler());
             for (int i = 0; i < 10'000 && GetParam() == Backend::io_uring; ++i) {
                 if (d.pool_buffers_queued(greedy_fd) > 0 && !d.receives_ahead(greedy_fd)) break;
                 co_await sleep(1ms); // (a bound on the wait, not a synchronisation)
@@ -448,7 +449,7 @@ TEST_P(GreedyClientTest, AStalledConnectionLosesNoByteWhenItResumes) {
             auto first = co_await s.recv_pooled().timeout(10s);
             CO_ASSERT(first && !first->empty() && check(*first));
             // Stop receiving until the connection's share is used up and its recv stopped.
-            detail::Driver& d = current_scheduler().driver();
+            detail::Driver& d = detail::SchedulerAccess::driver(current_scheduler());
             for (int i = 0; i < 10'000 && GetParam() == Backend::io_uring; ++i) {
                 if (d.pool_buffers_queued(s.fd()) > 0 && !d.receives_ahead(s.fd())) break;
                 (void)co_await sleep(1ms); // (a bound on the wait, not a synchronisation)
@@ -466,7 +467,8 @@ TEST_P(GreedyClientTest, AStalledConnectionLosesNoByteWhenItResumes) {
         };
         co_await when_all(sender(), receiver());
     }());
-    EXPECT_EQ(sched.driver().pool_buffers_in_use(), 0u); // every buffer and chunk came back
+    EXPECT_EQ(detail::SchedulerAccess::driver(sched).pool_buffers_in_use(),
+              0u); // every buffer and chunk came back
 }
 
 GALAY_INSTANTIATE_BACKENDS(GreedyClientTest);

@@ -11,6 +11,8 @@
 // tests/soak/soak.py runs it (make soak).
 #include <galay/galay.hpp>
 
+#include "runtime/scheduler_access.hpp" // the driver's pool and op counts (src/)
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -288,8 +290,9 @@ int main(int argc, char** argv) {
             (void)sched.block_on(sleep(10ms));
             const std::size_t fds1 = open_fds();
             const std::uint64_t rss1 = rss_kib();
-            const std::size_t buffers = sched.driver().pool_buffers_in_use();
-            const std::size_t in_flight = sched.driver().in_flight();
+            const std::size_t buffers =
+                detail::SchedulerAccess::driver(sched).pool_buffers_in_use();
+            const std::size_t in_flight = detail::SchedulerAccess::driver(sched).in_flight();
             const bool fds_ok = fds1 == fds0;
             const bool rss_ok = rss1 <= rss0 + slack_kib;
             std::printf("soak_local %s: %llu rounds (UDP + file%s + TCP each), fds %zu -> %zu, "

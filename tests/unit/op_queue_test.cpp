@@ -1,6 +1,6 @@
 // The epoll driver's queue of waiting ops (src/driver/common/op_queue.hpp): IoOps linked through
-// IoOp::next_waiter. The list itself is tested in intrusive_list_test.cpp; this checks what the
-// epoll driver and its file engine rely on when they use it for IoOps.
+// the op's driver scratch. The list itself is tested in intrusive_list_test.cpp; this checks what
+// the epoll driver and its file engine rely on when they use it for IoOps.
 #include "driver/common/op_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -19,18 +19,18 @@ std::vector<int> fds(const OpQueue& q) {
     return out;
 }
 
-TEST(OpQueue, LinksThroughNextWaiterInFifoOrder) {
+TEST(OpQueue, LinksThroughTheDriverScratchInFifoOrder) {
     IoOp ops[3];
     OpQueue q;
     for (int i = 0; i < 3; ++i) {
         ops[i].fd = i;
         q.push_back(ops[i]);
     }
-    EXPECT_EQ(ops[0].next_waiter, &ops[1]);
-    EXPECT_EQ(ops[1].next_waiter, &ops[2]);
-    EXPECT_EQ(ops[2].next_waiter, nullptr);
+    EXPECT_EQ(OpQueue::next(ops[0]), &ops[1]);
+    EXPECT_EQ(OpQueue::next(ops[1]), &ops[2]);
+    EXPECT_EQ(OpQueue::next(ops[2]), nullptr);
     EXPECT_EQ(q.pop_front(), &ops[0]);
-    EXPECT_EQ(ops[0].next_waiter, nullptr) << "a popped op must not point into the queue";
+    EXPECT_EQ(OpQueue::next(ops[0]), nullptr) << "a popped op must not point into the queue";
     EXPECT_EQ(fds(q), (std::vector<int>{1, 2}));
 }
 
@@ -43,7 +43,7 @@ TEST(OpQueue, CancellingAQueuedOpRemovesItWherever) {
         q.push_back(ops[i]);
     }
     EXPECT_TRUE(q.remove(ops[1]));
-    EXPECT_EQ(ops[1].next_waiter, nullptr);
+    EXPECT_EQ(OpQueue::next(ops[1]), nullptr);
     EXPECT_FALSE(q.remove(ops[1])) << "an op no longer queued is not found";
     EXPECT_TRUE(q.remove(ops[3])); // the tail: a later push must still land at the back
     IoOp late;

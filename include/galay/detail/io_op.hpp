@@ -48,16 +48,23 @@ struct TimerNode {
 ///
 /// It lives in every awaiting coroutine's frame (an echo loop holds two, for every connection), so
 /// it is kept small: 104 bytes. Accept and connect keep their address in `buf`/`len`/`aux`
-/// rather than in fields of their own.
+/// rather than in fields of their own. What a driver keeps about the op for itself lives in
+/// `driver_scratch`, which only the drivers give a meaning (src/driver/common/op_scratch.hpp).
 struct IoOp {
+    /// `flags` bits: hints from the awaitable to the driver, which may ignore them.
+    /// kMoreFollows: the task submits more ops before it suspends (fs::Batch marks all but its
+    /// last); the driver may hold this one back and hand them to the kernel together (epoll: one
+    /// io_submit for a batch of O_DIRECT ops).
+    static constexpr std::uint8_t kMoreFollows = 1;
+
     OpCode code{};
     bool all = false;       // send/recv: finish short transfers before completing
     bool timed_out = false; // the deadline fired (result becomes -ETIMEDOUT)
     bool cancelled = false; // cancellation was requested
     bool pending = false;   // the driver holds the op (in the kernel, or waiting for readiness)
     bool direct = false;    // file ops: the fd is O_DIRECT (epoll: libaio; otherwise a thread pool)
-    bool fixed_file = false;   // io_uring: issued on the fd's registered-file slot
     bool fixed_buffer = false; // read_at/write_at: `buf` is in the registered buffer number `aux`
+    std::uint8_t flags = 0;    // kMoreFollows
     int fd = -1;
     int msg_flags = 0;        // send/recv flags; fallocate mode
     std::uint32_t len = 0;    // buffer length, iovec count; connect: address length
@@ -68,8 +75,13 @@ struct IoOp {
                               // address of the in/out address length (socklen_t)
     std::int64_t result = 0;  // >= 0: value (bytes, fd); < 0: -errno
     std::coroutine_handle<> waiter;
-    TimerNode timer;             // deadline, when the op has a timeout
-    IoOp* next_waiter = nullptr; // epoll: per-fd FIFO of waiting ops
+    TimerNode timer; // deadline, when the op has a timeout
+    /// The driver's own bookkeeping while it holds the op (epoll: the link of its per-fd queue;
+    /// io_uring: whether the op went out on a registered file). Opaque here: sized only, typed
+    /// by each driver in src/driver/; no awaitable reads or writes it.
+    struct DriverScratch {
+        alignas(void*) unsigned char bytes[sizeof(void*)] = {};
+    } driver_scratch;
 
     /// accept and connect: the peer address (out for accept, in for connect).
     sockaddr* address() const noexcept { return static_cast<sockaddr*>(buf); }

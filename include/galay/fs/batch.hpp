@@ -53,12 +53,10 @@ public:
 
 private:
     bool start(std::coroutine_handle<> h, CancelScope* scope);
-    static void on_deadline(TimerNode* n);
 
     fs::Batch* batch_;
-    TimerNode timer_;
     CancelScope* scope_ = nullptr;
-    bool has_deadline_ = false;
+    std::int64_t deadline_ns_ = 0; // steady clock; 0: none (each op's timer, as in IoAwaitable)
 };
 
 } // namespace galay::detail

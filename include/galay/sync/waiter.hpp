@@ -202,7 +202,7 @@ protected:
     void set_handle(std::coroutine_handle<> h) noexcept { handle_ = h; }
     /// Start of await_resume: stop the deadline, leave the cancel scope.
     void resumed() noexcept {
-        if (timer_.armed()) sched_->disarm_timer(timer_);
+        if (timer_.armed()) disarm_deadline();
         detail::CancelScope::unlink(*this);
     }
 
@@ -214,6 +214,7 @@ private:
 
     void abort(Outcome why) noexcept;
     static void on_deadline(detail::TimerNode* n);
+    void disarm_deadline() noexcept; // (out of line: the timer heap is not user API)
 
     WaiterBase* prev_ = nullptr; // links in the wait list (guarded by its lock)
     WaiterBase* next_ = nullptr;

@@ -1,22 +1,10 @@
-// The epoll driver: readiness-based. Every op first tries its system call at once (non-blocking
-// fds); only on EAGAIN is it queued on its fd, and it is retried when epoll reports the fd ready.
-// Each fd is registered once, edge-triggered for both directions, on its first EAGAIN, so a
-// connection costs one epoll_ctl in its lifetime and none per operation. File operations go to
-// the file engine (libaio for O_DIRECT files, a small thread pool otherwise; see file_engine.hpp),
-// created on the first one.
-#include "driver/common/buffer_pool.hpp"
-#include "driver/common/faults.hpp"
-#include "driver/common/op_queue.hpp"
+// The epoll driver's set-up, readiness registration, poll loop and cancellation (epoll_driver.hpp).
+#include "driver/epoll/epoll_driver.hpp"
+
 #include "driver/common/op_traits.hpp"
-#include "driver/epoll/file_engine.hpp"
-#include "driver/mmsg.hpp"
-#include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,404 +12,205 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <memory>
-#include <thread>
-#include <vector>
 
 namespace galay::detail {
-namespace {
 
-struct FdState {
-    OpQueue readers;
-    OpQueue writers;
-    bool registered = false;
-    // False after a short read (the socket was drained): the next read skips the try-first
-    // system call and waits for the edge. Any data that arrives after that read raises a new
-    // edge-triggered event, which sets this again.
-    bool maybe_readable = true;
-    // The peer closed or reset (EPOLLRDHUP/HUP/ERR seen). A short read may then be followed by
-    // EOF with no further edge, so reads always try first.
-    bool peer_closed = false;
-};
-
-class EpollDriver final : public Driver {
-public:
-    EpollDriver(Scheduler& s, const SchedulerOptions& options)
-        : sched_(s)
-        , pool_(options.pool_buffers, options.pool_buffer_size) {
-        ep_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
-        wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (wake_fd_ < 0) {
-            int e = errno;
-            ::close(ep_);
-            throw Error(errno_code(e), "galay: eventfd failed");
-        }
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.fd = wake_fd_;
-        ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
-        events_.resize(512);
-    }
-
-    ~EpollDriver() override {
-        files_.reset(); // joins its threads, which may still be waking us
-        ::close(wake_fd_);
+EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
+    : sched_(s)
+    , pool_(options.pool_buffers, options.pool_buffer_size) {
+    ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) {
+        int e = errno;
         ::close(ep_);
+        throw Error(errno_code(e), "galay: eventfd failed");
     }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    events_.resize(512);
+}
 
-    Backend backend() const noexcept override { return Backend::epoll; }
-    const char* name() const noexcept override { return "epoll"; }
-    std::size_t in_flight() const noexcept override {
-        return waiting_ + (files_ ? files_->in_flight() : 0);
-    }
-    std::size_t pool_buffers_in_use() const noexcept override {
-        return pool_.count() - pool_.available();
-    }
+EpollDriver::~EpollDriver() {
+    files_.reset(); // joins its threads, which may still be waking us
+    ::close(wake_fd_);
+    ::close(ep_);
+}
 
-    bool submit(IoOp& op) override {
-        if (is_file_op(op.code)) {
-            if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
-            return files_->submit(op);
-        }
-        switch (op.code) {
-        case OpCode::close:
-            forget_fd(op.fd);
-            op.result = ::close(op.fd) == 0 ? 0 : -errno;
-            return true;
-        default:
-            break;
-        }
-        if (op.code == OpCode::recv_pooled && pool_.empty()) {
-            // Every buffer is lent out: wait for one to come back (as io_uring does).
-            op.pending = true;
-            ++waiting_;
-            starved_.push_back(op);
-            return false;
-        }
-        if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
-            const FdState& st = fds_[static_cast<std::size_t>(op.fd)];
-            if (st.registered && !st.maybe_readable) return wait_ready(op);
-        }
-        if (attempt(op)) return true;
-        return wait_ready(op);
+bool EpollDriver::submit(IoOp& op) {
+    if (is_file_op(op.code)) {
+        if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+        return files_->submit(op);
     }
-
-    /// Queue `op` until its fd is ready. Returns false (the op is pending) or true with an error.
-    bool wait_ready(IoOp& op) {
-        FdState& st = state(op.fd);
-        if (!st.registered) {
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-            ev.data.fd = op.fd;
-            int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
-            if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
-            if (r < 0) {
-                op.result = -errno;
-                return true;
-            }
-            st.registered = true;
-        }
-        (waits_for_read(op.code) ? st.readers : st.writers).push_back(op);
+    switch (op.code) {
+    case OpCode::close:
+        forget_fd(op.fd);
+        op.result = ::close(op.fd) == 0 ? 0 : -errno;
+        return true;
+    default:
+        break;
+    }
+    if (op.code == OpCode::recv_pooled && pool_.empty()) {
+        // Every buffer is lent out: wait for one to come back (as io_uring does).
         op.pending = true;
         ++waiting_;
+        starved_.push_back(op);
         return false;
     }
+    if (waits_for_read(op.code) && static_cast<std::size_t>(op.fd) < fds_.size()) {
+        const FdState& st = fds_[static_cast<std::size_t>(op.fd)];
+        if (st.registered && !st.maybe_readable) return wait_ready(op);
+    }
+    if (attempt(op)) return true;
+    return wait_ready(op);
+}
 
-    void cancel(IoOp& op) override {
-        if (is_file_op(op.code)) {
-            if (files_) files_->cancel(op);
-            return;
-        }
-        if (!op.pending) return;
-        if (!starved_.remove(op)) {
-            if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
-            FdState& st = fds_[op.fd];
-            if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
-        }
-        op.result = -ECANCELED;
-        --waiting_;
-        sched_.complete(op);
-    }
-
-    void give_back(std::uint16_t id) noexcept override {
-        if (faults::on()) [[unlikely]] {
-            if (faults::hit(faults::Kind::starve_ring, OpCode::recv_pooled)) {
-                withheld_.push_back(id); // back at the next poll
-                return;
-            }
-        }
-        pool_.put(id);
-        give_back_wakes();
-    }
-
-    /// A buffer came back: serve the recv_pooled ops that waited for one.
-    void give_back_wakes() {
-        // An op that finds no data gives its buffer straight back, so keep going while there
-        // are buffers and starved ops.
-        while (!starved_.empty() && !pool_.empty()) {
-            IoOp* op = starved_.pop_front();
-            op->pending = false;
-            --waiting_;
-            if (attempt(*op) || wait_ready(*op)) sched_.complete(*op);
-        }
-    }
-
-    void forget_fd(int fd) noexcept override {
-        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
-        FdState& st = fds_[fd];
-        fail_all(st.readers, -ECANCELED);
-        fail_all(st.writers, -ECANCELED);
-        st.registered = false;
-        st.maybe_readable = true;
-        st.peer_closed = false;
-    }
-
-    bool runs_on_this_thread() const noexcept override {
-        return std::this_thread::get_id() == thread_;
-    }
-
-    void wake() noexcept override {
-        std::uint64_t one = 1;
-        [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-    }
-
-    void poll(std::int64_t timeout_ns) override {
-        if (files_ && files_->flush() > 0) timeout_ns = 0; // leftover iocbs, refused ops
-        if (!withheld_.empty() || !fault_ready_.empty()) [[unlikely]] {
-            release_withheld();
-            timeout_ns = 0;
-        }
-        timespec ts{};
-        timespec* tsp = nullptr;
-        if (timeout_ns >= 0) {
-            ts.tv_sec = timeout_ns / 1'000'000'000;
-            ts.tv_nsec = timeout_ns % 1'000'000'000;
-            tsp = &ts;
-        }
-        int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(events_.size()), tsp, nullptr);
-        if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
-            int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
-            n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
-        }
-        if (n < 0) {
-            if (errno == EINTR) return;
-            std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
-            std::abort();
-        }
-        for (int i = 0; i < n; ++i) {
-            const int fd = events_[i].data.fd;
-            const std::uint32_t ev = events_[i].events;
-            if (fd == wake_fd_) {
-                std::uint64_t v;
-                [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
-                continue;
-            }
-            if (files_ && fd == files_->event_fd()) continue; // collected below
-            if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
-            FdState& st = fds_[fd];
-            if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
-            if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-                st.maybe_readable = true;
-                retry(st.readers);
-            }
-            if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
-        }
-        if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
-        if (!fault_ready_.empty()) [[unlikely]]
-            report_injected_readiness();
-        if (files_) files_->reap();
-    }
-
-    void shutdown() noexcept override {
-        fail_all(starved_, -ECANCELED);
-        for (FdState& st : fds_) {
-            fail_all(st.readers, -ECANCELED);
-            fail_all(st.writers, -ECANCELED);
-        }
-        if (files_) files_->shutdown();
-    }
-
-private:
-    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
-    /// A fault for this attempt of `op` instead of its system call: an errno to pretend (0:
-    /// none); `len` may be cut for a short transfer. An injected EAGAIN is followed by a
-    /// readiness report at the next poll, as it would be for bytes that are really there.
-    int injected_fault(const IoOp& op, std::size_t& len) {
-        const int e = faults::refusal(op.code);
-        if (e == EAGAIN) fault_ready_.push_back(op.fd);
-        if (e == 0 && len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
-            len =
-                faults::shorter(static_cast<std::uint32_t>(std::min<std::size_t>(len, UINT32_MAX)));
-        return e;
-    }
-    void report_injected_readiness() {
-        std::vector<int> fds;
-        fds.swap(fault_ready_);
-        for (int fd : fds) {
-            if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
-            retry(fds_[static_cast<std::size_t>(fd)].readers);
-            retry(fds_[static_cast<std::size_t>(fd)].writers);
-        }
-    }
-    void release_withheld() {
-        std::vector<std::uint16_t> ids;
-        ids.swap(withheld_);
-        for (std::uint16_t id : ids) {
-            pool_.put(id);
-            give_back_wakes();
-        }
-    }
-
-    FdState& state(int fd) {
-        if (static_cast<std::size_t>(fd) >= fds_.size())
-            fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
-        return fds_[fd];
-    }
-
-    /// A read returned less than it asked for: the socket has nothing more right now. (Not
-    /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
-    void drained(const IoOp& op) noexcept {
-        if (static_cast<std::size_t>(op.fd) >= fds_.size() || (op.msg_flags & MSG_PEEK)) return;
-        FdState& st = fds_[static_cast<std::size_t>(op.fd)];
-        if (!st.peer_closed) st.maybe_readable = false;
-    }
-
-    void fail_all(OpQueue& list, int err) noexcept {
-        while (!list.empty()) {
-            IoOp* op = list.pop_front();
-            op->result = err;
-            --waiting_;
-            sched_.complete(*op);
-        }
-    }
-
-    /// Retry the waiting ops of one direction in order until one would block again.
-    void retry(OpQueue& list) {
-        while (!list.empty()) {
-            if (list.front()->code == OpCode::recv_pooled && pool_.empty()) {
-                starved_.push_back(*list.pop_front()); // ready, but no buffer: wait for one
-                continue;
-            }
-            if (!attempt(*list.front())) return;
-            IoOp* op = list.pop_front();
-            --waiting_;
-            sched_.complete(*op);
-        }
-    }
-
-    /// Run the op's system call. Returns true when the op is finished (result set), false when it
-    /// would block.
-    bool attempt(IoOp& op) noexcept {
-        for (;;) {
-            ssize_t r;
-            std::size_t len = op.code == OpCode::recv_pooled ? pool_.size() : op.remaining();
-            int fake = 0; // a fault injected instead of the system call
-            if (faults::on()) [[unlikely]] {
-                if (is_mmsg(op.code)) {
-                    bool blocked = false;
-                    const bool done = attempt_mmsg(op, &blocked);
-                    if (blocked) fault_ready_.push_back(op.fd);
-                    return done;
-                }
-                if (op.code != OpCode::connect) fake = injected_fault(op, len);
-            }
-            switch (op.code) {
-            case OpCode::recv_pooled: {
-                // A buffer is taken only for the system call and given back on EAGAIN, so an
-                // idle connection holds none.
-                int id = pool_.take();
-                if (id < 0) {
-                    op.result = -ENOBUFS;
-                    return true;
-                }
-                char* b = pool_.address(static_cast<std::uint16_t>(id));
-                r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, b, len, op.msg_flags);
-                if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
-                if (r > 0) {
-                    op.result = r;
-                    op.aux = static_cast<std::uint64_t>(id);
-                    op.buf = b;
-                    return true;
-                }
-                pool_.put(static_cast<std::uint16_t>(id));
-                break;
-            }
-            case OpCode::accept:
-                r = fake != 0 ? (errno = fake, -1)
-                              : ::accept4(op.fd, op.address(),
-                                          reinterpret_cast<socklen_t*>(op.address_length()),
-                                          SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
-                break;
-            case OpCode::connect:
-                if (op.done == 0) {
-                    op.done = 1; // the connect(2) has been issued; later: collect its outcome
-                    r = ::connect(op.fd, op.address(), op.len);
-                    if (r < 0 && errno == EINPROGRESS) return false;
-                } else {
-                    int err = 0;
-                    socklen_t len = sizeof err;
-                    ::getsockopt(op.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-                    if (err == EINPROGRESS) return false;
-                    r = err == 0 ? 0 : -1;
-                    errno = err;
-                }
-                if (r == 0) {
-                    op.result = 0;
-                    return true;
-                }
-                break;
-            case OpCode::recv:
-                r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, op.cursor(), len, op.msg_flags);
-                if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
-                break;
-            case OpCode::send:
-                r = fake != 0 ? (errno = fake, -1)
-                              : ::send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
-                break;
-            case OpCode::recvmsg:
-                r = fake != 0 ? (errno = fake, -1)
-                              : ::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
-                break;
-            case OpCode::sendmsg:
-                r = fake != 0 ? (errno = fake, -1)
-                              : ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
-                                          op.msg_flags | MSG_NOSIGNAL);
-                break;
-            case OpCode::recvmmsg:
-            case OpCode::sendmmsg:
-                return attempt_mmsg(op);
-            default:
-                op.result = -EOPNOTSUPP;
-                return true;
-            }
-            if (r < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-                if (errno == EINTR) continue;
-                op.absorb(-errno);
-                return true;
-            }
-            if (op.absorb(r)) continue; // an `all` transfer with bytes still to move
+bool EpollDriver::wait_ready(IoOp& op) {
+    FdState& st = state(op.fd);
+    if (!st.registered) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.fd = op.fd;
+        int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
+        if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
+        if (r < 0) {
+            op.result = -errno;
             return true;
         }
+        st.registered = true;
     }
+    (waits_for_read(op.code) ? st.readers : st.writers).push_back(op);
+    op.pending = true;
+    ++waiting_;
+    return false;
+}
 
-    Scheduler& sched_;
-    const std::thread::id thread_ = std::this_thread::get_id();
-    BufferPool pool_;
-    int ep_ = -1;
-    int wake_fd_ = -1;
-    std::vector<FdState> fds_;
-    std::vector<epoll_event> events_;
-    std::size_t waiting_ = 0;
-    OpQueue starved_; // recv_pooled ops waiting for a pool buffer
-    std::unique_ptr<EpollFileEngine> files_;
-    std::vector<int> fault_ready_;        // fds with an injected EAGAIN: retried next poll
-    std::vector<std::uint16_t> withheld_; // buffers an injected starve_ring keeps a turn
-};
+void EpollDriver::cancel(IoOp& op) {
+    if (is_file_op(op.code)) {
+        if (files_) files_->cancel(op);
+        return;
+    }
+    if (!op.pending) return;
+    if (!starved_.remove(op)) {
+        if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
+        FdState& st = fds_[op.fd];
+        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+    }
+    op.result = -ECANCELED;
+    --waiting_;
+    SchedulerAccess::complete(sched_, op);
+}
 
-} // namespace
+void EpollDriver::forget_fd(int fd) noexcept {
+    if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
+    FdState& st = fds_[fd];
+    fail_all(st.readers, -ECANCELED);
+    fail_all(st.writers, -ECANCELED);
+    st.registered = false;
+    st.maybe_readable = true;
+    st.peer_closed = false;
+}
+
+void EpollDriver::wake() noexcept {
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void EpollDriver::poll(std::int64_t timeout_ns) {
+    if (files_ && files_->flush() > 0) timeout_ns = 0; // leftover iocbs, refused ops
+    if (!withheld_.empty() || !fault_ready_.empty()) [[unlikely]] {
+        release_withheld();
+        timeout_ns = 0;
+    }
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1'000'000'000;
+        ts.tv_nsec = timeout_ns % 1'000'000'000;
+        tsp = &ts;
+    }
+    int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(events_.size()), tsp, nullptr);
+    if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
+        int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+        n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
+    }
+    if (n < 0) {
+        if (errno == EINTR) return;
+        std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
+        std::abort();
+    }
+    for (int i = 0; i < n; ++i) {
+        const int fd = events_[i].data.fd;
+        const std::uint32_t ev = events_[i].events;
+        if (fd == wake_fd_) {
+            std::uint64_t v;
+            [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
+            continue;
+        }
+        if (files_ && fd == files_->event_fd()) continue; // collected below
+        if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+        FdState& st = fds_[fd];
+        if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
+        if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            st.maybe_readable = true;
+            retry(st.readers);
+        }
+        if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
+    }
+    if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
+    if (!fault_ready_.empty()) [[unlikely]]
+        report_injected_readiness();
+    if (files_) files_->reap();
+}
+
+void EpollDriver::shutdown() noexcept {
+    fail_all(starved_, -ECANCELED);
+    for (FdState& st : fds_) {
+        fail_all(st.readers, -ECANCELED);
+        fail_all(st.writers, -ECANCELED);
+    }
+    if (files_) files_->shutdown();
+}
+
+void EpollDriver::fail_all(OpQueue& list, int err) noexcept {
+    while (!list.empty()) {
+        IoOp* op = list.pop_front();
+        op->result = err;
+        --waiting_;
+        SchedulerAccess::complete(sched_, *op);
+    }
+}
+
+void EpollDriver::retry(OpQueue& list) {
+    while (!list.empty()) {
+        if (list.front()->code == OpCode::recv_pooled && pool_.empty()) {
+            starved_.push_back(*list.pop_front()); // ready, but no buffer: wait for one
+            continue;
+        }
+        if (!attempt(*list.front())) return;
+        IoOp* op = list.pop_front();
+        --waiting_;
+        SchedulerAccess::complete(sched_, *op);
+    }
+}
+
+FdState& EpollDriver::state(int fd) {
+    if (static_cast<std::size_t>(fd) >= fds_.size())
+        fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
+    return fds_[fd];
+}
+
+void EpollDriver::report_injected_readiness() {
+    std::vector<int> fds;
+    fds.swap(fault_ready_);
+    for (int fd : fds) {
+        if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+        retry(fds_[static_cast<std::size_t>(fd)].readers);
+        retry(fds_[static_cast<std::size_t>(fd)].writers);
+    }
+}
 
 const DriverEntry epoll_driver_entry{
     .backend = Backend::epoll,

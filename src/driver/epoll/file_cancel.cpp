@@ -17,13 +17,13 @@ void EpollFileEngine::cancel(IoOp& op) noexcept {
     if (queue_.remove(op)) {
         --queued_;
         op.result = -ECANCELED;
-        sched_.complete(op);
+        SchedulerAccess::complete(sched_, op);
         return;
     }
     if (pool_pending_ > 0 && blocking_cancel(this, &op)) {
         --pool_pending_;
         op.result = -ECANCELED;
-        sched_.complete(op);
+        SchedulerAccess::complete(sched_, op);
         return;
     }
     if (in_kernel_ == 0) return; // running on a pool thread: it completes on its own
@@ -48,7 +48,7 @@ void EpollFileEngine::shutdown() noexcept {
     while (IoOp* op = queue_.pop_front()) {
         --queued_;
         op->result = -ECANCELED;
-        sched_.complete(*op);
+        SchedulerAccess::complete(sched_, *op);
     }
     flush(); // ops the kernel refused
 #if GALAY_WITH_AIO
@@ -81,7 +81,7 @@ void EpollFileEngine::shutdown() noexcept {
                     IoOp& op = *static_cast<IoOp*>(cb.data);
                     release_slot(&cb);
                     op.result = -ECANCELED;
-                    sched_.complete(op);
+                    SchedulerAccess::complete(sched_, op);
                 }
                 in_kernel_ = 0;
                 break;
@@ -98,7 +98,7 @@ void EpollFileEngine::shutdown() noexcept {
                 auto* self = static_cast<EpollFileEngine*>(engine);
                 --self->pool_pending_;
                 static_cast<IoOp*>(op)->result = -ECANCELED;
-                self->sched_.complete(*static_cast<IoOp*>(op));
+                SchedulerAccess::complete(self->sched_, *static_cast<IoOp*>(op));
             },
             this);
         while (pool_pending_ > 0) { // ops running on pool threads cannot be interrupted

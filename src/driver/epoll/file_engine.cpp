@@ -11,7 +11,6 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h> // MSG_MORE
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -122,8 +121,8 @@ void EpollFileEngine::to_aio(IoOp& op) {
     op.pending = true;
     // The awaiting task is about to suspend: hand its operations to the kernel now rather than
     // after every other task of this loop turn has run (see the header). A Batch marks all but
-    // its last operation MSG_MORE, so they share one io_submit.
-    if ((op.msg_flags & MSG_MORE) == 0) submit_queued();
+    // its last operation kMoreFollows, so they share one io_submit.
+    if ((op.flags & IoOp::kMoreFollows) == 0) submit_queued();
 #else
     to_pool(op); // (not reached: ensure_aio() is false in this build)
 #endif
@@ -141,7 +140,7 @@ std::size_t EpollFileEngine::flush() {
     std::size_t n = 0;
     while (IoOp* op = refused_.pop_front()) {
         --refused_count_;
-        sched_.complete(*op);
+        SchedulerAccess::complete(sched_, *op);
         ++n;
     }
     return n;
@@ -240,7 +239,7 @@ void EpollFileEngine::finish(const io_event& ev) {
         }
         op.result = -ECANCELED;
     }
-    sched_.complete(op);
+    SchedulerAccess::complete(sched_, op);
 }
 #endif
 

@@ -5,8 +5,8 @@
 // O_DIRECT files go through Linux AIO. `submit` queues the op as an iocb-to-be; when the op is the
 // last one its task queues before suspending, every queued op goes to the kernel in one
 // io_submit. A single read_at is one io_submit of one iocb; an fs::Batch of N operations is one
-// io_submit of N iocbs (it marks all but its last operation MSG_MORE). Ops queued while the
-// `kAioDepth` iocb slots are all in use wait and go in one io_submit from the driver's poll,
+// io_submit of N iocbs (it marks all but its last operation IoOp::kMoreFollows). Ops queued while
+// the `kAioDepth` iocb slots are all in use wait and go in one io_submit from the driver's poll,
 // before it waits. Why not one io_submit for all tasks of a loop turn: with several tasks each
 // keeping one read in flight, holding every request back until the last task of the turn has run
 // made the requests complete together, and the device idled while the loop processed them
@@ -51,6 +51,7 @@
 #include "driver/common/op_traits.hpp"
 
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
 #if GALAY_WITH_AIO // (CMake option; OFF: no libaio, files use the pool only)
@@ -97,7 +98,7 @@ private:
     static constexpr std::uint64_t kSyncRefusedByAio = 1;
 
     bool ensure_aio();
-    /// Queue an op for io_submit (now, unless it is a Batch op marked MSG_MORE).
+    /// Queue an op for io_submit (now, unless it is a Batch op marked kMoreFollows).
     void to_aio(IoOp& op);
     void refuse_sync(IoOp& op);
     /// One io_submit for everything queued (as far as slots allow); refused ops go to refused_.

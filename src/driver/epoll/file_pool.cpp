@@ -136,7 +136,7 @@ void EpollFileEngine::drain_pool() {
                 // fsync(2) did what the AIO fsync was refused: the kernel has none (before 4.18).
                 if (op.result >= 0) aio_sync_ = false;
             }
-            sched_.complete(op);
+            SchedulerAccess::complete(sched_, op);
         }
     }
 }

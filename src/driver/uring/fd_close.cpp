@@ -113,7 +113,7 @@ void UringDriver::drop_fd_state(int fd) noexcept {
     }
     if (IoOp* w = std::exchange(m.waiter, nullptr)) {
         w->result = -ECANCELED;
-        sched_.complete(*w);
+        SchedulerAccess::complete(sched_, *w);
     }
 }
 

@@ -1,6 +1,7 @@
 #include "driver/uring/multishot_accept.hpp"
 
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -125,7 +126,7 @@ void MultishotAccepts::cancel(IoOp& op) noexcept {
     if (l == nullptr || l->waiter != &op) return;
     l->waiter = nullptr;
     op.result = -ECANCELED;
-    sched_.complete(op);
+    SchedulerAccess::complete(sched_, op);
 }
 
 void MultishotAccepts::forget(int fd) noexcept {
@@ -138,7 +139,7 @@ void MultishotAccepts::forget(int fd) noexcept {
         if (std::int32_t v = l->pop(); v >= 0) ::close(v); // accepted, never handed out
     if (IoOp* w = std::exchange(l->waiter, nullptr)) {
         w->result = -ECANCELED;
-        sched_.complete(*w);
+        SchedulerAccess::complete(sched_, *w);
     }
 }
 
@@ -160,7 +161,7 @@ void MultishotAccepts::on_cqe(std::uint64_t ud, std::int32_t res, std::uint32_t 
     if (!our_pause) {
         if (IoOp* w = std::exchange(l->waiter, nullptr)) {
             deliver(*w, res);
-            sched_.complete(*w);
+            SchedulerAccess::complete(sched_, *w);
         } else {
             l->queue.push_back(res);
             // Nobody is accepting: stop taking connections, so the listen backlog pushes back.

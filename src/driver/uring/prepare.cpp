@@ -54,7 +54,7 @@ void UringDriver::cancel(IoOp& op) {
         if (m.waiter != &op) return;
         m.waiter = nullptr;
         op.result = -ECANCELED;
-        sched_.complete(op);
+        SchedulerAccess::complete(sched_, op);
         return;
     }
     io_uring_sqe* e = sqe();
@@ -71,8 +71,8 @@ void UringDriver::prep(IoOp& op) {
     // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
     const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
     if (!prepared) prep_plain(e, op, len);
-    op.fixed_file = op.code != OpCode::close && uses_fixed(op.fd);
-    if (op.fixed_file) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
+    fixed_file(op) = op.code != OpCode::close && uses_fixed(op.fd);
+    if (fixed_file(op)) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
     io_uring_sqe_set_data(e, &op);
 }
 
@@ -87,7 +87,7 @@ bool UringDriver::inject(io_uring_sqe* e, IoOp& op, std::uint32_t& len) {
     if (err != 0) {
         io_uring_prep_nop(e);
         io_uring_sqe_set_data(e, &op);
-        op.fixed_file = false;
+        fixed_file(op) = false;
         injected_.push_back({&op, -err});
         return true;
     }

@@ -166,7 +166,7 @@ void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
             return;
         }
     }
-    if (res == -EBADF && op->fixed_file && !uses_fixed(op->fd)) {
+    if (res == -EBADF && fixed_file(*op) && !uses_fixed(op->fd)) {
         prep(*op); // its slot was never filled: again on the plain fd
         return;
     }
@@ -198,7 +198,7 @@ void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
     if (op->fd >= 0 && static_cast<std::size_t>(op->fd) < fds_.size() &&
         fds_[static_cast<std::size_t>(op->fd)].ops != 0)
         --fds_[static_cast<std::size_t>(op->fd)].ops;
-    sched_.complete(*op);
+    SchedulerAccess::complete(sched_, *op);
 }
 
 /// The readiness poll of a batch op completed with `res`. Returns true when the op is finished,

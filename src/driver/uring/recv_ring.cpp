@@ -162,7 +162,7 @@ void UringDriver::on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t
     FdState::Completion c{res, bid};
     if (IoOp* w = std::exchange(m.waiter, nullptr)) {
         deliver(*w, c);
-        sched_.complete(*w);
+        SchedulerAccess::complete(sched_, *w);
         return;
     }
     if (m.pooled >= queue_cap()) { // its share of the pool is used up

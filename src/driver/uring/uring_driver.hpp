@@ -11,11 +11,13 @@
 #pragma once
 
 #include "driver/common/buffer_pool.hpp"
+#include "driver/common/op_scratch.hpp"
 #include "driver/common/op_traits.hpp"
 #include "driver/uring/fixed_buffers.hpp"
 #include "driver/uring/multishot_accept.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/fd_owners.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <liburing.h>
 
@@ -55,6 +57,12 @@ class UringDriver final : public Driver {
     static constexpr std::uint64_t kMsgTag = 7;
     static constexpr std::uint16_t kBufferGroup = 0;
     static_assert(MultishotAccepts::kTag == 6); // multishot accept: fd << 32 | gen << 3
+
+    /// What the driver keeps per op, in its driver scratch (driver/common/op_scratch.hpp).
+    struct OpScratch {
+        bool fixed_file; // issued on the fd's registered-file slot (set by prep before reading)
+    };
+    static bool& fixed_file(IoOp& op) noexcept { return driver_scratch<OpScratch>(op).fixed_file; }
 
     /// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
     /// Completions the task has not asked for yet wait in `queue`, so a recv_pooled that times out

@@ -1,0 +1,103 @@
+// The epoll driver (private to src/driver/epoll/). Readiness-based: every op first tries its
+// system call at once (non-blocking fds); only on EAGAIN is it queued on its fd, and it is retried
+// when epoll reports the fd ready. Each fd is registered once, edge-triggered for both directions,
+// on its first EAGAIN, so a connection costs one epoll_ctl in its lifetime and none per operation.
+// File operations go to the file engine (libaio for O_DIRECT files, a small thread pool otherwise;
+// see file_engine.hpp), created on the first one.
+//
+// Defined in epoll_driver.cpp (set-up, readiness registration, the poll loop, cancellation),
+// attempt.cpp (running an op's system call) and pooled_recv.cpp (recv_pooled's buffers and the
+// ops waiting for one; the fault injection that withholds them).
+#pragma once
+
+#include "driver/common/buffer_pool.hpp"
+#include "driver/common/op_queue.hpp"
+#include "driver/epoll/file_engine.hpp"
+#include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
+
+#include <sys/epoll.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace galay::detail {
+
+struct FdState {
+    OpQueue readers;
+    OpQueue writers;
+    bool registered = false;
+    // False after a short read (the socket was drained): the next read skips the try-first
+    // system call and waits for the edge. Any data that arrives after that read raises a new
+    // edge-triggered event, which sets this again.
+    bool maybe_readable = true;
+    // The peer closed or reset (EPOLLRDHUP/HUP/ERR seen). A short read may then be followed by
+    // EOF with no further edge, so reads always try first.
+    bool peer_closed = false;
+};
+
+class EpollDriver final : public Driver {
+public:
+    EpollDriver(Scheduler& s, const SchedulerOptions& options);
+    ~EpollDriver() override;
+
+    Backend backend() const noexcept override { return Backend::epoll; }
+    const char* name() const noexcept override { return "epoll"; }
+    std::size_t in_flight() const noexcept override {
+        return waiting_ + (files_ ? files_->in_flight() : 0);
+    }
+    std::size_t pool_buffers_in_use() const noexcept override {
+        return pool_.count() - pool_.available();
+    }
+
+    bool submit(IoOp& op) override;
+    /// Queue `op` until its fd is ready. Returns false (the op is pending) or true with an error.
+    bool wait_ready(IoOp& op);
+    void cancel(IoOp& op) override;
+    void give_back(std::uint16_t id) noexcept override;
+    /// A buffer came back: serve the recv_pooled ops that waited for one.
+    void give_back_wakes();
+    void forget_fd(int fd) noexcept override;
+    bool runs_on_this_thread() const noexcept override {
+        return std::this_thread::get_id() == thread_;
+    }
+    void wake() noexcept override;
+    void poll(std::int64_t timeout_ns) override;
+    void shutdown() noexcept override;
+
+private:
+    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
+    /// A fault for this attempt of `op` instead of its system call: an errno to pretend (0:
+    /// none); `len` may be cut for a short transfer. An injected EAGAIN is followed by a
+    /// readiness report at the next poll, as it would be for bytes that are really there.
+    int injected_fault(const IoOp& op, std::size_t& len);
+    void report_injected_readiness();
+    void release_withheld();
+
+    FdState& state(int fd);
+    /// A read returned less than it asked for: the socket has nothing more right now. (Not
+    /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
+    void drained(const IoOp& op) noexcept;
+    void fail_all(OpQueue& list, int err) noexcept;
+    /// Retry the waiting ops of one direction in order until one would block again.
+    void retry(OpQueue& list);
+    /// Run the op's system call. Returns true when the op is finished (result set), false when it
+    /// would block.
+    bool attempt(IoOp& op) noexcept;
+
+    Scheduler& sched_;
+    const std::thread::id thread_ = std::this_thread::get_id();
+    BufferPool pool_;
+    int ep_ = -1;
+    int wake_fd_ = -1;
+    std::vector<FdState> fds_;
+    std::vector<epoll_event> events_;
+    std::size_t waiting_ = 0;
+    OpQueue starved_; // recv_pooled ops waiting for a pool buffer
+    std::unique_ptr<EpollFileEngine> files_;
+    std::vector<int> fault_ready_;        // fds with an injected EAGAIN: retried next poll
+    std::vector<std::uint16_t> withheld_; // buffers an injected starve_ring keeps a turn
+};
+
+} // namespace galay::detail

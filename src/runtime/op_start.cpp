@@ -1,0 +1,33 @@
+// Starting and cancelling an I/O operation (galay/detail/io_awaitable.hpp): the path every
+// awaitable takes to its driver, its deadline and its cancel scope (steps in op_start.hpp).
+#include "runtime/op_start.hpp"
+
+#include "galay/detail/io_awaitable.hpp"
+
+namespace galay::detail {
+
+void on_op_deadline(TimerNode* n) {
+    auto* op = static_cast<IoOp*>(n->context);
+    op->timed_out = true;
+    cancel_op(*op);
+}
+
+bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellable& self) {
+    Scheduler& s = current_scheduler();
+    reset_op(op, h);
+    if (scope != nullptr && scope->requested()) {
+        op.result = -ECANCELED;
+        return false;
+    }
+    if (submit_op(s, op)) return yield_if_over_budget(s, h);
+    if (scope != nullptr) scope->link(self);
+    return true;
+}
+
+void cancel_op(IoOp& op) noexcept {
+    if (!op.pending || op.cancelled) return;
+    op.cancelled = true;
+    SchedulerAccess::driver(current_scheduler()).cancel(op);
+}
+
+} // namespace galay::detail

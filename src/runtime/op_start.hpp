@@ -1,0 +1,45 @@
+// The steps of starting an I/O op, shared by start_op (one op: every IoAwaitable) and fs::Batch
+// (N ops, one waiter), so that both reset, submit, arm deadlines and yield the same way.
+#pragma once
+
+#include "galay/detail/io_op.hpp"
+#include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
+
+#include <coroutine>
+
+namespace galay::detail {
+
+/// What an op's deadline does when it fires: mark it timed out and cancel it (the scheduler then
+/// maps its -ECANCELED to -ETIMEDOUT).
+void on_op_deadline(TimerNode* n);
+
+/// Clear what an earlier run of `op` left and name the coroutine its completion resumes.
+inline void reset_op(IoOp& op, std::coroutine_handle<> waiter) noexcept {
+    op.waiter = waiter;
+    op.result = 0;
+    op.done = 0;
+    op.timed_out = op.cancelled = false;
+}
+
+/// Hand `op` to the driver. True when it completed at once; otherwise it is pending and its
+/// deadline (`op.timer.deadline_ns`, 0: none) is armed.
+inline bool submit_op(Scheduler& s, IoOp& op) {
+    if (SchedulerAccess::driver(s).submit(op)) return true;
+    if (op.timer.deadline_ns != 0) {
+        op.timer.on_fire = &on_op_deadline;
+        op.timer.context = &op;
+        SchedulerAccess::arm_timer(s, op.timer);
+    }
+    return false;
+}
+
+/// `h`'s ops completed without suspending. Returns whether `h` must suspend: false, it goes on at
+/// once; true when it has run long enough without yielding and was queued behind the others.
+inline bool yield_if_over_budget(Scheduler& s, std::coroutine_handle<> h) {
+    if (SchedulerAccess::take_inline_budget(s)) return false;
+    s.schedule(h);
+    return true;
+}
+
+} // namespace galay::detail

@@ -1,0 +1,41 @@
+// What drivers and the library's own awaitables use of a Scheduler, and users do not: the driver,
+// the timer heap, completing an op, and the budget of ops completed without suspending. Private
+// members of Scheduler, reached through this friend (as Tokio keeps its driver `pub(crate)`), so
+// that galay/runtime.hpp declares only what a user calls. Everything here is inline: no call
+// costs more than the member function it replaces.
+//
+// Not user API: an awaitable written outside galay goes through galay/detail/io_awaitable.hpp
+// (IoAwaitable, start_op, cancel_op) and Scheduler's public members (docs/driver.md).
+#pragma once
+
+#include "galay/runtime.hpp"
+
+#include <cerrno>
+
+namespace galay::detail {
+
+struct SchedulerAccess {
+    static Driver& driver(Scheduler& s) noexcept { return *s.driver_; }
+
+    static void arm_timer(Scheduler& s, TimerNode& n) { s.timers_.push(n); }
+    static void disarm_timer(Scheduler& s, TimerNode& n) noexcept { s.timers_.remove(n); }
+
+    /// A driver finished `op`: stop its deadline, map a timed-out cancel, queue its waiter.
+    static void complete(Scheduler& s, IoOp& op) {
+        op.pending = false;
+        if (op.timer.armed()) s.timers_.remove(op.timer);
+        if (op.timed_out && op.result == -ECANCELED) op.result = -ETIMEDOUT;
+        s.ready_.push_back(op.waiter);
+    }
+
+    /// Called when an op completed without suspending. Returns false when the coroutine has run
+    /// long enough without yielding and must go to the back of the ready queue (fairness).
+    static bool take_inline_budget(Scheduler& s) noexcept {
+        return ++s.inline_completions_ < kInlineBudget;
+    }
+
+private:
+    static constexpr unsigned kInlineBudget = 64;
+};
+
+} // namespace galay::detail
