@@ -5,9 +5,9 @@
 // File operations go to the file engine (libaio for O_DIRECT files, a small thread pool otherwise;
 // see file_engine.hpp), created on the first one.
 //
-// Defined in epoll_driver.cpp (set-up, readiness registration, the poll loop, cancellation),
-// attempt.cpp (running an op's system call) and pooled_recv.cpp (recv_pooled's buffers and the
-// ops waiting for one; the fault injection that withholds them).
+// Defined in epoll_driver.cpp (set-up, readiness registration, an op's system call, the poll
+// loop, cancellation) and pooled_recv.cpp (recv_pooled's buffers and the ops waiting for one; the
+// fault injection that withholds them).
 #pragma once
 
 #include "driver/common/buffer_pool.hpp"
