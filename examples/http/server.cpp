@@ -267,7 +267,8 @@ galay::Task<void> Connection::run() {
             // The fixed answer is formatted in place, without a coroutine of its own: the hot
             // path allocates nothing. Everything else goes through answer().
             const bool fixed = is_fixed_route(req_);
-            if (fixed && writer_.spare().size() < fixed_size(req_) && writer_.buffered() > 0) {
+            if (fixed && writer_.spare(fixed_size(req_)).size() < fixed_size(req_) &&
+                writer_.buffered() > 0) {
                 auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
                 if (!flushed) co_return;
             }
@@ -321,14 +322,14 @@ galay::Task<void> Connection::run() {
 }
 
 galay::Task<bool> Connection::make_room(std::size_t n) {
-    if (writer_.spare().size() >= n) co_return true;
+    if (writer_.spare(n).size() >= n) co_return true;
     co_return static_cast<bool>(
         co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))));
 }
 
 void Connection::put_simple(int status, std::string_view body, Persist persist,
                             std::string_view extra) {
-    Out o(writer_.spare());
+    Out o(writer_.spare(kMaxHead + body.size() + 1));
     put_head(o, status, "text/plain; charset=utf-8", body.size() + 1, persist, extra);
     o << body << "\n";
     writer_.commit(o.size());
@@ -344,8 +345,9 @@ std::size_t Connection::fixed_size(const Request& req) const noexcept {
 }
 
 bool Connection::put_fixed(const Request& req, Persist persist) {
-    if (writer_.spare().size() < fixed_size(req)) return false;
-    Out o(writer_.spare());
+    const std::size_t need = fixed_size(req);
+    if (writer_.spare(need).size() < need) return false;
+    Out o(writer_.spare(need));
     put_head(o, 200, "text/plain", cfg_.body.size(), persist);
     if (req.method != Method::head) o << cfg_.body;
     writer_.commit(o.size());
@@ -365,7 +367,7 @@ galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
         const std::string_view body = cfg_.body;
         const bool room = co_await make_room(kMaxHead);
         if (!room) co_return false;
-        Out o(writer_.spare());
+        Out o(writer_.spare(kMaxHead));
         put_head(o, 200, "text/plain", body.size(), persist);
         writer_.commit(o.size());
         if (!head_only) {
@@ -403,7 +405,7 @@ galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, b
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
     {
-        Out o(writer_.spare());
+        Out o(writer_.spare(kMaxHead));
         put_head(o, 200, content_type(path_), size, persist);
         writer_.commit(o.size());
     }
@@ -411,11 +413,13 @@ galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, b
     // The file's bytes go straight into the writer's buffer: a small file leaves with its head
     // in one send; a large one in buffer-sized pieces.
     for (std::uint64_t off = 0; off < size;) {
-        if (writer_.spare().size() < 4096) {
-            const bool room = co_await make_room(writer_.capacity());
+        const auto piece = static_cast<std::size_t>(
+            std::min<std::uint64_t>(writer_.capacity(), size - off)); // (grows the buffer)
+        if (writer_.spare(piece).size() < std::min<std::size_t>(piece, 4096)) {
+            const bool room = co_await make_room(piece);
             if (!room) co_return false;
         }
-        std::span<char> room = writer_.spare();
+        std::span<char> room = writer_.spare(piece);
         const std::size_t want =
             static_cast<std::size_t>(std::min<std::uint64_t>(room.size(), size - off));
         Result<std::size_t> n = co_await file.read_at(room.first(want), off);
@@ -446,7 +450,7 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
 galay::Task<void> Connection::refuse(int status, std::string_view reason) {
     const bool room = co_await make_room(kMaxHead + reason.size() + 1);
     if (!room) co_return;
-    if (writer_.spare().size() >= kMaxHead + reason.size() + 1)
+    if (writer_.spare(kMaxHead + reason.size() + 1).size() >= kMaxHead + reason.size() + 1)
         put_simple(status, reason, Persist::close);
     co_await linger_close();
 }

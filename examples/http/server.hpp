@@ -16,7 +16,8 @@
 // one that starts a request and does not finish its head within `header_timeout` gets 408.
 //
 // Per connection: one io::BufReader (the request heads; views, no copy) and one io::BufWriter
-// (the answers), allocated on first use; nothing is allocated per request.
+// (the answers), 2 KiB each on first use, grown toward read_buffer / write_buffer only when a
+// request head or an answer (a file) needs more; nothing is allocated per request.
 #pragma once
 
 #include "http/request_parser.hpp"

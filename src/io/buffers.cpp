@@ -1,6 +1,7 @@
 #include "galay/detail/byte_window.hpp"
 
 #include <cstring>
+#include <utility>
 
 namespace galay::detail {
 
@@ -10,23 +11,36 @@ void ByteWindow::compact() noexcept {
     begin_ = 0;
 }
 
-std::span<char> ByteWindow::room() {
-    if (!data_) data_ = std::make_unique_for_overwrite<char[]>(capacity_);
-    if (begin_ == end_)
-        begin_ = end_ = 0;
-    else if (begin_ > 0 && capacity_ - end_ < capacity_ / 4 + 1)
-        compact();
-    return {data_.get() + end_, capacity_ - end_};
+void ByteWindow::grow(std::size_t want) {
+    std::size_t block = std::max(block_ * 2, kInitial);
+    while (block - size() < want && block < capacity_)
+        block *= 2;
+    block = std::min(block, capacity_);
+    auto bigger = std::make_unique_for_overwrite<char[]>(block);
+    if (size() > 0) std::memcpy(bigger.get(), data_.get() + begin_, size());
+    end_ -= begin_;
+    begin_ = 0;
+    data_ = std::move(bigger);
+    block_ = block;
+}
+
+std::span<char> ByteWindow::room(std::size_t n) {
+    if (begin_ == end_) begin_ = end_ = 0;
+    const std::size_t want = std::max(n, block_ / 4 + 1);
+    if (block_ - end_ < want || grow_) {
+        const bool filled = std::exchange(grow_, false);
+        if (block_ < capacity_ && (filled || block_ - size() < want))
+            grow(want); // (also the first block: block_ is 0 until then)
+        else if (begin_ > 0)
+            compact();
+    }
+    return {data_.get() + end_, block_ - end_};
 }
 
 bool ByteWindow::append(std::span<const char> data) {
     if (data.size() > capacity_ - size()) return false;
     if (data.empty()) return true;
-    std::span<char> tail = room();
-    if (tail.size() < data.size()) { // only the consumed prefix stands in the way
-        compact();
-        tail = {data_.get() + end_, capacity_ - end_};
-    }
+    std::span<char> tail = room(data.size());
     std::memcpy(tail.data(), data.data(), data.size());
     end_ += data.size();
     return true;

@@ -274,6 +274,31 @@ TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
     }());
 }
 
+TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        const std::string long_line = pattern(40 * 1024, 7);
+        const std::string too_long = pattern(70 * 1024, 8);
+        auto send = [](TcpStream& to, std::string data) -> Task<void> {
+            CO_ASSERT(co_await to.send_all(data).timeout(20s));
+        };
+        auto read = [&](io::BufReader<TcpStream>& r) -> Task<void> {
+            auto line = co_await r.read_line().timeout(20s);
+            CO_ASSERT(line);
+            EXPECT_EQ(*line, long_line); // 40 KiB, past the first 2 KiB block many times over
+            auto tail = co_await r.read_line().timeout(20s);
+            CO_ASSERT(tail);
+            EXPECT_EQ(*tail, "tail");
+            auto over = co_await r.read_line().timeout(20s);
+            CO_ASSERT(!over);
+            EXPECT_EQ(over.error(), errc::limit_exceeded) << over.error().message();
+            EXPECT_EQ(r.buffered(), std::string_view(too_long).substr(0, 64 * 1024));
+        };
+        io::BufReader r(s, 64 * 1024);
+        co_await when_all(send(c, long_line + "\ntail\n" + too_long + "\n"), read(r));
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(BufReaderTest);
 
 class BufWriterTest : public test::BackendTest {};
@@ -360,6 +385,23 @@ TEST_P(BufWriterTest, SpareAndCommitFormatInPlace) {
         CO_ASSERT(co_await w.flush());
         CO_ASSERT(c.shutdown(Shutdown::write));
         EXPECT_EQ(co_await read_to_eof(s), "hello world");
+    }());
+}
+
+TEST_P(BufWriterTest, SpareGrowsForALargeAnswerUpToTheCapacity) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufWriter w(c, 16 * 1024);
+        EXPECT_LT(w.spare().size(), 16u * 1024); // small until something needs more
+        const std::string body = pattern(10'000, 3);
+        std::span<char> room = w.spare(body.size());
+        CO_ASSERT(room.size() >= body.size());
+        std::memcpy(room.data(), body.data(), body.size());
+        w.commit(body.size());
+        EXPECT_EQ(w.spare(1 << 20).size(), 16u * 1024 - body.size()); // never past the capacity
+        CO_ASSERT(co_await w.flush().timeout(20s));
+        CO_ASSERT(c.shutdown(Shutdown::write));
+        EXPECT_EQ(co_await read_to_eof(s), body);
     }());
 }
 

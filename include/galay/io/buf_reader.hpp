@@ -10,9 +10,10 @@
 //         }
 //     }
 //
-// The reader owns one buffer of a fixed capacity, allocated on its first receive; that capacity
-// is the limit: a line (or any delimited read) that does not fit fails with
-// `errc::limit_exceeded` instead of growing the buffer, so a peer cannot make it grow.
+// The reader owns one buffer, allocated small (2 KiB) on its first receive and doubled when it
+// fills, up to its capacity. The capacity is the limit: a line (or any delimited read) that does
+// not fit fails with `errc::limit_exceeded` instead of growing the buffer further, so a peer
+// cannot make it grow without bound.
 //
 // Reads return views into the buffer (no copy): a view stays valid until the next operation on
 // the reader that receives (fill, read_*, peek); consume() does not move bytes. Every operation

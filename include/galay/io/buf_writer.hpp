@@ -50,7 +50,9 @@ public:
     S& stream() noexcept { return *stream_; }
 
     /// Free space to format into; `commit(n)` makes its first `n` bytes part of the output.
-    std::span<char> spare() { return buf_.room(); }
+    /// The buffer starts small (2 KiB) and grows up to the capacity: `spare(n)` asks for at
+    /// least `n` bytes (fewer only when capacity() - buffered() is less).
+    std::span<char> spare(std::size_t n = 0) { return buf_.room(n); }
     void commit(std::size_t n) noexcept { buf_.commit(n); }
     /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
     template <ConstBuffer B>
