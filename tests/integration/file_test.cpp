@@ -1,5 +1,6 @@
 // Files end to end, on every backend: buffered files (io_uring natively; epoll through its thread
 // pool and the RWF_NOWAIT fast path) and O_DIRECT files (io_uring; epoll through libaio).
+#include "runtime/fd_owners.hpp"        // (which driver holds an fd)
 #include "runtime/scheduler_access.hpp" // (the driver's op and pool counts)
 #include "support/address_space.hpp"
 #include "support/backends.hpp"
@@ -733,6 +734,33 @@ TEST_P(FileTest, BufferedFilesOnEpollUseTheBlockingPool) {
         std::vector<std::byte> back(data.size());
         CO_ASSERT(co_await f.read_exact_at(back, 63 * data.size()));
         EXPECT_TRUE(has_pattern(back, 10, 0));
+    }());
+}
+
+TEST_P(FileTest, OnIoUringAFileTakesARegisteredSlotOnlyOnItsSecondTransfer) {
+    // A registered slot costs two slot updates and, at close, a system call to make the kernel
+    // let go of it: worth it for a file used many times, not for one read per open (a static
+    // file per HTTP request). A registered fd is claimed in FdOwners by the ring that holds it.
+    { std::ofstream(dir_ / "page") << "0123456789abcdef"; }
+    run([&]() -> Task<void> {
+        const bool uring = Scheduler::current()->backend() == Backend::io_uring;
+        detail::Driver* me = &detail::SchedulerAccess::driver(*Scheduler::current());
+        for (int round = 0; round < 2; ++round) { // (the second: the same fd number, reused)
+            File f = open_or_throw(dir_ / "page", OpenOptions{.read = true});
+            std::array<char, 16> buf{};
+            auto once = co_await f.read_at(buf, 0);
+            CO_ASSERT(once && *once == 16);
+            EXPECT_EQ(std::string_view(buf.data(), 16), "0123456789abcdef");
+            EXPECT_EQ(detail::FdOwners::owner(f.fd()), nullptr) << "registered on its first read";
+            auto twice = co_await f.read_at(std::span(buf).first(6), 10);
+            CO_ASSERT(twice && *twice == 6);
+            EXPECT_EQ(std::string_view(buf.data(), 6), "abcdef");
+            if (uring) // (a kernel without a sparse file table, < 5.19, registers nothing)
+                EXPECT_EQ(detail::FdOwners::owner(f.fd()), me) << "not registered when reused";
+            const int fd = f.fd();
+            CO_ASSERT(co_await f.close());
+            EXPECT_EQ(detail::FdOwners::owner(fd), nullptr);
+        }
     }());
 }
 

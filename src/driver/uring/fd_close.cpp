@@ -107,6 +107,7 @@ void UringDriver::drop_fd_state(int fd) noexcept {
     m.starved = false;
     m.paused = false;
     m.stream = false;
+    m.used = false;
     while (m.has_queued()) {
         FdState::Completion c = m.pop();
         if (c.res > 0) give_back(c.buffer);

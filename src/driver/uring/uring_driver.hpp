@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace galay::detail {
@@ -82,6 +83,7 @@ class UringDriver final : public Driver {
         bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
         bool paused = false; // its share of the pool is queued: the recv is being cancelled
         bool stream = false; // a TCP stream (recv/send ops): its close may be deferred
+        bool used = false;   // a file (not a stream) had one transfer: the next registers it
         /// One-shot ops in flight on this fd number (from submit to their last CQE; kept across
         /// closes, so it may count an op of an earlier file of the same number: it only errs high).
         std::uint32_t ops = 0;
@@ -190,7 +192,12 @@ private:
         if (fd < 0 || static_cast<std::size_t>(fd) >= slot_values_.size()) return;
         FdState& st = state(fd);
         st.stream |= stream;
-        if (st.file != FdState::kUnregistered || !own(fd, st)) return;
+        if (st.file != FdState::kUnregistered) return;
+        // A file is registered on its second transfer: one read per open (a static file per
+        // HTTP request) would otherwise pay two slot updates, the owner claim and, at close, a
+        // system call to make the kernel drop the slot's reference, for one op.
+        if (!st.stream && !std::exchange(st.used, true)) return;
+        if (!own(fd, st)) return;
         st.file = FdState::kRegistered;
         io_uring_sqe* e = sqe();
         io_uring_prep_files_update(e, &slot_values_[static_cast<std::size_t>(fd)], 1, fd);
