@@ -228,7 +228,7 @@ void Scheduler::run_ready_fairly() {
 void Scheduler::fire_timers() {
     if (timers_.empty()) return;
     const std::int64_t now = now_ns();
-    while (!timers_.empty() && timers_.top()->deadline_ns <= now) {
+    while (!timers_.empty() && timers_.top_deadline() <= now) {
         detail::TimerNode* n = timers_.pop();
         n->on_fire(n);
     }
@@ -254,7 +254,7 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
         if (!ready_.empty() || remote_->wake_pending.load(std::memory_order_relaxed))
             timeout = 0;
         else if (!timers_.empty())
-            timeout = std::max<std::int64_t>(0, timers_.top()->deadline_ns - now_ns());
+            timeout = std::max<std::int64_t>(0, timers_.top_deadline() - now_ns());
         if (deadline_ns >= 0) {
             const std::int64_t left = deadline_ns - now_ns();
             if (left <= 0) break;
