@@ -28,14 +28,33 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
+#include <variant>
 
 namespace galay::io {
 
 /// Buffered writes to a stream `S` (which must outlive the writer). One operation at a time.
+/// A stream whose `send_all` reports how much it moved even when it fails (TcpStream): a flush
+/// is then that one operation, with exact accounting.
+template <class S>
+concept ExactSendAll = requires(S& s, std::span<const char> b) {
+    { s.send_all(b).transferred() } -> std::convertible_to<std::size_t>;
+};
+template <class S>
+struct DirectFlushOp {
+    using type = std::monostate;
+};
+template <ExactSendAll S>
+struct DirectFlushOp<S> {
+    using type = std::optional<decltype(std::declval<S&>().send_all(std::span<const char>{}))>;
+};
+
 template <WriteStream S>
 class BufWriter {
+    static constexpr bool kDirectFlush = ExactSendAll<S>;
+
 public:
     static constexpr std::size_t default_capacity = 8192;
 
@@ -92,10 +111,28 @@ public:
         bool await_ready() const noexcept { return w_.buf_.size() == 0; }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
-            slow_ = flush_slow(w_.frames_, w_, this->deadline_ns_);
-            return slow_.start(h);
+            if constexpr (kDirectFlush) {
+                // One send_all op in the awaiting frame: no coroutine of its own.
+                direct_.emplace(w_.stream_->send_all(w_.buf_.live_bytes()));
+                if (this->deadline_ns_ != 0)
+                    (void)std::move(*direct_).deadline(detail::to_time_point(this->deadline_ns_));
+                if (direct_->await_ready() || !direct_->await_suspend(h)) return h;
+                return std::noop_coroutine();
+            } else {
+                slow_ = flush_slow(w_.frames_, w_, this->deadline_ns_);
+                return slow_.start(h);
+            }
         }
         Result<void> await_resume() {
+            if constexpr (kDirectFlush) {
+                if (direct_) {
+                    Result<std::size_t> n = direct_->await_resume();
+                    w_.buf_.consume(direct_->transferred()); // also after a failure: exact
+                    if (!n) return std::unexpected(n.error());
+                    if (w_.buf_.size() > 0) return fail(EPIPE); // the peer took no more
+                    return {};
+                }
+            }
             if (!slow_.valid()) return {};
             return slow_.take();
         }
@@ -103,6 +140,7 @@ public:
     private:
         BufWriter& w_;
         galay::detail::CachedTask<Result<void>> slow_;
+        [[no_unique_address]] typename DirectFlushOp<S>::type direct_;
     };
 
     template <ConstBuffer B>

@@ -98,6 +98,9 @@ public:
     /// An all-or-error transfer larger than one op can carry fails at once (never in part).
     bool await_ready() const noexcept { return too_large_; }
     Result<std::size_t> result();
+    /// After completion: the bytes moved, also when it failed (a send_all that timed out after
+    /// sending part of its buffer tells how much of it left).
+    std::size_t transferred() const noexcept { return op_.done; }
 
 private:
     bool exact_;             // recv_exact: fewer bytes than asked (EOF) is an error
