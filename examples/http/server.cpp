@@ -218,6 +218,8 @@ private:
     /// the connection must close.
     galay::Task<bool> answer(const Request& req, Persist persist);
     galay::Task<bool> answer_file(const Request& req, Persist persist, bool head_only);
+    /// Whether the writer has (or can grow to) `n` free bytes without sending.
+    bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
     /// Room for an answer's head in the writer (flushing first when there is not).
     galay::Task<bool> make_room(std::size_t n);
     void put_simple(int status, std::string_view body, Persist persist,
@@ -275,8 +277,7 @@ galay::Task<void> Connection::run() {
             // The fixed answer is formatted in place, without a coroutine of its own: the hot
             // path allocates nothing. Everything else goes through answer().
             const bool fixed = is_fixed_route(req_);
-            if (fixed && writer_.spare(fixed_size(req_)).size() < fixed_size(req_) &&
-                writer_.buffered() > 0) {
+            if (fixed && !has_room(fixed_size(req_)) && writer_.buffered() > 0) {
                 auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
                 if (!flushed) co_return;
             }
@@ -330,7 +331,7 @@ galay::Task<void> Connection::run() {
 }
 
 galay::Task<bool> Connection::make_room(std::size_t n) {
-    if (writer_.spare(n).size() >= n) co_return true;
+    if (has_room(n)) co_return true;
     co_return static_cast<bool>(
         co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))));
 }
@@ -354,7 +355,7 @@ std::size_t Connection::fixed_size(const Request& req) const noexcept {
 
 bool Connection::put_fixed(const Request& req, Persist persist) {
     const std::size_t need = fixed_size(req);
-    if (writer_.spare(need).size() < need) return false;
+    if (!has_room(need)) return false;
     Out o(writer_.spare(need));
     put_head(o, 200, "text/plain", cfg_.body.size(), persist);
     if (req.method != Method::head) o << cfg_.body;
@@ -458,8 +459,7 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
 galay::Task<void> Connection::refuse(int status, std::string_view reason) {
     const bool room = co_await make_room(kMaxHead + reason.size() + 1);
     if (!room) co_return;
-    if (writer_.spare(kMaxHead + reason.size() + 1).size() >= kMaxHead + reason.size() + 1)
-        put_simple(status, reason, Persist::close);
+    if (has_room(kMaxHead + reason.size() + 1)) put_simple(status, reason, Persist::close);
     co_await linger_close();
 }
 

@@ -347,27 +347,43 @@ TEST_P(BufWriterTest, LargeWritesGoOutWholeWithShortSends) {
     }());
 }
 
+// A flush over a TcpStream is one send_all op; over any other stream (SlicedStream has no
+// send_all) the writer's own loop of sends. Both must keep exactly what was not sent.
+static_assert(io::ExactSendAll<TcpStream> && !io::ExactSendAll<SlicedStream>);
+
 TEST_P(BufWriterTest, TimedOutFlushKeepsTheUnsentBytes) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
-        // More than the two socket buffers can hold (a fixed receive buffer, and the sender's,
-        // which grows to tcp_wmem's maximum, 4 MiB by default): a flush cannot finish while the
-        // peer does not read.
-        (void)s.set_recv_buffer_size(64 << 10);
-        const std::string data = pattern(16 << 20, 5);
-        io::BufWriter w(c, data.size());
-        CO_ASSERT(w.try_write(data));              // fits exactly
-        auto r = co_await w.flush().timeout(50ms); // the peer is not reading: it cannot finish
-        CO_ASSERT(!r);
-        EXPECT_EQ(r.error(), std::errc::timed_out);
-        EXPECT_GT(w.buffered(), 0u);
-        EXPECT_LT(w.buffered(), data.size());
-        auto finish = [&]() -> Task<void> {
-            CO_ASSERT(co_await w.flush().timeout(20s));
-            CO_ASSERT(c.shutdown(Shutdown::write));
-        };
-        auto [_, got] = co_await when_all(finish(), read_to_eof(s));
-        EXPECT_TRUE(got == data) << got.size() << " bytes of " << data.size();
+        for (const bool direct : {true, false}) {
+            auto [c, s] = co_await connected_pair();
+            // More than the two socket buffers can hold (a fixed receive buffer, and the
+            // sender's, which grows to tcp_wmem's maximum, 4 MiB by default): a flush cannot
+            // finish while the peer does not read.
+            (void)s.set_recv_buffer_size(64 << 10);
+            const std::string data = pattern(16 << 20, 5);
+            auto check = [&](auto& w) -> Task<void> {
+                CO_ASSERT(w.try_write(data));              // fits exactly
+                auto r = co_await w.flush().timeout(50ms); // the peer is not reading
+                CO_ASSERT(!r);
+                EXPECT_EQ(r.error(), std::errc::timed_out);
+                EXPECT_GT(w.buffered(), 0u);
+                EXPECT_LT(w.buffered(), data.size());
+                auto finish = [&]() -> Task<void> {
+                    CO_ASSERT(co_await w.flush().timeout(20s));
+                    CO_ASSERT(c.shutdown(Shutdown::write));
+                };
+                auto [_, got] = co_await when_all(finish(), read_to_eof(s));
+                EXPECT_TRUE(got == data)
+                    << got.size() << " bytes of " << data.size() << (direct ? " (send_all)" : "");
+            };
+            if (direct) {
+                io::BufWriter w(c, data.size());
+                co_await check(w);
+            } else {
+                SlicedStream generic{c, data.size()};
+                io::BufWriter w(generic, data.size());
+                co_await check(w);
+            }
+        }
     }());
 }
 
