@@ -4,6 +4,7 @@
 #pragma once
 
 #include "galay/detail/cancel.hpp"
+#include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
 #include "galay/runtime.hpp"
 
@@ -19,7 +20,7 @@ void cancel_op(IoOp& op) noexcept;
 
 /// CRTP base: `Derived` provides `auto result()` mapping `op_.result` to the awaited value.
 template <class Derived>
-class [[nodiscard]] IoAwaitable : public Cancellable {
+class [[nodiscard]] IoAwaitable : public Cancellable, public AwaitedInPlace<Derived> {
 public:
     IoAwaitable() = default;
     IoAwaitable(IoAwaitable&&) noexcept = default; // only before it is awaited

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "galay/detail/cancel.hpp"
+#include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
 
 #include <chrono>
@@ -71,7 +72,7 @@ private:
 
 /// Adds `.timeout(d)` and `.deadline(t)` to a RemoteWait, like IoAwaitable does for I/O.
 template <class Derived>
-class TimedRemoteWait : public RemoteWait {
+class TimedRemoteWait : public RemoteWait, public AwaitedInPlace<Derived> {
 public:
     TimedRemoteWait() = default;
     TimedRemoteWait(TimedRemoteWait&&) noexcept = default;

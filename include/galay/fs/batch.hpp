@@ -17,6 +17,7 @@
 // have finished before the awaiting coroutine resumes.
 #pragma once
 
+#include "galay/detail/in_place.hpp"
 #include "galay/fs/file.hpp"
 
 #include <chrono>
@@ -30,7 +31,8 @@ class Batch;
 namespace galay::detail {
 
 /// What `co_await batch.submit()` suspends on.
-class [[nodiscard]] BatchAwaitable final : public Cancellable {
+class [[nodiscard]] BatchAwaitable final : public Cancellable,
+                                           public AwaitedInPlace<BatchAwaitable> {
 public:
     explicit BatchAwaitable(fs::Batch& batch) noexcept
         : batch_(&batch) {}

@@ -67,7 +67,7 @@ public:
 
     /// One receive into the free space -> Result<size_t>: the bytes added (0: the peer closed).
     /// With the buffer full it fails at once with `errc::limit_exceeded`.
-    class [[nodiscard]] Fill {
+    class [[nodiscard]] Fill : public galay::detail::AwaitedInPlace<Fill> {
     public:
         explicit Fill(BufReader& r)
             : r_(r)

@@ -113,7 +113,8 @@ public:
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             if constexpr (kDirectFlush) {
                 // One send_all op in the awaiting frame: no coroutine of its own.
-                direct_.emplace(w_.stream_->send_all(w_.buf_.live_bytes()));
+                direct_.emplace(galay::detail::MadeBy{
+                    [&] { return w_.stream_->send_all(w_.buf_.live_bytes()); }});
                 if (this->deadline_ns_ != 0)
                     (void)std::move(*direct_).deadline(detail::to_time_point(this->deadline_ns_));
                 if (direct_->await_ready() || !direct_->await_suspend(h)) return h;

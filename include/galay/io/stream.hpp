@@ -9,6 +9,7 @@
 //     static_assert(galay::io::DuplexStream<galay::TcpStream>);
 #pragma once
 
+#include "galay/detail/in_place.hpp"
 #include "galay/error.hpp"
 #include "galay/net/tcp.hpp"
 
@@ -64,7 +65,7 @@ Op with_deadline(Op&& op, std::int64_t ns) {
 /// `.timeout(d)` / `.deadline(t)` for a compound operation: one deadline for the whole of it,
 /// applied to every single operation it awaits.
 template <class Derived>
-class Deadlined {
+class Deadlined : public galay::detail::AwaitedInPlace<Derived> {
 public:
     Derived&& timeout(std::chrono::nanoseconds d) && {
         deadline_ns_ = Scheduler::now_ns() + d.count();

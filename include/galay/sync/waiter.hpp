@@ -57,6 +57,7 @@
 #pragma once
 
 #include "galay/detail/cancel.hpp"
+#include "galay/detail/in_place.hpp"
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/error.hpp"
 #include "galay/runtime.hpp"
@@ -231,7 +232,7 @@ private:
 ///   R result();      // the value of `co_await`; start from wait_status()
 /// and gets `.timeout(d)`, `.deadline(t)`, cancellation and the awaitable interface.
 template <class Derived>
-class Waiter : public WaiterBase {
+class Waiter : public WaiterBase, public detail::AwaitedInPlace<Derived> {
 public:
     /// Give up after `d`: the wait ends with `std::errc::timed_out` unless it was woken first.
     Derived&& timeout(std::chrono::nanoseconds d) && {
