@@ -9,6 +9,7 @@
 
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -20,6 +21,51 @@
 #include <ctime>
 
 namespace galay::detail {
+
+namespace {
+
+// The socket calls of an attempt, made directly. glibc's recv/send/recvmsg/sendmsg/accept4 are
+// cancellation points: in a process with more than one thread, each call switches asynchronous
+// cancellation on and off around the system call (~2% of the server's time in the HTTP server
+// at 1,000 connections). galay never cancels a thread with pthread_cancel, so it has no use for
+// that; syscall() sets errno the same way. Under the sanitizers they stay libc's: their
+// interceptors check the buffers (ASan) and make a socket's send and receive a happens-before
+// edge (TSan), as they are.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
+    return ::recv(fd, buf, len, flags);
+}
+ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
+    return ::send(fd, buf, len, flags);
+}
+ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
+    return ::recvmsg(fd, m, flags);
+}
+ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
+    return ::sendmsg(fd, m, flags);
+}
+int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+    return ::accept4(fd, addr, len, flags);
+}
+#else
+ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
+    return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+}
+ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
+    return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
+}
+ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
+    return ::syscall(SYS_recvmsg, fd, m, flags);
+}
+ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
+    return ::syscall(SYS_sendmsg, fd, m, flags);
+}
+int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+    return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
+}
+#endif
+
+} // namespace
 
 EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     : sched_(s)
@@ -260,7 +306,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
                 return true;
             }
             char* b = pool_.address(static_cast<std::uint16_t>(id));
-            r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, b, len, op.msg_flags);
+            r = fake != 0 ? (errno = fake, -1) : sys_recv(op.fd, b, len, op.msg_flags);
             if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
             if (r > 0) {
                 op.result = r;
@@ -273,9 +319,9 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         }
         case OpCode::accept:
             r = fake != 0 ? (errno = fake, -1)
-                          : ::accept4(op.fd, op.address(),
-                                      reinterpret_cast<socklen_t*>(op.address_length()),
-                                      SOCK_NONBLOCK | SOCK_CLOEXEC);
+                          : sys_accept4(op.fd, op.address(),
+                                        reinterpret_cast<socklen_t*>(op.address_length()),
+                                        SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
             break;
         case OpCode::connect:
@@ -297,21 +343,21 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             }
             break;
         case OpCode::recv:
-            r = fake != 0 ? (errno = fake, -1) : ::recv(op.fd, op.cursor(), len, op.msg_flags);
+            r = fake != 0 ? (errno = fake, -1) : sys_recv(op.fd, op.cursor(), len, op.msg_flags);
             if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
             break;
         case OpCode::send:
             r = fake != 0 ? (errno = fake, -1)
-                          : ::send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
+                          : sys_send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
             break;
         case OpCode::recvmsg:
             r = fake != 0 ? (errno = fake, -1)
-                          : ::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
+                          : sys_recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
             break;
         case OpCode::sendmsg:
             r = fake != 0 ? (errno = fake, -1)
-                          : ::sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
-                                      op.msg_flags | MSG_NOSIGNAL);
+                          : sys_sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
+                                        op.msg_flags | MSG_NOSIGNAL);
             break;
         case OpCode::recvmmsg:
         case OpCode::sendmmsg:
