@@ -47,6 +47,8 @@ public:
         }
         return {text_, sizeof text_};
     }
+    /// The second of the text now() returned last.
+    std::time_t second() const noexcept { return second_; }
 
 private:
     std::time_t second_ = -1;
@@ -99,6 +101,37 @@ void put_head(Out& o, int status, std::string_view type, std::uint64_t length, P
         o << "Connection: keep-alive\r\n";
     o << extra << "\r\n";
 }
+
+/// The fixed answer (GET / and HEAD /) rendered whole, status line to body, once a second per
+/// thread for each kind (persistence x method): answering it is then one copy, not a dozen
+/// pieces formatted (cachegrind, GET / at 1,000 connections: ~330 fewer instructions a request).
+class FixedAnswers {
+public:
+    std::string_view get(std::uint64_t server, std::string_view body, Persist persist,
+                         bool head_only) {
+        (void)t_date.now(); // (moves to this second)
+        Entry& e = entries_[static_cast<std::size_t>(persist) * 2 + (head_only ? 1 : 0)];
+        if (e.server != server || e.second != t_date.second()) {
+            e.text.resize(kMaxHead + (head_only ? 0 : body.size()));
+            Out o(e.text);
+            put_head(o, 200, "text/plain", body.size(), persist);
+            if (!head_only) o << body;
+            e.text.resize(o.size());
+            e.server = server;
+            e.second = t_date.second();
+        }
+        return e.text;
+    }
+
+private:
+    struct Entry {
+        std::uint64_t server = 0; // Server::id_ (0: none)
+        std::time_t second = -1;
+        std::string text;
+    };
+    std::array<Entry, 6> entries_;
+};
+thread_local FixedAnswers t_fixed;
 
 std::string_view content_type(std::string_view path) noexcept {
     const std::size_t slash = path.rfind('/');
@@ -354,12 +387,11 @@ std::size_t Connection::fixed_size(const Request& req) const noexcept {
 }
 
 bool Connection::put_fixed(const Request& req, Persist persist) {
-    const std::size_t need = fixed_size(req);
-    if (!has_room(need)) return false;
-    Out o(writer_.spare(need));
-    put_head(o, 200, "text/plain", cfg_.body.size(), persist);
-    if (req.method != Method::head) o << cfg_.body;
-    writer_.commit(o.size());
+    if (!has_room(fixed_size(req))) return false;
+    const std::string_view answer =
+        t_fixed.get(server_.id_, cfg_.body, persist, req.method == Method::head);
+    std::memcpy(writer_.spare(answer.size()).data(), answer.data(), answer.size());
+    writer_.commit(answer.size());
     return true;
 }
 
@@ -484,7 +516,9 @@ galay::Task<void> Connection::linger_close() {
 // ---------------------------------------------------------------------------------------------
 
 Result<std::shared_ptr<Server>> Server::create(ServerConfig config) {
+    static std::atomic<std::uint64_t> next_id{1};
     std::shared_ptr<Server> s(new Server(std::move(config)));
+    s->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
     if (!s->config_.root.empty()) {
         s->root_fd_ = ::open(s->config_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->root_fd_ < 0) return galay::fail(errno);

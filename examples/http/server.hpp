@@ -84,6 +84,7 @@ private:
     Counters& my_counters() noexcept;
 
     ServerConfig config_;
+    std::uint64_t id_ = 0; // unique in the process: the key of the fixed answers' cache
     int root_fd_ = -1;
     std::unique_ptr<Counters[]> counters_{new Counters[kSlots]};
 

@@ -210,6 +210,45 @@ TEST_P(HttpServerTest, HeadHasTheLengthButNoBody) {
     });
 }
 
+TEST_P(HttpServerTest, TwoServersOnOneThreadAnswerTheirOwnFixedBodies) {
+    // The fixed answers are rendered once a second and cached per thread, keyed by server: two
+    // servers on one scheduler must not answer with each other's body or length.
+    http::ServerConfig second;
+    second.body = "the second server";
+    auto a = http::Server::create({});
+    auto b = http::Server::create(std::move(second));
+    ASSERT_TRUE(a && b);
+    run([](std::shared_ptr<http::Server> a, std::shared_ptr<http::Server> b) -> Task<void> {
+        auto la = TcpListener::bind(SocketAddr::loopback_v4(0));
+        auto lb = TcpListener::bind(SocketAddr::loopback_v4(0));
+        if (!la || !lb) throw Error(std::make_error_code(std::errc::address_in_use), "bind");
+        auto client = [](std::uint16_t pa, std::uint16_t pb) -> Task<void> {
+            auto ca = co_await connect(pa);
+            auto cb = co_await connect(pb);
+            for (int i = 0; i < 2; ++i) {
+                co_await ca->send(kGet);
+                EXPECT_EQ((co_await ca->read()).body, "Hello, World!");
+                co_await cb->send(kGet);
+                Response r = co_await cb->read();
+                EXPECT_EQ(r.body, "the second server");
+                EXPECT_EQ(r.header("content-length"), "17");
+                co_await cb->send("HEAD / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                Response h = co_await cb->read(true);
+                EXPECT_EQ(h.header("content-length"), "17");
+                EXPECT_EQ(h.header("connection"), "close");
+                EXPECT_TRUE(co_await cb->closed_by_server());
+                cb = co_await connect(pb);
+                co_await ca->send("HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+                Response ha = co_await ca->read(true);
+                EXPECT_EQ(ha.header("content-length"), "13");
+                EXPECT_EQ(ha.header("connection"), "keep-alive");
+            }
+        };
+        (void)co_await when_any(client(la->local_addr()->port(), lb->local_addr()->port()),
+                                a->accept_loop(*la), b->accept_loop(*lb));
+    }(std::move(*a), std::move(*b)));
+}
+
 TEST_P(HttpServerTest, StaticFilesAnd404) {
     WebRoot web;
     with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
