@@ -1,6 +1,7 @@
 #include "http/request_parser.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 namespace http {
@@ -152,6 +153,50 @@ std::size_t find_head_end(std::string_view b, std::size_t from, std::size_t& res
     }
 }
 
+/// A header line (without its line end, not blank) the careful way: nullptr and `name` and
+/// `value` (trimmed), or why it is refused (400).
+const char* split_header(std::string_view line, std::string_view& name,
+                         std::string_view& value) noexcept {
+    if (line[0] == ' ' || line[0] == '\t')
+        return "obsolete line folding or whitespace before a header";
+    const std::size_t colon = line.find(':');
+    if (colon == npos) return "header line without a colon";
+    name = line.substr(0, colon);
+    if (!is_token(name)) return "malformed header name";
+    value = trim_ows(line.substr(colon + 1));
+    if (!std::all_of(value.begin(), value.end(), is_field_char))
+        return "control character in a header value";
+    return nullptr;
+}
+
+/// A header line of the usual shape (token ":" OWS field-content OWS, then CRLF or LF) in one
+/// pass: returns its length with the line end and sets `name` and `value` (trimmed), as the
+/// careful path (split_header) would. 0 for any other line (blank, folded, malformed, a bare CR):
+/// the careful path then decides what it is.
+std::size_t common_header_line(std::string_view head, std::string_view& name,
+                               std::string_view& value) noexcept {
+    const char* const begin = head.data();
+    const char* const end = begin + head.size();
+    const char* p = begin;
+    while (p < end && is_tchar(*p))
+        ++p;
+    if (p == begin || p == end || *p != ':') return 0;
+    name = {begin, static_cast<std::size_t>(p - begin)};
+    ++p;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        ++p;
+    const char* const v = p;
+    while (p < end && is_field_char(*p)) // stops at CR, LF, any other control character
+        ++p;
+    const char* v_end = p;
+    if (p < end && *p == '\r') ++p;
+    if (p == end || *p != '\n') return 0;
+    while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
+        --v_end;
+    value = {v, static_cast<std::size_t>(v_end - v)};
+    return static_cast<std::size_t>(p + 1 - begin);
+}
+
 } // namespace
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
@@ -219,20 +264,24 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
     bool seen_host = false, seen_length = false, seen_te = false;
     bool conn_close = false, conn_keep_alive = false;
     for (;;) {
-        const std::size_t eol = head.find('\n');
-        std::string_view line = head.substr(0, eol);
-        head.remove_prefix(eol + 1);
-        if (!strip_line(line)) return error(400, "bare CR in a header");
-        if (line.empty()) break; // the blank line: end of the head
-        if (line[0] == ' ' || line[0] == '\t')
-            return error(400, "obsolete line folding or whitespace before a header");
-        const std::size_t colon = line.find(':');
-        if (colon == npos) return error(400, "header line without a colon");
-        const std::string_view name = line.substr(0, colon);
-        if (!is_token(name)) return error(400, "malformed header name");
-        const std::string_view value = trim_ows(line.substr(colon + 1));
-        if (!std::all_of(value.begin(), value.end(), is_field_char))
-            return error(400, "control character in a header value");
+        std::string_view name, value;
+        if (const std::size_t taken = common_header_line(head, name, value); taken != 0) {
+#ifndef NDEBUG // (the tests and the fuzz target) the careful path agrees
+            std::string_view line = head.substr(0, taken - 1), n, v;
+            assert(strip_line(line) && !line.empty());
+            assert(split_header(line, n, v) == nullptr);
+            assert(n.data() == name.data() && n.size() == name.size());
+            assert(v.data() == value.data() && v.size() == value.size());
+#endif
+            head.remove_prefix(taken);
+        } else {
+            const std::size_t eol = head.find('\n');
+            std::string_view line = head.substr(0, eol);
+            head.remove_prefix(eol + 1);
+            if (!strip_line(line)) return error(400, "bare CR in a header");
+            if (line.empty()) break; // the blank line: end of the head
+            if (const char* refused = split_header(line, name, value)) return error(400, refused);
+        }
         if (out.header_count == std::min(limits_.max_headers, Request::kMaxHeaders))
             return error(431, "too many header fields");
         out.headers[out.header_count++] = {name, value};
