@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
+#include <random>
 #include <vector>
 
 using galay::detail::TimerHeap;
@@ -142,6 +144,49 @@ TEST(TimerHeap, ManyEqualDeadlines) {
     EXPECT_EQ(order.back(), 9);
     for (std::size_t i = 1; i + 1 < order.size(); ++i)
         EXPECT_EQ(order[i], 7);
+}
+
+// Against a reference, under random pushes, removals and pops; every node's index stays right.
+TEST(TimerHeap, RandomOperationsMatchAReference) {
+    constexpr int kNodes = 300;
+    std::vector<TimerNode> n(kNodes);
+    std::multimap<std::int64_t, int> ref; // deadline -> node
+    std::mt19937 rng(12345);
+    TimerHeap h;
+    auto erase_ref = [&](int i) {
+        auto [lo, hi] = ref.equal_range(n[static_cast<std::size_t>(i)].deadline_ns);
+        for (auto it = lo; it != hi; ++it)
+            if (it->second == i) {
+                ref.erase(it);
+                return;
+            }
+        FAIL() << "node " << i << " not in the reference";
+    };
+    for (int step = 0; step < 20000; ++step) {
+        const int i = static_cast<int>(rng() % kNodes);
+        TimerNode& node = n[static_cast<std::size_t>(i)];
+        const unsigned what = rng() % 3;
+        if (what == 0 && !node.armed()) {
+            node.deadline_ns = static_cast<std::int64_t>(rng() % 1000);
+            h.push(node);
+            ref.emplace(node.deadline_ns, i);
+        } else if (what == 1 && node.armed()) {
+            erase_ref(i);
+            h.remove(node);
+            EXPECT_FALSE(node.armed());
+        } else if (what == 2 && !h.empty()) {
+            ASSERT_EQ(h.top_deadline(), ref.begin()->first);
+            TimerNode* top = h.pop();
+            EXPECT_EQ(top->deadline_ns, ref.begin()->first);
+            erase_ref(static_cast<int>(top - n.data()));
+        }
+        ASSERT_EQ(h.size(), ref.size());
+        if (h.size() > 0) ASSERT_EQ(h.top()->heap_index, 0u);
+    }
+    std::vector<std::int64_t> expected;
+    for (const auto& [deadline, i] : ref)
+        expected.push_back(deadline);
+    EXPECT_EQ(drain(h), expected);
 }
 
 } // namespace
