@@ -32,38 +32,30 @@ namespace {
 // interceptors check the buffers (ASan) and make a socket's send and receive a happens-before
 // edge (TSan), as they are.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
-    return ::recv(fd, buf, len, flags);
-}
-ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
-    return ::send(fd, buf, len, flags);
-}
-ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
-    return ::recvmsg(fd, m, flags);
-}
-ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
-    return ::sendmsg(fd, m, flags);
-}
-int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
-    return ::accept4(fd, addr, len, flags);
-}
+constexpr bool kLibcSocketCalls = true;
 #else
+constexpr bool kLibcSocketCalls = false;
+#endif
 ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
+    if constexpr (kLibcSocketCalls) return ::recv(fd, buf, len, flags);
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }
 ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
+    if constexpr (kLibcSocketCalls) return ::send(fd, buf, len, flags);
     return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
 }
 ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
+    if constexpr (kLibcSocketCalls) return ::recvmsg(fd, m, flags);
     return ::syscall(SYS_recvmsg, fd, m, flags);
 }
 ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
+    if constexpr (kLibcSocketCalls) return ::sendmsg(fd, m, flags);
     return ::syscall(SYS_sendmsg, fd, m, flags);
 }
 int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+    if constexpr (kLibcSocketCalls) return ::accept4(fd, addr, len, flags);
     return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
 }
-#endif
 
 } // namespace
 
