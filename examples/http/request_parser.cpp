@@ -197,6 +197,99 @@ std::size_t common_header_line(std::string_view head, std::string_view& name,
     return static_cast<std::size_t>(p + 1 - begin);
 }
 
+/// What the header fields seen so far said, for the checks made once the head is complete.
+struct HeaderFacts {
+    bool host = false, length = false, te = false;
+    bool close = false, keep_alive = false;
+};
+
+/// What one header field means for the request (Host, Content-Length, Transfer-Encoding,
+/// Connection, Expect; others are only listed). 0, or the status to refuse the request with.
+int apply_header(std::string_view name, std::string_view value, Request& out, HeaderFacts& seen,
+                 const char*& reason) noexcept {
+    switch (name.size()) { // (iequals needs equal lengths: look only at the name that can match)
+    case 4:
+        if (iequals(name, "host")) {
+            if (seen.host) return reason = "more than one Host header", 400;
+            seen.host = true;
+            out.host = value;
+        }
+        return 0;
+    case 14:
+        if (iequals(name, "content-length")) {
+            if (value.empty() || !std::all_of(value.begin(), value.end(),
+                                              [](char c) { return c >= '0' && c <= '9'; }))
+                return reason = "malformed Content-Length", 400;
+            if (value.size() > 19) return reason = "body too large", 413; // would overflow
+            std::uint64_t n = 0;
+            for (char c : value)
+                n = n * 10 + static_cast<std::uint64_t>(c - '0');
+            if (seen.length && n != out.content_length)
+                return reason = "conflicting Content-Length headers", 400;
+            seen.length = true;
+            out.content_length = n;
+        }
+        return 0;
+    case 17:
+        if (iequals(name, "transfer-encoding")) {
+            // Only chunked, and only last, has a length we can find: anything else is 501 (a
+            // coding we do not know) or 400 (chunked not last: the length is unknowable).
+            int status = 0;
+            bool last_chunked = false;
+            for_each_token(value, [&](std::string_view coding) {
+                if (last_chunked) status = 400; // something after chunked
+                last_chunked = iequals(coding, "chunked");
+                if (!last_chunked && status == 0) status = 501;
+            });
+            if (!last_chunked) return reason = "Transfer-Encoding without chunked last", 400;
+            if (status != 0) {
+                reason =
+                    status == 501 ? "transfer coding not implemented" : "chunked applied twice";
+                return status;
+            }
+            seen.te = true;
+            out.chunked = true;
+        }
+        return 0;
+    case 10:
+        if (iequals(name, "connection")) {
+            for_each_token(value, [&](std::string_view opt) {
+                if (iequals(opt, "close")) seen.close = true;
+                if (iequals(opt, "keep-alive")) seen.keep_alive = true;
+            });
+        }
+        return 0;
+    case 6:
+        if (iequals(name, "expect")) {
+            if (!iequals(value, "100-continue")) return reason = "unsupported expectation", 417;
+            out.expect_continue = true;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/// The checks made once every header field is in. 0, or the status to refuse the request with.
+int finish_head(const HeaderFacts& seen, Request& out, const Limits& limits,
+                const char*& reason) noexcept {
+    if (seen.te && seen.length) return reason = "both Transfer-Encoding and Content-Length", 400;
+    if (seen.te && out.version_minor == 0) return reason = "Transfer-Encoding in HTTP/1.0", 400;
+    if (out.version_minor >= 1 && !seen.host) return reason = "HTTP/1.1 request without Host", 400;
+    if (out.content_length > limits.max_body) return reason = "body too large", 413;
+    out.keep_alive = out.version_minor >= 1 ? !seen.close : seen.keep_alive && !seen.close;
+    return 0;
+}
+
+/// The fields of `out` that a parse sets before the header fields.
+void clear_header_fields(Request& out) noexcept {
+    out.header_count = 0;
+    out.host = {};
+    out.content_length = 0;
+    out.chunked = false;
+    out.expect_continue = false;
+}
+
 } // namespace
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
@@ -213,6 +306,93 @@ std::string_view Request::header(std::string_view name) const noexcept {
 }
 
 ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
+    // A request's first call: most requests are all there and of the usual shape, and are read
+    // in one pass. Anything else (more to come, empty lines first, a limit reached, a line the
+    // one pass does not take, a refusal) is left to the careful path, which decides it from
+    // scratch: the one pass changes nothing but `out`, which the careful path rewrites.
+    if (scanned_ == 0 && line_end_ == npos && !line_checked_) {
+        if (const std::size_t taken = parse_whole(buf, out); taken != 0) {
+#ifndef NDEBUG // (the tests and the fuzz target) the careful path agrees
+            RequestParser careful(limits_);
+            Request ref;
+            const ParseResult r = careful.parse_careful(buf, ref);
+            assert(r.status == ParseStatus::complete && r.consumed == taken);
+            assert(ref.method == out.method && ref.method_name == out.method_name);
+            assert(ref.target == out.target && ref.version_minor == out.version_minor);
+            assert(ref.host == out.host && ref.content_length == out.content_length);
+            assert(ref.chunked == out.chunked && ref.keep_alive == out.keep_alive);
+            assert(ref.expect_continue == out.expect_continue);
+            assert(ref.header_count == out.header_count);
+            for (std::size_t i = 0; i < ref.header_count; ++i)
+                assert(ref.headers[i].name.data() == out.headers[i].name.data() &&
+                       ref.headers[i].name.size() == out.headers[i].name.size() &&
+                       ref.headers[i].value.data() == out.headers[i].value.data() &&
+                       ref.headers[i].value.size() == out.headers[i].value.size());
+#endif
+            return {ParseStatus::complete, taken, 0, ""};
+        }
+    }
+    return parse_careful(buf, out);
+}
+
+std::size_t RequestParser::parse_whole(std::string_view buf, Request& out) const noexcept {
+    const char* const begin = buf.data();
+    const char* const end = begin + buf.size();
+    const char* p = begin;
+    // method SP
+    while (p < end && is_tchar(*p))
+        ++p;
+    if (p == begin || p == end || *p != ' ' || static_cast<std::size_t>(p - begin) > kMaxMethod)
+        return 0;
+    const std::string_view method(begin, static_cast<std::size_t>(p - begin));
+    // request-target SP
+    const char* const t = ++p;
+    while (p < end && is_target_char(*p))
+        ++p;
+    if (p == t || p == end || *p != ' ') return 0;
+    const std::string_view target(t, static_cast<std::size_t>(p - t));
+    // "HTTP/1." DIGIT, then CRLF or LF
+    ++p;
+    if (end - p < 9 || std::memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9') return 0;
+    const int minor = p[7] == '0' ? 0 : 1;
+    p += 8;
+    if (*p == '\r') ++p;
+    if (p == end || *p != '\n') return 0;
+    if (static_cast<std::size_t>(p - begin) > limits_.max_request_line) return 0;
+    ++p;
+    out.method = method_of(method);
+    out.method_name = method;
+    out.target = target;
+    out.version_minor = minor;
+    clear_header_fields(out);
+    // Header fields of the usual shape, then the blank line.
+    const std::size_t max_headers = std::min(limits_.max_headers, Request::kMaxHeaders);
+    HeaderFacts seen;
+    for (;;) {
+        if (p < end && *p == '\r') {
+            if (end - p < 2 || p[1] != '\n') return 0;
+            p += 2;
+            break;
+        }
+        if (p < end && *p == '\n') {
+            ++p;
+            break;
+        }
+        std::string_view name, value;
+        const std::size_t taken =
+            common_header_line({p, static_cast<std::size_t>(end - p)}, name, value);
+        if (taken == 0 || out.header_count == max_headers) return 0;
+        p += taken;
+        out.headers[out.header_count++] = {name, value};
+        if (const char* reason = ""; apply_header(name, value, out, seen, reason) != 0) return 0;
+    }
+    const auto head = static_cast<std::size_t>(p - begin);
+    if (head > limits_.max_head) return 0;
+    if (const char* reason = ""; finish_head(seen, out, limits_, reason) != 0) return 0;
+    return head;
+}
+
+ParseResult RequestParser::parse_careful(std::string_view buf, Request& out) noexcept {
     // Empty lines before a request line are skipped (RFC 9112 2.2), up to the head's limit.
     std::size_t start = 0;
     while (start < buf.size() && (buf[start] == '\n' || buf[start] == '\r')) {
@@ -254,15 +434,10 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
         const char* reason = "";
         (void)parse_request_line(head.substr(0, nl), out, reason);
     }
-    out.header_count = 0;
-    out.host = {};
-    out.content_length = 0;
-    out.chunked = false;
-    out.expect_continue = false;
+    clear_header_fields(out);
     head.remove_prefix(nl + 1);
 
-    bool seen_host = false, seen_length = false, seen_te = false;
-    bool conn_close = false, conn_keep_alive = false;
+    HeaderFacts seen;
     for (;;) {
         std::string_view name, value;
         if (const std::size_t taken = common_header_line(head, name, value); taken != 0) {
@@ -286,53 +461,11 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
             return error(431, "too many header fields");
         out.headers[out.header_count++] = {name, value};
 
-        if (iequals(name, "host")) {
-            if (seen_host) return error(400, "more than one Host header");
-            seen_host = true;
-            out.host = value;
-        } else if (iequals(name, "content-length")) {
-            if (value.empty() || !std::all_of(value.begin(), value.end(),
-                                              [](char c) { return c >= '0' && c <= '9'; }))
-                return error(400, "malformed Content-Length");
-            if (value.size() > 19) return error(413, "body too large"); // would overflow
-            std::uint64_t n = 0;
-            for (char c : value)
-                n = n * 10 + static_cast<std::uint64_t>(c - '0');
-            if (seen_length && n != out.content_length)
-                return error(400, "conflicting Content-Length headers");
-            seen_length = true;
-            out.content_length = n;
-        } else if (iequals(name, "transfer-encoding")) {
-            // Only chunked, and only last, has a length we can find: anything else is 501 (a
-            // coding we do not know) or 400 (chunked not last: the length is unknowable).
-            int status = 0;
-            bool last_chunked = false;
-            for_each_token(value, [&](std::string_view coding) {
-                if (last_chunked) status = 400; // something after chunked
-                last_chunked = iequals(coding, "chunked");
-                if (!last_chunked && status == 0) status = 501;
-            });
-            if (!last_chunked) return error(400, "Transfer-Encoding without chunked last");
-            if (status != 0)
-                return error(status, status == 501 ? "transfer coding not implemented"
-                                                   : "chunked applied twice");
-            seen_te = true;
-            out.chunked = true;
-        } else if (iequals(name, "connection")) {
-            for_each_token(value, [&](std::string_view opt) {
-                if (iequals(opt, "close")) conn_close = true;
-                if (iequals(opt, "keep-alive")) conn_keep_alive = true;
-            });
-        } else if (iequals(name, "expect")) {
-            if (!iequals(value, "100-continue")) return error(417, "unsupported expectation");
-            out.expect_continue = true;
-        }
+        if (const char* reason = ""; int status = apply_header(name, value, out, seen, reason))
+            return error(status, reason);
     }
-    if (seen_te && seen_length) return error(400, "both Transfer-Encoding and Content-Length");
-    if (seen_te && out.version_minor == 0) return error(400, "Transfer-Encoding in HTTP/1.0");
-    if (out.version_minor >= 1 && !seen_host) return error(400, "HTTP/1.1 request without Host");
-    if (out.content_length > limits_.max_body) return error(413, "body too large");
-    out.keep_alive = out.version_minor >= 1 ? !conn_close : conn_keep_alive && !conn_close;
+    if (const char* reason = ""; int status = finish_head(seen, out, limits_, reason))
+        return error(status, reason);
     return {ParseStatus::complete, start + end, 0, ""};
 }
 

@@ -93,6 +93,13 @@ public:
     }
 
 private:
+    /// The careful path: any request, in any number of pieces, resuming where the last call
+    /// stopped.
+    ParseResult parse_careful(std::string_view buf, Request& out) noexcept;
+    /// The one pass for a request that is all in `buf` and has the usual shape (no empty lines
+    /// first, each line "token: value" ending in CRLF or LF, within the limits, not refused):
+    /// the head's length, or 0 to leave the request to the careful path.
+    std::size_t parse_whole(std::string_view buf, Request& out) const noexcept;
     /// Refusals decided before the header fields: the method, the request line, the head's
     /// length (`head_end`: npos while incomplete). Parses the request line into `out` (and sets
     /// `parsed`) the first time it is complete.

@@ -249,6 +249,70 @@ TEST(HttpParser, TheSameBytesGetTheSameAnswerHoweverTheyArrive) {
     EXPECT_EQ(trickled_refusal(line, lim, 7), 400);
 }
 
+TEST(HttpParser, WholeRequestsReadInOnePassMatchTheCarefulPath) {
+    // A request that is all there on the first call is read in one pass (parse_whole); its bytes
+    // split anywhere go through the careful path, which resumes where it stopped. Both must find
+    // the same request: the same length, fields and header views. (Debug builds also check every
+    // one-pass parse against the careful path with asserts, and so does the fuzz target.)
+    const std::string requests[] = {
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
+        "GET /a/b?c=d HTTP/1.1\nHost: h\nAccept: */*\n\n",    // LF only
+        "HEAD /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", // 1.0, kept alive
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: Keep-Alive, CLOSE\r\n\r\n",
+        "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n\r\n", // a body follows
+        "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n",
+        "PUT /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST /p HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n",
+        "PATCH http://h/abs HTTP/1.1\r\nHost: h\r\nX-Tab:\tv\t \r\nX-Empty:\r\nX-8: "
+        "\xc3\xa9\r\n\r\n",
+        "BREW /pot HTTP/1.9\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\n", // the next request's start
+    };
+    for (const std::string& text : requests) {
+        SCOPED_TRACE(text);
+        Parsed whole = parse(text);
+        ASSERT_EQ(whole.result.status, ParseStatus::complete);
+        for (std::size_t split = 1; split < whole.result.consumed; ++split) {
+            RequestParser p;
+            Request req;
+            ASSERT_EQ(p.parse(std::string_view(text).substr(0, split), req).status,
+                      ParseStatus::incomplete)
+                << "split at " << split;
+            const ParseResult r = p.parse(text, req);
+            ASSERT_EQ(r.status, ParseStatus::complete) << "split at " << split;
+            EXPECT_EQ(r.consumed, whole.result.consumed);
+            const Request& a = whole.request;
+            EXPECT_EQ(req.method, a.method);
+            EXPECT_EQ(req.method_name.data(), a.method_name.data());
+            EXPECT_EQ(req.target, a.target);
+            EXPECT_EQ(req.version_minor, a.version_minor);
+            EXPECT_EQ(req.keep_alive, a.keep_alive);
+            EXPECT_EQ(req.chunked, a.chunked);
+            EXPECT_EQ(req.expect_continue, a.expect_continue);
+            EXPECT_EQ(req.content_length, a.content_length);
+            EXPECT_EQ(req.host, a.host);
+            ASSERT_EQ(req.header_count, a.header_count);
+            for (std::size_t i = 0; i < a.header_count; ++i) {
+                EXPECT_EQ(req.headers[i].name.data(), a.headers[i].name.data());
+                EXPECT_EQ(req.headers[i].name, a.headers[i].name);
+                EXPECT_EQ(req.headers[i].value.data(), a.headers[i].value.data());
+                EXPECT_EQ(req.headers[i].value, a.headers[i].value);
+            }
+        }
+    }
+    // What the one pass leaves to the careful path is still refused there, whole or split.
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n"),
+              400);
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\r\nExpect: tea\r\n\r\n"), 417);
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\n\r\n"), 400); // no Host
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\r\nX : y\r\n\r\n"), 400);
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n"), 400);
+    EXPECT_EQ(refusal("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n"), 400);
+    EXPECT_EQ(refusal("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0); // empty line first
+}
+
 TEST(HttpParser, ReasonPhrases) {
     EXPECT_EQ(reason_phrase(200), "OK");
     EXPECT_EQ(reason_phrase(431), "Request Header Fields Too Large");
