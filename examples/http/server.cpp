@@ -133,6 +133,27 @@ private:
 };
 thread_local FixedAnswers t_fixed;
 
+/// Where each request head is parsed: one per thread, so the fields a request writes are in this
+/// core's cache rather than in the connection's (cold) memory. A request the fixed answer does not
+/// serve is copied into its connection first (answer() may suspend, and another connection's
+/// request would overwrite this one).
+thread_local Request t_request;
+
+/// `from`'s fields and the header fields it has (not the whole array).
+void copy_request(const Request& from, Request& to) noexcept {
+    to.method = from.method;
+    to.version_minor = from.version_minor;
+    to.chunked = from.chunked;
+    to.keep_alive = from.keep_alive;
+    to.expect_continue = from.expect_continue;
+    to.header_count = from.header_count;
+    to.content_length = from.content_length;
+    to.method_name = from.method_name;
+    to.target = from.target;
+    to.host = from.host;
+    std::copy_n(from.headers.begin(), from.header_count, to.headers.begin());
+}
+
 std::string_view content_type(std::string_view path) noexcept {
     const std::size_t slash = path.rfind('/');
     const std::size_t dot = path.rfind('.');
@@ -243,13 +264,15 @@ public:
     galay::Task<void> run();
 
 private:
-    bool is_fixed_route(const Request& req) const noexcept;
-    std::size_t fixed_size(const Request& req) const noexcept;
-    /// The fixed answer, formatted into the writer's buffer; false when it does not fit.
-    bool put_fixed(const Request& req, Persist persist);
+    static bool is_fixed_route(const Request& req) noexcept;
+    std::size_t fixed_size(bool head_only) const noexcept;
+    /// The fixed answer, copied into the writer's buffer; false when it does not fit.
+    bool put_fixed(bool head_only, Persist persist);
     /// Any other answer (files, errors, a fixed body larger than the buffer). Returns false when
     /// the connection must close.
     galay::Task<bool> answer(const Request& req, Persist persist);
+    /// The fixed answer when it does not fit the writer's buffer: the head, then the body.
+    galay::Task<bool> answer_fixed(bool head_only, Persist persist);
     galay::Task<bool> answer_file(const Request& req, Persist persist, bool head_only);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
     bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
@@ -287,35 +310,41 @@ private:
     galay::io::BufReader<galay::TcpStream> reader_;
     galay::io::BufWriter<galay::TcpStream> writer_;
     RequestParser parser_;
-    Request req_;
+    Request req_;      // a request answer() serves (t_request is parsed into)
     std::string path_; // decoded path of a static request (capacity reused)
 };
 
 galay::Task<void> Connection::run() {
     std::int64_t request_start = 0; // when the first byte of an unfinished request was seen
     for (;;) {
-        ParseResult r = parser_.parse(reader_.buffered(), req_);
+        Request& req = t_request; // (valid until the next co_await)
+        ParseResult r = parser_.parse(reader_.buffered(), req);
         if (r.status == ParseStatus::complete) {
             parser_.reset();
             request_start = 0;
-            reader_.consume(r.consumed); // the views in req_ stay valid until the next receive
+            reader_.consume(r.consumed); // the views in req stay valid until the next receive
             count_.requests.fetch_add(1, std::memory_order_relaxed);
             // Bodies we do not decode (chunked) or were asked to wait for (Expect) end the
             // connection after the answer instead.
-            bool keep = req_.keep_alive && !req_.chunked && !req_.expect_continue;
-            const std::uint64_t body = req_.content_length;
-            const Persist persist = !keep                     ? Persist::close
-                                    : req_.version_minor == 0 ? Persist::keep_alive_10
-                                                              : Persist::keep_alive_11;
-            // The fixed answer is formatted in place, without a coroutine of its own: the hot
-            // path allocates nothing. Everything else goes through answer().
-            const bool fixed = is_fixed_route(req_);
-            if (fixed && !has_room(fixed_size(req_)) && writer_.buffered() > 0) {
+            bool keep = req.keep_alive && !req.chunked && !req.expect_continue;
+            const std::uint64_t body = req.content_length;
+            const Persist persist = !keep                    ? Persist::close
+                                    : req.version_minor == 0 ? Persist::keep_alive_10
+                                                             : Persist::keep_alive_11;
+            // The fixed answer is copied in place, without a coroutine of its own: the hot path
+            // allocates nothing. Everything else goes through answer().
+            const bool fixed = is_fixed_route(req);
+            const bool head_only = req.method == Method::head;
+            if (!fixed) copy_request(req, req_);
+            if (fixed && !has_room(fixed_size(head_only)) && writer_.buffered() > 0) {
                 auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
                 if (!flushed) co_return;
             }
-            if (!fixed || !put_fixed(req_, persist)) {
+            if (!fixed) {
                 const bool answered = co_await answer(req_, persist);
+                if (!answered) co_return;
+            } else if (!put_fixed(head_only, persist)) { // a body larger than the buffer
+                const bool answered = co_await answer_fixed(head_only, persist);
                 if (!answered) co_return;
             }
             if (!keep) {
@@ -377,20 +406,20 @@ void Connection::put_simple(int status, std::string_view body, Persist persist,
     writer_.commit(o.size());
 }
 
-bool Connection::is_fixed_route(const Request& req) const noexcept {
+bool Connection::is_fixed_route(const Request& req) noexcept {
     return (req.method == Method::get || req.method == Method::head) &&
            (req.target == "/" || req.target.starts_with("/?"));
 }
 
-std::size_t Connection::fixed_size(const Request& req) const noexcept {
-    return kMaxHead + (req.method == Method::head ? 0 : cfg_.body.size());
+std::size_t Connection::fixed_size(bool head_only) const noexcept {
+    return kMaxHead + (head_only ? 0 : cfg_.body.size());
 }
 
-bool Connection::put_fixed(const Request& req, Persist persist) {
-    if (!has_room(fixed_size(req))) return false;
-    const std::string_view answer =
-        t_fixed.get(server_.id_, cfg_.body, persist, req.method == Method::head);
-    std::memcpy(writer_.spare(answer.size()).data(), answer.data(), answer.size());
+bool Connection::put_fixed(bool head_only, Persist persist) {
+    const std::span<char> room = writer_.spare(fixed_size(head_only));
+    if (room.size() < fixed_size(head_only)) return false;
+    const std::string_view answer = t_fixed.get(server_.id_, cfg_.body, persist, head_only);
+    std::memcpy(room.data(), answer.data(), answer.size());
     writer_.commit(answer.size());
     return true;
 }
@@ -403,21 +432,22 @@ galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
         co_return true;
     }
     const bool head_only = req.method == Method::head;
-    if (is_fixed_route(req)) {
-        // Only a body larger than the buffer comes here: the head, then the body via write().
-        const std::string_view body = cfg_.body;
-        const bool room = co_await make_room(kMaxHead);
-        if (!room) co_return false;
-        Out o(writer_.spare(kMaxHead));
-        put_head(o, 200, "text/plain", body.size(), persist);
-        writer_.commit(o.size());
-        if (!head_only) {
-            auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
-            if (!written) co_return false;
-        }
-        co_return true;
-    }
+    if (is_fixed_route(req)) co_return co_await answer_fixed(head_only, persist);
     co_return co_await answer_file(req, persist, head_only);
+}
+
+galay::Task<bool> Connection::answer_fixed(bool head_only, Persist persist) {
+    const std::string_view body = cfg_.body;
+    const bool room = co_await make_room(kMaxHead);
+    if (!room) co_return false;
+    Out o(writer_.spare(kMaxHead));
+    put_head(o, 200, "text/plain", body.size(), persist);
+    writer_.commit(o.size());
+    if (!head_only) {
+        auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
+        if (!written) co_return false;
+    }
+    co_return true;
 }
 
 galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, bool head_only) {
