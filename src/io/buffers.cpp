@@ -5,6 +5,44 @@
 
 namespace galay::detail {
 
+namespace {
+
+/// Blocks of ByteWindow::kInitial bytes that empty windows gave back, taken last in first out:
+/// the block taken is the one most recently written, still in this core's cache. Bounded: a
+/// block given back when the stack is full is freed.
+class SpareBlocks {
+public:
+    SpareBlocks() noexcept = default;
+    SpareBlocks(const SpareBlocks&) = delete;
+    SpareBlocks& operator=(const SpareBlocks&) = delete;
+    ~SpareBlocks() {
+        while (count_ > 0)
+            delete[] blocks_[--count_];
+    }
+    bool put(char* block) noexcept {
+        if (count_ == kMax) return false;
+        blocks_[count_++] = block;
+        return true;
+    }
+    char* take() noexcept { return count_ > 0 ? blocks_[--count_] : nullptr; }
+
+private:
+    static constexpr std::size_t kMax = 32;
+    char* blocks_[kMax];
+    std::size_t count_ = 0;
+};
+thread_local SpareBlocks t_spare_blocks;
+
+} // namespace
+
+void ByteWindow::give_back_block() noexcept {
+    if (!t_spare_blocks.put(data_.get())) return; // (the stack is full: keep it)
+    (void)data_.release();
+    block_ = 0;
+    begin_ = end_ = 0;
+    grow_ = false;
+}
+
 void ByteWindow::compact() noexcept {
     std::memmove(data_.get(), data_.get() + begin_, end_ - begin_);
     end_ -= begin_;
@@ -12,6 +50,14 @@ void ByteWindow::compact() noexcept {
 }
 
 void ByteWindow::grow(std::size_t want) {
+    if (block_ == 0 && want <= kInitial && capacity_ >= kInitial) {
+        if (char* spare = t_spare_blocks.take()) {
+            data_.reset(spare);
+            block_ = kInitial;
+            begin_ = end_ = 0;
+            return;
+        }
+    }
     std::size_t block = std::max(block_ * 2, kInitial);
     while (block - size() < want && block < capacity_)
         block *= 2;

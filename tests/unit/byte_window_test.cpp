@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 using galay::detail::ByteWindow;
 
@@ -95,4 +96,60 @@ TEST(ByteWindowTest, AppendLargerThanTheBlockGrowsWithinTheCapacity) {
     EXPECT_FALSE(w.append(c)); // past the capacity: refused, nothing copied
     EXPECT_EQ(w.live(), a + b);
     EXPECT_LE(w.allocated(), 8u * 1024);
+}
+
+TEST(ByteWindowTest, AnEmptyWindowGivesItsBlockToTheNextWindowOfItsThread) {
+    ByteWindow a(64 * 1024), b(64 * 1024);
+    (void)fill(a, 100, 'a');
+    a.give_back(); // not empty: keeps its block and bytes
+    EXPECT_EQ(a.allocated(), ByteWindow::kInitial);
+    EXPECT_EQ(a.live(), std::string(100, 'a'));
+    const char* block = a.live().data();
+    a.consume(100);
+    a.give_back();
+    EXPECT_EQ(a.allocated(), 0u);
+    EXPECT_EQ(a.size(), 0u);
+    // The next window to need a block takes the one given back last (in this core's cache).
+    EXPECT_EQ(b.room().data(), block);
+    EXPECT_EQ(b.allocated(), ByteWindow::kInitial);
+    EXPECT_EQ(fill(b, 10, 'b'), std::string(10, 'b'));
+    EXPECT_EQ(b.live(), std::string(10, 'b'));
+    // And the window that gave its block away gets another when it needs one.
+    EXPECT_EQ(fill(a, 5, 'c'), std::string(5, 'c'));
+    EXPECT_NE(a.live().data(), block);
+    EXPECT_EQ(a.live(), "ccccc");
+}
+
+TEST(ByteWindowTest, OnlyInitialBlocksAreGivenBackAndTheSpareStackIsBounded) {
+    ByteWindow big(64 * 1024);
+    (void)fill(big, ByteWindow::kInitial, 'x'); // fills the block: the next room() grows
+    EXPECT_GT(big.room().size(), 0u);
+    EXPECT_GT(big.allocated(), ByteWindow::kInitial);
+    big.consume(big.size());
+    big.give_back(); // a grown block stays with its window
+    EXPECT_GT(big.allocated(), ByteWindow::kInitial);
+
+    ByteWindow small(100); // below the initial size
+    (void)fill(small, 1, 's');
+    small.consume(1);
+    small.give_back();
+    EXPECT_EQ(small.allocated(), 100u);
+
+    // Many windows giving back at once: the stack keeps a bounded number, and every window
+    // still has a whole block of its own (given back or kept) and gets one again.
+    std::vector<ByteWindow> many;
+    for (int i = 0; i < 100; ++i)
+        many.emplace_back(8 * 1024);
+    for (ByteWindow& w : many)
+        (void)fill(w, 1, 'm');
+    std::size_t kept = 0;
+    for (ByteWindow& w : many) {
+        w.consume(1);
+        w.give_back();
+        kept += w.allocated() != 0 ? 1 : 0;
+    }
+    EXPECT_GT(kept, 0u);   // the stack was full for these
+    EXPECT_LT(kept, 100u); // and took the others
+    for (ByteWindow& w : many)
+        EXPECT_EQ(fill(w, 7, 'n'), std::string(7, 'n'));
 }

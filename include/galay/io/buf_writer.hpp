@@ -11,6 +11,11 @@
 // caller's, so a large body is never copied; what is left of it afterwards, if smaller than the
 // capacity, is buffered. Formatting straight into the buffer: `spare()` + `commit(n)`.
 //
+// A writer that has sent everything it buffered gives its (2 KiB) block to a small per-thread
+// stack of spare blocks, and takes one back when it next buffers: the writers of one thread share
+// the block that is in the core's cache, and an idle connection holds no write buffer. (So a span
+// from `spare()` is good until the next commit, write or flush, not longer.)
+//
 // Every operation takes `.timeout(d)` / `.deadline(t)` (one deadline for the whole operation) and
 // is cancelled with the task that awaits it. `flush()` keeps exact accounting: when it fails or
 // times out, the bytes not yet sent are still buffered and a later flush continues with them. A
@@ -70,7 +75,8 @@ public:
 
     /// Free space to format into; `commit(n)` makes its first `n` bytes part of the output.
     /// The buffer starts small (2 KiB) and grows up to the capacity: `spare(n)` asks for at
-    /// least `n` bytes (fewer only when capacity() - buffered() is less).
+    /// least `n` bytes (fewer only when capacity() - buffered() is less). The span is good until
+    /// the next commit, write or flush.
     std::span<char> spare(std::size_t n = 0) { return buf_.room(n); }
     void commit(std::size_t n) noexcept { buf_.commit(n); }
     /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
@@ -131,6 +137,7 @@ public:
                     w_.buf_.consume(direct_->transferred()); // also after a failure: exact
                     if (!n) return std::unexpected(n.error());
                     if (w_.buf_.size() > 0) return fail(EPIPE); // the peer took no more
+                    w_.buf_.give_back();
                     return {};
                 }
             }
@@ -182,7 +189,10 @@ private:
             const std::size_t from_buffer = std::min(*n, pending.size());
             w.buf_.consume(from_buffer);
             off += *n - from_buffer;
-            if (off == data.size() && w.buf_.size() == 0) co_return data.size();
+            if (off == data.size() && w.buf_.size() == 0) {
+                w.buf_.give_back();
+                co_return data.size();
+            }
         }
     }
 
@@ -195,6 +205,7 @@ private:
             if (*n == 0) co_return fail(EPIPE);
             w.buf_.consume(*n);
         }
+        w.buf_.give_back();
         co_return Result<void>{};
     }
 
