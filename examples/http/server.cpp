@@ -257,9 +257,9 @@ public:
         , count_(server.my_counters())
         , cfg_(server.config_)
         , conn_(conn)
-        , parser_(cfg_.limits)
+        , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1), cfg_.receive)
         , writer_(conn, std::max<std::size_t>(cfg_.write_buffer, 2 * kMaxHead))
-        , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1), cfg_.receive) {}
+        , parser_(cfg_.limits) {}
 
     galay::Task<void> run();
 
@@ -307,11 +307,9 @@ private:
     Server::Counters& count_; // this thread's
     const ServerConfig& cfg_;
     galay::TcpStream& conn_;
-    // (What every request touches first; the reader's pooled-receive state, at its end, next to
-    // the cold members.)
-    RequestParser parser_;
-    galay::io::BufWriter<galay::TcpStream> writer_;
     galay::io::BufReader<galay::TcpStream> reader_;
+    galay::io::BufWriter<galay::TcpStream> writer_;
+    RequestParser parser_;
     Request req_;      // a request answer() serves (t_request is parsed into)
     std::string path_; // decoded path of a static request (capacity reused)
 };
