@@ -237,19 +237,16 @@ public:
                 ready_.emplace(std::string_view{});
                 return true;
             }
-            for (std::size_t from = 0;;) {
-                std::size_t at = r_.buf_.find(delim_, from);
-                if (at != std::string_view::npos) {
-                    ready_.emplace(r_.take(at + delim_.size(), line_));
-                    return true;
-                }
-                if (r_.buf_.full()) {
-                    ready_.emplace(fail(errc::limit_exceeded));
-                    return true;
-                }
-                from = r_.buf_.size() >= delim_.size() ? r_.buf_.size() - delim_.size() + 1 : 0;
-                if (r_.pull_pending() == 0) return false;
+            std::size_t at = r_.buf_.find(delim_, 0);
+            if (at != std::string_view::npos) {
+                ready_.emplace(r_.take(at + delim_.size(), line_));
+                return true;
             }
+            if (r_.buf_.full()) {
+                ready_.emplace(fail(errc::limit_exceeded));
+                return true;
+            }
+            return false;
         }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
@@ -276,14 +273,12 @@ public:
         Peek(BufReader& r, std::size_t n) noexcept
             : r_(r)
             , n_(n) {}
-        bool await_ready() {
+        bool await_ready() noexcept {
             if (n_ > r_.capacity()) {
                 ready_.emplace(fail(errc::limit_exceeded));
                 return true;
             }
-            while (r_.buf_.size() < n_)
-                if (r_.pull_pending() == 0) return false;
-            return true;
+            return r_.buf_.size() >= n_;
         }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
@@ -314,16 +309,12 @@ public:
         ReadExact(BufReader& r, std::span<char> out) noexcept
             : r_(r)
             , out_(out) {}
-        bool await_ready() {
-            for (;;) {
-                std::string_view have = r_.buf_.live();
-                const std::size_t k = std::min(have.size(), out_.size() - done_);
-                if (k > 0) std::memcpy(out_.data() + done_, have.data(), k);
-                r_.buf_.consume(k);
-                done_ += k;
-                if (done_ == out_.size()) return true;
-                if (r_.pull_pending() == 0) return false;
-            }
+        bool await_ready() noexcept {
+            std::string_view have = r_.buf_.live();
+            done_ = std::min(have.size(), out_.size());
+            if (done_ > 0) std::memcpy(out_.data(), have.data(), done_);
+            r_.buf_.consume(done_);
+            return done_ == out_.size();
         }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
@@ -424,17 +415,6 @@ private:
             done += k;
         }
         co_return out.size();
-    }
-
-    /// Bytes waiting from a pooled receive into the buffer (as many as fit), without I/O: reads
-    /// answered from them complete in await_ready rather than in a coroutine per read (whose
-    /// synchronous completions would nest on the stack where symmetric transfer is not a tail
-    /// call, as under ASan).
-    std::size_t pull_pending() {
-        if constexpr (PooledReadStream<S>) {
-            if (pending_.size() > pending_off_ && !buf_.full()) return take_pending();
-        }
-        return 0;
     }
 
     /// Copy what the last pooled receive brought (and has not been taken yet) into the buffer,
