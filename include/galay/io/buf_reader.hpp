@@ -113,9 +113,7 @@ public:
     /// Only while no operation is pending.
     BufReader(BufReader&&) noexcept = default;
 
-    /// Bytes received and not yet consumed (a view; see the lifetime rule above). (Pooled: bytes
-    /// of a receive larger than the capacity wait in the lent buffer for the next read, outside
-    /// this view.)
+    /// Bytes received and not yet consumed (a view; see the lifetime rule above).
     std::string_view buffered() const noexcept { return buf_.live(); }
     /// Drop `n` buffered bytes (at most all of them).
     void consume(std::size_t n) noexcept { buf_.consume(n); }
