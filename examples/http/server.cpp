@@ -257,7 +257,7 @@ public:
         , count_(server.my_counters())
         , cfg_(server.config_)
         , conn_(conn)
-        , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1), cfg_.receive)
+        , reader_(conn, std::max(cfg_.read_buffer, cfg_.limits.max_head + 1))
         , writer_(conn, std::max<std::size_t>(cfg_.write_buffer, 2 * kMaxHead))
         , parser_(cfg_.limits) {}
 
@@ -532,11 +532,10 @@ galay::Task<void> Connection::linger_close() {
     }
     (void)conn_.shutdown(galay::Shutdown::write);
     // Drop at most 64 KiB for at most a second, then close whatever the client does.
-    // (Through the reader: when it receives from the pool, the connection's bytes arrive there.)
     const std::int64_t until = deadline(1000ms);
+    std::array<char, 4096> sink;
     for (std::size_t dropped = 0; dropped < (64u << 10);) {
-        reader_.consume(reader_.buffered().size());
-        Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
+        Result<std::size_t> n = co_await conn_.recv(sink).deadline(at(until));
         if (!n || *n == 0) break;
         dropped += *n;
     }

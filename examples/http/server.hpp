@@ -17,10 +17,7 @@
 //
 // Per connection: one io::BufReader (the request heads; views, no copy) and one io::BufWriter
 // (the answers), 2 KiB each on first use, grown toward read_buffer / write_buffer only when a
-// request head or an answer (a file) needs more; nothing is allocated per request. Both give
-// their block back to a per-thread stack when empty (the writer once it has sent everything, the
-// reader when it waits, if it receives from the pool), so connections share the blocks in the
-// core's cache and idle ones hold none.
+// request head or an answer (a file) needs more; nothing is allocated per request.
 #pragma once
 
 #include "http/request_parser.hpp"
@@ -43,11 +40,6 @@ struct ServerConfig {
     std::chrono::milliseconds write_timeout{10'000};
     std::size_t read_buffer = 16 * 1024;
     std::size_t write_buffer = 16 * 1024;
-    /// Where connections receive (io::Receive): automatic receives from the scheduler's pool
-    /// where the backend does that natively (io_uring: one multishot receive per connection,
-    /// measured ~6% less CPU per request at 1,000 connections) and into the reader elsewhere
-    /// (epoll, where the pool costs a copy and gains nothing).
-    galay::io::Receive receive = galay::io::Receive::automatic;
     std::string body = "Hello, World!"; ///< the answer to GET /
 };
 

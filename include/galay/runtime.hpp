@@ -149,9 +149,6 @@ public:
 
     Backend backend() const noexcept { return driver_->backend(); }
     const char* backend_name() const noexcept { return driver_->name(); }
-    /// Whether `recv_pooled` is the cheaper way to receive on this scheduler (io_uring with a
-    /// buffer ring); io::BufReader's Receive::automatic follows it.
-    bool prefers_pooled_receives() const noexcept { return driver_->prefers_pooled_receives(); }
 
     /// Run `task` on this thread until it finishes; spawned tasks run alongside it.
     template <class T>

@@ -60,25 +60,10 @@ Task<std::string> read_to_eof(TcpStream& s) {
 
 } // namespace
 
-/// Where the readers of BufReaderTest receive: each test runs once in each mode.
-io::Receive receive_mode = io::Receive::own_buffer;
-
-class BufReaderTest : public test::BackendTest {
-protected:
-    /// Run the test's task once per receive mode (a reader over a TcpStream takes
-    /// `receive_mode`; one over a SlicedStream, which has no pool, receives into its buffer).
-    template <class F>
-    void run_modes(F make) {
-        for (io::Receive mode : {io::Receive::own_buffer, io::Receive::pooled}) {
-            SCOPED_TRACE(mode == io::Receive::pooled ? "Receive::pooled" : "Receive::own_buffer");
-            receive_mode = mode;
-            run(make());
-        }
-    }
-};
+class BufReaderTest : public test::BackendTest {};
 
 TEST_P(BufReaderTest, LinesFromAPeerSendingOneByteAtATime) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         const std::string text = "first line\nsecond\r\n\nlast one\n";
         auto sender = [&]() -> Task<void> {
@@ -107,11 +92,11 @@ TEST_P(BufReaderTest, LinesFromAPeerSendingOneByteAtATime) {
         };
         auto [_, lines] = co_await when_all(closer(), reader());
         EXPECT_EQ(lines, (std::vector<std::string>{"first line", "second", "", "last one"}));
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, DelimiterSplitAcrossReadsAtEveryPosition) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         // "head\r\n\r\nbody": for every slice size the delimiter falls across receives somewhere.
         for (std::size_t slice = 1; slice <= 8; ++slice) {
             auto [c, s] = co_await connected_pair();
@@ -126,15 +111,15 @@ TEST_P(BufReaderTest, DelimiterSplitAcrossReadsAtEveryPosition) {
             CO_ASSERT(body);
             EXPECT_EQ(*body, "body|") << "slice " << slice;
         }
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, LineLongerThanTheLimitIsAClearErrorAndConsumesNothing) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         const std::string long_line = std::string(100, 'x') + "\nshort\n";
         CO_ASSERT(co_await c.send_all(long_line));
-        io::BufReader r(s, 64, receive_mode);
+        io::BufReader r(s, 64);
         auto line = co_await r.read_line().timeout(10s);
         CO_ASSERT(!line);
         EXPECT_EQ(line.error(), errc::limit_exceeded) << line.error().message();
@@ -153,15 +138,15 @@ TEST_P(BufReaderTest, LineLongerThanTheLimitIsAClearErrorAndConsumesNothing) {
         auto exact = co_await r.read_line().timeout(10s);
         CO_ASSERT(exact);
         EXPECT_EQ(exact->size(), 63u);
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, EofMidLineIsUnexpectedEofAndKeepsThePartialLine) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         CO_ASSERT(co_await c.send_all(std::string_view("complete\npartial")));
         CO_ASSERT(c.shutdown(Shutdown::write));
-        io::BufReader r(s, 64, receive_mode);
+        io::BufReader r(s, 64);
         auto first = co_await r.read_line().timeout(10s);
         CO_ASSERT(first);
         EXPECT_EQ(*first, "complete");
@@ -173,13 +158,13 @@ TEST_P(BufReaderTest, EofMidLineIsUnexpectedEofAndKeepsThePartialLine) {
         auto third = co_await r.read_line().timeout(10s);
         CO_ASSERT(!third);
         EXPECT_EQ(third.error(), errc::end_of_stream);
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, TimedOutReadLoosesNothingAndTheNextReadCompletes) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
-        io::BufReader r(s, 64, receive_mode);
+        io::BufReader r(s, 64);
         CO_ASSERT(co_await c.send_all(std::string_view("no newline yet")));
         auto line = co_await r.read_line().timeout(30ms);
         CO_ASSERT(!line);
@@ -189,13 +174,13 @@ TEST_P(BufReaderTest, TimedOutReadLoosesNothingAndTheNextReadCompletes) {
         auto done = co_await r.read_line().timeout(10s);
         CO_ASSERT(done);
         EXPECT_EQ(*done, "no newline yet, now");
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, CancelledReadLoosesNothing) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
-        io::BufReader r(s, 64, receive_mode);
+        io::BufReader r(s, 64);
         CO_ASSERT(co_await c.send_all(std::string_view("abc")));
         auto reading = [&]() -> Task<Result<std::string_view>> {
             co_return co_await r.read_line();
@@ -207,11 +192,11 @@ TEST_P(BufReaderTest, CancelledReadLoosesNothing) {
         auto line = co_await r.read_line().timeout(10s);
         CO_ASSERT(line);
         EXPECT_EQ(*line, "abcdef");
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         const std::string data = pattern(300, 1);
         auto sender = [&]() -> Task<void> {
@@ -221,7 +206,7 @@ TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
             }
         };
         auto reader = [&]() -> Task<void> {
-            io::BufReader r(s, 64, receive_mode);
+            io::BufReader r(s, 64);
             auto p = co_await r.peek(10).timeout(10s);
             CO_ASSERT(p);
             EXPECT_EQ(*p, data.substr(0, 10));
@@ -242,15 +227,15 @@ TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
             EXPECT_EQ(rest, data.substr(100));
         };
         co_await when_all(sender(), reader());
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, ReadExactAtEofSaysWhetherItHadStarted) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         CO_ASSERT(co_await c.send_all(std::string_view("12345")));
         CO_ASSERT(c.shutdown(Shutdown::write));
-        io::BufReader r(s, 16, receive_mode);
+        io::BufReader r(s, 16);
         std::array<char, 3> three;
         CO_ASSERT(co_await r.read_exact(three));
         auto short_read = co_await r.read_exact(three).timeout(10s);
@@ -259,13 +244,13 @@ TEST_P(BufReaderTest, ReadExactAtEofSaysWhetherItHadStarted) {
         auto at_end = co_await r.read_exact(three).timeout(10s);
         CO_ASSERT(!at_end);
         EXPECT_EQ(at_end.error(), errc::end_of_stream);
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
-        io::BufReader r(s, 8, receive_mode);
+        io::BufReader r(s, 8);
         CO_ASSERT(co_await c.send_all(std::string_view("0123456789")));
         std::size_t got = 0;
         while (got < 8) {
@@ -286,11 +271,11 @@ TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
         auto eof = co_await r.fill().timeout(10s);
         CO_ASSERT(eof);
         EXPECT_EQ(*eof, 0u);
-    });
+    }());
 }
 
 TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
-    run_modes([]() -> Task<void> {
+    run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         const std::string long_line = pattern(40 * 1024, 7);
         const std::string too_long = pattern(70 * 1024, 8);
@@ -309,60 +294,8 @@ TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
             EXPECT_EQ(over.error(), errc::limit_exceeded) << over.error().message();
             EXPECT_EQ(r.buffered(), std::string_view(too_long).substr(0, 64 * 1024));
         };
-        io::BufReader r(s, 64 * 1024, receive_mode);
+        io::BufReader r(s, 64 * 1024);
         co_await when_all(send(c, long_line + "\ntail\n" + too_long + "\n"), read(r));
-    });
-}
-
-static_assert(io::PooledReadStream<TcpStream> && !io::PooledReadStream<SlicedStream>);
-
-TEST_P(BufReaderTest, APooledReceiveLargerThanTheCapacityIsTakenByTheNextReads) {
-    run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
-        io::BufReader r(s, 16, io::Receive::pooled);
-        EXPECT_TRUE(r.pooled());
-        const std::string data = pattern(50'000, 11) + "\n";
-        auto send = [&]() -> Task<void> {
-            CO_ASSERT(co_await c.send_all(data).timeout(20s));
-            CO_ASSERT(c.shutdown(Shutdown::write));
-        };
-        auto read = [&]() -> Task<std::string> {
-            std::string got;
-            std::array<char, 7> piece;
-            for (;;) { // 7 bytes at a time through a 16-byte reader
-                auto n = co_await r.read_exact(std::span<char>(piece)).timeout(20s);
-                if (!n) {
-                    EXPECT_TRUE(n.error() == errc::unexpected_eof ||
-                                n.error() == errc::end_of_stream)
-                        << n.error().message();
-                    break;
-                }
-                got.append(piece.data(), piece.size());
-            }
-            co_return got;
-        };
-        auto [_, got] = co_await when_all(send(), read());
-        // read_exact consumes a partial piece at EOF: all but the last (data.size() % 7) bytes.
-        EXPECT_EQ(got.size(), data.size() - data.size() % 7);
-        EXPECT_TRUE(got == data.substr(0, got.size()));
-    }());
-}
-
-TEST_P(BufReaderTest, AutomaticReceivesFromThePoolWhereTheBackendPrefersIt) {
-    run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
-        io::BufReader r(s, 64, io::Receive::automatic);
-        Scheduler* sched = Scheduler::current();
-        CO_ASSERT(sched != nullptr);
-        EXPECT_EQ(r.pooled(), sched->prefers_pooled_receives());
-        if (sched->backend() == Backend::epoll) EXPECT_FALSE(r.pooled());
-        CO_ASSERT(co_await c.send_all(std::string_view("one\ntwo\n")));
-        auto one = co_await r.read_line().timeout(10s);
-        CO_ASSERT(one);
-        EXPECT_EQ(*one, "one");
-        auto two = co_await r.read_line().timeout(10s);
-        CO_ASSERT(two);
-        EXPECT_EQ(*two, "two");
     }());
 }
 

@@ -120,27 +120,21 @@ struct WebRoot {
 
 class HttpServerTest : public test::BackendTest {
 protected:
-    /// Run `body(server, port)` against a server with `config`, serving on this scheduler: once
-    /// with connections receiving into their readers, once from the scheduler's pool.
+    /// Run `body(server, port)` against a server with `config`, serving on this scheduler.
     template <class F>
     void with_server(http::ServerConfig config, F body) {
-        for (io::Receive mode : {io::Receive::own_buffer, io::Receive::pooled}) {
-            SCOPED_TRACE(mode == io::Receive::pooled ? "Receive::pooled" : "Receive::own_buffer");
-            http::ServerConfig c = config;
-            c.receive = mode;
-            auto server = http::Server::create(std::move(c));
-            ASSERT_TRUE(server) << server.error().message();
-            run([](std::shared_ptr<http::Server> s, F f) -> Task<void> {
-                auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-                if (!l) throw Error(l.error(), "bind");
-                const std::uint16_t port = l->local_addr()->port();
-                auto client = [](F& fn, http::Server& srv, std::uint16_t p) -> Task<void> {
-                    co_await fn(srv, p);
-                };
-                // The accept loop is cancelled when the client side finishes.
-                (void)co_await when_any(client(f, *s, port), s->accept_loop(*l));
-            }(std::move(*server), body));
-        }
+        auto server = http::Server::create(std::move(config));
+        ASSERT_TRUE(server) << server.error().message();
+        run([](std::shared_ptr<http::Server> s, F f) -> Task<void> {
+            auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
+            if (!l) throw Error(l.error(), "bind");
+            const std::uint16_t port = l->local_addr()->port();
+            auto client = [](F& fn, http::Server& srv, std::uint16_t p) -> Task<void> {
+                co_await fn(srv, p);
+            };
+            // The accept loop is cancelled when the client side finishes.
+            (void)co_await when_any(client(f, *s, port), s->accept_loop(*l));
+        }(std::move(*server), std::move(body)));
     }
 };
 

@@ -148,10 +148,6 @@ public:
     virtual ~Driver() = default;
     virtual Backend backend() const noexcept = 0;
     virtual const char* name() const noexcept = 0;
-    /// Whether `recv_pooled` costs less here than a receive into the caller's buffer (io_uring
-    /// with a buffer ring: one multishot receive per connection, no submission per receive).
-    /// io::BufReader's Receive::automatic asks this.
-    virtual bool prefers_pooled_receives() const noexcept { return false; }
 
     /// Start `op`. Returns true when it completed at once (`op.result` is set and the caller
     /// continues without suspending); false when it is pending: the driver will set

@@ -28,64 +28,19 @@
 //
 // End of stream: a read that finds the peer closed before its first byte fails with
 // `errc::end_of_stream`; one that had part of its data fails with `errc::unexpected_eof`.
-//
-// Receiving from the scheduler's pool (`Receive::pooled`, for a stream with `recv_pooled`, such
-// as TcpStream): each receive takes whatever has arrived into a buffer lent by the scheduler
-// and copies it into the reader's buffer, which an empty reader gives back (to the per-thread
-// spare blocks, see detail/byte_window.hpp) before it waits. An idle reader then holds no memory,
-// and on io_uring a connection has one multishot receive instead of a submission per receive.
-// What does not fit the reader's capacity waits in the lent buffer for the next read. The price
-// is one copy of every byte received, which pays for small messages and not for bulk transfers.
-// `Receive::automatic` uses the pool where the scheduler's backend receives into it natively
-// (io_uring with a buffer ring) and the reader's own buffer elsewhere. Once a reader has
-// received from the pool it must keep doing so: the stream's bytes are arriving there.
 #pragma once
 
 #include "galay/detail/byte_window.hpp"
 #include "galay/detail/cached_task.hpp"
 #include "galay/io/stream.hpp"
-#include "galay/runtime.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <type_traits>
-#include <variant>
 
 namespace galay::io {
-
-/// Where a BufReader receives (see the header comment).
-enum class Receive : std::uint8_t {
-    own_buffer, ///< straight into the reader's buffer
-    pooled,     ///< into a buffer lent by the scheduler's pool, then copied
-    automatic,  ///< pooled where the backend receives into the pool natively
-};
-
-/// A stream that can receive into the scheduler's pool (TcpStream::recv_pooled).
-template <class S>
-concept PooledReadStream = ReadStream<S> && requires(S& s) {
-    { s.recv_pooled().await_resume() } -> std::same_as<Result<PooledBuffer>>;
-};
-
-struct NoPooledOp {};
-template <class S>
-struct PooledOp {
-    using type = NoPooledOp;
-};
-template <PooledReadStream S>
-struct PooledOp<S> {
-    using type = decltype(std::declval<S&>().recv_pooled());
-};
-template <class S>
-struct PooledHold {
-    using type = std::monostate;
-};
-template <PooledReadStream S>
-struct PooledHold<S> {
-    using type = PooledBuffer;
-};
 
 /// Buffered reads over a stream `S` (which must outlive the reader). Not thread-safe; one
 /// operation at a time.
@@ -96,20 +51,9 @@ class BufReader {
 public:
     static constexpr std::size_t default_capacity = 8192;
 
-    explicit BufReader(S& stream, std::size_t capacity = default_capacity,
-                       Receive receive = Receive::own_buffer) noexcept
+    explicit BufReader(S& stream, std::size_t capacity = default_capacity) noexcept
         : stream_(&stream)
-        , buf_(capacity) {
-        if constexpr (PooledReadStream<S>) {
-            if (receive == Receive::automatic) {
-                Scheduler* sched = Scheduler::current();
-                receive = sched != nullptr && sched->prefers_pooled_receives()
-                              ? Receive::pooled
-                              : Receive::own_buffer;
-            }
-            pooled_ = receive == Receive::pooled;
-        }
-    }
+        , buf_(capacity) {}
     /// Only while no operation is pending.
     BufReader(BufReader&&) noexcept = default;
 
@@ -120,105 +64,39 @@ public:
     /// The limit: the most bytes the reader holds at once.
     std::size_t capacity() const noexcept { return buf_.capacity(); }
     S& stream() noexcept { return *stream_; }
-    /// Whether this reader receives from the scheduler's pool.
-    bool pooled() const noexcept { return pooled_; }
 
     /// One receive into the free space -> Result<size_t>: the bytes added (0: the peer closed).
     /// With the buffer full it fails at once with `errc::limit_exceeded`.
     class [[nodiscard]] Fill : public galay::detail::AwaitedInPlace<Fill> {
-        using PooledRecv = typename PooledOp<S>::type;
-
     public:
         explicit Fill(BufReader& r)
-            : r_(r) {
-            if (r.buf_.full()) {
-                state_ = State::full;
-            } else if (!r.pooled_) {
-                ::new (static_cast<void*>(&own_))
-                    RecvOp(galay::detail::MadeBy{[&] { return r.stream_->recv(r.buf_.room()); }});
-                state_ = State::own;
-            } else if constexpr (PooledReadStream<S>) {
-                if (r.pending_.size() > r.pending_off_) {
-                    state_ = State::pending; // bytes a receive brought that did not fit
-                } else {
-                    r.buf_.give_back(); // (when empty: a waiting reader holds no memory)
-                    ::new (static_cast<void*>(&pooled_))
-                        PooledRecv(galay::detail::MadeBy{[&] { return r.stream_->recv_pooled(); }});
-                    state_ = State::pooled;
-                }
-            }
-        }
-        Fill(Fill&& o) noexcept
-            : r_(o.r_)
-            , state_(o.state_) {
-            if (state_ == State::own) ::new (static_cast<void*>(&own_)) RecvOp(std::move(o.own_));
-            if (state_ == State::pooled)
-                ::new (static_cast<void*>(&pooled_)) PooledRecv(std::move(o.pooled_));
-        }
-        Fill& operator=(Fill&&) = delete;
-        ~Fill() {
-            if (state_ == State::own) own_.~RecvOp();
-            if (state_ == State::pooled) pooled_.~PooledRecv();
-        }
+            : r_(r)
+            , room_(r.buf_.room())
+            , op_(r.stream_->recv(room_)) {}
         Fill&& timeout(std::chrono::nanoseconds d) && {
-            return std::move(*this).deadline(std::chrono::steady_clock::now() + d);
-        }
-        Fill&& deadline(std::chrono::steady_clock::time_point t) && {
-            if (state_ == State::own) (void)std::move(own_).deadline(t); // (sets it in place)
-            if constexpr (PooledReadStream<S>) {
-                if (state_ == State::pooled) (void)std::move(pooled_).deadline(t);
-            }
+            (void)std::move(op_).timeout(d); // sets the deadline in place
             return std::move(*this);
         }
-        bool await_ready() noexcept {
-            if (state_ == State::own) return own_.await_ready();
-            if constexpr (PooledReadStream<S>) {
-                if (state_ == State::pooled) return pooled_.await_ready();
-            }
-            return true;
+        Fill&& deadline(std::chrono::steady_clock::time_point t) && {
+            (void)std::move(op_).deadline(t);
+            return std::move(*this);
         }
+        bool await_ready() noexcept { return room_.empty() || op_.await_ready(); }
         template <class P>
-        decltype(auto) await_suspend(std::coroutine_handle<P> h) {
-            if constexpr (PooledReadStream<S>) {
-                static_assert(std::is_same_v<decltype(own_.await_suspend(h)), bool> &&
-                              std::is_same_v<decltype(pooled_.await_suspend(h)), bool>);
-                if (state_ == State::pooled) return pooled_.await_suspend(h);
-            }
-            return own_.await_suspend(h);
+        auto await_suspend(std::coroutine_handle<P> h) {
+            return op_.await_suspend(h);
         }
         Result<std::size_t> await_resume() {
-            switch (state_) {
-            case State::full:
-                return fail(errc::limit_exceeded);
-            case State::own: {
-                Result<std::size_t> n = own_.await_resume();
-                if (n) r_.buf_.commit(*n);
-                return n;
-            }
-            default:
-                break;
-            }
-            if constexpr (PooledReadStream<S>) {
-                if (state_ == State::pooled) {
-                    Result<PooledBuffer> got = pooled_.await_resume();
-                    if (!got) return std::unexpected(got.error());
-                    if (got->empty()) return 0; // the peer closed
-                    r_.pending_ = std::move(*got);
-                    r_.pending_off_ = 0;
-                }
-                return r_.take_pending();
-            }
-            return 0;
+            if (room_.empty()) return fail(errc::limit_exceeded);
+            Result<std::size_t> n = op_.await_resume();
+            if (n) r_.buf_.commit(*n);
+            return n;
         }
 
     private:
-        enum class State : std::uint8_t { full, own, pending, pooled };
         BufReader& r_;
-        State state_ = State::full;
-        union { // one op at a time, after the state (the lines a receive touches)
-            RecvOp own_;
-            PooledRecv pooled_;
-        };
+        std::span<char> room_;
+        RecvOp op_;
     };
 
     /// The bytes up to and including `delim` (consumed), as a view -> Result<string_view>.
@@ -332,7 +210,6 @@ public:
     };
 
     Fill fill() { return Fill(*this); }
-
     ReadUntil read_until(std::string_view delim) noexcept { return ReadUntil(*this, delim, false); }
     /// A line without its "\n" or "\r\n" (consumed) -> Result<string_view>.
     ReadUntil read_line() noexcept { return ReadUntil(*this, "\n", true); }
@@ -340,12 +217,6 @@ public:
     ReadExact read_exact(std::span<char> out) noexcept { return ReadExact(*this, out); }
 
 private:
-    /// One receive for the slow paths (with the operation's deadline, if any): a Fill.
-    Fill receive(std::int64_t deadline_ns) {
-        if (deadline_ns == 0) return Fill(*this);
-        return Fill(*this).deadline(detail::to_time_point(deadline_ns));
-    }
-
     /// Consume the first `n` live bytes and return them (without the line ending for lines).
     std::string_view take(std::size_t n, bool strip_line) noexcept {
         std::string_view v = buf_.live().substr(0, n);
@@ -368,9 +239,11 @@ private:
         // costs O(n), not O(n^2).
         std::size_t from = r.buf_.size() >= delim.size() ? r.buf_.size() - delim.size() + 1 : 0;
         for (;;) {
-            Result<std::size_t> n = co_await r.receive(deadline_ns);
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(r.buf_.size() > 0);
+            r.buf_.commit(*n);
             std::size_t at = r.buf_.find(delim, from);
             if (at != std::string_view::npos) co_return r.take(at + delim.size(), line);
             if (r.buf_.full()) co_return fail(errc::limit_exceeded);
@@ -383,9 +256,11 @@ private:
                                                                          std::size_t want,
                                                                          std::int64_t deadline_ns) {
         while (r.buf_.size() < want) {
-            Result<std::size_t> n = co_await r.receive(deadline_ns);
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(r.buf_.size() > 0);
+            r.buf_.commit(*n);
         }
         co_return r.buf_.live().substr(0, want);
     }
@@ -395,7 +270,7 @@ private:
                std::int64_t deadline_ns) {
         while (done < out.size()) {
             const std::size_t rest = out.size() - done;
-            if (rest >= r.capacity() && !r.pooled_) {
+            if (rest >= r.capacity()) {
                 // Large: straight into the caller's memory (the buffer is empty here).
                 Result<std::size_t> n =
                     co_await detail::with_deadline(r.stream_->recv(out.subspan(done)), deadline_ns);
@@ -404,9 +279,11 @@ private:
                 done += *n;
                 continue;
             }
-            Result<std::size_t> n = co_await r.receive(deadline_ns);
+            Result<std::size_t> n =
+                co_await detail::with_deadline(r.stream_->recv(r.buf_.room()), deadline_ns);
             if (!n) co_return std::unexpected(n.error());
             if (*n == 0) co_return eof_error(done > 0);
+            r.buf_.commit(*n);
             const std::size_t k = std::min(r.buf_.size(), rest);
             std::memcpy(out.data() + done, r.buf_.live().data(), k);
             r.buf_.consume(k);
@@ -415,32 +292,9 @@ private:
         co_return out.size();
     }
 
-    /// Copy what the last pooled receive brought (and has not been taken yet) into the buffer,
-    /// as much as fits: the bytes added.
-    std::size_t take_pending() {
-        if constexpr (PooledReadStream<S>) {
-            const std::size_t rest = pending_.size() - pending_off_;
-            std::span<char> room = buf_.room(rest);
-            const std::size_t k = std::min(rest, room.size());
-            std::memcpy(room.data(), pending_.data() + pending_off_, k);
-            buf_.commit(k);
-            pending_off_ += k;
-            if (pending_off_ == pending_.size()) {
-                pending_.release();
-                pending_off_ = 0;
-            }
-            return k;
-        } else {
-            return 0;
-        }
-    }
-
     S* stream_;
     galay::detail::ByteWindow buf_;
     galay::detail::FrameCache frames_;
-    bool pooled_ = false;
-    [[no_unique_address]] typename PooledHold<S>::type pending_;
-    std::size_t pending_off_ = 0;
 };
 
 } // namespace galay::io

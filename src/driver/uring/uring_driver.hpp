@@ -113,7 +113,6 @@ public:
     ~UringDriver() override;
 
     Backend backend() const noexcept override { return Backend::io_uring; }
-    bool prefers_pooled_receives() const noexcept override { return buf_ring_ != nullptr; }
     const char* name() const noexcept override { return "io_uring"; }
     std::size_t in_flight() const noexcept override { return in_flight_; }
     std::size_t pool_buffers_in_use() const noexcept override {
