@@ -8,8 +8,8 @@ namespace galay::detail {
 namespace {
 
 /// Blocks of ByteWindow::kInitial bytes that empty windows gave back, taken last in first out:
-/// the block taken is the one most recently written, still in this core's cache. Bounded: a
-/// block given back when the stack is full is freed.
+/// the block taken is the one most recently written, still in this core's cache. Bounded: when
+/// the stack is full, a window keeps its block.
 class SpareBlocks {
 public:
     SpareBlocks() noexcept = default;
