@@ -127,11 +127,12 @@ def wait_accepting(proc, port, timeout):
     return False
 
 
-def stop(proc):
+def stop(proc, sig=signal.SIGTERM, timeout=5):
+    """Stops `proc` with `sig`, killing it if it has not exited within `timeout` seconds."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

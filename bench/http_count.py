@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting)
+import echo  # noqa: E402  (free_port, wait_accepting, stop)
 
 SERVERS = {
     "galay-epoll": lambda b, port: [os.path.join(b, "http_server"), str(port), "--backend", "epoll"],
@@ -73,12 +73,8 @@ def count(name, argv_for, conns, seconds):
             if wrk.returncode != 0:
                 raise RuntimeError(f"wrk failed: {wrk.stderr.strip()}")
         finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            # SIGINT: the servers print what they answered; valgrind then writes its counts.
+            echo.stop(server, signal.SIGINT, timeout=120)
         text = open(log).read()
     answered = None
     for pattern in ANSWERED:
