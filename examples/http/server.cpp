@@ -333,19 +333,23 @@ galay::Task<void> Connection::run() {
                                                              : Persist::keep_alive_11;
             // The fixed answer is copied in place, without a coroutine of its own: the hot path
             // allocates nothing. Everything else goes through answer().
-            const bool fixed = is_fixed_route(req);
             const bool head_only = req.method == Method::head;
-            if (!fixed) copy_request(req, req_);
-            if (fixed && !has_room(fixed_size(head_only)) && writer_.buffered() > 0) {
-                auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
-                if (!flushed) co_return;
-            }
-            if (!fixed) {
+            if (!is_fixed_route(req)) {
+                copy_request(req, req_);
                 const bool answered = co_await answer(req_, persist);
                 if (!answered) co_return;
-            } else if (!put_fixed(head_only, persist)) { // a body larger than the buffer
-                const bool answered = co_await answer_fixed(head_only, persist);
-                if (!answered) co_return;
+            } else if (!put_fixed(head_only, persist)) {
+                // No room behind the answers buffered so far: send them and try again. Still
+                // no room: a body larger than the buffer.
+                if (writer_.buffered() > 0) {
+                    auto flushed =
+                        co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+                    if (!flushed) co_return;
+                }
+                if (!put_fixed(head_only, persist)) {
+                    const bool answered = co_await answer_fixed(head_only, persist);
+                    if (!answered) co_return;
+                }
             }
             if (!keep) {
                 co_await linger_close();

@@ -210,6 +210,32 @@ TEST_P(HttpServerTest, HeadHasTheLengthButNoBody) {
     });
 }
 
+TEST_P(HttpServerTest, AFixedBodyLargerThanTheWriteBufferIsSentWhole) {
+    // The fixed answer does not fit the writer (1 KiB + its head): the head is buffered and the
+    // body written through. Pipelined behind a small answer, and as HEAD (the length only).
+    http::ServerConfig cfg;
+    cfg.write_buffer = 1024; // (the writer keeps at least 2 x 512 bytes for answer heads)
+    cfg.body = std::string(100'000, 'b') + "end";
+    with_server(cfg, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+        const std::string& body = srv.config().body;
+        auto c = co_await connect(port);
+        co_await c->send(std::string("GET /missing HTTP/1.1\r\nHost: t\r\n\r\n") +
+                         std::string(kGet) + "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n" +
+                         std::string(kGet));
+        Response missing = co_await c->read();
+        EXPECT_EQ(missing.status, 404);
+        Response big = co_await c->read();
+        EXPECT_EQ(big.status, 200);
+        EXPECT_EQ(big.header("content-length"), std::to_string(body.size()));
+        EXPECT_TRUE(big.body == body) << big.body.size() << " bytes";
+        Response head = co_await c->read(true);
+        EXPECT_EQ(head.header("content-length"), std::to_string(body.size()));
+        EXPECT_EQ(head.body, "");
+        Response again = co_await c->read();
+        EXPECT_TRUE(again.body == body) << again.body.size() << " bytes";
+    });
+}
+
 TEST_P(HttpServerTest, TwoServersOnOneThreadAnswerTheirOwnFixedBodies) {
     // The fixed answers are rendered once a second and cached per thread, keyed by server: two
     // servers on one scheduler must not answer with each other's body or length.
