@@ -108,11 +108,13 @@ void UringDriver::drop_fd_state(int fd) noexcept {
     m.paused = false;
     m.stream = false;
     m.used = false;
-    while (m.has_queued()) {
-        FdState::Completion c = m.pop();
+    if (static_cast<std::size_t>(fd) >= rx_.size()) return;
+    Received& r = rx_[static_cast<std::size_t>(fd)];
+    while (r.has_queued()) {
+        Completion c = r.pop();
         if (c.res > 0) give_back(c.buffer);
     }
-    if (IoOp* w = std::exchange(m.waiter, nullptr)) {
+    if (IoOp* w = std::exchange(r.waiter, nullptr)) {
         w->result = -ECANCELED;
         SchedulerAccess::complete(sched_, *w);
     }

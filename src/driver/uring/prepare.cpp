@@ -50,9 +50,9 @@ void UringDriver::cancel(IoOp& op) {
     if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
         // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
         // is queued for the next call.
-        FdState& m = fds_[static_cast<std::size_t>(op.fd)];
-        if (m.waiter != &op) return;
-        m.waiter = nullptr;
+        Received& r = rx_[static_cast<std::size_t>(op.fd)];
+        if (r.waiter != &op) return;
+        r.waiter = nullptr;
         op.result = -ECANCELED;
         SchedulerAccess::complete(sched_, op);
         return;

@@ -87,11 +87,12 @@ void UringDriver::provision_buffers() noexcept {
 
 bool UringDriver::submit_pooled(IoOp& op) {
     FdState& m = state(op.fd);
-    if (m.has_queued()) { // already arrived: no suspension, no system call
-        deliver(op, m.pop());
+    Received& r = received(op.fd);
+    if (r.has_queued()) { // already arrived: no suspension, no system call
+        deliver(op, r.pop());
         return true;
     }
-    m.waiter = &op;
+    r.waiter = &op;
     op.pending = true;
     if (!m.armed && !m.starved) {
         own(op.fd, m); // the armed recv holds the socket: a close anywhere must cancel it
@@ -149,7 +150,7 @@ void UringDriver::on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t
         // Ended by a cancel that is not the connection's close (that one makes the completion
         // stale): pause() asked for it, or the kernel tore the request down. Nothing to
         // deliver; armed again now if the task waits, else when it next asks.
-        if (m.waiter != nullptr) arm_multishot(fd, m);
+        if (received(fd).waiter != nullptr) arm_multishot(fd, m);
         return;
     }
     if (faults::on() && more && res > 0 && !m.paused) [[unlikely]] {
@@ -159,17 +160,18 @@ void UringDriver::on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t
             io_uring_sqe_set_data64(e, kIgnoreTag);
         }
     }
-    FdState::Completion c{res, bid};
-    if (IoOp* w = std::exchange(m.waiter, nullptr)) {
+    Completion c{res, bid};
+    Received& r = received(fd);
+    if (IoOp* w = std::exchange(r.waiter, nullptr)) {
         deliver(*w, c);
         SchedulerAccess::complete(sched_, *w);
         return;
     }
-    if (m.pooled >= queue_cap()) { // its share of the pool is used up
+    if (r.pooled >= queue_cap()) { // its share of the pool is used up
         if (more && !m.paused) pause(fd, m);
         if (c.res > 0) keep_share(c);
     }
-    m.push(c);
+    r.push(c);
 }
 
 // --- a bounded share of the pool per connection -------------------------------------------
@@ -196,7 +198,7 @@ std::size_t UringDriver::queue_cap() const noexcept {
 
 /// Move the bytes of `c` out of its pool buffer into a heap chunk and give the buffer back.
 /// Keeps the buffer when the chunk ids are exhausted (65536 - pool size of them).
-void UringDriver::keep_share(FdState::Completion& c) {
+void UringDriver::keep_share(Completion& c) {
     std::uint16_t id;
     if (!free_chunks_.empty()) {
         id = free_chunks_.back();
@@ -230,7 +232,8 @@ void UringDriver::rearm_starved() {
         if (!m.starved) continue;
         m.starved = false;
         // One whose share is queued waits for its task to drain it (submit_pooled re-arms).
-        if (!m.armed && (m.waiter != nullptr || m.pooled < queue_cap())) arm_multishot(fd, m);
+        const Received& r = received(fd);
+        if (!m.armed && (r.waiter != nullptr || r.pooled < queue_cap())) arm_multishot(fd, m);
     }
 }
 

@@ -65,28 +65,36 @@ class UringDriver final : public Driver {
     };
     static bool& fixed_file(IoOp& op) noexcept { return driver_scratch<OpScratch>(op).fixed_file; }
 
-    /// What the driver keeps per fd number: its registered-file slot, and its multishot recv.
-    /// Completions the task has not asked for yet wait in `queue`, so a recv_pooled that times out
-    /// or is cancelled loses nothing: the bytes come with the next call.
+    /// What the driver keeps per fd number: its registered-file slot and the state of its
+    /// multishot recv. 16 bytes, four fds to a cache line: every op reads its fd's on submit
+    /// and on completion, and with a thousand connections a wider entry (the queue below was in
+    /// it) cost a cache miss per op.
     struct FdState {
         enum : std::uint8_t { kUnregistered = 0, kRegistered = 1, kRefused = 2 };
         bool owned = false;                // FdOwners names this driver (see runtime/fd_owners.hpp)
         std::uint8_t file = kUnregistered; // the registered-file slot numbered like the fd
+        bool armed = false;                // a multishot recv for this generation is in the kernel
+        bool armed_fixed = false;          // ... issued on the registered-file slot
+        bool starved = false;              // stopped by ENOBUFS; re-armed once buffers come back
+        bool paused = false; // its share of the pool is queued: the recv is being cancelled
+        bool stream = false; // a TCP stream (recv/send ops): its close may be deferred
+        bool used = false;   // a file (not a stream) had one transfer: the next registers it
+        std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
+        /// One-shot ops in flight on this fd number (from submit to their last CQE; kept across
+        /// closes, so it may count an op of an earlier file of the same number: it only errs high).
+        std::uint32_t ops = 0;
+    };
+    static_assert(sizeof(FdState) == 16);
+
+    /// What an fd's multishot recv delivered that the task has not asked for yet (only fds
+    /// that use recv_pooled have one): so a recv_pooled that times out or is cancelled loses
+    /// nothing, the bytes come with the next call.
+    struct Received {
         struct Completion {
             std::int32_t res;
             std::uint16_t buffer; // a pool buffer id, or a heap chunk id when `copied`
             bool copied = false;  // the bytes were moved out of the pool (see keep_share)
         };
-        std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
-        bool armed = false;           // a multishot recv for this generation is in the kernel
-        bool armed_fixed = false;     // ... issued on the registered-file slot
-        bool starved = false;         // stopped by ENOBUFS; re-armed once buffers come back
-        bool paused = false; // its share of the pool is queued: the recv is being cancelled
-        bool stream = false; // a TCP stream (recv/send ops): its close may be deferred
-        bool used = false;   // a file (not a stream) had one transfer: the next registers it
-        /// One-shot ops in flight on this fd number (from submit to their last CQE; kept across
-        /// closes, so it may count an op of an earlier file of the same number: it only errs high).
-        std::uint32_t ops = 0;
         IoOp* waiter = nullptr;
         std::vector<Completion> queue;
         std::size_t head = 0;
@@ -107,6 +115,7 @@ class UringDriver final : public Driver {
             return c;
         }
     };
+    using Completion = Received::Completion;
 
 public:
     UringDriver(Scheduler& s, const SchedulerOptions& options);
@@ -120,8 +129,8 @@ public:
         return provisioned_ - ring_free_; // taken by the kernel and not given back
     }
     std::size_t pool_buffers_queued(int fd) const noexcept override {
-        if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return 0;
-        return fds_[static_cast<std::size_t>(fd)].pooled;
+        if (fd < 0 || static_cast<std::size_t>(fd) >= rx_.size()) return 0;
+        return rx_[static_cast<std::size_t>(fd)].pooled;
     }
     bool receives_ahead(int fd) const noexcept override {
         return fd >= 0 && static_cast<std::size_t>(fd) < fds_.size() &&
@@ -215,6 +224,11 @@ private:
             fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
         return fds_[static_cast<std::size_t>(fd)];
     }
+    Received& received(int fd) {
+        if (static_cast<std::size_t>(fd) >= rx_.size())
+            rx_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, rx_.size() * 2));
+        return rx_[static_cast<std::size_t>(fd)];
+    }
 
     // fd_close.cpp
     void drop_fd_state(int fd) noexcept;
@@ -239,7 +253,7 @@ private:
     void arm_multishot(int fd, FdState& m);
     void on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t flags);
     std::size_t queue_cap() const noexcept;
-    void keep_share(FdState::Completion& c);
+    void keep_share(Completion& c);
     void pause(int fd, FdState& m);
     void rearm_starved();
     /// Stage buffer `id` at the ring's tail; the kernel sees it after publish_buffers().
@@ -254,7 +268,7 @@ private:
         io_uring_buf_ring_advance(buf_ring_, staged_);
         staged_ = 0;
     }
-    void deliver(IoOp& op, FdState::Completion c) noexcept {
+    void deliver(IoOp& op, Completion c) noexcept {
         op.result = c.res;
         if (c.res > 0) {
             op.aux = c.buffer;
@@ -283,6 +297,7 @@ private:
     unsigned provisioned_ = 0;  // ids [0, provisioned_) have been handed to the ring
     int staged_ = 0;            // added at the tail since the last publish_buffers()
     std::vector<FdState> fds_;
+    std::vector<Received> rx_; // indexed by fd, grown only by fds that receive into the pool
     std::vector<int> starved_;
     // Bytes copied out of the pool by keep_share, lent like pool buffers under ids from
     // pool_->count() up (give_back frees them).
