@@ -2,6 +2,7 @@
 #include <galay/detail/timer_heap.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -63,9 +64,8 @@ TEST(TimerHeap, RemovingAMiddleNodeKeepsTheOrderOfTheRest) {
     }
 }
 
-TEST(TimerHeap, RemovalThatMustSiftUp) {
-    // Heap (by index): 0:[1] 1:[100] 2:[2] 3:[101] 4:[102] 5:[3] 6:[4]. Removing index 3 moves
-    // the last node (4) under 100: it must move up above it.
+TEST(TimerHeap, RemovalsBeforeTheTopAreSkipped) {
+    // Removal leaves the entry in the heap, dead: the top must skip it, and several in a row.
     TimerNode n[7];
     const std::int64_t deadlines[] = {1, 100, 2, 101, 102, 3, 4};
     TimerHeap h;
@@ -73,10 +73,13 @@ TEST(TimerHeap, RemovalThatMustSiftUp) {
         n[i].deadline_ns = deadlines[i];
         h.push(n[i]);
     }
-    ASSERT_EQ(n[3].heap_index, 3u);
+    h.remove(n[0]);
+    h.remove(n[2]);
     h.remove(n[3]);
-    EXPECT_EQ(n[6].heap_index, 1u);
-    EXPECT_EQ(drain(h), (std::vector<std::int64_t>{1, 2, 3, 4, 100, 102}));
+    EXPECT_EQ(h.size(), 4u);
+    EXPECT_EQ(h.top(), &n[5]);
+    EXPECT_EQ(h.top_deadline(), 3);
+    EXPECT_EQ(drain(h), (std::vector<std::int64_t>{3, 4, 100, 102}));
 }
 
 TEST(TimerHeap, RemovingTheLastAndTheOnlyNode) {
@@ -110,7 +113,8 @@ TEST(TimerHeap, ClearDisarmsEveryNode) {
     // and the heap is usable afterwards
     h.push(n[0]);
     EXPECT_EQ(h.top(), &n[0]);
-    EXPECT_EQ(n[0].heap_index, 0u);
+    EXPECT_TRUE(n[0].armed());
+    EXPECT_EQ(h.size(), 1u);
 }
 
 TEST(TimerHeap, ManyEqualDeadlines) {
@@ -181,12 +185,71 @@ TEST(TimerHeap, RandomOperationsMatchAReference) {
             erase_ref(static_cast<int>(top - n.data()));
         }
         ASSERT_EQ(h.size(), ref.size());
-        if (h.size() > 0) ASSERT_EQ(h.top()->heap_index, 0u);
+        ASSERT_LE(h.entries(), 2 * h.size() + 64);
+        if (h.size() > 0) ASSERT_EQ(h.top()->deadline_ns, ref.begin()->first);
     }
     std::vector<std::int64_t> expected;
     for (const auto& [deadline, i] : ref)
         expected.push_back(deadline);
     EXPECT_EQ(drain(h), expected);
+}
+
+// The way I/O deadlines are used: armed, then disarmed before they fire, over and over (here a
+// million times, the same few nodes re-armed with later deadlines). The dead entries must not pile
+// up, a re-armed node's earlier entry must never fire it, and the live ones pop in order.
+TEST(TimerHeap, ArmAndDisarmChurnKeepsTheHeapBounded) {
+    constexpr int kNodes = 8;
+    TimerNode n[kNodes];
+    TimerNode idle; // one deadline that stays armed throughout, behind every dead entry
+    idle.deadline_ns = 5;
+    TimerHeap h;
+    h.push(idle);
+    std::int64_t now = 10;
+    std::size_t most = 0;
+    for (int step = 0; step < 1'000'000; ++step) {
+        TimerNode& node = n[step % kNodes];
+        if (node.armed()) h.remove(node);
+        node.deadline_ns = now + 1000 + step % 7;
+        h.push(node);
+        ++now;
+        most = std::max(most, h.entries());
+    }
+    EXPECT_LE(most, 2 * (kNodes + 1) + 64);
+    EXPECT_EQ(h.size(), std::size_t{kNodes + 1});
+    EXPECT_EQ(h.pop(), &idle);
+    std::vector<std::int64_t> order;
+    std::vector<int> popped(kNodes, 0);
+    while (!h.empty()) {
+        TimerNode* t = h.pop();
+        ++popped[static_cast<std::size_t>(t - n)];
+        order.push_back(t->deadline_ns);
+    }
+    EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+    for (int i = 0; i < kNodes; ++i)
+        EXPECT_EQ(popped[static_cast<std::size_t>(i)], 1) << "node " << i;
+    EXPECT_EQ(h.entries(), 0u);
+}
+
+// A node disarmed and armed again (earlier or later) is popped once, at its new deadline.
+TEST(TimerHeap, ANodeArmedAgainPopsOnceAtItsNewDeadline) {
+    TimerNode a, b, c;
+    a.deadline_ns = 10;
+    b.deadline_ns = 20;
+    c.deadline_ns = 30;
+    TimerHeap h;
+    h.push(a);
+    h.push(b);
+    h.push(c);
+    h.remove(a);
+    a.deadline_ns = 25; // later than before
+    h.push(a);
+    h.remove(c);
+    c.deadline_ns = 5; // earlier than before
+    h.push(c);
+    std::vector<TimerNode*> order;
+    while (!h.empty())
+        order.push_back(h.pop());
+    EXPECT_EQ(order, (std::vector<TimerNode*>{&c, &b, &a}));
 }
 
 } // namespace

@@ -37,11 +37,11 @@ enum class OpCode : std::uint8_t {
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).
 struct TimerNode {
-    std::int64_t deadline_ns = 0;          // steady clock, nanoseconds
-    std::uint32_t heap_index = UINT32_MAX; // position in the heap; UINT32_MAX = not armed
+    std::int64_t deadline_ns = 0;    // steady clock, nanoseconds
+    std::uint32_t slot = UINT32_MAX; // its slot in the heap's slot table; UINT32_MAX = not armed
     void (*on_fire)(TimerNode*) = nullptr;
     void* context = nullptr; // what on_fire acts on
-    bool armed() const noexcept { return heap_index != UINT32_MAX; }
+    bool armed() const noexcept { return slot != UINT32_MAX; }
 };
 
 /// One I/O operation. Filled by an awaitable, completed by a driver. Never copied while pending.
