@@ -4,6 +4,10 @@
 #include <cassert>
 #include <cstring>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace http {
 
 namespace {
@@ -37,6 +41,27 @@ bool is_token(std::string_view s) noexcept {
 bool is_field_char(char ch) noexcept {
     const auto c = static_cast<unsigned char>(ch);
     return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+/// The first character from `p` that is not a field-content character (`end` if none).
+/// Sixteen at a time where SSE2 is (every x86-64): a header value is most of a request's bytes.
+const char* field_content_end(const char* p, const char* end) noexcept {
+#ifdef __SSE2__
+    const __m128i below_space = _mm_set1_epi8(0x1f);
+    const __m128i tab = _mm_set1_epi8('\t');
+    const __m128i del = _mm_set1_epi8(0x7f);
+    while (end - p >= 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        // x <= 0x1f (unsigned) and not a tab, or DEL: not field content
+        const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(x, below_space), below_space);
+        const __m128i stop =
+            _mm_or_si128(_mm_andnot_si128(_mm_cmpeq_epi8(x, tab), control), _mm_cmpeq_epi8(x, del));
+        if (const int mask = _mm_movemask_epi8(stop); mask != 0) return p + __builtin_ctz(mask);
+        p += 16;
+    }
+#endif
+    while (p < end && is_field_char(*p))
+        ++p;
+    return p;
 }
 /// request-target characters: anything visible (a URI has no spaces or controls).
 bool is_target_char(char ch) noexcept {
@@ -186,8 +211,7 @@ std::size_t common_header_line(std::string_view head, std::string_view& name,
     while (p < end && (*p == ' ' || *p == '\t'))
         ++p;
     const char* const v = p;
-    while (p < end && is_field_char(*p)) // stops at CR, LF, any other control character
-        ++p;
+    p = field_content_end(p, end); // stops at CR, LF, any other control character
     const char* v_end = p;
     if (p < end && *p == '\r') ++p;
     if (p == end || *p != '\n') return 0;
@@ -310,6 +334,7 @@ ParseResult RequestParser::parse(std::string_view buf, Request& out) noexcept {
     // in one pass. Anything else (more to come, empty lines first, a limit reached, a line the
     // one pass does not take, a refusal) is left to the careful path, which decides it from
     // scratch: the one pass changes nothing but `out`, which the careful path rewrites.
+    if (buf.empty()) return {}; // (incomplete: what the careful path says, without its work)
     if (scanned_ == 0 && line_end_ == npos && !line_checked_) {
         if (const std::size_t taken = parse_whole(buf, out); taken != 0) {
 #ifndef NDEBUG // (the tests and the fuzz target) the careful path agrees

@@ -313,6 +313,44 @@ TEST(HttpParser, WholeRequestsReadInOnePassMatchTheCarefulPath) {
     EXPECT_EQ(refusal("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0); // empty line first
 }
 
+TEST(HttpParser, EveryByteOfALongHeaderValueIsChecked) {
+    // A header value is scanned sixteen bytes at a time where the machine can: one character
+    // put at every position of a 40-byte value (inside a block, at its edges, in the tail) must
+    // be refused or kept as the RFC says, in one pass (whole) and on the careful path (split).
+    struct Case {
+        char c;
+        bool allowed;
+    };
+    const Case cases[] = {{'\x01', false}, {'\x0b', false}, {'\x1f', false}, {'\x7f', false},
+                          {'\r', false},   {'\0', false},   {'\t', true},    {' ', true},
+                          {'\x80', true},  {'\xff', true},  {'~', true},     {'\x20', true}};
+    for (const Case& k : cases) {
+        for (std::size_t at = 0; at < 40; ++at) {
+            std::string value(40, 'v');
+            value[at] = k.c;
+            const std::string text = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + value + "\r\n\r\n";
+            SCOPED_TRACE(testing::Message()
+                         << "byte " << static_cast<int>(k.c & 0xff) << " at " << at);
+            const Parsed whole = parse(text);
+            if (!k.allowed) {
+                EXPECT_EQ(refusal(text), 400);
+                EXPECT_EQ(trickled_refusal(text, {}, 7), 400);
+                continue;
+            }
+            ASSERT_EQ(whole.result.status, ParseStatus::complete);
+            EXPECT_EQ(trickled_refusal(text, {}, 7), 0);
+            ASSERT_EQ(whole.request.header_count, 2u);
+            // (the value is trimmed of the whitespace at its ends)
+            std::string_view expected(value);
+            while (!expected.empty() && (expected.front() == ' ' || expected.front() == '\t'))
+                expected.remove_prefix(1);
+            while (!expected.empty() && (expected.back() == ' ' || expected.back() == '\t'))
+                expected.remove_suffix(1);
+            EXPECT_EQ(whole.request.headers[1].value, expected);
+        }
+    }
+}
+
 TEST(HttpParser, ReasonPhrases) {
     EXPECT_EQ(reason_phrase(200), "OK");
     EXPECT_EQ(reason_phrase(431), "Request Header Fields Too Large");
