@@ -351,6 +351,25 @@ TEST(HttpParser, EveryByteOfALongHeaderValueIsChecked) {
     }
 }
 
+TEST(HttpParser, HeaderNamesAreTokensOfExactlyTheRfcCharacters) {
+    // Every byte value in the middle of a header name: accepted exactly when it is a tchar
+    // (RFC 9110 5.6.2: ALPHA, DIGIT and !#$%&'*+-.^_`|~), or a ':' (which ends the name there).
+    auto tchar = [](unsigned char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) !=
+                   std::string_view::npos;
+    };
+    for (int c = 0; c < 256; ++c) {
+        std::string text = "GET / HTTP/1.1\r\nHost: h\r\nA";
+        text += static_cast<char>(c);
+        text += "b: v\r\n\r\n";
+        SCOPED_TRACE(testing::Message() << "byte " << c);
+        const bool allowed = tchar(static_cast<unsigned char>(c)) || c == ':';
+        EXPECT_EQ(refusal(text), allowed ? 0 : 400);
+        EXPECT_EQ(trickled_refusal(text, {}, 5), allowed ? 0 : 400);
+    }
+}
+
 TEST(HttpParser, ReasonPhrases) {
     EXPECT_EQ(reason_phrase(200), "OK");
     EXPECT_EQ(reason_phrase(431), "Request Header Fields Too Large");
