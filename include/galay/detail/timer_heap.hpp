@@ -17,6 +17,7 @@
 
 #include "galay/detail/io_op.hpp"
 
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +45,7 @@ public:
 
     /// Arm `n` (it must not be armed). `n.deadline_ns` must not change while it is armed.
     void push(TimerNode& n) {
+        assert(n.slot == kNone && "a node armed twice");
         std::uint32_t s = free_;
         if (s != kNone) {
             free_ = slots_[s].next_free;
