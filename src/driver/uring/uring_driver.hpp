@@ -219,15 +219,14 @@ private:
                fds_[static_cast<std::size_t>(fd)].ops != 0;
     }
 
-    FdState& state(int fd) {
-        if (static_cast<std::size_t>(fd) >= fds_.size())
-            fds_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, fds_.size() * 2));
-        return fds_[static_cast<std::size_t>(fd)];
-    }
-    Received& received(int fd) {
-        if (static_cast<std::size_t>(fd) >= rx_.size())
-            rx_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, rx_.size() * 2));
-        return rx_[static_cast<std::size_t>(fd)];
+    FdState& state(int fd) { return grown_to(fds_, fd); }
+    Received& received(int fd) { return grown_to(rx_, fd); }
+    /// Entry `fd` of a table indexed by fd number, growing the table (at least doubling) to it.
+    template <class T>
+    static T& grown_to(std::vector<T>& table, int fd) {
+        const auto i = static_cast<std::size_t>(fd);
+        if (i >= table.size()) table.resize(std::max(i + 1, table.size() * 2));
+        return table[i];
     }
 
     // fd_close.cpp
