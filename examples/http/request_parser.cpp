@@ -189,7 +189,7 @@ const char* split_header(std::string_view line, std::string_view& name,
     name = line.substr(0, colon);
     if (!is_token(name)) return "malformed header name";
     value = trim_ows(line.substr(colon + 1));
-    if (!std::all_of(value.begin(), value.end(), is_field_char))
+    if (field_content_end(value.data(), value.data() + value.size()) != value.data() + value.size())
         return "control character in a header value";
     return nullptr;
 }
