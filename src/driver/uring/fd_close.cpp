@@ -108,7 +108,6 @@ void UringDriver::drop_fd_state(int fd) noexcept {
     m.paused = false;
     m.stream = false;
     m.used = false;
-    m.drained = false;
     if (static_cast<std::size_t>(fd) >= rx_.size()) return;
     Received& r = rx_[static_cast<std::size_t>(fd)];
     while (r.has_queued()) {

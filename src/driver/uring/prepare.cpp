@@ -71,10 +71,6 @@ void UringDriver::prep(IoOp& op) {
     // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
     const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
     if (!prepared) prep_plain(e, op, len);
-    if (op.code == OpCode::recv && poll_first_ && op.fd >= 0 &&
-        static_cast<std::size_t>(op.fd) < fds_.size() &&
-        fds_[static_cast<std::size_t>(op.fd)].drained)
-        e->ioprio |= IORING_RECVSEND_POLL_FIRST; // the socket was empty a moment ago: see FdState
     fixed_file(op) = op.code != OpCode::close && uses_fixed(op.fd);
     if (fixed_file(op)) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
     io_uring_sqe_set_data(e, &op);

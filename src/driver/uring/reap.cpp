@@ -166,10 +166,6 @@ void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
             return;
         }
     }
-    if (op->code == OpCode::recv && op->fd >= 0 &&
-        static_cast<std::size_t>(op->fd) < fds_.size()) // (a hint for the next recv: see FdState)
-        fds_[static_cast<std::size_t>(op->fd)].drained =
-            res == -EAGAIN || (res >= 0 && static_cast<std::uint32_t>(res) < op->remaining());
     if (res == -EBADF && fixed_file(*op) && !uses_fixed(op->fd)) {
         prep(*op); // its slot was never filled: again on the plain fd
         return;

@@ -119,9 +119,6 @@ UringDriver::UringDriver(Scheduler& s, const SchedulerOptions& options)
     }
     arm_wake();
     msg_ring_ = options.msg_ring_wake && msg_ring_supported();
-    // Both set-up flags we try first came with 5.19, as did IORING_RECVSEND_POLL_FIRST; an
-    // older kernel refuses the flag (EINVAL), so a ring set up without them never sets it.
-    poll_first_ = flags_ != 0;
 }
 
 UringDriver::~UringDriver() {

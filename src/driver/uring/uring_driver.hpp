@@ -76,14 +76,9 @@ class UringDriver final : public Driver {
         bool armed = false;                // a multishot recv for this generation is in the kernel
         bool armed_fixed = false;          // ... issued on the registered-file slot
         bool starved = false;              // stopped by ENOBUFS; re-armed once buffers come back
-        bool paused = false;     // its share of the pool is queued: the recv is being cancelled
-        bool stream : 1 = false; // a TCP stream (recv/send ops): its close may be deferred
-        bool used : 1 = false;   // a file (not a stream) had one transfer: the next registers it
-        /// The last recv came back with less than it asked for: the socket was empty then, and
-        /// the next recv polls first (IORING_RECVSEND_POLL_FIRST) instead of trying a transfer
-        /// that would fail with EAGAIN. A request/answer protocol hits this on every request:
-        /// the recv that follows an answer is issued before the peer has read it.
-        bool drained : 1 = false;
+        bool paused = false; // its share of the pool is queued: the recv is being cancelled
+        bool stream = false; // a TCP stream (recv/send ops): its close may be deferred
+        bool used = false;   // a file (not a stream) had one transfer: the next registers it
         std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
         /// One-shot ops in flight on this fd number (from submit to their last CQE; kept across
         /// closes, so it may count an op of an earlier file of the same number: it only errs high).
@@ -210,10 +205,7 @@ private:
         // A file is registered on its second transfer: one read per open (a static file per
         // HTTP request) would otherwise pay two slot updates, the owner claim and, at close, a
         // system call to make the kernel drop the slot's reference, for one op.
-        if (!st.stream && !st.used) {
-            st.used = true;
-            return;
-        }
+        if (!st.stream && !std::exchange(st.used, true)) return;
         if (!own(fd, st)) return;
         st.file = FdState::kRegistered;
         io_uring_sqe* e = sqe();
@@ -328,7 +320,6 @@ private:
     static constexpr int kFairRounds = 64;
     bool fair_ = false;        // SchedulerOptions::fair_completions: poll drains the kernel
     bool msg_ring_ = false;    // wake peers with IORING_OP_MSG_RING
-    bool poll_first_ = false;  // the kernel takes IORING_RECVSEND_POLL_FIRST (5.19)
     bool msgs_queued_ = false; // MSG_RING SQEs queued since the last submission
     std::size_t in_flight_ = 0;
     FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
