@@ -478,9 +478,9 @@ TEST_P(TcpTest, EofRightAfterAShortReadIsSeen) {
 }
 
 TEST_P(TcpTest, RecvAfterAShortRecvTakesBytesThatAreAlreadyThere) {
-    // A recv that came back short marks the socket drained, and the next one waits for
-    // readiness before trying (io_uring: IORING_RECVSEND_POLL_FIRST; epoll: no try-first). Bytes
-    // that arrived in between must still be taken at once, and EOF after them seen.
+    // A recv that came back short marks the socket drained, and epoll's next recv waits for
+    // readiness instead of trying first. Bytes that arrived in between must still be taken at
+    // once (their edge is pending), and EOF after them seen. io_uring runs it too.
     run([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         std::array<char, 64> buf;
