@@ -196,19 +196,55 @@ private:
     detail::CancelScope scope_;
 };
 
-/// Run `task` so that `source.cancel()` cancels whatever it is waiting on. The source must
-/// outlive the task.
+namespace detail {
+
+/// The cancellation scope of the awaiting coroutine (null outside galay tasks).
+struct CurrentScope {
+    CancelScope* scope = nullptr;
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        scope = scope_of(h);
+        return false; // just looking
+    }
+    CancelScope* await_resume() const noexcept { return scope; }
+};
+
+/// The scope a `with_cancel` task runs in: a child of the caller's scope, reached by the
+/// source through a relay, unlinked from both when the task is over (or its frame destroyed).
+struct SourceLink {
+    CancelScope scope;
+    ScopeRelay relay{scope};
+    SourceLink(CancelScope* caller, CancelScope& source) noexcept {
+        scope.attach_to(caller);
+        source.link(relay); // (a source cancelled already asks the scope at once)
+    }
+    SourceLink(const SourceLink&) = delete;
+    SourceLink& operator=(const SourceLink&) = delete;
+    ~SourceLink() {
+        CancelScope::unlink(relay);
+        scope.detach();
+    }
+};
+
+} // namespace detail
+
+/// Run `task` so that `source.cancel()` cancels whatever it is waiting on, as the caller's own
+/// cancellation (a when_any it lost, JoinHandle::abort, a timeout, shutdown) still does. One
+/// source may serve several tasks at once; it must outlive them.
 template <class T>
 [[nodiscard]] Task<T> with_cancel(CancelSource& source, Task<T> task) {
-    auto h = task.handle();
-    if (h) h.promise().scope = &source.scope();
-    co_return co_await std::move(task);
+    detail::SourceLink link(co_await detail::CurrentScope{}, source.scope());
+    Task<T> inner = std::move(task); // (a local after `link`: its frame goes first)
+    if (auto h = inner.handle()) h.promise().scope = &link.scope;
+    co_return co_await std::move(inner);
 }
 template <>
 [[nodiscard]] inline Task<void> with_cancel(CancelSource& source, Task<void> task) {
-    auto h = task.handle();
-    if (h) h.promise().scope = &source.scope();
-    co_await std::move(task);
+    detail::SourceLink link(co_await detail::CurrentScope{}, source.scope());
+    Task<void> inner = std::move(task); // (a local after `link`: its frame goes first)
+    if (auto h = inner.handle()) h.promise().scope = &link.scope;
+    co_await std::move(inner);
 }
 
 } // namespace galay

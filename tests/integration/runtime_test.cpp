@@ -262,6 +262,36 @@ TEST_P(RuntimeTest, AbortCancelsThePendingRecvAndNoByteIsLost) {
     EXPECT_EQ(got, "xyz");
 }
 
+TEST_P(RuntimeTest, AbortReachesATaskUnderWithCancelAndLeavesItsSourceAlone) {
+    // The spawned task waits under with_cancel: abort() (the task's own scope) must reach it
+    // as the source would, and the source, not asked, still serves a task attached later.
+    Runtime rt(rt_options(1));
+    CancelSource src;
+    std::atomic<bool> waiting{false};
+    auto h = rt.spawn([](CancelSource& src, std::atomic<bool>& waiting) -> Task<std::error_code> {
+        auto wait = [&]() -> Task<Result<void>> {
+            waiting = true;
+            waiting.notify_all();
+            co_return co_await sleep(1h);
+        };
+        auto r = co_await with_cancel(src, wait());
+        co_return r ? std::error_code{} : r.error();
+    }(src, waiting));
+    waiting.wait(false);
+    h.abort(); // from the main thread: carried out on the worker
+    EXPECT_EQ(h.join(), std::errc::operation_canceled);
+    EXPECT_FALSE(src.cancelled());
+    auto later = rt.spawn([](CancelSource& src) -> Task<std::error_code> {
+        auto cancel_soon = [&]() -> Task<void> {
+            co_await yield_now();
+            src.cancel();
+        };
+        auto [r, _] = co_await when_all(with_cancel(src, sleep(1h)), cancel_soon());
+        co_return r ? std::error_code{} : r.error();
+    }(src));
+    EXPECT_EQ(later.join(), std::errc::operation_canceled);
+}
+
 TEST_P(RuntimeTest, AbortFromAnotherWorkerAndAbortAfterTheEndAreHandled) {
     Runtime rt(rt_options(2));
     auto r = rt.spawn_on(0,

@@ -204,6 +204,83 @@ TEST_P(TaskTest, CancelSourceCancelsThePendingOperation) {
     EXPECT_EQ(r.error(), std::errc::operation_canceled);
 }
 
+TEST_P(TaskTest, WithCancelStillHearsTheCallersCancellation) {
+    // A task under with_cancel answers its source and, like any task, the scope it is awaited
+    // in: here it is a when_any loser. (Before, with_cancel cut it off from the caller's
+    // cancellation: the loser slept its 30 s out and the when_any waited for it.)
+    CancelSource src;
+    Result<void> slept;
+    auto loser = [&]() -> Task<int> {
+        slept = co_await with_cancel(src, sleep(30s));
+        co_return -1;
+    };
+    auto r = run(when_any(value(7), loser()));
+    ASSERT_EQ(r.index(), 0u);
+    ASSERT_FALSE(slept);
+    EXPECT_EQ(slept.error(), std::errc::operation_canceled);
+    EXPECT_FALSE(src.cancelled()); // the source itself was not asked
+}
+
+TEST_P(TaskTest, TimeoutReachesATaskUnderWithCancel) {
+    // galay::timeout around a with_cancel task: the timeout wins, and the task's wait is
+    // cancelled (not slept out) before the timeout returns.
+    auto r = run([]() -> Task<std::error_code> {
+        CancelSource src;
+        auto t = co_await timeout(1ms, with_cancel(src, sleep(30s)));
+        co_return t ? std::error_code{} : t.error();
+    }());
+    EXPECT_EQ(r, std::errc::timed_out);
+}
+
+TEST_P(TaskTest, OneSourceCancelsEveryTaskItIsAttachedTo) {
+    // Two tasks under one source at once, then both cancelled by one cancel(); a task attached
+    // after that fails at once.
+    auto r = run([]() -> Task<int> {
+        CancelSource src;
+        int cancelled = 0;
+        auto sleeper = [&]() -> Task<void> {
+            auto s = co_await with_cancel(src, sleep(30s));
+            if (!s && s.error() == std::errc::operation_canceled) ++cancelled;
+        };
+        auto canceller = [&]() -> Task<void> {
+            co_await yield_now(); // both sleepers are waiting now
+            src.cancel();
+        };
+        co_await when_all(sleeper(), sleeper(), canceller());
+        auto late = co_await with_cancel(src, sleep(30s));
+        if (!late && late.error() == std::errc::operation_canceled) ++cancelled;
+        co_return cancelled;
+    }());
+    EXPECT_EQ(r, 3);
+}
+
+TEST_P(TaskTest, WithCancelInsideALoserDoesNotCancelTheSourcesOtherTasks) {
+    // The caller's cancellation reaches only the task it awaits, not the source: another task
+    // under the same source (outside the when_any) keeps waiting until the source is asked.
+    auto r = run([]() -> Task<bool> {
+        CancelSource src;
+        bool other_cancelled_early = false;
+        bool other_done = false;
+        auto other = [&]() -> Task<void> {
+            auto s = co_await with_cancel(src, sleep(30s));
+            other_done = true;
+            CO_ASSERT(!s && s.error() == std::errc::operation_canceled);
+        };
+        auto racer = [&]() -> Task<void> {
+            auto loser = [&]() -> Task<int> {
+                (void)co_await with_cancel(src, sleep(30s));
+                co_return -1;
+            };
+            (void)co_await when_any(value(1), loser());
+            other_cancelled_early = other_done; // the loser is gone; `other` must still wait
+            src.cancel();
+        };
+        co_await when_all(other(), racer());
+        co_return !other_cancelled_early && other_done;
+    }());
+    EXPECT_TRUE(r);
+}
+
 TEST_P(TaskTest, PostFromAnotherThreadResumesOnTheSchedulerThread) {
     struct PostAwaiter {
         explicit PostAwaiter(std::thread::id* r)

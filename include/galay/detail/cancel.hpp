@@ -81,4 +81,21 @@ private:
     bool requested_ = false;
 };
 
+/// A node that passes a request on to another scope. A scope has one parent, but a task under
+/// `with_cancel` answers two: the scope it is awaited in (its parent) and its CancelSource's,
+/// which reaches it through a relay (one per task, so a source can serve several at once).
+class ScopeRelay final : public Cancellable {
+public:
+    explicit ScopeRelay(CancelScope& target) noexcept
+        : target_(target) {}
+    ScopeRelay(const ScopeRelay&) = delete;
+    ScopeRelay& operator=(const ScopeRelay&) = delete;
+    ~ScopeRelay() { CancelScope::unlink(*this); }
+
+    void cancel() noexcept override { target_.request(); }
+
+private:
+    CancelScope& target_;
+};
+
 } // namespace galay::detail

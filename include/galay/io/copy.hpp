@@ -40,18 +40,6 @@ struct CopyStats {
 
 namespace detail {
 
-/// The cancellation scope of the awaiting coroutine (null outside galay tasks).
-struct CurrentScope {
-    galay::detail::CancelScope* scope = nullptr;
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-        scope = galay::detail::scope_of(h);
-        return false; // just looking
-    }
-    galay::detail::CancelScope* await_resume() const noexcept { return scope; }
-};
-
 struct CopyState {
     std::int64_t idle_ns = 0;
     std::int64_t last_activity_ns = 0;
@@ -110,16 +98,13 @@ Task<Result<CopyStats>> copy_bidirectional(A& a, B& b, CopyOptions options = {})
     detail::CopyState st;
     st.idle_ns = options.idle_timeout.count();
     st.last_activity_ns = Scheduler::now_ns();
-    // Both directions run in a scope of their own, inside the caller's: the caller's cancellation
-    // reaches them, and one direction's failure cancels the other without touching the caller.
-    galay::detail::CancelScope* outer = co_await detail::CurrentScope{};
-    st.stop.scope().attach_to(outer);
+    // Both directions answer `st.stop` (one direction's failure cancels the other without
+    // touching the caller) and, through with_cancel, the caller's cancellation too.
     CopyStats stats;
     co_await when_all(
         with_cancel(st.stop, detail::pump(a, b, std::span(buffers.get(), size), st, stats.a_to_b)),
         with_cancel(st.stop,
                     detail::pump(b, a, std::span(buffers.get() + size, size), st, stats.b_to_a)));
-    st.stop.scope().detach();
     if (st.error) co_return std::unexpected(st.error);
     co_return stats;
 }
