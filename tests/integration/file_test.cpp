@@ -755,8 +755,9 @@ TEST_P(FileTest, OnIoUringAFileTakesARegisteredSlotOnlyOnItsSecondTransfer) {
             auto twice = co_await f.read_at(std::span(buf).first(6), 10);
             CO_ASSERT(twice && *twice == 6);
             EXPECT_EQ(std::string_view(buf.data(), 6), "abcdef");
-            if (uring) // (a kernel without a sparse file table, < 5.19, registers nothing)
+            if (uring) { // (a kernel without a sparse file table, < 5.19, registers nothing)
                 EXPECT_EQ(detail::FdOwners::owner(f.fd()), me) << "not registered when reused";
+            }
             const int fd = f.fd();
             CO_ASSERT(co_await f.close());
             EXPECT_EQ(detail::FdOwners::owner(fd), nullptr);

@@ -186,7 +186,9 @@ TEST(TimerHeap, RandomOperationsMatchAReference) {
         }
         ASSERT_EQ(h.size(), ref.size());
         ASSERT_LE(h.entries(), 2 * h.size() + 64);
-        if (h.size() > 0) ASSERT_EQ(h.top()->deadline_ns, ref.begin()->first);
+        if (h.size() > 0) {
+            ASSERT_EQ(h.top()->deadline_ns, ref.begin()->first);
+        }
     }
     std::vector<std::int64_t> expected;
     for (const auto& [deadline, i] : ref)
