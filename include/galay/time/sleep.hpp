@@ -63,6 +63,11 @@ struct IsResult<Result<T>> : std::true_type {};
 /// Run `task`; if it has not finished within `d`, cancel it (its pending operation is cancelled
 /// and finished first) and return `std::errc::timed_out`. A task returning `Result<U>` gives
 /// `Result<U>` (not nested); `void` gives `Result<void>`.
+///
+/// What the task had done by then stays done, and what it would have returned is dropped: a
+/// task that read part of a message from a stream leaves the stream past those bytes. Where the
+/// stream must stay usable after a timeout, put the deadline on its operations instead
+/// (`.timeout(d)` / `.deadline(t)` on a recv consume nothing when they time out).
 template <class T>
 [[nodiscard]] auto timeout(std::chrono::nanoseconds d, Task<T> task) {
     using Out = std::conditional_t<detail::IsResult<T>::value, T,
