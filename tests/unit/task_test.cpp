@@ -224,12 +224,16 @@ TEST_P(TaskTest, WithCancelStillHearsTheCallersCancellation) {
 TEST_P(TaskTest, TimeoutReachesATaskUnderWithCancel) {
     // galay::timeout around a with_cancel task: the timeout wins, and the task's wait is
     // cancelled (not slept out) before the timeout returns.
-    auto r = run([]() -> Task<std::error_code> {
+    Result<void> slept;
+    auto r = run([&]() -> Task<std::error_code> {
         CancelSource src;
-        auto t = co_await timeout(1ms, with_cancel(src, sleep(30s)));
+        auto inner = [&]() -> Task<void> { slept = co_await sleep(30s); };
+        auto t = co_await timeout(1ms, with_cancel(src, inner()));
         co_return t ? std::error_code{} : t.error();
     }());
     EXPECT_EQ(r, std::errc::timed_out);
+    ASSERT_FALSE(slept);
+    EXPECT_EQ(slept.error(), std::errc::operation_canceled);
 }
 
 TEST_P(TaskTest, OneSourceCancelsEveryTaskItIsAttachedTo) {
