@@ -221,10 +221,7 @@ struct SourceLink {
     }
     SourceLink(const SourceLink&) = delete;
     SourceLink& operator=(const SourceLink&) = delete;
-    ~SourceLink() {
-        CancelScope::unlink(relay);
-        scope.detach();
-    }
+    ~SourceLink() { scope.detach(); } // (and the relay leaves the source's list as it goes)
 };
 
 } // namespace detail
@@ -237,14 +234,7 @@ template <class T>
     detail::SourceLink link(co_await detail::CurrentScope{}, source.scope());
     Task<T> inner = std::move(task); // (a local after `link`: its frame goes first)
     if (auto h = inner.handle()) h.promise().scope = &link.scope;
-    co_return co_await std::move(inner);
-}
-template <>
-[[nodiscard]] inline Task<void> with_cancel(CancelSource& source, Task<void> task) {
-    detail::SourceLink link(co_await detail::CurrentScope{}, source.scope());
-    Task<void> inner = std::move(task); // (a local after `link`: its frame goes first)
-    if (auto h = inner.handle()) h.promise().scope = &link.scope;
-    co_await std::move(inner);
+    co_return co_await std::move(inner); // (T = void: co_return of a void expression)
 }
 
 } // namespace galay
