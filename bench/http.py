@@ -2,7 +2,7 @@
 """The HTTP comparison of our users' io_uring survey (seed 004), in one command.
 
     python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
-                          [--scenarios fixed,file] [--quick] [--out FILE.json]
+                          [--scenarios fixed,file] [--mode both] [--quick] [--out FILE.json]
 
 Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
   galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
@@ -18,9 +18,20 @@ Every round runs every server once, in an order rotated from round to round (alt
 drift of the shared machine falls on all of them); each run is a fresh server on a fresh port,
 checked with one real request (status and body) before the load, then `--warmup` seconds of wrk,
 then `-d` seconds measured. Columns are the survey's: requests, mean, median, p90, p95, p99, max
-(ms), error %, std dev, throughput (requests/s); plus server CPU per request (utime+stime of the
-server's process tree over the measured run, from /proc/PID/stat). Percentiles come from wrk's
-histogram through a Lua done() hook (wrk prints only 50/75/90/99).
+(ms), error %, std dev, throughput (requests/s); plus server CPU per request (time on a CPU of
+the server's process tree over the measured run, from /proc/PID/task/*/schedstat: nanoseconds,
+where /proc/PID/stat counts 250 Hz ticks). Percentiles come from wrk's histogram through a Lua
+done() hook (wrk prints only 50/75/90/99).
+
+`--mode interleaved` (part of the default `both`) measures CPU per request a second way, in
+one run per round: every server started, each warmed up alone, then each loaded by its own wrk
+(all on the client CPU), the wrks taking turns (SIGSTOP/SIGCONT) every `--slice` seconds until
+each has had `-d` seconds. Only one server is loaded at a time, as when it runs alone, but the
+others' turns are a second or two away instead of 10-40 s: on a shared machine whose speed
+drifts, the spread of a ratio measured one at a time is mostly that drift. raw_http against
+itself, 10 rounds of 4 s at 1,000 connections, gave 1.005x [0.886-1.154] one at a time and
+0.984x [0.965-1.010] interleaved. Latencies are not reported in this mode (a paused wrk's
+requests wait out the pause), and wrk's own timeout is raised so that a pause is not an error.
 
 Ratios are galay / other measured in the same round, median [min-max] over the rounds, with a
 verdict: faster/slower only when the whole spread is on one side of 1.00. A missing wrk, go or
@@ -192,10 +203,29 @@ def tree_pids(pid):
     return out
 
 
+def task_cpu_s(pid):
+    """CPU seconds of `pid`'s live threads from /proc/PID/task/*/schedstat (nanoseconds of time
+    on a CPU, not ticks: /proc/PID/stat's utime+stime count 250 Hz ticks, a sampling error of
+    ~1-2% over a few seconds at the load here), or None when schedstat is not there
+    (CONFIG_SCHED_INFO unset)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / 1e9
+
+
 def tree_cpu_s(pid):
+    """CPU seconds of the server's process tree (threads that exited are not counted; none of
+    the servers here ends a thread while it serves)."""
     total = 0.0
     for p in tree_pids(pid):
-        v = echo.proc_cpu_s(p)
+        v = task_cpu_s(p)
+        if v is None:
+            v = echo.proc_cpu_s(p)
         total += v or 0.0
     return total
 
@@ -236,9 +266,9 @@ def raise_nofile():
 # One run
 # ---------------------------------------------------------------------------------------------
 
-def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
-    rec = {"server": name, "scenario": scenario, "connections": conns, "ok": False,
-           "problems": []}
+def start_checked(servers, name, scenario, conns, args, logdir, seq, rec):
+    """Starts `name` pinned to the server CPU on a fresh port and checks one real request
+    (status and body). (proc, log, url); proc is None when it failed (`rec` says why)."""
     port = echo.free_port()
     argv, env = servers.available[name](port)
     tag = f"{seq:03d}-{name}-{scenario}-c{conns}"
@@ -246,68 +276,169 @@ def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
     proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             preexec_fn=raise_nofile)
+    if not echo.wait_accepting(proc, port, 10.0):
+        rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
+                               f"log {log.name}")
+        return proc, log, None
+    path = "/" if scenario == "fixed" else "/" + FILE_NAME
+    want = BODY if scenario == "fixed" else FILE_BODY
     try:
-        if not echo.wait_accepting(proc, port, 10.0):
-            rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
-                                   f"log {log.name}")
+        status, body = http_get(port, path)
+    except (OSError, ValueError, IndexError) as e:
+        status, body = None, str(e)
+    if status != 200 or body != want:
+        rec["problems"].append(f"GET {path}: status {status}, body {body[:60]!r}")
+        return proc, log, None
+    return proc, log, f"http://127.0.0.1:{port}{path}"
+
+
+def wrk_argv(args, conns, lua, seconds, url):
+    return ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}", "--timeout", "3s",
+            "-s", lua, f"-d{max(1, round(seconds))}s", url]
+
+
+def fill_record(rec, proc, returncode, stdout, stderr, cpu_s, active_s=None):
+    """The survey's columns from wrk's done() line, and the server's CPU over the run.
+    `active_s`: the seconds wrk was loading the server when that was not all of its run
+    (interleaved); its latencies then include the pauses and are left out."""
+    lines = [l for l in stdout.splitlines() if l.startswith("{")]
+    if returncode != 0 or not lines:
+        rec["problems"].append(f"wrk exit {returncode}: {stderr.strip()[-200:]}")
+        return
+    r = json.loads(lines[-1])
+    if proc.poll() is not None:
+        rec["problems"].append(f"server died during the run (exit {proc.returncode})")
+    lat = r["latency_us"]
+    errors = sum(r["errors"].values())
+    requests = r["requests"]
+    seconds = r["duration_us"] / 1e6 if active_s is None else active_s
+    rec.update({
+        "requests": requests,
+        "errors": errors,
+        "error_detail": r["errors"],
+        "error_pct": 100.0 * errors / max(requests + r["errors"]["connect"], 1),
+        "rps": requests / seconds if seconds > 0 else 0.0,
+        "mean_ms": lat["mean"] / 1000, "p50_ms": lat["p50"] / 1000,
+        "p90_ms": lat["p90"] / 1000, "p95_ms": lat["p95"] / 1000,
+        "p99_ms": lat["p99"] / 1000, "p99_9_ms": lat["p99_9"] / 1000,
+        "max_ms": lat["max"] / 1000, "stdev_ms": lat["stdev"] / 1000,
+        "cpu_us_per_req": 1e6 * cpu_s / requests if requests else None,
+        # What one fully busy server core would serve: on two cores wrk saturates its own
+        # CPU first, so throughput measures the client and this measures the server.
+        "rps_per_core": requests / cpu_s if cpu_s > 0 else None,
+        "server_cpu_pct": 100.0 * cpu_s / seconds if seconds > 0 else None,
+    })
+    if active_s is not None:
+        for key in ("mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms",
+                    "stdev_ms"):
+            rec[key] = None
+    rec["ok"] = not rec["problems"]
+
+
+def new_record(name, scenario, conns):
+    return {"server": name, "scenario": scenario, "connections": conns, "ok": False,
+            "problems": []}
+
+
+def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
+    """One server alone: warm-up, then the measured run."""
+    rec = new_record(name, scenario, conns)
+    proc, log, url = start_checked(servers, name, scenario, conns, args, logdir, seq, rec)
+    try:
+        if url is None:
             return rec
-        path = "/" if scenario == "fixed" else "/" + FILE_NAME
-        want = BODY if scenario == "fixed" else FILE_BODY
-        try:
-            status, body = http_get(port, path)
-        except (OSError, ValueError, IndexError) as e:
-            status, body = None, str(e)
-        if status != 200 or body != want:
-            rec["problems"].append(f"GET {path}: status {status}, body {body[:60]!r}")
-            return rec
-        url = f"http://127.0.0.1:{port}{path}"
-        wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}",
-               "--timeout", "3s", "-s", lua]
         if args.warmup > 0:  # (wrk takes whole seconds)
-            subprocess.run(wrk + [f"-d{max(1, round(args.warmup))}s", url], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, preexec_fn=raise_nofile,
-                           timeout=args.warmup + 60)
+            subprocess.run(wrk_argv(args, conns, lua, args.warmup, url),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           preexec_fn=raise_nofile, timeout=args.warmup + 60)
         cpu0 = tree_cpu_s(proc.pid)
         try:
-            cp = subprocess.run(wrk + [f"-d{max(1, round(args.duration))}s", url], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=raise_nofile,
-                                timeout=args.duration + 60)
+            cp = subprocess.run(wrk_argv(args, conns, lua, args.duration, url),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=raise_nofile, timeout=args.duration + 60)
         except subprocess.TimeoutExpired:
             rec["problems"].append("wrk did not finish")
             return rec
         cpu1 = tree_cpu_s(proc.pid)
-        lines = [l for l in cp.stdout.splitlines() if l.startswith("{")]
-        if cp.returncode != 0 or not lines:
-            rec["problems"].append(f"wrk exit {cp.returncode}: {cp.stderr.strip()[-200:]}")
-            return rec
-        r = json.loads(lines[-1])
-        if proc.poll() is not None:
-            rec["problems"].append(f"server died during the run (exit {proc.returncode})")
-        lat = r["latency_us"]
-        errors = sum(r["errors"].values())
-        requests = r["requests"]
-        seconds = r["duration_us"] / 1e6
-        rec.update({
-            "requests": requests,
-            "errors": errors,
-            "error_detail": r["errors"],
-            "error_pct": 100.0 * errors / max(requests + r["errors"]["connect"], 1),
-            "rps": requests / seconds if seconds > 0 else 0.0,
-            "mean_ms": lat["mean"] / 1000, "p50_ms": lat["p50"] / 1000,
-            "p90_ms": lat["p90"] / 1000, "p95_ms": lat["p95"] / 1000,
-            "p99_ms": lat["p99"] / 1000, "p99_9_ms": lat["p99_9"] / 1000,
-            "max_ms": lat["max"] / 1000, "stdev_ms": lat["stdev"] / 1000,
-            "cpu_us_per_req": 1e6 * (cpu1 - cpu0) / requests if requests else None,
-            # What one fully busy server core would serve: on two cores wrk saturates its own
-            # CPU first, so throughput measures the client and this measures the server.
-            "rps_per_core": requests / (cpu1 - cpu0) if cpu1 > cpu0 else None,
-            "server_cpu_pct": 100.0 * (cpu1 - cpu0) / seconds if seconds > 0 else None,
-        })
-        rec["ok"] = not rec["problems"]
+        fill_record(rec, proc, cp.returncode, cp.stdout, cp.stderr, cpu1 - cpu0)
         return rec
     finally:
         rec["server_exit"] = echo.stop(proc)
         log.close()
+
+
+def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
+    """The servers of `names` (in that order) in one run: all started on the server CPU, each
+    warmed up alone, then each loaded by its own wrk on the client CPU, the wrks taking turns
+    (SIGSTOP/SIGCONT) `args.slice` seconds at a time until each has had `args.duration` seconds.
+    Only one server is loaded at any moment, as when it runs alone; a drift of the shared
+    machine falls on all of them within one turn. {name: record}; latencies are not recorded
+    (a paused wrk's requests wait out the pause)."""
+    recs = {n: new_record(n, scenario, conns) for n in names}
+    started, runs = {}, {}
+    try:
+        for i, n in enumerate(names):
+            started[n] = start_checked(servers, n, scenario, conns, args, logdir, seq + i, recs[n])
+        live = [n for n in names if started[n][2] is not None]
+        if not live:
+            return recs
+        for n in live:
+            if args.warmup > 0:
+                subprocess.run(wrk_argv(args, conns, lua, args.warmup, started[n][2]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               preexec_fn=raise_nofile, timeout=args.warmup + 60)
+        turns = max(1, round(args.duration / args.slice))
+        total = turns * args.slice * len(live)
+        cpu0 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        for i, n in enumerate(live):
+            argv = wrk_argv(args, conns, lua, total + 60, started[n][2])
+            argv[argv.index("--timeout") + 1] = "60s"  # (a paused request is not a timeout)
+            w = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=raise_nofile)
+            if i > 0:
+                os.kill(w.pid, signal.SIGSTOP)  # (before it connects: it connects on its turn)
+            runs[n] = w
+        current = 0
+        deadline = time.monotonic()
+        for t in range(turns * len(live)):
+            deadline += args.slice
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            if t == turns * len(live) - 1:
+                break
+            os.kill(runs[live[current]].pid, signal.SIGSTOP)
+            current = (current + 1) % len(live)
+            os.kill(runs[live[current]].pid, signal.SIGCONT)
+        # SIGINT ends wrk's run early with its summary (and our done() line), its thread
+        # stopping within 100 ms. One wrk at a time, the loaded one first, so that they still
+        # do not overlap; a paused one is continued first (a signal sent while it is stopped
+        # may be taken by its worker thread, and its main thread would sleep out the -d).
+        outs = {}
+        for n in live[current:] + live[:current]:
+            if n != live[current]:
+                os.kill(runs[n].pid, signal.SIGCONT)
+            os.kill(runs[n].pid, signal.SIGINT)
+            try:
+                out, err = runs[n].communicate(timeout=60)
+                outs[n] = (runs[n].returncode, out, err)
+            except subprocess.TimeoutExpired:
+                runs[n].kill()
+                runs[n].communicate()
+                recs[n]["problems"].append("wrk did not finish")
+        cpu1 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        for n in live:
+            if n in outs:
+                code, out, err = outs[n]
+                fill_record(recs[n], started[n][0], code, out, err, cpu1[n] - cpu0[n],
+                            active_s=turns * args.slice)
+        return recs
+    finally:
+        for w in runs.values():
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for n, (proc, log, _) in started.items():
+            recs[n]["server_exit"] = echo.stop(proc)
+            log.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,11 +498,40 @@ def summarise(rounds, names):
     return medians, ratios
 
 
-def table_lines(title, names, medians):
+def summarise_interleaved(rounds, names):
+    """rounds: list of {name: rec}. Medians per server; CPU ratios galay/other per round."""
+    medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
+               for n in names}
+    ratios = {}
+    for g in GALAY:
+        for o in OTHERS:
+            if g not in names or o not in names:
+                continue
+            pairs = [(r[g], r[o]) for r in rounds
+                     if g in r and o in r and r[g]["ok"] and r[o]["ok"]]
+            ratios[f"{g}/{o}"] = {
+                "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
+                                        if a["rps_per_core"] and b["rps_per_core"]]),
+                "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
+                                       if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
+            }
+    return medians, ratios
+
+
+INTERLEAVED_ROWS = [
+    ("requests", "requests", "{:,.0f}"),
+    ("errors", "error_pct", "{:.2f}%"),
+    ("throughput while loaded (req/s)", "rps", "{:,.0f}"),
+    ("server CPU/request (us)", "cpu_us_per_req", "{:.2f}"),
+    ("req/s per server core", "rps_per_core", "{:,.0f}"),
+]
+
+
+def table_lines(title, names, medians, rows=ROWS):
     lines = [f"**{title}**", "",
              "| | " + " | ".join(names) + " |",
              "|---|" + "---|" * len(names)]
-    for label, key, fmt in ROWS:
+    for label, key, fmt in rows:
         cells = []
         for n in names:
             v = medians[n].get(key)
@@ -380,11 +540,23 @@ def table_lines(title, names, medians):
     return lines
 
 
-def ratio_lines(ratios, pairs):
+def ratio_lines(ratios, pairs, interleaved=False):
     if not ratios:
         return []
     why = ("a verdict only when the whole spread is on one side of 1.00" if pairs >= 3 else
            "no verdicts: fewer than 3 rounds")
+    if interleaved:
+        lines = ["", f"Ratios galay / other in the same interleaved run, median [min-max] over "
+                     f"{pairs} round(s); {why}:", "",
+                 "| | req/s per server core | server CPU/request (lower is better) |",
+                 "|---|---|---|"]
+        for k, r in ratios.items():
+            lines.append(
+                f"| {k} | {fmt_spread(r['rps_per_core'])} "
+                f"{verdict(r['rps_per_core'], False, ('faster', 'slower'))} | "
+                f"{fmt_spread(r['cpu_per_req'])} "
+                f"{verdict(r['cpu_per_req'], True, ('less CPU', 'more CPU'))} |")
+        return lines
     lines = ["", f"Ratios galay / other in the same round, median [min-max] over {pairs} "
                  f"round(s); {why}:", "",
              "| | throughput | req/s per server core | server CPU/request (lower is better) | "
@@ -421,7 +593,8 @@ def target_lines(ratios, pairs):
         if r:
             checks.append(f"CPU/request vs nginx <= 1.00 (req/s per core >= 1.00x): "
                           f"{crit(r['cpu_per_req'], 1.0)}")
-            checks.append(f"p99 vs nginx <= 1.00: {crit(r['p99'], 1.0)}")
+            if "p99" in r:
+                checks.append(f"p99 vs nginx <= 1.00: {crit(r['p99'], 1.0)}")
         r = ratios.get(f"{g}/go")
         if r:
             checks.append(f"CPU/request vs Go <= 0.50 (req/s per core >= 2.0x): "
@@ -438,12 +611,16 @@ def target_lines(ratios, pairs):
 # Driver
 # ---------------------------------------------------------------------------------------------
 
+MODES = ("sequential", "interleaved")
+
+
 def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0, client_cpu=1,
-            only=None, log=note):
+            only=None, log=note, modes=("sequential",), slice_s=0.5):
     """Runs everything; returns a result dict (and prints progress through `log`)."""
     args = argparse.Namespace(warmup=warmup, duration=duration, server_cpu=server_cpu,
-                              client_cpu=client_cpu)
+                              client_cpu=client_cpu, slice=slice_s)
     result = {"config": {"scenarios": scenarios, "connections": conns_list, "pairs": pairs,
+                         "modes": list(modes), "slice": slice_s,
                          "warmup": warmup, "duration": duration, "bin": bindir,
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                          "kernel": os.uname().release},
@@ -469,6 +646,11 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
                      and (only is None or n in only)
                      and not (scenario != "fixed" and n == "raw_http")]
             for conns in conns_list:
+                if "interleaved" in modes:
+                    seq = measure_interleaved(servers, names, scenario, conns, pairs, args, lua,
+                                              logdir, seq, result, log)
+                if "sequential" not in modes:
+                    continue
                 rounds = []
                 for rnd in range(pairs):
                     k = rnd % len(names) if names else 0
@@ -495,11 +677,47 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
                     rounds.append(recs)
                 medians, ratios = summarise(rounds, names)
                 result["scenarios"].append({"scenario": scenario, "connections": conns,
+                                            "mode": "sequential",
                                             "servers": names, "medians": medians,
                                             "ratios": ratios, "runs": rounds})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def measure_interleaved(servers, names, scenario, conns, pairs, args, lua, logdir, seq, result,
+                        log):
+    """`pairs` interleaved runs of every server, their order rotated from round to round.
+    Returns the next seq."""
+    if len(names) < 2:
+        return seq
+    rounds = []
+    for rnd in range(pairs):
+        k = rnd % len(names)
+        order = names[k:] + names[:k]
+        recs = run_interleaved(servers, order, scenario, conns, args, lua, logdir, seq)
+        seq += len(order)
+        for name in order:
+            rec = recs[name]
+            rec["round"] = rnd + 1
+            if rec["ok"]:
+                log(f"  interleaved {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
+                    f"{rec['rps']:>10,.0f} req/s  cpu/req {rec['cpu_us_per_req'] or 0:.2f} us  "
+                    f"errors {rec['errors']}")
+            else:
+                log(f"  interleaved {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
+                    f"FAILED: {'; '.join(rec['problems'])}")
+            if name in GALAY and (not rec["ok"] or rec.get("errors")):
+                result["failures"].append(
+                    f"{name} {scenario} c={conns} (interleaved): "
+                    + ("; ".join(rec["problems"]) or f"{rec['errors']} errors "
+                       f"{rec['error_detail']}"))
+        rounds.append(recs)
+    medians, ratios = summarise_interleaved(rounds, names)
+    result["scenarios"].append({"scenario": scenario, "connections": conns, "mode": "interleaved",
+                                "servers": names, "medians": medians, "ratios": ratios,
+                                "runs": rounds})
+    return seq
 
 
 def report_lines(result):
@@ -511,9 +729,18 @@ def report_lines(result):
     for s in result["scenarios"]:
         what = ("GET / (fixed 13-byte body)" if s["scenario"] == "fixed"
                 else f"GET /{FILE_NAME} (1 KiB static file)")
-        lines += table_lines(f"{what}, {s['connections']} connections (medians of "
-                             f"{result['config']['pairs']} round(s))", s["servers"], s["medians"])
-        lines += ratio_lines(s["ratios"], result["config"]["pairs"])
+        interleaved = s.get("mode") == "interleaved"
+        if interleaved:
+            lines += table_lines(
+                f"{what}, {s['connections']} connections, interleaved (every server in one run, "
+                f"their wrks taking turns every {result['config'].get('slice', 0.5)} s; medians "
+                f"of {result['config']['pairs']} round(s))", s["servers"], s["medians"],
+                INTERLEAVED_ROWS)
+        else:
+            lines += table_lines(f"{what}, {s['connections']} connections (medians of "
+                                 f"{result['config']['pairs']} round(s))", s["servers"],
+                                 s["medians"])
+        lines += ratio_lines(s["ratios"], result["config"]["pairs"], interleaved)
         t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
             lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
@@ -530,7 +757,7 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
     if quick:
         result = measure(bindir, ["fixed"], [100], pairs, 1, 1)
     else:
-        result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5)
+        result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
     lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: wrk, one thread; server on "
              "CPU 0, wrk on CPU 1)", ""]
     lines += report_lines(result)
@@ -552,24 +779,38 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="seconds (wrk: whole; 0: none)")
     ap.add_argument("--scenarios", default="fixed,file")
     ap.add_argument("--servers", help="only these, comma-separated (e.g. galay-epoll,nginx)")
+    ap.add_argument("--mode", choices=("sequential", "interleaved", "both"),
+                    help="sequential: one server at a time (the survey's table); interleaved: "
+                         "every server in one run, their wrks taking turns (CPU per request "
+                         "only, much tighter spreads on a shared machine); both (default; "
+                         "--quick: sequential)")
+    ap.add_argument("--slice", type=float, default=0.5,
+                    help="interleaved: seconds of each wrk's turn (default 0.5)")
     ap.add_argument("--quick", action="store_true",
-                    help="1 round, 1 s warm-up + 2 s, 100 connections")
+                    help="1 round, 1 s warm-up + 2 s, 100 connections, sequential")
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--out", help="JSON output (default bench/results/http-<time>.json)")
     args = ap.parse_args()
     if args.quick:
         args.pairs, args.warmup, args.duration, args.connections = 1, 1, 2, "100"
+    mode = args.mode or ("sequential" if args.quick else "both")
+    modes = MODES if mode == "both" else (mode,)
     conns = [int(x) for x in args.connections.split(",") if x]
     scenarios = [s for s in args.scenarios.split(",") if s]
     for s in scenarios:
         if s not in ("fixed", "file"):
             ap.error(f"unknown scenario {s!r} (fixed, file)")
     only = set(args.servers.split(",")) if args.servers else None
+    if args.pairs < 1 or args.duration < 1 or args.warmup < 0 or not conns or min(conns) < 1:
+        ap.error("--pairs, -d and -c must be at least 1, --warmup at least 0")
+    if not 0.05 <= args.slice <= args.duration:
+        ap.error("--slice must be between 0.05 s and -d")
     note(f"server on CPU {args.server_cpu}, wrk on CPU {args.client_cpu}; {args.pairs} round(s) "
-         f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}")
+         f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}; "
+         f"{' and '.join(modes)}")
     result = measure(args.bin, scenarios, conns, args.pairs, args.warmup, args.duration,
-                     args.server_cpu, args.client_cpu, only)
+                     args.server_cpu, args.client_cpu, only, modes=modes, slice_s=args.slice)
     print()
     print("\n".join(report_lines(result)))
     out = args.out or os.path.join(HERE, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))
