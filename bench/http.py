@@ -82,6 +82,9 @@ end
 
 GALAY = ("galay-io_uring", "galay-epoll")
 OTHERS = ("nginx", "go", "raw_http")
+# `--control`: raw_http a second time, as if it were another server; its ratio to raw_http is
+# what the method reads when nothing differs.
+CONTROL = "raw_http-again"
 
 
 def note(msg):
@@ -160,6 +163,7 @@ class Servers:
         raw = os.path.join(bindir, "raw_http")
         if os.access(raw, os.X_OK):
             self.available["raw_http"] = lambda port: ([raw, str(port)], None)
+            self.available[CONTROL] = self.available["raw_http"]
         else:
             self.missing.append(f"raw_http: {raw} not built: skipped")
 
@@ -476,45 +480,33 @@ def verdict(s, lower_is_better, words):
     return latstats.verdict(s, lower_is_better, words)
 
 
-def summarise(rounds, names):
-    """rounds: list of {name: rec}. Medians per server; ratios galay/other per round."""
+def ratio_pairs(rounds, names, interleaved=False):
+    """(label, a, b) for every ratio reported: galay / each other server, and the control
+    (raw_http run twice: the method's own noise) when it ran."""
+    out = [(f"{g}/{o}", g, o) for g in GALAY for o in OTHERS if g in names and o in names]
+    if CONTROL in names and "raw_http" in names:
+        out.append((f"{CONTROL}/raw_http", CONTROL, "raw_http"))
+    return out
+
+
+def summarise(rounds, names, interleaved=False):
+    """rounds: list of {name: rec}. Medians per server; ratios per round (galay/other, and the
+    control). Interleaved runs have no latencies and no throughput of their own to compare."""
     medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
                for n in names}
     ratios = {}
-    for g in GALAY:
-        for o in OTHERS:
-            if g not in names or o not in names:
-                continue
-            pairs = [(r[g], r[o]) for r in rounds
-                     if g in r and o in r and r[g]["ok"] and r[o]["ok"]]
-            ratios[f"{g}/{o}"] = {
-                "rps": spread([a["rps"] / b["rps"] for a, b in pairs if b["rps"]]),
-                "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
-                                        if a["rps_per_core"] and b["rps_per_core"]]),
-                "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
-                                       if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
-                "p99": spread([a["p99_ms"] / b["p99_ms"] for a, b in pairs if b["p99_ms"]]),
-            }
-    return medians, ratios
-
-
-def summarise_interleaved(rounds, names):
-    """rounds: list of {name: rec}. Medians per server; CPU ratios galay/other per round."""
-    medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
-               for n in names}
-    ratios = {}
-    for g in GALAY:
-        for o in OTHERS:
-            if g not in names or o not in names:
-                continue
-            pairs = [(r[g], r[o]) for r in rounds
-                     if g in r and o in r and r[g]["ok"] and r[o]["ok"]]
-            ratios[f"{g}/{o}"] = {
-                "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
-                                        if a["rps_per_core"] and b["rps_per_core"]]),
-                "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
-                                       if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
-            }
+    for label, x, y in ratio_pairs(rounds, names):
+        pairs = [(r[x], r[y]) for r in rounds if x in r and y in r and r[x]["ok"] and r[y]["ok"]]
+        ratios[label] = {
+            "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
+                                    if a["rps_per_core"] and b["rps_per_core"]]),
+            "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
+                                   if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
+        }
+        if not interleaved:
+            ratios[label]["rps"] = spread([a["rps"] / b["rps"] for a, b in pairs if b["rps"]])
+            ratios[label]["p99"] = spread([a["p99_ms"] / b["p99_ms"] for a, b in pairs
+                                           if b["p99_ms"]])
     return medians, ratios
 
 
@@ -615,12 +607,12 @@ MODES = ("sequential", "interleaved")
 
 
 def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0, client_cpu=1,
-            only=None, log=note, modes=("sequential",), slice_s=0.5):
+            only=None, log=note, modes=("sequential",), slice_s=0.5, control=False):
     """Runs everything; returns a result dict (and prints progress through `log`)."""
     args = argparse.Namespace(warmup=warmup, duration=duration, server_cpu=server_cpu,
                               client_cpu=client_cpu, slice=slice_s)
     result = {"config": {"scenarios": scenarios, "connections": conns_list, "pairs": pairs,
-                         "modes": list(modes), "slice": slice_s,
+                         "modes": list(modes), "slice": slice_s, "control": control,
                          "warmup": warmup, "duration": duration, "bin": bindir,
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                          "kernel": os.uname().release},
@@ -642,9 +634,9 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
         os.makedirs(logdir)
         seq = 0
         for scenario in scenarios:
-            names = [n for n in GALAY + OTHERS if n in servers.available
-                     and (only is None or n in only)
-                     and not (scenario != "fixed" and n == "raw_http")]
+            names = [n for n in GALAY + OTHERS + ((CONTROL,) if control else ())
+                     if n in servers.available and (only is None or n in only or n == CONTROL)
+                     and not (scenario != "fixed" and n in ("raw_http", CONTROL))]
             for conns in conns_list:
                 if "interleaved" in modes:
                     seq = measure_interleaved(servers, names, scenario, conns, pairs, args, lua,
@@ -713,7 +705,7 @@ def measure_interleaved(servers, names, scenario, conns, pairs, args, lua, logdi
                     + ("; ".join(rec["problems"]) or f"{rec['errors']} errors "
                        f"{rec['error_detail']}"))
         rounds.append(recs)
-    medians, ratios = summarise_interleaved(rounds, names)
+    medians, ratios = summarise(rounds, names, interleaved=True)
     result["scenarios"].append({"scenario": scenario, "connections": conns, "mode": "interleaved",
                                 "servers": names, "medians": medians, "ratios": ratios,
                                 "runs": rounds})
@@ -784,6 +776,9 @@ def main():
                          "every server in one run, their wrks taking turns (CPU per request "
                          "only, much tighter spreads on a shared machine); both (default; "
                          "--quick: sequential)")
+    ap.add_argument("--control", action="store_true",
+                    help=f"also run raw_http a second time ({CONTROL}): its ratio to raw_http "
+                         "is the method's own noise (GET / only)")
     ap.add_argument("--slice", type=float, default=0.5,
                     help="interleaved: seconds of each wrk's turn (default 0.5)")
     ap.add_argument("--quick", action="store_true",
@@ -810,7 +805,8 @@ def main():
          f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}; "
          f"{' and '.join(modes)}")
     result = measure(args.bin, scenarios, conns, args.pairs, args.warmup, args.duration,
-                     args.server_cpu, args.client_cpu, only, modes=modes, slice_s=args.slice)
+                     args.server_cpu, args.client_cpu, only, modes=modes, slice_s=args.slice,
+                     control=args.control)
     print()
     print("\n".join(report_lines(result)))
     out = args.out or os.path.join(HERE, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))
