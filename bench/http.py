@@ -41,6 +41,7 @@ answered wrong, or had errors under load.
 Standard library only. `suite_section()` is the short form `make bench` (bench/suite.py) runs.
 """
 import argparse
+import ctypes
 import json
 import os
 import pwd
@@ -371,6 +372,22 @@ def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
         log.close()
 
 
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+
+
+def interrupt_main_thread(pid):
+    """SIGINT to wrk's main thread. wrk's handler only sets a flag; its main thread sleeps out
+    -d and then stops the others. A SIGINT sent to the process is taken by any thread that does
+    not block it, and one sent while the process is stopped, or just continued, often goes to the
+    worker thread: the main thread then sleeps on, and wrk does not end. tgkill names the
+    thread."""
+    if _TGKILL is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(_TGKILL, pid, pid, int(signal.SIGINT)) == 0:
+            return
+    os.kill(pid, signal.SIGINT)
+
+
 def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
     """The servers of `names` (in that order) in one run: all started on the server CPU, each
     warmed up alone, then each loaded by its own wrk on the client CPU, the wrks taking turns
@@ -414,15 +431,14 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
             os.kill(runs[live[current]].pid, signal.SIGCONT)
         # SIGINT ends wrk's run early with its summary (and our done() line), its thread
         # stopping within 100 ms. One wrk at a time, the loaded one first, so that they still
-        # do not overlap; a paused one is continued first (a signal sent while it is stopped
-        # may be taken by its worker thread, and its main thread would sleep out the -d).
+        # do not overlap.
         outs = {}
         for n in live[current:] + live[:current]:
+            interrupt_main_thread(runs[n].pid)
             if n != live[current]:
                 os.kill(runs[n].pid, signal.SIGCONT)
-            os.kill(runs[n].pid, signal.SIGINT)
             try:
-                out, err = runs[n].communicate(timeout=60)
+                out, err = runs[n].communicate(timeout=15)
                 outs[n] = (runs[n].returncode, out, err)
             except subprocess.TimeoutExpired:
                 runs[n].kill()
