@@ -472,7 +472,7 @@ galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, b
                    persist);
         co_return true;
     }
-    galay::fs::File file(fd);
+    galay::fs::File file(fd, galay::fs::File::Buffered{}); // (open_beneath: no O_DIRECT)
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         put_simple(404, "not found", persist);

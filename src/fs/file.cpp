@@ -105,6 +105,9 @@ File::File(int fd) noexcept
     if (direct_) block_size_ = lookup_block_size(fd);
 }
 
+File::File(int fd, Buffered) noexcept
+    : fd_(fd) {}
+
 Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o) {
     if (!o.read && !o.write) return fail(EINVAL);
     if (o.truncate && !o.write) return fail(EINVAL);

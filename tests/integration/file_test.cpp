@@ -790,4 +790,29 @@ TEST_P(FileTest, CloseThenOperationsFailWithBadFd) {
     }());
 }
 
+TEST_P(FileTest, AFileAdoptedAsBufferedReadsItsBytesAndClosesItsDescriptor) {
+    {
+        std::ofstream out(dir_ / "adopted", std::ios::binary);
+        out << "adopted by the caller, read by galay";
+    }
+    run([&]() -> Task<void> {
+        const int fd = ::open((dir_ / "adopted").c_str(), O_RDONLY | O_CLOEXEC);
+        CO_ASSERT(fd >= 0);
+        {
+            File f(fd, File::Buffered{});
+            EXPECT_TRUE(f.is_open());
+            EXPECT_EQ(f.fd(), fd);
+            std::array<char, 64> buf{};
+            for (int i = 0; i < 3; ++i) { // (io_uring registers the fd on its second transfer)
+                auto r = co_await f.read_at(buf, 8);
+                CO_ASSERT(r);
+                EXPECT_EQ(std::string_view(buf.data(), *r), "by the caller, read by galay");
+            }
+        }
+        errno = 0;
+        EXPECT_EQ(::fcntl(fd, F_GETFD), -1); // the File closed it
+        EXPECT_EQ(errno, EBADF);
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(FileTest);
