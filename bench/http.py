@@ -698,6 +698,8 @@ def measure_interleaved(servers, names, scenario, conns, pairs, args, lua, logdi
     """`pairs` interleaved runs of every server, their order rotated from round to round.
     Returns the next seq."""
     if len(names) < 2:
+        result["missing"].append(f"interleaved {scenario} c={conns}: nothing to compare "
+                                 f"({', '.join(names) or 'no server'}): skipped")
         return seq
     rounds = []
     for rnd in range(pairs):
