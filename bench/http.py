@@ -622,6 +622,25 @@ def target_lines(ratios, pairs):
 MODES = ("sequential", "interleaved")
 
 
+def account(rec, mode, rnd, pairs, result, log):
+    """Marks the run's round, prints its progress line, and records a galay server's failure or
+    errors (the exit status)."""
+    rec["round"] = rnd + 1
+    what = f"  {mode + ' ' if mode else ''}{rec['scenario']} c={rec['connections']} " \
+           f"round {rnd + 1}/{pairs} {rec['server']:15}"
+    if rec["ok"]:
+        p99 = f"  p99 {rec['p99_ms']:.2f} ms" if rec.get("p99_ms") is not None else ""
+        log(f"{what} {rec['rps']:>10,.0f} req/s{p99}  cpu/req {rec['cpu_us_per_req'] or 0:.2f} us"
+            f"  errors {rec['errors']}")
+    else:
+        log(f"{what} FAILED: {'; '.join(rec['problems'])}")
+    if rec["server"] in GALAY and (not rec["ok"] or rec.get("errors")):
+        result["failures"].append(
+            f"{rec['server']} {rec['scenario']} c={rec['connections']}"
+            f"{' (' + mode + ')' if mode else ''}: "
+            + ("; ".join(rec["problems"]) or f"{rec['errors']} errors {rec['error_detail']}"))
+
+
 def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0, client_cpu=1,
             only=None, log=note, modes=("sequential",), slice_s=0.5, control=False):
     """Runs everything; returns a result dict (and prints progress through `log`)."""
@@ -667,21 +686,8 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
                     for name in order:
                         seq += 1
                         rec = run_one(servers, name, scenario, conns, args, lua, logdir, seq)
-                        rec["round"] = rnd + 1
                         recs[name] = rec
-                        if rec["ok"]:
-                            log(f"  {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
-                                f"{rec['rps']:>10,.0f} req/s  p99 {rec['p99_ms']:.2f} ms  "
-                                f"cpu/req {rec['cpu_us_per_req'] or 0:.2f} us  "
-                                f"errors {rec['errors']}")
-                        else:
-                            log(f"  {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
-                                f"FAILED: {'; '.join(rec['problems'])}")
-                        if name in GALAY and (not rec["ok"] or rec.get("errors")):
-                            result["failures"].append(
-                                f"{name} {scenario} c={conns}: "
-                                + ("; ".join(rec["problems"]) or f"{rec['errors']} errors "
-                                   f"{rec['error_detail']}"))
+                        account(rec, "", rnd, pairs, result, log)
                     rounds.append(recs)
                 medians, ratios = summarise(rounds, names)
                 result["scenarios"].append({"scenario": scenario, "connections": conns,
@@ -708,20 +714,7 @@ def measure_interleaved(servers, names, scenario, conns, pairs, args, lua, logdi
         recs = run_interleaved(servers, order, scenario, conns, args, lua, logdir, seq)
         seq += len(order)
         for name in order:
-            rec = recs[name]
-            rec["round"] = rnd + 1
-            if rec["ok"]:
-                log(f"  interleaved {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
-                    f"{rec['rps']:>10,.0f} req/s  cpu/req {rec['cpu_us_per_req'] or 0:.2f} us  "
-                    f"errors {rec['errors']}")
-            else:
-                log(f"  interleaved {scenario} c={conns} round {rnd + 1}/{pairs} {name:15} "
-                    f"FAILED: {'; '.join(rec['problems'])}")
-            if name in GALAY and (not rec["ok"] or rec.get("errors")):
-                result["failures"].append(
-                    f"{name} {scenario} c={conns} (interleaved): "
-                    + ("; ".join(rec["problems"]) or f"{rec['errors']} errors "
-                       f"{rec['error_detail']}"))
+            account(recs[name], "interleaved", rnd, pairs, result, log)
         rounds.append(recs)
     medians, ratios = summarise(rounds, names, interleaved=True)
     result["scenarios"].append({"scenario": scenario, "connections": conns, "mode": "interleaved",
