@@ -496,7 +496,7 @@ def verdict(s, lower_is_better, words):
     return latstats.verdict(s, lower_is_better, words)
 
 
-def ratio_pairs(rounds, names, interleaved=False):
+def ratio_pairs(names):
     """(label, a, b) for every ratio reported: galay / each other server, and the control
     (raw_http run twice: the method's own noise) when it ran."""
     out = [(f"{g}/{o}", g, o) for g in GALAY for o in OTHERS if g in names and o in names]
@@ -511,7 +511,7 @@ def summarise(rounds, names, interleaved=False):
     medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
                for n in names}
     ratios = {}
-    for label, x, y in ratio_pairs(rounds, names):
+    for label, x, y in ratio_pairs(names):
         pairs = [(r[x], r[y]) for r in rounds if x in r and y in r and r[x]["ok"] and r[y]["ok"]]
         ratios[label] = {
             "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
