@@ -548,35 +548,31 @@ def table_lines(title, names, medians, rows=ROWS):
     return lines
 
 
+# The ratio columns: (header, key in a ratio dict, lower is better, verdict words). Interleaved
+# runs have only the CPU ones (summarise).
+RATIO_COLUMNS = [
+    ("throughput", "rps", False, ("faster", "slower")),
+    ("req/s per server core", "rps_per_core", False, ("faster", "slower")),
+    ("server CPU/request (lower is better)", "cpu_per_req", True, ("less CPU", "more CPU")),
+    ("p99 latency (lower is better)", "p99", True, ("lower", "higher")),
+]
+
+
 def ratio_lines(ratios, pairs, interleaved=False):
     if not ratios:
         return []
     why = ("a verdict only when the whole spread is on one side of 1.00" if pairs >= 3 else
            "no verdicts: fewer than 3 rounds")
-    if interleaved:
-        lines = ["", f"Ratios galay / other in the same interleaved run, median [min-max] over "
-                     f"{pairs} round(s); {why}:", "",
-                 "| | req/s per server core | server CPU/request (lower is better) |",
-                 "|---|---|---|"]
-        for k, r in ratios.items():
-            lines.append(
-                f"| {k} | {fmt_spread(r['rps_per_core'])} "
-                f"{verdict(r['rps_per_core'], False, ('faster', 'slower'))} | "
-                f"{fmt_spread(r['cpu_per_req'])} "
-                f"{verdict(r['cpu_per_req'], True, ('less CPU', 'more CPU'))} |")
-        return lines
-    lines = ["", f"Ratios galay / other in the same round, median [min-max] over {pairs} "
-                 f"round(s); {why}:", "",
-             "| | throughput | req/s per server core | server CPU/request (lower is better) | "
-             "p99 latency (lower is better) |", "|---|---|---|---|---|"]
+    where = "the same interleaved run" if interleaved else "the same round"
+    columns = [c for c in RATIO_COLUMNS if c[1] in next(iter(ratios.values()))]
+    lines = ["", f"Ratios galay / other in {where}, median [min-max] over {pairs} round(s); "
+                 f"{why}:", "",
+             "| | " + " | ".join(c[0] for c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
     for k, r in ratios.items():
-        lines.append(
-            f"| {k} | {fmt_spread(r['rps'])} {verdict(r['rps'], False, ('faster', 'slower'))} | "
-            f"{fmt_spread(r['rps_per_core'])} "
-            f"{verdict(r['rps_per_core'], False, ('faster', 'slower'))} | "
-            f"{fmt_spread(r['cpu_per_req'])} "
-            f"{verdict(r['cpu_per_req'], True, ('less CPU', 'more CPU'))} | "
-            f"{fmt_spread(r['p99'])} {verdict(r['p99'], True, ('lower', 'higher'))} |")
+        cells = [f"{fmt_spread(r[key])} {verdict(r[key], lower, words)}"
+                 for _, key, lower, words in columns]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -733,16 +729,11 @@ def report_lines(result):
         what = ("GET / (fixed 13-byte body)" if s["scenario"] == "fixed"
                 else f"GET /{FILE_NAME} (1 KiB static file)")
         interleaved = s.get("mode") == "interleaved"
-        if interleaved:
-            lines += table_lines(
-                f"{what}, {s['connections']} connections, interleaved (every server in one run, "
-                f"their wrks taking turns every {result['config'].get('slice', 0.5)} s; medians "
-                f"of {result['config']['pairs']} round(s))", s["servers"], s["medians"],
-                INTERLEAVED_ROWS)
-        else:
-            lines += table_lines(f"{what}, {s['connections']} connections (medians of "
-                                 f"{result['config']['pairs']} round(s))", s["servers"],
-                                 s["medians"])
+        how = (f", interleaved (every server in one run, their wrks taking turns every "
+               f"{result['config'].get('slice', 0.5)} s; " if interleaved else " (")
+        lines += table_lines(f"{what}, {s['connections']} connections{how}medians of "
+                             f"{result['config']['pairs']} round(s))", s["servers"], s["medians"],
+                             INTERLEAVED_ROWS if interleaved else ROWS)
         lines += ratio_lines(s["ratios"], result["config"]["pairs"], interleaved)
         t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
