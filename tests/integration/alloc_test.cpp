@@ -1,6 +1,7 @@
 // The request path allocates nothing: global operator new is replaced by a counting one, and an
 // echo exchange in steady state (after warm-up) must not move the counter. Its own executable,
 // because replacing operator new affects the whole program.
+#include "galay/detail/timer_heap.hpp"
 #include "support/backends.hpp"
 #include "support/threads.hpp"
 #ifdef GALAY_HAVE_HTTP_EXAMPLE
@@ -52,7 +53,7 @@ Task<std::uint64_t> echo_allocations(bool pooled) {
     auto drive = [&]() -> Task<void> {
         std::array<char, 256> out{}, in{};
         for (int i = 0; i < kWarmup + kMeasured; ++i) {
-            if (i == kWarmup) before = g_allocations.load();
+            if (i == kWarmup) before = tools::start_counting();
             std::memcpy(out.data(), &i, sizeof i);
             if (!co_await client.send_all(out).timeout(std::chrono::seconds(10)))
                 throw std::runtime_error("client send");
@@ -61,7 +62,7 @@ Task<std::uint64_t> echo_allocations(bool pooled) {
             if (std::memcmp(in.data(), out.data(), in.size()) != 0)
                 throw std::runtime_error("mismatch");
         }
-        after = g_allocations.load();
+        after = tools::stop_counting();
     };
     co_await when_all(serve(), drive());
     co_return after - before;
@@ -95,7 +96,7 @@ Task<std::uint64_t> buffered_line_allocations() {
     auto drive = [&]() -> Task<void> {
         std::array<char, 17> out{}, in{};
         for (int i = 0; i < kWarmup + kMeasured; ++i) {
-            if (i == kWarmup) before = g_allocations.load();
+            if (i == kWarmup) before = tools::start_counting();
             std::snprintf(out.data(), out.size(), "line %010d", i);
             out[16] = '\n';
             if (!co_await client.send_all(out)) throw std::runtime_error("client send");
@@ -103,7 +104,7 @@ Task<std::uint64_t> buffered_line_allocations() {
                 throw std::runtime_error("client recv");
             if (in != out) throw std::runtime_error("mismatch");
         }
-        after = g_allocations.load();
+        after = tools::stop_counting();
     };
     co_await when_all(serve(), drive());
     co_return after - before;
@@ -128,7 +129,7 @@ Task<std::uint64_t> http_allocations() {
         std::array<char, 4096> in{};
         std::size_t answer = 0; // the length of one answer (all are alike)
         for (int i = 0; i < kWarmup + kMeasured; ++i) {
-            if (i == kWarmup) before = g_allocations.load();
+            if (i == kWarmup) before = tools::start_counting();
             if (!co_await client.send_all(get)) throw std::runtime_error("client send");
             std::size_t got = 0;
             do {
@@ -142,7 +143,7 @@ Task<std::uint64_t> http_allocations() {
             if (answer == 0) answer = got;
             if (got != answer) throw std::runtime_error("answers differ in length");
         }
-        after = g_allocations.load();
+        after = tools::stop_counting();
     };
     co_await when_any(drive(), (*server)->serve_connection(std::move(*s)));
     co_return after - before;
@@ -155,23 +156,27 @@ class AllocationTest : public test::BackendTest {};
 
 #ifdef GALAY_HAVE_HTTP_EXAMPLE
 TEST_P(AllocationTest, HttpKeepAliveRequestsAllocateNothing) {
-    EXPECT_EQ(run(http_allocations()), 0u) << "heap allocations in " << kMeasured << " requests";
+    EXPECT_EQ(run(http_allocations()), 0u) << "heap allocations in " << kMeasured << " requests\n"
+                                           << tools::first_allocation_stack();
 }
 #endif
 
 TEST_P(AllocationTest, BufferedReadLineAndFlushAllocateNothing) {
     EXPECT_EQ(run(buffered_line_allocations()), 0u)
-        << "heap allocations in " << kMeasured << " requests";
+        << "heap allocations in " << kMeasured << " requests\n"
+        << tools::first_allocation_stack();
 }
 
 TEST_P(AllocationTest, EchoRequestsAllocateNothingWithPooledBuffers) {
     EXPECT_EQ(run(echo_allocations(true)), 0u)
-        << "heap allocations in " << kMeasured << " requests";
+        << "heap allocations in " << kMeasured << " requests\n"
+        << tools::first_allocation_stack();
 }
 
 TEST_P(AllocationTest, EchoRequestsAllocateNothingWithCallerBuffers) {
     EXPECT_EQ(run(echo_allocations(false)), 0u)
-        << "heap allocations in " << kMeasured << " requests";
+        << "heap allocations in " << kMeasured << " requests\n"
+        << tools::first_allocation_stack();
 }
 
 namespace {
@@ -221,6 +226,52 @@ TEST_P(AllocationTest, TheCounterSeesAllocations) { // the test above can fail
     EXPECT_EQ(g_allocations.load() - before, 1u);
 }
 
+TEST_P(AllocationTest, TimersAllocateNothingUpToTheReservedCount) {
+    // How many deadlines are armed together depends on timing (an epoll op arms one only when it
+    // waits), so a first growth of the timer heap could fall on any request: up to kReserved
+    // armed together, in any order of arming and disarming, never allocate.
+    constexpr std::size_t kN = detail::TimerHeap::kReserved;
+    std::array<detail::TimerNode, kN> nodes{};
+    std::uint64_t state = 12345; // (a fixed linear congruential sequence: deterministic)
+    auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+    const std::uint64_t before = tools::start_counting();
+    {
+        detail::TimerHeap heap;
+        for (int round = 0; round < 20000; ++round) {
+            detail::TimerNode& n = nodes[(next() >> 33) % kN];
+            if (n.armed()) {
+                heap.remove(n);
+            } else {
+                n.deadline_ns = static_cast<std::int64_t>(next() >> 20);
+                heap.push(n);
+            }
+            if (round % 7 == 0 && !heap.empty()) heap.pop();
+        }
+        for (auto& n : nodes) // all armed together at the end
+            if (!n.armed()) heap.push(n);
+        EXPECT_EQ(heap.size(), kN);
+        heap.clear();
+    }
+    const std::uint64_t after = tools::stop_counting();
+    EXPECT_EQ(after - before, 2u) << "the two arrays' reservations only\n"
+                                  << tools::first_allocation_stack();
+}
+
+TEST_P(AllocationTest, AFailureNamesWhereTheFirstAllocationCameFrom) {
+    const std::uint64_t before = tools::start_counting();
+    int* volatile p = new int(3);
+    delete p;
+    const std::uint64_t after = tools::stop_counting();
+    EXPECT_EQ(after - before, 1u);
+    const std::string stack = tools::first_allocation_stack();
+    EXPECT_NE(stack.find("alloc_tests"), std::string::npos) << stack; // (this program's frames)
+    // Nothing recorded once stopped, and nothing when nothing allocated.
+    tools::stop_counting();
+    (void)tools::start_counting();
+    (void)tools::stop_counting();
+    EXPECT_EQ(tools::first_allocation_stack(), "");
+}
+
 TEST_P(AllocationTest, ChannelMessagesAcrossThreadsAllocateNothing) {
     // Two schedulers on two threads: a ping-pong (every message wakes the other thread) and
     // bursts that fill a channel (its sender waits, the receiver hands it a free cell). After a
@@ -230,7 +281,7 @@ TEST_P(AllocationTest, ChannelMessagesAcrossThreadsAllocateNothing) {
     std::uint64_t before = 0, after = 0;
     auto traffic = [&]() -> Task<void> {
         for (int i = 0; i < kWarmup + kMeasured; ++i) {
-            if (i == kWarmup) before = g_allocations.load();
+            if (i == kWarmup) before = tools::start_counting();
             CO_ASSERT(co_await there.send(i));
             auto v = co_await back.recv();
             CO_ASSERT(v && *v == static_cast<std::uint64_t>(i));
@@ -255,10 +306,11 @@ TEST_P(AllocationTest, ChannelMessagesAcrossThreadsAllocateNothing) {
         }(),
         [&]() -> Task<void> {
             co_await traffic();
-            after = g_allocations.load();
+            after = tools::stop_counting();
             there.close();
         }());
-    EXPECT_EQ(after - before, 0u) << "heap allocations in " << kMeasured << " round trips";
+    EXPECT_EQ(after - before, 0u) << "heap allocations in " << kMeasured << " round trips\n"
+                                  << tools::first_allocation_stack();
 }
 
 GALAY_INSTANTIATE_BACKENDS(AllocationTest);

@@ -25,6 +25,18 @@ namespace galay::detail {
 
 class TimerHeap {
 public:
+    /// Room for kReserved deadlines armed together from the start. Otherwise the arrays would grow
+    /// the first time that many are armed, which can be any request of a server's life (on epoll
+    /// an op arms its deadline only when it has to wait, so how many are armed together depends
+    /// on timing): the request path would allocate at a moment no warm-up can foresee.
+    TimerHeap() {
+        slots_.reserve(kReserved);
+        heap_.reserve(2 * kReserved + kSlack + 1); // (the most remove() leaves, and one push)
+    }
+
+    /// Deadlines that can be armed together before the heap's arrays first grow.
+    static constexpr std::size_t kReserved = 64;
+
     /// No node is armed.
     bool empty() const noexcept { return live_ == 0; }
     /// Nodes armed.
