@@ -4,6 +4,11 @@
 # 1. raw_epoll and raw_uring each serve a 1 s raw_client run (50 connections): requests > 0,
 #    errors == 0, and the server exits 0 on SIGTERM.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
+# 3. http_turns against two raw_http servers (20 connections each, turns of 0.2 s): both have
+#    requests > 0 and errors == 0; against a closed port it exits non-zero naming the target;
+#    against a small Python server it frames responses that arrive one byte at a time (0 errors)
+#    and counts chunked, non-2xx, Connection: close, doubled and missing responses as errors of
+#    their kind.
 # Every step is bounded by `timeout`; nothing asserts on timing or throughput.
 # Exit 77 (ctest: skipped) when the kernel refuses io_uring, after the epoll part has passed.
 # A build without io_uring (GALAY_WITH_URING=OFF) has no raw_uring: only the epoll part runs.
@@ -12,8 +17,10 @@ set -euo pipefail
 BIN=${1:?usage: smoke_test.sh BIN_DIR}
 TMP=$(mktemp -d)
 SERVER_PID=
+EXTRA_PIDS=()
 cleanup() {
     [[ -n $SERVER_PID ]] && kill -KILL "$SERVER_PID" 2>/dev/null || true
+    for p in "${EXTRA_PIDS[@]}"; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null || true; done
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -92,6 +99,137 @@ timeout 30 "$BIN/raw_client" -p "$FREE_PORT" -c 5 -d 1 >"$TMP/neg.out" 2>"$TMP/n
 grep -qi 'connect .*refused' "$TMP/neg.err" ||
     { cat "$TMP/neg.err" >&2; fail "no 'connect ... refused' message from raw_client"; }
 echo "closed port: raw_client exit status $rc, message: $(grep -i -m1 refused "$TMP/neg.err")"
+
+# --- http_turns ----------------------------------------------------------------------------------
+# bg_port FILE PID: the port of the 'listening on ...:PORT' line a background server wrote to FILE.
+bg_port() {
+    local file=$1 pid=$2
+    for _ in $(seq 100); do
+        if grep -q '^listening on ' "$file"; then
+            sed -n 's/^listening on .*:\([0-9]*\) .*/\1/p' "$file" | head -1
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+"$BIN/raw_http" 0 >"$TMP/http1.out" 2>&1 &
+EXTRA_PIDS+=($!)
+P1=$(bg_port "$TMP/http1.out" $!) || fail "raw_http (1) did not start: $(cat "$TMP/http1.out")"
+"$BIN/raw_http" 0 >"$TMP/http2.out" 2>&1 &
+EXTRA_PIDS+=($!)
+P2=$(bg_port "$TMP/http2.out" $!) || fail "raw_http (2) did not start: $(cat "$TMP/http2.out")"
+rc=0
+timeout 60 "$BIN/http_turns" --target one=127.0.0.1:"$P1" --target two=127.0.0.1:"$P2" -c 20 \
+    -d 1 --warmup 0.2 --slice 0.2 --json >"$TMP/turns.json" 2>"$TMP/turns.err" || rc=$?
+[[ $rc -eq 0 ]] || { cat "$TMP/turns.err" >&2; fail "http_turns against two raw_http exited $rc"; }
+python3 - "$TMP/turns.json" <<'PY' || fail "http_turns result against raw_http is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = r["tool"] == "http_turns" and r["conns"] == 20 and r["turns"] == 5 \
+    and [t["name"] for t in r["targets"]] == ["one", "two"]
+for t in r["targets"]:
+    lat = t["latency_us"]
+    print(f"http_turns {t['name']}: requests={t['requests']} errors={t['errors']} "
+          f"turns={t['turns']} p99={lat['p99']:.0f} us")
+    ok = ok and t["requests"] > 0 and t["errors"] == 0 and t["turns"] == 5 \
+        and t["responses"] == t["requests"] + t["warmup_requests"] \
+        and 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
+sys.exit(0 if ok else 1)
+PY
+
+rc=0
+timeout 30 "$BIN/http_turns" --target one=127.0.0.1:"$P1" --target nobody=127.0.0.1:"$FREE_PORT" \
+    -c 5 -d 1 >"$TMP/turns-neg.out" 2>"$TMP/turns-neg.err" || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "http_turns against a closed port exited with status $rc"
+grep -q 'target nobody .*refused' "$TMP/turns-neg.err" ||
+    { cat "$TMP/turns-neg.err" >&2; fail "no 'target nobody ... refused' message from http_turns"; }
+echo "closed port: http_turns exit status $rc, message: $(grep -m1 nobody "$TMP/turns-neg.err")"
+
+# Response framing, against a server that misbehaves on purpose: one port per behaviour.
+cat >"$TMP/httpd.py" <<'PY'
+import socket, socketserver, sys, threading, time
+
+def answer(extra=b"", status=b"200 OK", length=True, body=b"Hello, World!"):
+    head = b"HTTP/1.1 " + status + b"\r\nServer: t\r\n" + extra
+    if length:  # (the name in mixed case, blanks around the value)
+        head += b"cOnTeNt-LeNgTh:  " + str(len(body)).encode() + b" \r\n"
+    return head + b"\r\n" + body
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        s, mode, data = self.request, self.server.mode, b""
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    return
+                data += chunk
+            data = data.split(b"\r\n\r\n", 1)[1]
+            a = answer()
+            if mode == "split":  # one byte per send, a pause between them
+                for i in range(len(a)):
+                    s.sendall(a[i:i + 1])
+                    time.sleep(0.0003)
+            elif mode == "chunked":
+                s.sendall(answer(b"Transfer-Encoding: chunked\r\n", length=False,
+                                 body=b"d\r\nHello, World!\r\n0\r\n\r\n"))
+            elif mode == "status":
+                s.sendall(answer(status=b"404 Not Found"))
+            elif mode == "close":
+                s.sendall(answer(b"Connection: close\r\n"))
+                return
+            elif mode == "double":
+                s.sendall(a + a)
+            # "silent": never answers
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+for mode in sys.argv[1:]:
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.mode = mode
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    print(f"listening on 127.0.0.1:{srv.server_address[1]} ({mode})", flush=True)
+threading.Event().wait()
+PY
+python3 "$TMP/httpd.py" split chunked status close double silent >"$TMP/httpd.out" 2>&1 &
+EXTRA_PIDS+=($!)
+for _ in $(seq 100); do
+    [[ $(grep -c '^listening on ' "$TMP/httpd.out") -eq 6 ]] && break
+    sleep 0.1
+done
+[[ $(grep -c '^listening on ' "$TMP/httpd.out") -eq 6 ]] ||
+    fail "the test HTTP server did not start: $(cat "$TMP/httpd.out")"
+targets=()
+while read -r port mode; do
+    targets+=(--target "$mode=127.0.0.1:$port")
+done < <(sed -n 's/^listening on .*:\([0-9]*\) (\(.*\))$/\1 \2/p' "$TMP/httpd.out")
+rc=0
+timeout 60 "$BIN/http_turns" "${targets[@]}" -c 2 -d 0.2 --warmup 0 --slice 0.1 --timeout 1 \
+    --json >"$TMP/framing.json" 2>"$TMP/framing.err" || rc=$?
+[[ $rc -eq 1 ]] ||
+    { cat "$TMP/framing.err" >&2; fail "http_turns against the test server exited $rc, not 1"; }
+python3 - "$TMP/framing.json" <<'PY' || { cat "$TMP/framing.err" >&2; fail "http_turns framing"; }
+import json, sys
+r = {t["name"]: t for t in json.load(open(sys.argv[1]))["targets"]}
+want = {"chunked": "protocol", "status": "status", "close": "connection_close",
+        "double": "protocol", "silent": "timeout"}
+s = r["split"]
+ok = s["requests"] > 0 and s["errors"] == 0
+print(f"http_turns, response sent one byte at a time: requests={s['requests']} "
+      f"errors={s['errors']}")
+for name, kind in want.items():
+    k = r[name]["error_kinds"]
+    print(f"http_turns, {name}: {kind} errors {k[kind]}, all errors {r[name]['errors']}, "
+          f"requests {r[name]['requests']}")
+    ok = ok and k[kind] > 0 and r[name]["requests"] == 0 and r[name]["errors"] == k[kind]
+sys.exit(0 if ok else 1)
+PY
 
 [[ $uring_skipped -eq 0 ]] || exit 77
 echo "PASS"
