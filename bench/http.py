@@ -2,7 +2,8 @@
 """The HTTP comparison of our users' io_uring survey (seed 004), in one command.
 
     python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
-                          [--scenarios fixed,file] [--mode both] [--quick] [--out FILE.json]
+                          [--scenarios fixed,file] [--mode both] [--slice 0.5] [--control]
+                          [--quick] [--out FILE.json]
 
 Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
   galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
@@ -33,6 +34,27 @@ itself, 10 rounds of 4 s at 1,000 connections, gave 1.005x [0.886-1.154] one at 
 0.984x [0.965-1.010] interleaved. Latencies are not reported in this mode (a paused wrk's
 requests wait out the pause), and wrk's own timeout is raised so that a pause is not an error.
 
+`--mode turns` (opt-in; `all` is both + turns) measures latencies and CPU per request in one
+run per round, without wrk: every server started, then our own load generator, http_turns
+(bench/baselines/http_turns.cpp, on the client CPU), gives them turns of `--slice` seconds. In a
+server's turn every one of its `-c` keep-alive connections has one request outstanding, the next
+sent as soon as a response is complete (closed loop: wrk -t1's shape); when the slice is over no
+new request is sent and the turn ends once the outstanding responses are in, before the next
+server's turn. No request is ever outstanding while its server waits for its turn, so the
+latencies are kept, and a drift of the machine falls on all servers alike, as in interleaved.
+Why not wrk: a SIGSTOPped wrk's requests wait out the pause, and pacing wrk with its Lua delay()
+changed the load's shape (most connections sat in wrk's timer list). `--warmup` seconds of turns
+per server are not counted, then each server gets `-d` seconds of measured turns, the order
+rotated from one cycle of turns to the next. Latency: from the request's write to the read of
+its response's last byte (http_turns' histogram, <1% error). Throughput: measured requests per
+second of the server's own measured turns (first request to last response, drains included).
+Server CPU per request here is the server tree's CPU over the whole http_turns run (connects,
+warm-up and measured turns, the idle waits between turns, which cost next to nothing, and the
+closes at the end) divided by every response the server sent in that run (warm-up included).
+Accepting and closing 1,000 connections cost raw_http ~35 ms of CPU here: ~1% of a run of 1 s
+warm-up + 2 s, less in longer runs. It is our generator, not wrk: absolute figures differ from
+the sequential table's; the ratios between servers are what it is for.
+
 Ratios are galay / other measured in the same round, median [min-max] over the rounds, with a
 verdict: faster/slower only when the whole spread is on one side of 1.00. A missing wrk, go or
 nginx is one line in the output, not a failure. Exit status 1 when a galay server failed to start,
@@ -43,6 +65,7 @@ Standard library only. `suite_section()` is the short form `make bench` (bench/s
 import argparse
 import ctypes
 import json
+import math
 import os
 import pwd
 import resource
@@ -54,6 +77,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -311,32 +335,36 @@ def fill_record(rec, proc, returncode, stdout, stderr, cpu_s, active_s=None):
         rec["problems"].append(f"wrk exit {returncode}: {stderr.strip()[-200:]}")
         return
     r = json.loads(lines[-1])
+    errors = sum(r["errors"].values())
+    seconds = r["duration_us"] / 1e6 if active_s is None else active_s
+    set_columns(rec, proc, r["requests"], errors, r["errors"],
+                100.0 * errors / max(r["requests"] + r["errors"]["connect"], 1), seconds,
+                r["latency_us"] if active_s is None else None, cpu_s, r["requests"])
+
+
+def set_columns(rec, proc, requests, errors, error_detail, error_pct, seconds, lat, cpu_s,
+                served):
+    """The record's columns. `lat`: latencies in us (wrk's or http_turns' keys), or None when
+    they mean nothing (interleaved wrks); `served`: the requests the server's CPU `cpu_s` was
+    spent on."""
     if proc.poll() is not None:
         rec["problems"].append(f"server died during the run (exit {proc.returncode})")
-    lat = r["latency_us"]
-    errors = sum(r["errors"].values())
-    requests = r["requests"]
-    seconds = r["duration_us"] / 1e6 if active_s is None else active_s
     rec.update({
         "requests": requests,
         "errors": errors,
-        "error_detail": r["errors"],
-        "error_pct": 100.0 * errors / max(requests + r["errors"]["connect"], 1),
+        "error_detail": error_detail,
+        "error_pct": error_pct,
         "rps": requests / seconds if seconds > 0 else 0.0,
-        "mean_ms": lat["mean"] / 1000, "p50_ms": lat["p50"] / 1000,
-        "p90_ms": lat["p90"] / 1000, "p95_ms": lat["p95"] / 1000,
-        "p99_ms": lat["p99"] / 1000, "p99_9_ms": lat["p99_9"] / 1000,
-        "max_ms": lat["max"] / 1000, "stdev_ms": lat["stdev"] / 1000,
-        "cpu_us_per_req": 1e6 * cpu_s / requests if requests else None,
+        "cpu_us_per_req": 1e6 * cpu_s / served if served else None,
         # What one fully busy server core would serve: on two cores wrk saturates its own
         # CPU first, so throughput measures the client and this measures the server.
-        "rps_per_core": requests / cpu_s if cpu_s > 0 else None,
+        "rps_per_core": served / cpu_s if cpu_s > 0 else None,
         "server_cpu_pct": 100.0 * cpu_s / seconds if seconds > 0 else None,
     })
-    if active_s is not None:
-        for key in ("mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms",
-                    "stdev_ms"):
-            rec[key] = None
+    for key, lkey in (("mean_ms", "mean"), ("p50_ms", "p50"), ("p90_ms", "p90"),
+                      ("p95_ms", "p95"), ("p99_ms", "p99"), ("p99_9_ms", "p99_9"),
+                      ("max_ms", "max"), ("stdev_ms", "stdev")):
+        rec[key] = None if lat is None else lat[lkey] / 1000
     rec["ok"] = not rec["problems"]
 
 
@@ -461,6 +489,73 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
             log.close()
 
 
+def run_turns(servers, names, scenario, conns, args, logdir, seq):
+    """The servers of `names` in one run of our own load generator, http_turns
+    (bench/baselines/http_turns.cpp) on the client CPU: all started on the server CPU, then
+    turns of `args.slice` seconds (the order rotated by http_turns from one cycle of turns to
+    the next), `--warmup` seconds of turns per server not counted, then `-d` seconds of
+    measured turns per server. In a turn every connection has one request outstanding, closed
+    loop (wrk -t1's shape); at the end of the slice no new request is sent and the outstanding
+    ones are awaited before the next server's turn: no request waits out another server's turn,
+    so the latencies are kept. Server CPU per request: the server process tree's CPU over the
+    whole http_turns run (connects, warm-up and measured turns, closes; an idle server burns
+    ~nothing) divided by every response it sent in that run. {name: record}."""
+    recs = {n: new_record(n, scenario, conns) for n in names}
+    started = {}
+    try:
+        for i, n in enumerate(names):
+            started[n] = start_checked(servers, n, scenario, conns, args, logdir, seq + i, recs[n])
+        live = [n for n in names if started[n][2] is not None]
+        if not live:
+            return recs
+        path = "/" if scenario == "fixed" else "/" + FILE_NAME
+        argv = ["taskset", "-c", str(args.client_cpu), os.path.join(servers.bindir, "http_turns"),
+                "-c", str(conns), "-d", str(args.duration), "--warmup", str(args.warmup),
+                "--slice", str(args.slice), "--path", path, "--json"]
+        for n in live:
+            argv += ["--target", f"{n}={urllib.parse.urlsplit(started[n][2]).netloc}"]
+        turns = (math.ceil(args.duration / args.slice) + math.ceil(args.warmup / args.slice)) \
+            * len(live)
+        cpu0 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        try:
+            cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=raise_nofile, timeout=2 * turns * args.slice + 90)
+        except subprocess.TimeoutExpired:
+            for n in live:
+                recs[n]["problems"].append("http_turns did not finish")
+            return recs
+        time.sleep(0.2)  # (the servers' work on the closes at http_turns' exit: in every run)
+        cpu1 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        try:
+            out = {t["name"]: t for t in json.loads(cp.stdout)["targets"]}
+        except (ValueError, KeyError, TypeError):
+            out = {}
+        with open(os.path.join(logdir, f"{seq:03d}-turns-{scenario}-c{conns}.err"), "w") as f:
+            f.write(cp.stderr)
+        for n in live:
+            t = out.get(n)
+            if t is None:
+                recs[n]["problems"].append(f"http_turns exit {cp.returncode}: "
+                                           f"{cp.stderr.strip()[-200:]}")
+                continue
+            kinds = t["error_kinds"]
+            # status and connection_close errors are complete responses, counted in `responses`
+            tries = t["responses"] + t["errors"] - kinds["status"] - kinds["connection_close"]
+            set_columns(recs[n], started[n][0], t["requests"], t["errors"], kinds,
+                        100.0 * t["errors"] / max(tries, 1), t["active_s"], t["latency_us"],
+                        cpu1[n] - cpu0[n], t["responses"])
+            recs[n].update(active_s=t["active_s"], turns=t["turns"], responses=t["responses"],
+                           warmup_requests=t["warmup_requests"], server_cpu_pct=None)
+            if not t["requests"]:
+                recs[n]["problems"].append("no request completed in the measured turns")
+                recs[n]["ok"] = False
+        return recs
+    finally:
+        for n, (proc, log, _) in started.items():
+            recs[n]["server_exit"] = echo.stop(proc)
+            log.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------------------------
@@ -505,24 +600,27 @@ def ratio_pairs(names):
     return out
 
 
-def summarise(rounds, names, interleaved=False):
+# Ratio key -> the record's value it divides; the ratios each mode reports (interleaved runs
+# have no latencies and no throughput of their own to compare).
+RATIO_OF = {"rps": "rps", "rps_per_core": "rps_per_core", "cpu_per_req": "cpu_us_per_req",
+            "mean": "mean_ms", "p99": "p99_ms"}
+RATIO_KEYS = {"sequential": ("rps_per_core", "cpu_per_req", "rps", "p99"),
+              "interleaved": ("rps_per_core", "cpu_per_req"),
+              "turns": ("rps_per_core", "cpu_per_req", "rps", "mean", "p99")}
+
+
+def summarise(rounds, names, mode="sequential"):
     """rounds: list of {name: rec}. Medians per server; ratios per round (galay/other, and the
-    control). Interleaved runs have no latencies and no throughput of their own to compare."""
+    control), those of RATIO_KEYS[mode]."""
     medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
                for n in names}
     ratios = {}
     for label, x, y in ratio_pairs(names):
         pairs = [(r[x], r[y]) for r in rounds if x in r and y in r and r[x]["ok"] and r[y]["ok"]]
         ratios[label] = {
-            "rps_per_core": spread([a["rps_per_core"] / b["rps_per_core"] for a, b in pairs
-                                    if a["rps_per_core"] and b["rps_per_core"]]),
-            "cpu_per_req": spread([a["cpu_us_per_req"] / b["cpu_us_per_req"] for a, b in pairs
-                                   if a["cpu_us_per_req"] and b["cpu_us_per_req"]]),
-        }
-        if not interleaved:
-            ratios[label]["rps"] = spread([a["rps"] / b["rps"] for a, b in pairs if b["rps"]])
-            ratios[label]["p99"] = spread([a["p99_ms"] / b["p99_ms"] for a, b in pairs
-                                           if b["p99_ms"]])
+            k: spread([a[RATIO_OF[k]] / b[RATIO_OF[k]] for a, b in pairs
+                       if a[RATIO_OF[k]] is not None and b[RATIO_OF[k]]])
+            for k in RATIO_KEYS[mode]}
     return medians, ratios
 
 
@@ -533,6 +631,13 @@ INTERLEAVED_ROWS = [
     ("server CPU/request (us)", "cpu_us_per_req", "{:.2f}"),
     ("req/s per server core", "rps_per_core", "{:,.0f}"),
 ]
+
+# turns: the survey's rows; throughput is per second of the server's own turns, and the CPU is
+# over the whole http_turns run divided by every response served in it (warm-up included).
+TURNS_ROWS = [({"rps": "throughput in its turns (req/s)",
+                "cpu_us_per_req": "server CPU/response, whole run (us)",
+                "rps_per_core": "responses/s per server core"}.get(key, label), key, fmt)
+              for label, key, fmt in ROWS]
 
 
 def table_lines(title, names, medians, rows=ROWS):
@@ -548,22 +653,22 @@ def table_lines(title, names, medians, rows=ROWS):
     return lines
 
 
-# The ratio columns: (header, key in a ratio dict, lower is better, verdict words). Interleaved
-# runs have only the CPU ones (summarise).
+# The ratio columns: (header, key in a ratio dict, lower is better, verdict words); a mode shows
+# those it has (RATIO_KEYS).
 RATIO_COLUMNS = [
     ("throughput", "rps", False, ("faster", "slower")),
     ("req/s per server core", "rps_per_core", False, ("faster", "slower")),
     ("server CPU/request (lower is better)", "cpu_per_req", True, ("less CPU", "more CPU")),
+    ("mean latency (lower is better)", "mean", True, ("lower", "higher")),
     ("p99 latency (lower is better)", "p99", True, ("lower", "higher")),
 ]
 
 
-def ratio_lines(ratios, pairs, interleaved=False):
+def ratio_lines(ratios, pairs, where="the same round"):
     if not ratios:
         return []
     why = ("a verdict only when the whole spread is on one side of 1.00" if pairs >= 3 else
            "no verdicts: fewer than 3 rounds")
-    where = "the same interleaved run" if interleaved else "the same round"
     columns = [c for c in RATIO_COLUMNS if c[1] in next(iter(ratios.values()))]
     lines = ["", f"Ratios galay / other in {where}, median [min-max] over {pairs} round(s); "
                  f"{why}:", "",
@@ -615,7 +720,7 @@ def target_lines(ratios, pairs):
 # Driver
 # ---------------------------------------------------------------------------------------------
 
-MODES = ("sequential", "interleaved")
+MODES = ("sequential", "interleaved")  # `both`; `turns` is opt-in (`--mode turns`, `all`)
 
 
 def account(rec, mode, rnd, pairs, result, log):
@@ -648,9 +753,14 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                          "kernel": os.uname().release},
               "missing": [], "scenarios": [], "failures": []}
-    if not shutil.which("wrk"):
+    if not shutil.which("wrk") and set(modes) & set(MODES):
         result["missing"].append("wrk: not installed (apt-get install wrk): nothing measured")
         return result
+    if "turns" in modes and not os.access(os.path.join(bindir, "http_turns"), os.X_OK):
+        result["missing"].append(f"http_turns: {os.path.join(bindir, 'http_turns')} not built "
+                                 "(cmake --build build/release --target http_turns): turns "
+                                 "mode skipped")
+        modes = tuple(m for m in modes if m != "turns")
     if not shutil.which("taskset"):
         result["missing"].append("taskset (util-linux) not found: nothing measured")
         return result
@@ -669,9 +779,10 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
                      if n in servers.available and (only is None or n in only or n == CONTROL)
                      and not (scenario != "fixed" and n in ("raw_http", CONTROL))]
             for conns in conns_list:
-                if "interleaved" in modes:
-                    seq = measure_interleaved(servers, names, scenario, conns, pairs, args, lua,
-                                              logdir, seq, result, log)
+                for mode in ("interleaved", "turns"):
+                    if mode in modes:
+                        seq = measure_together(mode, servers, names, scenario, conns, pairs, args,
+                                               lua, logdir, seq, result, log)
                 if "sequential" not in modes:
                     continue
                 rounds = []
@@ -695,25 +806,28 @@ def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0
     return result
 
 
-def measure_interleaved(servers, names, scenario, conns, pairs, args, lua, logdir, seq, result,
-                        log):
-    """`pairs` interleaved runs of every server, their order rotated from round to round.
-    Returns the next seq."""
+def measure_together(mode, servers, names, scenario, conns, pairs, args, lua, logdir, seq,
+                     result, log):
+    """`pairs` runs of every server together (mode interleaved: wrks taking turns; turns:
+    http_turns), their order rotated from round to round. Returns the next seq."""
     if len(names) < 2:
-        result["missing"].append(f"interleaved {scenario} c={conns}: nothing to compare "
+        result["missing"].append(f"{mode} {scenario} c={conns}: nothing to compare "
                                  f"({', '.join(names) or 'no server'}): skipped")
         return seq
     rounds = []
     for rnd in range(pairs):
         k = rnd % len(names)
         order = names[k:] + names[:k]
-        recs = run_interleaved(servers, order, scenario, conns, args, lua, logdir, seq)
+        if mode == "turns":
+            recs = run_turns(servers, order, scenario, conns, args, logdir, seq)
+        else:
+            recs = run_interleaved(servers, order, scenario, conns, args, lua, logdir, seq)
         seq += len(order)
         for name in order:
-            account(recs[name], "interleaved", rnd, pairs, result, log)
+            account(recs[name], mode, rnd, pairs, result, log)
         rounds.append(recs)
-    medians, ratios = summarise(rounds, names, interleaved=True)
-    result["scenarios"].append({"scenario": scenario, "connections": conns, "mode": "interleaved",
+    medians, ratios = summarise(rounds, names, mode)
+    result["scenarios"].append({"scenario": scenario, "connections": conns, "mode": mode,
                                 "servers": names, "medians": medians, "ratios": ratios,
                                 "runs": rounds})
     return seq
@@ -728,13 +842,19 @@ def report_lines(result):
     for s in result["scenarios"]:
         what = ("GET / (fixed 13-byte body)" if s["scenario"] == "fixed"
                 else f"GET /{FILE_NAME} (1 KiB static file)")
-        interleaved = s.get("mode") == "interleaved"
-        how = (f", interleaved (every server in one run, their wrks taking turns every "
-               f"{result['config'].get('slice', 0.5)} s; " if interleaved else " (")
+        slice_s = result["config"].get("slice", 0.5)
+        how, rows, where = {
+            "sequential": (" (", ROWS, "the same round"),
+            "interleaved": (f", interleaved (every server in one run, their wrks taking turns "
+                            f"every {slice_s} s; ", INTERLEAVED_ROWS, "the same interleaved run"),
+            "turns": (f", turns (every server in one http_turns run, turns of {slice_s} s, no "
+                      f"request outstanding between a server's turns; ", TURNS_ROWS,
+                      "the same http_turns run"),
+        }[s.get("mode", "sequential")]
         lines += table_lines(f"{what}, {s['connections']} connections{how}medians of "
                              f"{result['config']['pairs']} round(s))", s["servers"], s["medians"],
-                             INTERLEAVED_ROWS if interleaved else ROWS)
-        lines += ratio_lines(s["ratios"], result["config"]["pairs"], interleaved)
+                             rows)
+        lines += ratio_lines(s["ratios"], result["config"]["pairs"], where)
         t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
             lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
@@ -769,20 +889,25 @@ def main():
     ap.add_argument("--bin", default="build/release/bin")
     ap.add_argument("-c", "--connections", default="100,1000", help="comma-separated")
     ap.add_argument("--pairs", type=int, default=3, help="rounds (every server once per round)")
-    ap.add_argument("-d", "--duration", type=int, default=5, help="seconds (wrk: whole)")
-    ap.add_argument("--warmup", type=int, default=1, help="seconds (wrk: whole; 0: none)")
+    ap.add_argument("-d", "--duration", type=float, default=5,
+                    help="seconds (wrk rounds to whole seconds)")
+    ap.add_argument("--warmup", type=float, default=1,
+                    help="seconds (wrk rounds to whole seconds, at least 1; 0: none)")
     ap.add_argument("--scenarios", default="fixed,file")
     ap.add_argument("--servers", help="only these, comma-separated (e.g. galay-epoll,nginx)")
-    ap.add_argument("--mode", choices=("sequential", "interleaved", "both"),
+    ap.add_argument("--mode", choices=("sequential", "interleaved", "both", "turns", "all"),
                     help="sequential: one server at a time (the survey's table); interleaved: "
                          "every server in one run, their wrks taking turns (CPU per request "
                          "only, much tighter spreads on a shared machine); both (default; "
-                         "--quick: sequential)")
+                         "--quick: sequential); turns: every server in one run of http_turns, "
+                         "our own load generator, which gives them turns with no request "
+                         "outstanding between them (latencies and CPU per request); all: the "
+                         "three")
     ap.add_argument("--control", action="store_true",
                     help=f"also run raw_http a second time ({CONTROL}): its ratio to raw_http "
                          "is the method's own noise (GET / only)")
     ap.add_argument("--slice", type=float, default=0.5,
-                    help="interleaved: seconds of each wrk's turn (default 0.5)")
+                    help="interleaved, turns: seconds of each server's turn (default 0.5)")
     ap.add_argument("--quick", action="store_true",
                     help="1 round, 1 s warm-up + 2 s, 100 connections, sequential")
     ap.add_argument("--server-cpu", default="0")
@@ -792,7 +917,7 @@ def main():
     if args.quick:
         args.pairs, args.warmup, args.duration, args.connections = 1, 1, 2, "100"
     mode = args.mode or ("sequential" if args.quick else "both")
-    modes = MODES if mode == "both" else (mode,)
+    modes = {"both": MODES, "all": MODES + ("turns",)}.get(mode, (mode,))
     conns = [int(x) for x in args.connections.split(",") if x]
     scenarios = [s for s in args.scenarios.split(",") if s]
     for s in scenarios:
@@ -803,7 +928,8 @@ def main():
         ap.error("--pairs, -d and -c must be at least 1, --warmup at least 0")
     if not 0.05 <= args.slice <= args.duration:
         ap.error("--slice must be between 0.05 s and -d")
-    note(f"server on CPU {args.server_cpu}, wrk on CPU {args.client_cpu}; {args.pairs} round(s) "
+    note(f"server on CPU {args.server_cpu}, client on CPU {args.client_cpu}; {args.pairs} "
+         f"round(s) "
          f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}; "
          f"{' and '.join(modes)}")
     result = measure(args.bin, scenarios, conns, args.pairs, args.warmup, args.duration,
