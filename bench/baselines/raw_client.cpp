@@ -14,6 +14,7 @@
 // "short echo" error). Any error makes the exit code 1.
 #include "common.hpp"
 #include "common/format.hpp" // tools/common: the tools' number formats (no galay code)
+#include "load_common.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,57 +33,10 @@ namespace {
 
 using i64 = int64_t;
 using u64 = uint64_t;
+using baseline::Histogram;
+using baseline::now_ns;
 using galay::tools::mib;
 using galay::tools::with_commas;
-
-i64 now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return i64{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-// HdrHistogram-style log-linear histogram: exact below 256, then 128 sub-buckets per power of
-// two, so any recorded value is within 1/128 (0.8%) of its bucket's midpoint.
-class Histogram {
-    static constexpr int kSubBits = 7;
-    static constexpr u64 kSub = u64{1} << kSubBits;
-    std::vector<u64> counts_ = std::vector<u64>((64 - kSubBits + 1) * kSub);
-    u64 total_ = 0, max_ = 0;
-    double sum_ = 0;
-
-    static size_t index(u64 v) {
-        if (v < 2 * kSub) return v;
-        const int shift = 63 - __builtin_clzll(v) - kSubBits; // >= 1
-        return static_cast<size_t>(shift + 1) * kSub + ((v >> shift) - kSub);
-    }
-    static double midpoint(size_t i) {
-        if (i < 2 * kSub) return static_cast<double>(i);
-        const u64 shift = i / kSub - 1, mant = i % kSub + kSub;
-        return static_cast<double>(mant << shift) + static_cast<double>(u64{1} << shift) / 2;
-    }
-
-public:
-    void record(u64 v) {
-        ++counts_[index(v)];
-        ++total_;
-        sum_ += static_cast<double>(v);
-        max_ = std::max(max_, v);
-    }
-    u64 count() const { return total_; }
-    double mean() const { return total_ ? sum_ / static_cast<double>(total_) : 0; }
-    double max() const { return static_cast<double>(max_); }
-    double percentile(double p) const {
-        if (total_ == 0) return 0;
-        const u64 rank =
-            std::max<u64>(1, static_cast<u64>(std::ceil(p / 100 * static_cast<double>(total_))));
-        u64 seen = 0;
-        for (size_t i = 0; i < counts_.size(); ++i) {
-            seen += counts_[i];
-            if (seen >= rank) return std::min(midpoint(i), max());
-        }
-        return max();
-    }
-};
 
 // Pattern of message `seq` on connection `id`: 64-bit words base + k * golden, little-endian.
 inline u64 message_base(u64 id, u64 seq) {
@@ -619,26 +573,6 @@ void Client::report() {
     }
 }
 
-// Makes room for `connections` sockets plus a few fds; false (with a message) if impossible.
-bool ensure_fds(int connections) {
-    const rlim_t need = static_cast<rlim_t>(connections) + 32;
-    rlimit rl{};
-    getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur >= need) return true;
-    if (rl.rlim_max >= need) {
-        rl.rlim_cur = rl.rlim_max;
-        return setrlimit(RLIMIT_NOFILE, &rl) == 0;
-    }
-    rlimit want{need, need}; // succeeds only with CAP_SYS_RESOURCE
-    if (setrlimit(RLIMIT_NOFILE, &want) == 0) return true;
-    std::fprintf(stderr,
-                 "raw_client: %d connections need %llu file descriptors, but RLIMIT_NOFILE allows "
-                 "only %llu (hard limit); raise it (ulimit -Hn, /etc/security/limits.conf)\n",
-                 connections, static_cast<unsigned long long>(need),
-                 static_cast<unsigned long long>(rl.rlim_max));
-    return false;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -669,7 +603,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     std::signal(SIGPIPE, SIG_IGN);
-    if (!ensure_fds(o.connections)) return 1;
+    if (!baseline::ensure_fds("raw_client", static_cast<size_t>(o.connections))) return 1;
     Client client(o);
     return client.run();
 }
