@@ -63,6 +63,7 @@ answered wrong, or had errors under load.
 Standard library only. `suite_section()` is the short form `make bench` (bench/suite.py) runs.
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -416,6 +417,28 @@ def interrupt_main_thread(pid):
     os.kill(pid, signal.SIGINT)
 
 
+@contextlib.contextmanager
+def all_started(servers, names, scenario, conns, args, logdir, seq, clients=None):
+    """Every server of `names` started on the server CPU and checked (start_checked), for one
+    run of several at once: yields (records by name, started by name, the names that are
+    serving). On leaving, the load generators still running in `clients` ({name: Popen}) are
+    killed, then every server is stopped."""
+    recs = {n: new_record(n, scenario, conns) for n in names}
+    started = {}
+    try:
+        for i, n in enumerate(names):
+            started[n] = start_checked(servers, n, scenario, conns, args, logdir, seq + i, recs[n])
+        yield recs, started, [n for n in names if started[n][2] is not None]
+    finally:
+        for w in (clients or {}).values():
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for n, (proc, log, _) in started.items():
+            recs[n]["server_exit"] = echo.stop(proc)
+            log.close()
+
+
 def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
     """The servers of `names` (in that order) in one run: all started on the server CPU, each
     warmed up alone, then each loaded by its own wrk on the client CPU, the wrks taking turns
@@ -423,12 +446,9 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
     Only one server is loaded at any moment, as when it runs alone; a drift of the shared
     machine falls on all of them within one turn. {name: record}; latencies are not recorded
     (a paused wrk's requests wait out the pause)."""
-    recs = {n: new_record(n, scenario, conns) for n in names}
-    started, runs = {}, {}
-    try:
-        for i, n in enumerate(names):
-            started[n] = start_checked(servers, n, scenario, conns, args, logdir, seq + i, recs[n])
-        live = [n for n in names if started[n][2] is not None]
+    runs = {}
+    with all_started(servers, names, scenario, conns, args, logdir, seq, runs) as (recs, started,
+                                                                                  live):
         if not live:
             return recs
         for n in live:
@@ -479,14 +499,6 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
                 fill_record(recs[n], started[n][0], code, out, err, cpu1[n] - cpu0[n],
                             active_s=turns * args.slice)
         return recs
-    finally:
-        for w in runs.values():
-            if w.poll() is None:
-                w.kill()
-                w.wait()
-        for n, (proc, log, _) in started.items():
-            recs[n]["server_exit"] = echo.stop(proc)
-            log.close()
 
 
 def run_turns(servers, names, scenario, conns, args, logdir, seq):
@@ -500,12 +512,7 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
     so the latencies are kept. Server CPU per request: the server process tree's CPU over the
     whole http_turns run (connects, warm-up and measured turns, closes; an idle server burns
     ~nothing) divided by every response it sent in that run. {name: record}."""
-    recs = {n: new_record(n, scenario, conns) for n in names}
-    started = {}
-    try:
-        for i, n in enumerate(names):
-            started[n] = start_checked(servers, n, scenario, conns, args, logdir, seq + i, recs[n])
-        live = [n for n in names if started[n][2] is not None]
+    with all_started(servers, names, scenario, conns, args, logdir, seq) as (recs, started, live):
         if not live:
             return recs
         path = "/" if scenario == "fixed" else "/" + FILE_NAME
@@ -550,10 +557,6 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
                 recs[n]["problems"].append("no request completed in the measured turns")
                 recs[n]["ok"] = False
         return recs
-    finally:
-        for n, (proc, log, _) in started.items():
-            recs[n]["server_exit"] = echo.stop(proc)
-            log.close()
 
 
 # ---------------------------------------------------------------------------------------------
