@@ -34,8 +34,8 @@
 // complete response it sent during the whole run (warm-up included), the count to divide a
 // server's CPU over the whole run by.
 //
-// One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. Its own
-// histogram (raw_client's plus min and stdev); like the other baselines it uses no galay code.
+// One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
+// histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
 #include "common.hpp"
 #include "common/format.hpp" // tools/common: the tools' number formats (no galay code)
 #include "load_common.hpp"
@@ -223,7 +223,7 @@ private:
     uint32_t cur_ = 0;
     bool sending_ = false, measured_ = false;
     i64 deadline_ = 0, last_done_ = 0;
-    int warmup_turns_ = 0, measured_turns_ = 0, cycles_ = 0;
+    int warmup_turns_ = 0, measured_turns_ = 0;
 
     bool parse_targets();
     bool resolve(Target& t);
@@ -284,25 +284,11 @@ bool Turns::parse_targets() {
 }
 
 bool Turns::resolve(Target& t) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET; // "localhost" must not become ::1 when servers bind 0.0.0.0
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const std::string port = std::to_string(t.port);
-    int rc = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) {
-        hints.ai_family = AF_UNSPEC; // an IPv6-only name or literal
-        rc = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res);
-    }
-    if (rc != 0) {
+    const int rc = baseline::resolve_tcp(t.host, t.port, t.addr, t.addr_len);
+    if (rc != 0)
         std::fprintf(stderr, "http_turns: target %s: cannot resolve %s: %s\n", t.name.c_str(),
                      t.host.c_str(), gai_strerror(rc));
-        return false;
-    }
-    std::memcpy(&t.addr, res->ai_addr, res->ai_addrlen);
-    t.addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return true;
+    return rc == 0;
 }
 
 void Turns::ctl(int op, uint32_t id, uint32_t events) {
@@ -673,7 +659,6 @@ int Turns::run() {
                 ti = (k + static_cast<uint32_t>(cycle)) % n;
             turn(ti, measured);
         }
-        ++cycles_;
     }
     const i64 wall = now_ns() - t0;
     for (Conn& c : conns_)

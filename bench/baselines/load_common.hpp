@@ -1,15 +1,20 @@
 // What the hand-written load generators (raw_client, http_turns) share: the clock, the latency
-// histogram and making room for their sockets. Independent of galay, as common.hpp.
+// histogram, resolving the server's address and making room for their sockets. Independent of
+// galay, as common.hpp.
 #pragma once
 
+#include <netdb.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace baseline {
@@ -69,6 +74,28 @@ public:
         return max();
     }
 };
+
+// The address of host:port for a TCP connect, IPv4 first ("localhost" must not become ::1 when
+// the servers bind 0.0.0.0), then any family (an IPv6-only name or literal). Returns 0, or
+// getaddrinfo's error (gai_strerror).
+inline int resolve_tcp(const std::string& host, int port, sockaddr_storage& addr,
+                       socklen_t& addr_len) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0) {
+        hints.ai_family = AF_UNSPEC;
+        rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    }
+    if (rc != 0) return rc;
+    std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
+    addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
 
 // Makes room for `sockets` plus a few fds; false (with a message naming `program`) if impossible.
 inline bool ensure_fds(const char* program, size_t sockets) {

@@ -168,25 +168,13 @@ private:
 };
 
 bool Client::resolve() {
-    addrinfo hints{};
-    hints.ai_family = AF_INET; // "localhost" must not become ::1 when servers bind 0.0.0.0
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const std::string port = std::to_string(o_.port);
-    int rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) {
-        hints.ai_family = AF_UNSPEC; // an IPv6-only name or literal
-        rc = getaddrinfo(o_.host.c_str(), port.c_str(), &hints, &res);
-    }
+    const int rc = baseline::resolve_tcp(o_.host, o_.port, addr_, addr_len_);
     if (rc != 0) {
         std::fprintf(stderr, "raw_client: cannot resolve %s: %s\n", o_.host.c_str(),
                      gai_strerror(rc));
         return false;
     }
-    std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
-    addr_len_ = res->ai_addrlen;
-    freeaddrinfo(res);
-    target_ = o_.host + ":" + port;
+    target_ = o_.host + ":" + std::to_string(o_.port);
     return true;
 }
 
