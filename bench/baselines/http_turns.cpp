@@ -32,7 +32,10 @@
 // turns, from the first request written to the last response read), throughput = requests /
 // active seconds, latency min/mean/stdev/p50/p90/p95/p99/p99.9/max, and `responses`: every
 // complete response it sent during the whole run (warm-up included), the count to divide a
-// server's CPU over the whole run by.
+// server's CPU over the whole run by. Also the p99 of each measured turn on its own, in cycle
+// order (JSON `turn_p99_us`; null for a turn without a 2xx response; the table shows their
+// median): the k-th turn of every target is in the same cycle, seconds apart, so comparing
+// targets turn by turn leaves out what a stall of the machine did to one cycle.
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
@@ -92,9 +95,11 @@ struct Target {
     uint32_t first = 0, count = 0; // its connections: [first, first + count)
 
     Histogram hist;
-    u64 requests = 0;        // measured turns, 2xx
-    u64 warmup_requests = 0; // warm-up turns, 2xx
-    u64 responses = 0;       // complete responses, every turn, any status
+    Histogram turn_hist;             // the current measured turn's latencies
+    std::vector<double> turn_p99_ns; // each measured turn's p99 (-1: no 2xx response in it)
+    u64 requests = 0;                // measured turns, 2xx
+    u64 warmup_requests = 0;         // warm-up turns, 2xx
+    u64 responses = 0;               // complete responses, every turn, any status
     u64 errors[kErrKinds] = {};
     u64 in_flight = 0;
     i64 active_ns = 0, warmup_ns = 0;
@@ -536,6 +541,7 @@ void Turns::complete(uint32_t id, i64 now) {
         error(id, kConnClose, "the response closes the connection (Connection: close)");
     } else if (measured_) {
         t.hist.record(static_cast<u64>(now - c.sent_at));
+        t.turn_hist.record(static_cast<u64>(now - c.sent_at));
         ++t.requests;
     } else {
         ++t.warmup_requests;
@@ -596,6 +602,7 @@ void Turns::turn(uint32_t ti, bool measured) {
     cur_ = ti;
     measured_ = measured;
     sending_ = true;
+    if (measured) t.turn_hist.reset();
     const i64 start = now_ns();
     deadline_ = start + static_cast<i64>(o_.slice * kSec);
     last_done_ = start;
@@ -618,6 +625,7 @@ void Turns::turn(uint32_t ti, bool measured) {
     if (measured) {
         t.active_ns += active;
         ++t.turns;
+        t.turn_p99_ns.push_back(t.turn_hist.count() ? t.turn_hist.percentile(99) : -1.0);
     } else {
         t.warmup_ns += active;
         ++t.warmup_turns;
@@ -712,6 +720,10 @@ void Turns::report(i64 wall_ns) const {
             for (int k = 0; k < kErrKinds; ++k)
                 e[kErrNames[k]] = t.errors[k];
             const Histogram& h = t.hist;
+            nlohmann::ordered_json turn_p99 = nlohmann::ordered_json::array();
+            for (double v : t.turn_p99_ns)
+                turn_p99.push_back(v < 0 ? nlohmann::ordered_json()
+                                         : nlohmann::ordered_json(v * us));
             j["targets"].push_back({{"name", t.name},
                                     {"address", t.hostport},
                                     {"requests", t.requests},
@@ -732,7 +744,8 @@ void Turns::report(i64 wall_ns) const {
                                       {"p95", h.percentile(95) * us},
                                       {"p99", h.percentile(99) * us},
                                       {"p99_9", h.percentile(99.9) * us},
-                                      {"max", h.max() * us}}}});
+                                      {"max", h.max() * us}}},
+                                    {"turn_p99_us", turn_p99}});
         }
         std::printf("%s\n", j.dump().c_str());
         return;
@@ -741,19 +754,28 @@ void Turns::report(i64 wall_ns) const {
                 "measured per target, order %s; %.1f s in all\n",
                 targets_.size(), o_.connections, o_.path.c_str(), o_.slice, warmup_turns_,
                 measured_turns_, o_.order.c_str(), seconds(wall_ns));
-    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s\n", "target",
+    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s\n", "target",
                 "requests", "errors", "active_s", "req/s", "min_us", "mean_us", "stdev_us",
-                "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us");
+                "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us", "turn_p99_med");
     for (const Target& t : targets_) {
         const Histogram& h = t.hist;
+        std::vector<double> turns;
+        for (double v : t.turn_p99_ns)
+            if (v >= 0) turns.push_back(v);
+        double turn_med = 0;
+        if (!turns.empty()) {
+            std::sort(turns.begin(), turns.end());
+            const size_t m = turns.size() / 2;
+            turn_med = turns.size() % 2 ? turns[m] : (turns[m - 1] + turns[m]) / 2;
+        }
         std::printf("%-16s %12s %7s %8.3f %10s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f "
-                    "%9.1f\n",
+                    "%9.1f %14.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
                     with_commas(t.total_errors()).c_str(), seconds(t.active_ns),
                     with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min() * us,
                     h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
                     h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
-                    h.max() * us);
+                    h.max() * us, turn_med * us);
     }
 }
 

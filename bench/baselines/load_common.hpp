@@ -57,6 +57,14 @@ public:
         max_ = std::max(max_, v);
         min_ = std::min(min_, v);
     }
+    /// Forget every value (the counts array is kept).
+    void reset() {
+        std::fill(counts_.begin(), counts_.end(), 0);
+        total_ = 0;
+        max_ = 0;
+        min_ = std::numeric_limits<u64>::max();
+        mean_ = m2_ = 0;
+    }
     u64 count() const { return total_; }
     double mean() const { return mean_; }
     double stdev() const { return total_ > 1 ? std::sqrt(m2_ / static_cast<double>(total_)) : 0; }

@@ -5,7 +5,8 @@
 #    errors == 0, and the server exits 0 on SIGTERM.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
 # 3. http_turns against two raw_http servers (20 connections each, turns of 0.2 s): both have
-#    requests > 0 and errors == 0; against a closed port it exits non-zero naming the target;
+#    requests > 0, errors == 0 and a p99 for each of the 5 measured turns; against a closed port
+#    it exits non-zero naming the target;
 #    against a small Python server it frames responses that arrive one byte at a time (0 errors)
 #    and counts chunked, non-2xx, Connection: close, doubled and missing responses as errors of
 #    their kind.
@@ -137,6 +138,9 @@ for t in r["targets"]:
     ok = ok and t["requests"] > 0 and t["errors"] == 0 and t["turns"] == 5 \
         and t["responses"] == t["requests"] + t["warmup_requests"] \
         and 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
+    # each measured turn's own p99, in cycle order, within the run's latencies
+    tp = t["turn_p99_us"]
+    ok = ok and len(tp) == 5 and all(v is not None and lat["min"] <= v <= lat["max"] for v in tp)
 sys.exit(0 if ok else 1)
 PY
 
