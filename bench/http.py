@@ -60,7 +60,12 @@ slices apart), and the round's figure is the median of those per-cycle ratios. A
 machine that falls in a few turns sets a run's overall p99 (on this VM a turn's p99 varies 2-3x
 within one run, for every server, raw_http included), but moves only a few of the per-cycle
 ratios: this is the tail latency of the servers themselves, the overall p99 is what a client saw
-over the whole run. Both are reported; neither replaces the other.
+over the whole run. Both are reported; neither replaces the other. `--rate R` (turns only) makes
+http_turns' load open-loop: in a server's turn requests fall due at R per second, each sent on a
+free connection when due (or when one frees up), its latency counted from when it fell due; every
+server then gets the same offered load, where the closed loop gives the faster one more requests
+per second and, once the one-thread client is saturated, part of the client's queueing. A round
+in which requests found no free connection in their turn is marked failed for that server.
 
 Ratios are galay / other measured in the same round, median [min-max] over the rounds, with a
 verdict: faster/slower only when the whole spread is on one side of 1.00. A missing wrk, go or
@@ -526,6 +531,8 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
         argv = ["taskset", "-c", str(args.client_cpu), os.path.join(servers.bindir, "http_turns"),
                 "-c", str(conns), "-d", str(args.duration), "--warmup", str(args.warmup),
                 "--slice", str(args.slice), "--path", path, "--json"]
+        if getattr(args, "rate", 0):
+            argv += ["--rate", str(args.rate)]
         for n in live:
             argv += ["--target", f"{n}={urllib.parse.urlsplit(started[n][2]).netloc}"]
         turns = (math.ceil(args.duration / args.slice) + math.ceil(args.warmup / args.slice)) \
@@ -563,6 +570,11 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
                            turn_p99_us=t.get("turn_p99_us"))
             if not t["requests"]:
                 recs[n]["problems"].append("no request completed in the measured turns")
+                recs[n]["ok"] = False
+            if t.get("unsent"):
+                # (--rate: the server, or the client, fell behind the rate; not a latency)
+                recs[n]["problems"].append(f"{t['unsent']:,} requests due at --rate {args.rate:g}"
+                                           "/s found no free connection in their turn")
                 recs[n]["ok"] = False
         return recs
 
@@ -772,12 +784,13 @@ def account(rec, mode, rnd, pairs, result, log):
 
 
 def measure(bindir, scenarios, conns_list, pairs, warmup, duration, server_cpu=0, client_cpu=1,
-            only=None, log=note, modes=("sequential",), slice_s=0.5, control=False):
+            only=None, log=note, modes=("sequential",), slice_s=0.5, control=False, rate=0.0):
     """Runs everything; returns a result dict (and prints progress through `log`)."""
     args = argparse.Namespace(warmup=warmup, duration=duration, server_cpu=server_cpu,
-                              client_cpu=client_cpu, slice=slice_s)
+                              client_cpu=client_cpu, slice=slice_s, rate=rate)
     result = {"config": {"scenarios": scenarios, "connections": conns_list, "pairs": pairs,
                          "modes": list(modes), "slice": slice_s, "control": control,
+                         "rate": rate,
                          "warmup": warmup, "duration": duration, "bin": bindir,
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                          "kernel": os.uname().release},
@@ -876,8 +889,10 @@ def report_lines(result):
             "sequential": (" (", ROWS, "the same round"),
             "interleaved": (f", interleaved (every server in one run, their wrks taking turns "
                             f"every {slice_s} s; ", INTERLEAVED_ROWS, "the same interleaved run"),
-            "turns": (f", turns (every server in one http_turns run, turns of {slice_s} s, no "
-                      f"request outstanding between a server's turns; ", TURNS_ROWS,
+            "turns": (f", turns (every server in one http_turns run, turns of {slice_s} s, "
+                      + (f"open loop at {result['config']['rate']:,.0f} req/s, "
+                         if result["config"].get("rate") else "")
+                      + "no request outstanding between a server's turns; ", TURNS_ROWS,
                       "the same http_turns run"),
         }[s.get("mode", "sequential")]
         lines += table_lines(f"{what}, {s['connections']} connections{how}medians of "
@@ -937,6 +952,9 @@ def main():
                          "is the method's own noise (GET / only)")
     ap.add_argument("--slice", type=float, default=0.5,
                     help="interleaved, turns: seconds of each server's turn (default 0.5)")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="turns: open-loop load at this many requests/s in each server's turn, "
+                         "latency from when each request fell due (default 0: closed loop)")
     ap.add_argument("--quick", action="store_true",
                     help="1 round, 1 s warm-up + 2 s, 100 connections, sequential")
     ap.add_argument("--server-cpu", default="0")
@@ -957,13 +975,15 @@ def main():
         ap.error("--pairs, -d and -c must be at least 1, --warmup at least 0")
     if not 0.05 <= args.slice <= args.duration:
         ap.error("--slice must be between 0.05 s and -d")
+    if args.rate < 0 or (args.rate and "turns" not in modes):
+        ap.error("--rate is for --mode turns (or all), and at least 0")
     note(f"server on CPU {args.server_cpu}, client on CPU {args.client_cpu}; {args.pairs} "
          f"round(s) "
          f"of {args.warmup} s warm-up + {args.duration} s; connections {conns}; "
          f"{' and '.join(modes)}")
     result = measure(args.bin, scenarios, conns, args.pairs, args.warmup, args.duration,
                      args.server_cpu, args.client_cpu, only, modes=modes, slice_s=args.slice,
-                     control=args.control)
+                     control=args.control, rate=args.rate)
     print()
     print("\n".join(report_lines(result)))
     out = args.out or os.path.join(HERE, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))

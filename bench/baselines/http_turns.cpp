@@ -1,8 +1,9 @@
-// http_turns: a closed-loop HTTP/1.1 load generator that loads several servers in turns, for
-// latency comparisons on a machine whose speed drifts (bench/http.py --mode turns).
+// http_turns: an HTTP/1.1 load generator (closed loop, or open at --rate) that loads several
+// servers in turns, for latency comparisons on a machine whose speed drifts (bench/http.py --mode
+// turns).
 //
 //   http_turns --target galay=127.0.0.1:8080 --target nginx=127.0.0.1:8081 -c 100 -d 5
-//              --warmup 1 --slice 0.5 [--path /] [--rounds-order rotate] [--json]
+//              --warmup 1 --slice 0.5 [--rate 50000] [--path /] [--rounds-order rotate] [--json]
 //
 // It opens -c keep-alive connections to every target (in waves of at most 1000 connects in
 // progress; any connect failure ends the run with a message naming the target), then gives the
@@ -13,6 +14,16 @@
 // drain); then the next target's turn starts. So no request is outstanding while its target is
 // not in its turn, and no latency contains another target's turn. This is what pausing wrk
 // (SIGSTOP) cannot give: a stopped wrk's requests wait out the pause.
+//
+// --rate R makes the load open-loop: in a target's turn requests are due at R per second, evenly
+// spaced from the turn's start, each sent on a free connection as soon as it is due (or, when
+// every connection is waiting for a response, as soon as one is free), and its latency counts
+// from when it was due, so a server that falls behind is charged for the wait (no coordinated
+// omission). Requests due but not sent when the slice ends are counted (`unsent`) and not
+// measured; any: exit status 1, the rate was more than the target (or the client) could take.
+// Every target then gets the same offered load, whatever their speed: the closed loop gives a
+// faster server more requests per second, and once the client is saturated a fast server's tail
+// is partly the client's queueing.
 //
 // ceil(--warmup / --slice) turns per target are not counted (warm-up), then ceil(-d / --slice)
 // measured turns per target. The order is rotated from one cycle of turns to the next (A B C,
@@ -104,6 +115,7 @@ struct Target {
     u64 in_flight = 0;
     i64 active_ns = 0, warmup_ns = 0;
     int turns = 0, warmup_turns = 0;
+    u64 unsent = 0;           // --rate: due in a measured turn, not sent before its end
     u64 connect_failures = 0; // in the initial connect phase
     std::string connect_error;
 
@@ -119,6 +131,7 @@ struct Options {
     std::vector<std::string> targets;
     int connections = 100;
     double duration = 5, warmup = 1, slice = 0.5, timeout = 10;
+    double rate = 0; // requests/s in a target's turn (open loop); 0: closed loop
     std::string path = "/", order = "rotate";
     bool json = false;
 };
@@ -229,6 +242,10 @@ private:
     bool sending_ = false, measured_ = false;
     i64 deadline_ = 0, last_done_ = 0;
     int warmup_turns_ = 0, measured_turns_ = 0;
+    // --rate: the turn's free connections, and how many of its due requests were sent.
+    std::vector<uint32_t> free_;
+    i64 turn_start_ = 0;
+    u64 issued_ = 0;
 
     bool parse_targets();
     bool resolve(Target& t);
@@ -242,6 +259,11 @@ private:
     void drop(uint32_t id);
     void reconnect(uint32_t id);
     void send(uint32_t id, i64 now);
+    bool open_loop() const { return o_.rate > 0; }
+    i64 due_at(u64 i) const {
+        return turn_start_ + static_cast<i64>(static_cast<double>(i) * 1e9 / o_.rate);
+    }
+    void dispatch(i64 now);
     void flush(uint32_t id);
     void on_readable(uint32_t id);
     void consume(uint32_t id, const char* p, size_t n, i64 now);
@@ -398,7 +420,13 @@ void Turns::on_connect_result(uint32_t id, int err) {
 void Turns::connected(uint32_t id) {
     Conn& c = conns_[id];
     c.state = State::Idle;
-    if (!connecting_phase_ && c.target == cur_ && sending_) send(id, now_ns());
+    if (connecting_phase_ || c.target != cur_ || !sending_) return;
+    if (open_loop()) {
+        free_.push_back(id);
+        dispatch(now_ns());
+    } else {
+        send(id, now_ns());
+    }
 }
 
 bool Turns::connect_all() {
@@ -433,6 +461,20 @@ void Turns::send(uint32_t id, i64 now) {
     c.in_head = true;
     ++targets_[c.target].in_flight;
     flush(id);
+}
+
+// --rate: send every request that is due, each on a free connection, stamped with when it was
+// due (a request waits for a connection as long as every one is busy).
+void Turns::dispatch(i64 now) {
+    while (sending_ && due_at(issued_) <= now && due_at(issued_) < deadline_) {
+        while (!free_.empty() && conns_[free_.back()].state != State::Idle)
+            free_.pop_back(); // (dropped, or listed twice)
+        if (free_.empty()) return;
+        const uint32_t id = free_.back();
+        free_.pop_back();
+        send(id, due_at(issued_));
+        ++issued_;
+    }
 }
 
 // Writes the rest of the request; on a short write waits for EPOLLOUT.
@@ -550,7 +592,13 @@ void Turns::complete(uint32_t id, i64 now) {
         drop(id);
         return;
     }
-    if (c.target == cur_ && sending_ && now < deadline_) send(id, now);
+    if (c.target != cur_ || !sending_ || now >= deadline_) return;
+    if (open_loop()) {
+        free_.push_back(id);
+        dispatch(now);
+    } else {
+        send(id, now);
+    }
 }
 
 void Turns::check_timeouts(Target& t, i64 now) {
@@ -606,19 +654,39 @@ void Turns::turn(uint32_t ti, bool measured) {
     const i64 start = now_ns();
     deadline_ = start + static_cast<i64>(o_.slice * kSec);
     last_done_ = start;
-    // Each request its own time: the first writes of 1000 connections take milliseconds.
-    for (uint32_t id = t.first; id < t.first + t.count; ++id)
-        if (conns_[id].state == State::Idle) send(id, now_ns());
+    turn_start_ = start;
+    issued_ = 0;
+    free_.clear();
+    if (open_loop()) {
+        for (uint32_t id = t.first + t.count; id-- > t.first;) // (the first popped first)
+            if (conns_[id].state == State::Idle) free_.push_back(id);
+    } else {
+        // Each request its own time: the first writes of 1000 connections take milliseconds.
+        for (uint32_t id = t.first; id < t.first + t.count; ++id)
+            if (conns_[id].state == State::Idle) send(id, now_ns());
+    }
     i64 next_check = start + kCheckEvery;
     for (;;) {
         const i64 now = now_ns();
-        if (sending_ && now >= deadline_) sending_ = false;
+        if (sending_ && now >= deadline_) {
+            if (open_loop()) {
+                dispatch(deadline_); // what fell due before the end and a connection is free for
+                const u64 due = static_cast<u64>(std::ceil(o_.slice * o_.rate - 1e-9));
+                if (measured && issued_ < due) t.unsent += due - issued_;
+            }
+            sending_ = false;
+        }
         if (!sending_ && t.in_flight == 0) break;
         if (now >= next_check) {
             check_timeouts(t, now);
             next_check = now + kCheckEvery;
         }
-        poll(sending_ ? std::min(deadline_, next_check) : next_check);
+        if (sending_ && open_loop()) {
+            dispatch(now);
+            poll(now); // busy: requests fall due every few microseconds
+        } else {
+            poll(sending_ ? std::min(deadline_, next_check) : next_check);
+        }
     }
     sending_ = false;
     const i64 active = std::max<i64>(last_done_ - start, 0);
@@ -675,6 +743,14 @@ int Turns::run() {
     bool errors = false;
     for (const Target& t : targets_) {
         if (t.total_errors()) errors = true;
+        if (t.unsent) {
+            std::fprintf(stderr,
+                         "http_turns: target %s: %s requests fell due at --rate %g/s but found "
+                         "no free connection before their turn ended (not measured): more "
+                         "than it, or this client, can take with -c %d\n",
+                         t.name.c_str(), with_commas(t.unsent).c_str(), o_.rate, o_.connections);
+            errors = true;
+        }
         if (t.requests == 0) {
             std::fprintf(stderr,
                          "http_turns: target %s: no request completed in the measured "
@@ -707,6 +783,7 @@ void Turns::report(i64 wall_ns) const {
         j["tool"] = "http_turns";
         j["conns"] = o_.connections;
         j["slice_s"] = o_.slice;
+        j["rate"] = o_.rate;
         j["turns"] = measured_turns_;
         j["warmup_turns"] = warmup_turns_;
         j["duration_s"] = o_.duration;
@@ -735,6 +812,7 @@ void Turns::report(i64 wall_ns) const {
                                     {"warmup_requests", t.warmup_requests},
                                     {"warmup_active_s", seconds(t.warmup_ns)},
                                     {"responses", t.responses},
+                                    {"unsent", t.unsent},
                                     {"latency_us",
                                      {{"min", h.min() * us},
                                       {"mean", h.mean() * us},
@@ -750,10 +828,16 @@ void Turns::report(i64 wall_ns) const {
         std::printf("%s\n", j.dump().c_str());
         return;
     }
-    std::printf("http_turns: %zu targets x %d connections, GET %s; turns of %g s, %d warm-up + %d "
-                "measured per target, order %s; %.1f s in all\n",
-                targets_.size(), o_.connections, o_.path.c_str(), o_.slice, warmup_turns_,
-                measured_turns_, o_.order.c_str(), seconds(wall_ns));
+    std::string load = "closed loop";
+    if (open_loop()) {
+        load = "open loop at ";
+        load += with_commas(static_cast<u64>(o_.rate));
+        load += " req/s";
+    }
+    std::printf("http_turns: %zu targets x %d connections, GET %s, %s; turns of %g s, %d warm-up "
+                "+ %d measured per target, order %s; %.1f s in all\n",
+                targets_.size(), o_.connections, o_.path.c_str(), load.c_str(), o_.slice,
+                warmup_turns_, measured_turns_, o_.order.c_str(), seconds(wall_ns));
     std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s\n", "target",
                 "requests", "errors", "active_s", "req/s", "min_us", "mean_us", "stdev_us",
                 "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us", "turn_p99_med");
@@ -783,8 +867,8 @@ void Turns::report(i64 wall_ns) const {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"http_turns: closed-loop HTTP/1.1 load that gives several servers turns, no "
-                 "request outstanding between a server's turns"};
+    CLI::App app{"http_turns: HTTP/1.1 load (closed loop, or open at --rate) that gives several "
+                 "servers turns, no request outstanding between a server's turns"};
     app.add_option("--target", o.targets, "NAME=HOST:PORT (repeat: one per server)")->required();
     app.add_option("-c", o.connections, "Keep-alive connections per target")
         ->capture_default_str()
@@ -798,6 +882,11 @@ int main(int argc, char** argv) {
     app.add_option("--slice", o.slice, "Seconds of one turn (then its requests are drained)")
         ->capture_default_str()
         ->check(CLI::Range(0.001, 3600.0));
+    app.add_option("--rate", o.rate,
+                   "Requests per second in a target's turn, open loop, latency from when each "
+                   "fell due (0: closed loop, one request outstanding per connection)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1e8));
     app.add_option("--timeout", o.timeout, "Seconds a request may be outstanding (else an error)")
         ->capture_default_str()
         ->check(CLI::Range(0.001, 3600.0));

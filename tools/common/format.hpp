@@ -18,9 +18,14 @@ namespace galay::tools {
 
 /// 1234567 -> "1,234,567".
 inline std::string with_commas(std::uint64_t v) {
-    std::string s = std::to_string(v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-        s.insert(static_cast<std::size_t>(i), ",");
+    // (Built forward: GCC 12 warns, wrongly, about the std::string::insert this was written with.)
+    const std::string digits = std::to_string(v);
+    std::string s;
+    s.reserve(digits.size() + digits.size() / 3);
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) s.push_back(',');
+        s.push_back(digits[i]);
+    }
     return s;
 }
 
