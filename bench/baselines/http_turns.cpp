@@ -19,11 +19,11 @@
 // spaced from the turn's start, each sent on a free connection as soon as it is due (or, when
 // every connection is waiting for a response, as soon as one is free), and its latency counts
 // from when it was due, so a server that falls behind is charged for the wait (no coordinated
-// omission). Requests due but not sent when the slice ends are counted (`unsent`) and not
-// measured; any: exit status 1, the rate was more than the target (or the client) could take.
-// Every target then gets the same offered load, whatever their speed: the closed loop gives a
-// faster server more requests per second, and once the client is saturated a fast server's tail
-// is partly the client's queueing.
+// omission). Every request due before the slice ends is sent, the last ones after it if they
+// found every connection busy (the turn then lasts until they are answered): a measured turn has
+// exactly ceil(--slice x R) requests, the worst moments included. Every target then gets the same
+// offered load, whatever their speed: the closed loop gives a faster server more requests per
+// second, and once the client is saturated a fast server's tail is partly the client's queueing.
 //
 // ceil(--warmup / --slice) turns per target are not counted (warm-up), then ceil(-d / --slice)
 // measured turns per target. The order is rotated from one cycle of turns to the next (A B C,
@@ -115,7 +115,6 @@ struct Target {
     u64 in_flight = 0;
     i64 active_ns = 0, warmup_ns = 0;
     int turns = 0, warmup_turns = 0;
-    u64 unsent = 0;           // --rate: due in a measured turn, not sent before its end
     u64 connect_failures = 0; // in the initial connect phase
     std::string connect_error;
 
@@ -592,11 +591,11 @@ void Turns::complete(uint32_t id, i64 now) {
         drop(id);
         return;
     }
-    if (c.target != cur_ || !sending_ || now >= deadline_) return;
+    if (c.target != cur_ || !sending_) return;
     if (open_loop()) {
         free_.push_back(id);
         dispatch(now);
-    } else {
+    } else if (now < deadline_) {
         send(id, now);
     }
 }
@@ -656,6 +655,7 @@ void Turns::turn(uint32_t ti, bool measured) {
     last_done_ = start;
     turn_start_ = start;
     issued_ = 0;
+    const u64 due_total = open_loop() ? static_cast<u64>(std::ceil(o_.slice * o_.rate - 1e-9)) : 0;
     free_.clear();
     if (open_loop()) {
         for (uint32_t id = t.first + t.count; id-- > t.first;) // (the first popped first)
@@ -669,12 +669,15 @@ void Turns::turn(uint32_t ti, bool measured) {
     for (;;) {
         const i64 now = now_ns();
         if (sending_ && now >= deadline_) {
-            if (open_loop()) {
-                dispatch(deadline_); // what fell due before the end and a connection is free for
-                const u64 due = static_cast<u64>(std::ceil(o_.slice * o_.rate - 1e-9));
-                if (measured && issued_ < due) t.unsent += due - issued_;
+            // (open loop: the requests due before the end are all sent first)
+            if (open_loop()) dispatch(now);
+            if (open_loop() && issued_ < due_total && now - deadline_ > timeout_ns_) {
+                // No connection came free for --timeout after the slice (all dead, say): the
+                // requests still due count as timeouts.
+                t.errors[kTimeout] += due_total - issued_;
+                issued_ = due_total;
             }
-            sending_ = false;
+            if (!open_loop() || issued_ >= due_total) sending_ = false;
         }
         if (!sending_ && t.in_flight == 0) break;
         if (now >= next_check) {
@@ -743,14 +746,6 @@ int Turns::run() {
     bool errors = false;
     for (const Target& t : targets_) {
         if (t.total_errors()) errors = true;
-        if (t.unsent) {
-            std::fprintf(stderr,
-                         "http_turns: target %s: %s requests fell due at --rate %g/s but found "
-                         "no free connection before their turn ended (not measured): more "
-                         "than it, or this client, can take with -c %d\n",
-                         t.name.c_str(), with_commas(t.unsent).c_str(), o_.rate, o_.connections);
-            errors = true;
-        }
         if (t.requests == 0) {
             std::fprintf(stderr,
                          "http_turns: target %s: no request completed in the measured "
@@ -812,7 +807,6 @@ void Turns::report(i64 wall_ns) const {
                                     {"warmup_requests", t.warmup_requests},
                                     {"warmup_active_s", seconds(t.warmup_ns)},
                                     {"responses", t.responses},
-                                    {"unsent", t.unsent},
                                     {"latency_us",
                                      {{"min", h.min() * us},
                                       {"mean", h.mean() * us},
