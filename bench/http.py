@@ -59,8 +59,9 @@ cycle of turns the two servers' turn p99s are divided (the k-th turn of each, at
 slices apart), and the round's figure is the median of those per-cycle ratios. A stall of the
 machine that falls in a few turns sets a run's overall p99 (on this VM a turn's p99 varies 2-3x
 within one run, for every server, raw_http included), but moves only a few of the per-cycle
-ratios: this is the tail latency of the servers themselves, the overall p99 is what a client saw
-over the whole run. Both are reported; neither replaces the other. `--rate R` (turns only) makes
+ratios: it is the tail of a typical slice of the run (with the client's own queueing in it where
+the one-thread client saturates: 100 connections against the fastest servers), the overall p99
+is what a client saw over the whole run. Both are reported; neither replaces the other. `--rate R` (turns only) makes
 http_turns' load open-loop: in a server's turn requests fall due at R per second, each sent on a
 free connection when due (or when one frees up, even after the slice: every request due in a
 turn is sent and measured), its latency counted from when it fell due; every server then gets
