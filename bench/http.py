@@ -61,8 +61,9 @@ machine that falls in a few turns sets a run's overall p99 (on this VM a turn's 
 within one run, for every server, raw_http included), but moves only a few of the per-cycle
 ratios: it is the tail of a typical slice of the run (with the client's own queueing in it where
 the one-thread client saturates: 100 connections against the fastest servers), the overall p99
-is what a client saw over the whole run. Both are reported; neither replaces the other. `--rate R` (turns only) makes
-http_turns' load open-loop: in a server's turn requests fall due at R per second, each sent on a
+is what a client saw over the whole run. Both are reported; neither replaces the other.
+`--rate R` (turns only) makes http_turns' load open-loop: in a server's turn requests fall due
+at R per second, each sent on a
 free connection when due (or when one frees up, even after the slice: every request due in a
 turn is sent and measured), its latency counted from when it fell due; every server then gets
 the same offered load, where the closed loop gives the faster one more requests per second and,
@@ -532,7 +533,7 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
         argv = ["taskset", "-c", str(args.client_cpu), os.path.join(servers.bindir, "http_turns"),
                 "-c", str(conns), "-d", str(args.duration), "--warmup", str(args.warmup),
                 "--slice", str(args.slice), "--path", path, "--json"]
-        if getattr(args, "rate", 0):
+        if args.rate:
             argv += ["--rate", str(args.rate)]
         for n in live:
             argv += ["--target", f"{n}={urllib.parse.urlsplit(started[n][2]).netloc}"]

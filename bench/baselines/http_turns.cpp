@@ -51,7 +51,8 @@
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
 #include "common.hpp"
-#include "common/format.hpp" // tools/common: the tools' number formats (no galay code)
+#include "common/format.hpp"        // tools/common: the tools' number formats (no galay code)
+#include "common/latency_stats.hpp" // tools/common: quantile (no galay code)
 #include "load_common.hpp"
 
 #include <CLI/CLI.hpp>
@@ -241,10 +242,11 @@ private:
     bool sending_ = false, measured_ = false;
     i64 deadline_ = 0, last_done_ = 0;
     int warmup_turns_ = 0, measured_turns_ = 0;
-    // --rate: the turn's free connections, and how many of its due requests were sent.
+    // --rate: the turn's free connections, how many requests fall due in it (ceil(slice x
+    // rate)) and how many of them were sent.
     std::vector<uint32_t> free_;
     i64 turn_start_ = 0;
-    u64 issued_ = 0;
+    u64 due_total_ = 0, issued_ = 0;
 
     bool parse_targets();
     bool resolve(Target& t);
@@ -465,7 +467,7 @@ void Turns::send(uint32_t id, i64 now) {
 // --rate: send every request that is due, each on a free connection, stamped with when it was
 // due (a request waits for a connection as long as every one is busy).
 void Turns::dispatch(i64 now) {
-    while (sending_ && due_at(issued_) <= now && due_at(issued_) < deadline_) {
+    while (sending_ && issued_ < due_total_ && due_at(issued_) <= now) {
         while (!free_.empty() && conns_[free_.back()].state != State::Idle)
             free_.pop_back(); // (dropped, or listed twice)
         if (free_.empty()) return;
@@ -655,7 +657,7 @@ void Turns::turn(uint32_t ti, bool measured) {
     last_done_ = start;
     turn_start_ = start;
     issued_ = 0;
-    const u64 due_total = open_loop() ? static_cast<u64>(std::ceil(o_.slice * o_.rate - 1e-9)) : 0;
+    due_total_ = open_loop() ? static_cast<u64>(std::ceil(o_.slice * o_.rate - 1e-9)) : 0;
     free_.clear();
     if (open_loop()) {
         for (uint32_t id = t.first + t.count; id-- > t.first;) // (the first popped first)
@@ -671,13 +673,13 @@ void Turns::turn(uint32_t ti, bool measured) {
         if (sending_ && now >= deadline_) {
             // (open loop: the requests due before the end are all sent first)
             if (open_loop()) dispatch(now);
-            if (open_loop() && issued_ < due_total && now - deadline_ > timeout_ns_) {
+            if (open_loop() && issued_ < due_total_ && now - deadline_ > timeout_ns_) {
                 // No connection came free for --timeout after the slice (all dead, say): the
                 // requests still due count as timeouts.
-                t.errors[kTimeout] += due_total - issued_;
-                issued_ = due_total;
+                t.errors[kTimeout] += due_total_ - issued_;
+                issued_ = due_total_;
             }
-            if (!open_loop() || issued_ >= due_total) sending_ = false;
+            if (!open_loop() || issued_ >= due_total_) sending_ = false;
         }
         if (!sending_ && t.in_flight == 0) break;
         if (now >= next_check) {
@@ -837,15 +839,10 @@ void Turns::report(i64 wall_ns) const {
                 "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us", "turn_p99_med");
     for (const Target& t : targets_) {
         const Histogram& h = t.hist;
-        std::vector<double> turns;
+        std::vector<double> turns; // (the turns with a 2xx response)
         for (double v : t.turn_p99_ns)
             if (v >= 0) turns.push_back(v);
-        double turn_med = 0;
-        if (!turns.empty()) {
-            std::sort(turns.begin(), turns.end());
-            const size_t m = turns.size() / 2;
-            turn_med = turns.size() % 2 ? turns[m] : (turns[m - 1] + turns[m]) / 2;
-        }
+        const double turn_med = galay::tools::quantile(turns, 0.5);
         std::printf("%-16s %12s %7s %8.3f %10s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f "
                     "%9.1f %14.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
