@@ -134,25 +134,11 @@ private:
 thread_local FixedAnswers t_fixed;
 
 /// Where each request head is parsed: one per thread, so the fields a request writes are in this
-/// core's cache rather than in the connection's (cold) memory. A request the fixed answer does not
-/// serve is copied into its connection first (answer() may suspend, and another connection's
-/// request would overwrite this one).
+/// core's cache rather than in the connection's (cold) memory, and an idle connection holds no
+/// Request (64 header slots, ~2.3 KiB). A request the fixed answer does not serve passes what
+/// answer() needs (its method and target) by value: answer() may suspend, and another
+/// connection's request would overwrite this one.
 thread_local Request t_request;
-
-/// `from`'s fields and the header fields it has (not the whole array).
-void copy_request(const Request& from, Request& to) noexcept {
-    to.method = from.method;
-    to.version_minor = from.version_minor;
-    to.chunked = from.chunked;
-    to.keep_alive = from.keep_alive;
-    to.expect_continue = from.expect_continue;
-    to.header_count = from.header_count;
-    to.content_length = from.content_length;
-    to.method_name = from.method_name;
-    to.target = from.target;
-    to.host = from.host;
-    std::copy_n(from.headers.begin(), from.header_count, to.headers.begin());
-}
 
 std::string_view content_type(std::string_view path) noexcept {
     const std::size_t slash = path.rfind('/');
@@ -264,16 +250,16 @@ public:
     galay::Task<void> run();
 
 private:
-    static bool is_fixed_route(const Request& req) noexcept;
+    static bool is_fixed_route(Method method, std::string_view target) noexcept;
     std::size_t fixed_size(bool head_only) const noexcept;
     /// The fixed answer, copied into the writer's buffer; false when it does not fit.
     bool put_fixed(bool head_only, Persist persist);
     /// Any other answer (files, errors, a fixed body larger than the buffer). Returns false when
     /// the connection must close.
-    galay::Task<bool> answer(const Request& req, Persist persist);
+    galay::Task<bool> answer(Method method, std::string_view target, Persist persist);
     /// The fixed answer when it does not fit the writer's buffer: the head, then the body.
     galay::Task<bool> answer_fixed(bool head_only, Persist persist);
-    galay::Task<bool> answer_file(const Request& req, Persist persist, bool head_only);
+    galay::Task<bool> answer_file(std::string_view target, Persist persist, bool head_only);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
     bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
     /// Room for an answer's head in the writer (flushing first when there is not).
@@ -310,7 +296,6 @@ private:
     galay::io::BufReader<galay::TcpStream> reader_;
     galay::io::BufWriter<galay::TcpStream> writer_;
     RequestParser parser_;
-    Request req_;      // a request answer() serves (t_request is parsed into)
     std::string path_; // decoded path of a static request (capacity reused)
 };
 
@@ -334,9 +319,10 @@ galay::Task<void> Connection::run() {
             // The fixed answer is copied in place, without a coroutine of its own: the hot path
             // allocates nothing. Everything else goes through answer().
             const bool head_only = req.method == Method::head;
-            if (!is_fixed_route(req)) {
-                copy_request(req, req_);
-                const bool answered = co_await answer(req_, persist);
+            if (!is_fixed_route(req.method, req.target)) {
+                // (answer() needs only these; the target's bytes stay in the reader's buffer,
+                // which nothing receives into until the answer is out)
+                const bool answered = co_await answer(req.method, req.target, persist);
                 if (!answered) co_return;
             } else if (!put_fixed(head_only, persist)) {
                 // No room behind the answers buffered so far: send them and try again. Still
@@ -410,9 +396,9 @@ void Connection::put_simple(int status, std::string_view body, Persist persist,
     writer_.commit(o.size());
 }
 
-bool Connection::is_fixed_route(const Request& req) noexcept {
-    return (req.method == Method::get || req.method == Method::head) &&
-           (req.target == "/" || req.target.starts_with("/?"));
+bool Connection::is_fixed_route(Method method, std::string_view target) noexcept {
+    return (method == Method::get || method == Method::head) &&
+           (target == "/" || target.starts_with("/?"));
 }
 
 std::size_t Connection::fixed_size(bool head_only) const noexcept {
@@ -428,16 +414,16 @@ bool Connection::put_fixed(bool head_only, Persist persist) {
     return true;
 }
 
-galay::Task<bool> Connection::answer(const Request& req, Persist persist) {
-    if (req.method != Method::get && req.method != Method::head) {
+galay::Task<bool> Connection::answer(Method method, std::string_view target, Persist persist) {
+    if (method != Method::get && method != Method::head) {
         const bool room = co_await make_room(kMaxHead);
         if (!room) co_return false;
         put_simple(405, "method not allowed", persist, "Allow: GET, HEAD\r\n");
         co_return true;
     }
-    const bool head_only = req.method == Method::head;
-    if (is_fixed_route(req)) co_return co_await answer_fixed(head_only, persist);
-    co_return co_await answer_file(req, persist, head_only);
+    const bool head_only = method == Method::head;
+    if (is_fixed_route(method, target)) co_return co_await answer_fixed(head_only, persist);
+    co_return co_await answer_file(target, persist, head_only);
 }
 
 galay::Task<bool> Connection::answer_fixed(bool head_only, Persist persist) {
@@ -454,10 +440,11 @@ galay::Task<bool> Connection::answer_fixed(bool head_only, Persist persist) {
     co_return true;
 }
 
-galay::Task<bool> Connection::answer_file(const Request& req, Persist persist, bool head_only) {
+galay::Task<bool> Connection::answer_file(std::string_view target, Persist persist,
+                                          bool head_only) {
     const bool room = co_await make_room(kMaxHead);
     if (!room) co_return false;
-    if (!decode_path(req.target, path_)) {
+    if (!decode_path(target, path_)) {
         put_simple(400, "bad request target", persist);
         co_return true;
     }
