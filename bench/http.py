@@ -167,7 +167,8 @@ http {{
 class Servers:
     """What can run here: name -> function(port) -> (argv, env, cwd)."""
 
-    def __init__(self, bindir, work):
+    def __init__(self, bindir, work, want=None):
+        """`want`: the names that will run (None: all); Go is built only when it is one."""
         self.bindir, self.work = bindir, work
         self.available, self.missing = {}, []
         self.root = os.path.join(work, "www")
@@ -187,7 +188,7 @@ class Servers:
         else:
             self.missing.append(f"galay: {server} not built (make build)")
 
-        go_bin = self._build_go()
+        go_bin = self._build_go() if want is None or "go" in want else None
         if go_bin:
             env = dict(os.environ, GOMAXPROCS="1")
             self.available["go"] = lambda port: (

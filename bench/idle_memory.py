@@ -110,14 +110,14 @@ def main():
         if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < need:
             sys.exit(f"idle_memory: need {need} open files (ulimit -n), have {soft}")
     with tempfile.TemporaryDirectory(prefix="idle-memory-") as work:
-        servers = bench_http.Servers(args.bin, work)
-        names = [n for n in bench_http.GALAY + bench_http.OTHERS if n in servers.available]
-        if args.servers:
-            wanted = args.servers.split(",")
-            unknown = [w for w in wanted if w not in bench_http.GALAY + bench_http.OTHERS]
+        known = bench_http.GALAY + bench_http.OTHERS
+        wanted = args.servers.split(",") if args.servers else None
+        if wanted is not None:
+            unknown = [w for w in wanted if w not in known]
             if unknown:
-                ap.error(f"unknown server(s): {', '.join(unknown)}")
-            names = [n for n in names if n in wanted]
+                ap.error(f"unknown server(s): {', '.join(unknown) or '(none)'}")
+        servers = bench_http.Servers(args.bin, work, wanted)
+        names = [n for n in known if n in servers.available and (wanted is None or n in wanted)]
         for m in servers.missing:
             print(m)
         print(f"\n**Memory per idle keep-alive connection ({args.connections:,} connections, "
