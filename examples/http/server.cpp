@@ -273,6 +273,14 @@ private:
     /// sends RST, and the client may then lose data it had not read yet).
     galay::Task<void> linger_close();
     galay::Task<bool> discard_body(std::uint64_t length);
+    /// Place what a recv_pooled received: the pool buffer itself, to be parsed in place
+    /// (pooled_), when the reader is empty; else appended to the reader (limit_exceeded when it
+    /// does not fit). Returns the bytes received (0: the peer closed) or the receive's error.
+    Result<std::size_t> take(Result<galay::PooledBuffer> got);
+    void drop_pooled() noexcept {
+        pooled_ = {};
+        pool_.release();
+    }
 
     /// The steady clock at its coarse resolution (a few ms): read twice per request for the
     /// idle and write deadlines, which are seconds long. CLOCK_MONOTONIC_COARSE is the same
@@ -296,18 +304,35 @@ private:
     galay::io::BufReader<galay::TcpStream> reader_;
     galay::io::BufWriter<galay::TcpStream> writer_;
     RequestParser parser_;
-    std::string path_; // decoded path of a static request (capacity reused)
+    // Every receive is a recv_pooled: the bytes arrive in a buffer of the scheduler's pool, and
+    // the requests in it are parsed and answered there, without a copy. The buffer goes back as
+    // soon as its last byte is parsed (it is held while the requests in it are answered: one
+    // buffer per connection at most); only the start of an unfinished request is copied into
+    // reader_, which receives nothing itself. So a connection waiting for its next request holds
+    // no read buffer at all, and on io_uring a connection's receives are one multishot recv, not
+    // a submission per request. (A plain recv must not be mixed in: on io_uring it could wait for
+    // bytes the multishot recv has already taken.)
+    galay::PooledBuffer pool_;
+    std::string_view pooled_; // the bytes of pool_ not parsed yet
+    std::string target_;      // a request target copied out of pool_ (capacity reused)
+    std::string path_;        // decoded path of a static request (capacity reused)
 };
 
 galay::Task<void> Connection::run() {
     std::int64_t request_start = 0; // when the first byte of an unfinished request was seen
     for (;;) {
         Request& req = t_request; // (valid until the next co_await)
-        ParseResult r = parser_.parse(reader_.buffered(), req);
+        const bool from_pool = !pooled_.empty();
+        ParseResult r = parser_.parse(from_pool ? pooled_ : reader_.buffered(), req);
         if (r.status == ParseStatus::complete) {
             parser_.reset();
             request_start = 0;
-            reader_.consume(r.consumed); // the views in req stay valid until the next receive
+            // The views in req stay valid until the next receive: the reader's bytes are not
+            // moved by a consume, and the pool buffer is held until its bytes are all parsed.
+            if (from_pool)
+                pooled_.remove_prefix(r.consumed);
+            else
+                reader_.consume(r.consumed);
             count_.requests.fetch_add(1, std::memory_order_relaxed);
             // Bodies we do not decode (chunked) or were asked to wait for (Expect) end the
             // connection after the answer instead.
@@ -320,9 +345,16 @@ galay::Task<void> Connection::run() {
             // allocates nothing. Everything else goes through answer().
             const bool head_only = req.method == Method::head;
             if (!is_fixed_route(req.method, req.target)) {
-                // (answer() needs only these; the target's bytes stay in the reader's buffer,
-                // which nothing receives into until the answer is out)
-                const bool answered = co_await answer(req.method, req.target, persist);
+                // answer() needs only the method and the target, by value. It may suspend (a
+                // file read, a flush): a pool buffer with nothing more in it goes back first,
+                // the target copied out of it (into a string whose capacity is reused).
+                std::string_view target = req.target;
+                if (from_pool && pooled_.empty()) {
+                    target_.assign(target);
+                    target = target_;
+                    pool_.release();
+                }
+                const bool answered = co_await answer(req.method, target, persist);
                 if (!answered) co_return;
             } else if (!put_fixed(head_only, persist)) {
                 // No room behind the answers buffered so far: send them and try again. Still
@@ -338,6 +370,7 @@ galay::Task<void> Connection::run() {
                 }
             }
             if (!keep) {
+                drop_pooled();
                 co_await linger_close();
                 co_return;
             }
@@ -345,15 +378,30 @@ galay::Task<void> Connection::run() {
                 const bool skipped = co_await discard_body(body);
                 if (!skipped) co_return;
             }
+            if (pooled_.empty()) pool_.release(); // every byte parsed: the buffer goes back now
             continue;
         }
         if (r.status == ParseStatus::error) {
+            drop_pooled();
             count_.refused.fetch_add(1, std::memory_order_relaxed);
             co_await refuse(r.error_status, r.reason);
             co_return;
         }
-        // Incomplete: send the answers of the requests handled so far (one send for a whole
-        // pipelined batch), then wait for more.
+        // Incomplete. The start of a request received into a pool buffer moves to the reader, so
+        // that a connection waiting for the rest of its request holds no pool buffer. (It fits:
+        // the reader is empty, and an unfinished head the parser has not refused is at most
+        // max_head bytes after at most max_head of empty lines.)
+        if (from_pool) {
+            const bool moved = reader_.append(pooled_);
+            drop_pooled();
+            if (!moved) {
+                count_.refused.fetch_add(1, std::memory_order_relaxed);
+                co_await refuse(431, "request head too large");
+                co_return;
+            }
+        }
+        // Send the answers of the requests handled so far (one send for a whole pipelined
+        // batch), then wait for more.
         if (writer_.buffered() > 0) {
             auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
             if (!flushed) co_return;
@@ -365,7 +413,7 @@ galay::Task<void> Connection::run() {
             if (request_start == 0) request_start = coarse_now_ns();
             until = request_start + std::chrono::nanoseconds(cfg_.header_timeout).count();
         }
-        Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
+        Result<std::size_t> n = take(co_await conn_.recv_pooled().deadline(at(until)));
         if (!n) {
             if (n.error() == std::errc::timed_out) {
                 count_.timeouts.fetch_add(1, std::memory_order_relaxed);
@@ -380,6 +428,20 @@ galay::Task<void> Connection::run() {
         }
         if (*n == 0) co_return; // the client closed (perhaps in the middle of a request)
     }
+}
+
+Result<std::size_t> Connection::take(Result<galay::PooledBuffer> got) {
+    if (!got) return std::unexpected(got.error());
+    const std::size_t n = got->size();
+    if (n == 0) return 0;
+    if (reader_.buffered().empty()) {
+        pool_ = std::move(*got);
+        pooled_ = {pool_.data(), n};
+        return n;
+    }
+    // The rest of an unfinished request: behind its start, in the reader.
+    if (!reader_.append({got->data(), n})) return galay::fail(galay::errc::limit_exceeded);
+    return n;
 }
 
 galay::Task<bool> Connection::make_room(std::size_t n) {
@@ -493,20 +555,31 @@ galay::Task<bool> Connection::answer_file(std::string_view target, Persist persi
 }
 
 galay::Task<bool> Connection::discard_body(std::uint64_t length) {
-    while (length > 0) {
-        const std::size_t have = reader_.buffered().size();
-        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(have, length));
-        reader_.consume(take);
-        length -= take;
-        if (length == 0) break;
+    for (;;) {
+        // What arrived with the head (in the pool buffer or in the reader) first.
+        if (!pooled_.empty()) {
+            const std::size_t take =
+                static_cast<std::size_t>(std::min<std::uint64_t>(pooled_.size(), length));
+            pooled_.remove_prefix(take);
+            length -= take;
+            if (pooled_.empty()) pool_.release();
+        } else {
+            const std::size_t take = static_cast<std::size_t>(
+                std::min<std::uint64_t>(reader_.buffered().size(), length));
+            reader_.consume(take);
+            length -= take;
+        }
+        if (length == 0) co_return true;
         if (writer_.buffered() > 0) {
             auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
             if (!flushed) co_return false;
         }
-        Result<std::size_t> n = co_await reader_.fill().deadline(at(deadline(cfg_.header_timeout)));
+        // (Both are empty here: what take() places is the body's next bytes, and what
+        // follows the body stays for the next request.)
+        Result<std::size_t> n =
+            take(co_await conn_.recv_pooled().deadline(at(deadline(cfg_.header_timeout))));
         if (!n || *n == 0) co_return false;
     }
-    co_return true;
 }
 
 galay::Task<void> Connection::refuse(int status, std::string_view reason) {
@@ -523,12 +596,13 @@ galay::Task<void> Connection::linger_close() {
     }
     (void)conn_.shutdown(galay::Shutdown::write);
     // Drop at most 64 KiB for at most a second, then close whatever the client does.
+    // (recv_pooled, as every receive of a connection: on io_uring a plain recv could wait for
+    // bytes that the connection's multishot receive has already taken.)
     const std::int64_t until = deadline(1000ms);
-    std::array<char, 4096> sink;
     for (std::size_t dropped = 0; dropped < (64u << 10);) {
-        Result<std::size_t> n = co_await conn_.recv(sink).deadline(at(until));
-        if (!n || *n == 0) break;
-        dropped += *n;
+        Result<galay::PooledBuffer> n = co_await conn_.recv_pooled().deadline(at(until));
+        if (!n || n->empty()) break;
+        dropped += n->size();
     }
 }
 

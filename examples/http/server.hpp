@@ -15,11 +15,14 @@
 // not lost to a reset). A connection idle between requests is closed after `keepalive_timeout`;
 // one that starts a request and does not finish its head within `header_timeout` gets 408.
 //
-// Per connection: one io::BufReader (the request heads; views, no copy) and one io::BufWriter
-// (the answers), 2 KiB each on first use, grown toward read_buffer / write_buffer only when a
-// request head or an answer (a file) needs more (an idle writer gives its block back); nothing is
-// allocated per request. Heads are parsed into one Request per thread, not per connection.
-// bench/idle_memory.py measures what an idle connection costs (~4 KB).
+// Receiving: every receive is a recv_pooled (a buffer of the scheduler's pool; on io_uring one
+// multishot recv per connection), and the requests in it are parsed where they arrived (views, no
+// copy); the buffer goes back once its bytes are parsed and answered. Only the start of a request
+// that has not all arrived is copied, into an io::BufReader (2 KiB on first use, grown toward
+// read_buffer as a head needs). Answers go into one io::BufWriter (2 KiB on first use, grown toward
+// write_buffer for a file; an idle writer gives its block back). Nothing is allocated per request,
+// heads are parsed into one Request per thread, and a connection waiting for its next request
+// holds no read or write buffer: bench/idle_memory.py measures what it costs (~2 KB on epoll).
 #pragma once
 
 #include "http/request_parser.hpp"

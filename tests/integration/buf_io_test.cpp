@@ -299,6 +299,49 @@ TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
     }());
 }
 
+TEST_P(BufReaderTest, BytesReceivedIntoThePoolAreAppendedAndReadLikeFilledOnes) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        io::BufReader r(s, 32);
+        CO_ASSERT(co_await c.send_all(std::string_view("first li")).timeout(10s));
+        // Received by recv_pooled, into a pool buffer: put behind whatever the reader holds.
+        auto got = co_await s.recv_pooled().timeout(10s);
+        CO_ASSERT(got && !got->empty());
+        const std::string pooled(got->data(), got->size());
+        CO_ASSERT(r.append(pooled));
+        got->release();
+        EXPECT_EQ(r.buffered(), pooled);
+        while (r.buffered().size() < 8) { // (the kernel may have split the 8 bytes)
+            auto more = co_await s.recv_pooled().timeout(10s);
+            CO_ASSERT(more && !more->empty());
+            CO_ASSERT(r.append(std::string_view(more->data(), more->size())));
+        }
+        CO_ASSERT(co_await c.send_all(std::string_view("ne\nsecond\n")).timeout(10s));
+        // (Every receive of this stream is a recv_pooled from now on: on io_uring its multishot
+        // receive stays armed and takes what arrives, so a plain recv would wait in vain.)
+        while (r.buffered().size() < 18) {
+            auto more = co_await s.recv_pooled().timeout(10s);
+            CO_ASSERT(more && !more->empty());
+            CO_ASSERT(r.append(std::string_view(more->data(), more->size())));
+        }
+        // The lines span the appended pieces; read_line finds them without a receive.
+        auto line = co_await r.read_line().timeout(10s);
+        CO_ASSERT(line);
+        EXPECT_EQ(*line, "first line");
+        auto second = co_await r.read_line().timeout(10s);
+        CO_ASSERT(second);
+        EXPECT_EQ(*second, "second");
+        // More than the capacity left: refused whole, nothing taken.
+        CO_ASSERT(r.buffered().empty());
+        CO_ASSERT(r.append(std::string(20, 'x')));
+        EXPECT_FALSE(r.append(std::string(13, 'y')));
+        EXPECT_EQ(r.buffered(), std::string(20, 'x'));
+        EXPECT_TRUE(r.append(std::string(12, 'z')));
+        EXPECT_EQ(r.buffered(), std::string(20, 'x') + std::string(12, 'z'));
+        EXPECT_TRUE(r.append(""));
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(BufReaderTest);
 
 class BufWriterTest : public test::BackendTest {};

@@ -197,6 +197,77 @@ TEST_P(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
     });
 }
 
+TEST_P(HttpServerTest, APipelinedBurstLargerThanTheReadBufferIsAnsweredInOrder) {
+    // ~60 KB of requests in one send, against a 4 KiB read buffer: the requests are parsed where
+    // they were received (a buffer of the scheduler's pool), several receives' worth, with file
+    // answers (which suspend) among them, and every answer comes back in order.
+    WebRoot web;
+    with_server({.root = web.root(), .read_buffer = 4096},
+                [&](http::Server& srv, std::uint16_t port) -> Task<void> {
+                    auto c = co_await connect(port);
+                    constexpr int kRequests = 2000;
+                    std::string batch;
+                    for (int i = 0; i < kRequests; ++i) {
+                        if (i % 4 == 0) batch += kGet;
+                        if (i % 4 == 1) batch += "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+                        if (i % 4 == 2) batch += "GET /none HTTP/1.1\r\nHost: t\r\n\r\n";
+                        if (i % 4 == 3) batch += "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n";
+                    }
+                    CO_ASSERT(batch.size() > 50000);
+                    co_await c->send(batch);
+                    for (int i = 0; i < kRequests; ++i) {
+                        Response r = co_await c->read(i % 4 == 3);
+                        if (i % 4 == 0) {
+                            CO_ASSERT(r.status == 200 && r.body == "Hello, World!");
+                        } else if (i % 4 == 1) {
+                            CO_ASSERT(r.status == 200 && r.body == "static hello\n");
+                        } else if (i % 4 == 2) {
+                            CO_ASSERT(r.status == 404);
+                        } else {
+                            CO_ASSERT(r.status == 200 && r.header("content-length") == "13");
+                        }
+                    }
+                    co_await c->send(kGet); // and the connection goes on
+                    EXPECT_EQ((co_await c->read()).body, "Hello, World!");
+                    EXPECT_EQ(srv.stats().requests, kRequests + 1u);
+                });
+}
+
+TEST_P(HttpServerTest, ABodyOfManyReceivesIsSkippedAndTheRequestBehindItAnswered) {
+    // The body starts in the receive that brought the head and ends many receives later, with
+    // the next request right behind it in the same bytes.
+    with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        std::string bytes = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 300000\r\n\r\n";
+        for (int i = 0; i < 300000; ++i)
+            bytes += static_cast<char>('a' + i % 26);
+        bytes += kGet;
+        co_await c->send(bytes);
+        EXPECT_EQ((co_await c->read()).status, 405);
+        EXPECT_EQ((co_await c->read()).body, "Hello, World!");
+    });
+}
+
+TEST_P(HttpServerTest, AnUnfinishedHeadBehindEmptyLinesThatOutgrowsTheReaderIs431) {
+    // Empty lines before a request line are allowed (up to max_head), and so is an unfinished
+    // head (up to max_head): together they can be more than the reader holds, which is 431.
+    http::ServerConfig cfg;
+    cfg.read_buffer = 1024;
+    cfg.limits.max_head = 1024;
+    with_server(cfg, [](http::Server& srv, std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        std::string bytes;
+        for (int i = 0; i < 500; ++i)
+            bytes += "\r\n";
+        bytes += "GET / HTTP/1.1\r\nHost: t\r\nX: " + std::string(900, 'x');
+        co_await c->send(bytes);
+        Response r = co_await c->read();
+        EXPECT_EQ(r.status, 431);
+        EXPECT_TRUE(co_await c->closed_by_server());
+        EXPECT_EQ(srv.stats().refused, 1u);
+    });
+}
+
 TEST_P(HttpServerTest, HeadHasTheLengthButNoBody) {
     with_server({}, [](http::Server&, std::uint16_t port) -> Task<void> {
         auto c = co_await connect(port);

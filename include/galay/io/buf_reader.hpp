@@ -61,6 +61,10 @@ public:
     std::string_view buffered() const noexcept { return buf_.live(); }
     /// Drop `n` buffered bytes (at most all of them).
     void consume(std::size_t n) noexcept { buf_.consume(n); }
+    /// Put bytes received some other way (e.g. by `recv_pooled`) behind the buffered ones, as
+    /// if fill() had received them. False, and nothing taken, when they do not fit within the
+    /// capacity.
+    bool append(std::string_view bytes) { return buf_.append({bytes.data(), bytes.size()}); }
     /// The limit: the most bytes the reader holds at once.
     std::size_t capacity() const noexcept { return buf_.capacity(); }
     S& stream() noexcept { return *stream_; }

@@ -205,7 +205,10 @@ public:
     /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
     /// closed). On io_uring this is one multishot recv per connection over a provided-buffer
     /// ring: no submission per receive, and no memory held by idle connections. A timed-out or
-    /// cancelled recv_pooled consumes nothing; later bytes come with the next call.
+    /// cancelled recv_pooled consumes nothing; later bytes come with the next call. Once a
+    /// stream has used it, receive from it only with recv_pooled: on io_uring the multishot recv
+    /// stays armed and takes what arrives, so a plain recv would wait for bytes it already has
+    /// (to keep bytes across calls, `io::BufReader::append` them).
     [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
         return detail::RecvPooledAwaitable(fd_.get());
     }
