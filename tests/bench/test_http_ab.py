@@ -3,8 +3,9 @@
 http_server against itself (argv[1]: its bin directory) prints every round and a ratio line."""
 import os
 import re
-import subprocess
 import sys
+
+import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "bench", "http_ab.py")
@@ -13,14 +14,11 @@ SERVER = os.path.join(BIN, "http_server")
 
 
 def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=120)
+    return tool_cli.run(TOOL, *args)
 
 
 def expect_exit_2(args, words):
-    r = run(*args)
-    assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
-    assert words in r.stderr, (args, r.stderr)
+    tool_cli.expect_exit_2(TOOL, args, words)
 
 
 ok = f"{SERVER} {{port}} --backend epoll"

@@ -2,23 +2,15 @@
 """bench/http_count.py's error paths: bad flags and a missing tool or server binary are exit 2
 with one line saying what is wrong (no valgrind run needed)."""
 import os
-import subprocess
-import sys
+
+import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "bench", "http_count.py")
 
 
-def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=60)
-
-
 def expect_exit_2(args, *words):
-    r = run(*args)
-    assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
-    assert r.stdout == "", (args, r.stdout)
-    assert any(w in r.stderr for w in words), (args, r.stderr)
+    tool_cli.expect_exit_2(TOOL, args, *words)
 
 
 expect_exit_2(["--servers", "nope"], "unknown server(s) nope")

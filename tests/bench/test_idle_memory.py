@@ -5,8 +5,9 @@ that is a plausible per-connection size (a connection's frames and reader block:
 most argv[2] bytes)."""
 import os
 import re
-import subprocess
 import sys
+
+import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "bench", "idle_memory.py")
@@ -15,14 +16,11 @@ MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 65536  # bytes per connection
 
 
 def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=120)
+    return tool_cli.run(TOOL, *args)
 
 
 def expect_exit_2(args, words):
-    r = run(*args)
-    assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
-    assert words in r.stderr, (args, r.stderr)
+    tool_cli.expect_exit_2(TOOL, args, words)
 
 
 expect_exit_2(["-n", "0"], "--connections must be 1..8000")
