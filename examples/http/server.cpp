@@ -379,6 +379,9 @@ galay::Task<void> Connection::run() {
                 if (!skipped) co_return;
             }
             if (pooled_.empty()) pool_.release(); // every byte parsed: the buffer goes back now
+            // A head that came in pieces left a block in the reader: with the request answered,
+            // an empty reader gives it back (a waiting connection holds no read buffer).
+            if (reader_.buffered().empty()) reader_.give_back();
             continue;
         }
         if (r.status == ParseStatus::error) {

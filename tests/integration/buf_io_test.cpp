@@ -339,6 +339,21 @@ TEST_P(BufReaderTest, BytesReceivedIntoThePoolAreAppendedAndReadLikeFilledOnes) 
         EXPECT_TRUE(r.append(std::string(12, 'z')));
         EXPECT_EQ(r.buffered(), std::string(20, 'x') + std::string(12, 'z'));
         EXPECT_TRUE(r.append(""));
+        // give_back: kept while bytes are buffered; once empty, the block goes to the thread's
+        // spares, and the next reader to need one takes it.
+        io::BufReader a(s, 4096);
+        CO_ASSERT(a.append("abc"));
+        const char* block = a.buffered().data();
+        a.give_back();
+        EXPECT_EQ(a.buffered(), "abc");
+        EXPECT_EQ(a.buffered().data(), block);
+        a.consume(3);
+        a.give_back();
+        io::BufReader b(c, 4096);
+        CO_ASSERT(b.append("x"));
+        EXPECT_EQ(b.buffered().data(), block);
+        CO_ASSERT(a.append("after")); // and the first one gets another
+        EXPECT_EQ(a.buffered(), "after");
     }());
 }
 

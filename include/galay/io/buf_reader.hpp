@@ -65,6 +65,11 @@ public:
     /// if fill() had received them. False, and nothing taken, when they do not fit within the
     /// capacity.
     bool append(std::string_view bytes) { return buf_.append({bytes.data(), bytes.size()}); }
+    /// When nothing is buffered and the block is still its first 2 KiB, give it to this
+    /// thread's spare blocks (as a BufWriter does when it has sent everything); the next fill()
+    /// or append() takes one again. For a reader that will wait long for its next bytes. Views
+    /// returned earlier must not be used after it.
+    void give_back() noexcept { buf_.give_back(); }
     /// The limit: the most bytes the reader holds at once.
     std::size_t capacity() const noexcept { return buf_.capacity(); }
     S& stream() noexcept { return *stream_; }
