@@ -277,6 +277,16 @@ private:
     /// (pooled_), when the reader is empty; else appended to the reader (limit_exceeded when it
     /// does not fit). Returns the bytes received (0: the peer closed) or the receive's error.
     Result<std::size_t> take(Result<galay::PooledBuffer> got);
+    /// The bytes to parse: the pool buffer's not parsed yet, or else the reader's.
+    std::string_view input() const noexcept {
+        return pooled_.empty() ? reader_.buffered() : pooled_;
+    }
+    void consume_input(std::size_t n) noexcept {
+        if (!pooled_.empty())
+            pooled_.remove_prefix(n);
+        else
+            reader_.consume(n);
+    }
     void drop_pooled() noexcept {
         pooled_ = {};
         pool_.release();
@@ -323,16 +333,13 @@ galay::Task<void> Connection::run() {
     for (;;) {
         Request& req = t_request; // (valid until the next co_await)
         const bool from_pool = !pooled_.empty();
-        ParseResult r = parser_.parse(from_pool ? pooled_ : reader_.buffered(), req);
+        ParseResult r = parser_.parse(input(), req);
         if (r.status == ParseStatus::complete) {
             parser_.reset();
             request_start = 0;
             // The views in req stay valid until the next receive: the reader's bytes are not
             // moved by a consume, and the pool buffer is held until its bytes are all parsed.
-            if (from_pool)
-                pooled_.remove_prefix(r.consumed);
-            else
-                reader_.consume(r.consumed);
+            consume_input(r.consumed);
             count_.requests.fetch_add(1, std::memory_order_relaxed);
             // Bodies we do not decode (chunked) or were asked to wait for (Expect) end the
             // connection after the answer instead.
@@ -560,18 +567,11 @@ galay::Task<bool> Connection::answer_file(std::string_view target, Persist persi
 galay::Task<bool> Connection::discard_body(std::uint64_t length) {
     for (;;) {
         // What arrived with the head (in the pool buffer or in the reader) first.
-        if (!pooled_.empty()) {
-            const std::size_t take =
-                static_cast<std::size_t>(std::min<std::uint64_t>(pooled_.size(), length));
-            pooled_.remove_prefix(take);
-            length -= take;
-            if (pooled_.empty()) pool_.release();
-        } else {
-            const std::size_t take = static_cast<std::size_t>(
-                std::min<std::uint64_t>(reader_.buffered().size(), length));
-            reader_.consume(take);
-            length -= take;
-        }
+        const std::size_t skipped =
+            static_cast<std::size_t>(std::min<std::uint64_t>(input().size(), length));
+        consume_input(skipped);
+        length -= skipped;
+        if (pooled_.empty()) pool_.release(); // (not held while waiting for the rest)
         if (length == 0) co_return true;
         if (writer_.buffered() > 0) {
             auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
