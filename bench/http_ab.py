@@ -5,111 +5,51 @@ loaded by its own `wrk -t1`, and the two wrks take turns.
     python3 bench/http_ab.py --a "/tmp/old/http_server {port} --backend epoll" \\
         --b "build/release/bin/http_server {port} --backend epoll" -c 1000 --rounds 8
 
-A round: both servers start on a fresh port each, pinned to --server-cpu; a 1 s wrk warms each
-up; then one wrk per server is started on --client-cpu and only one runs at a time (the other is
-stopped with SIGSTOP), switching every --slice seconds until each has had -d seconds. Each
-server's CPU time (every thread of every process of its tree, from /proc schedstat) over the
-turns, divided by the requests its wrk completed, is its CPU per request; the round's ratio is
-B / A. Both servers see the same moments of a shared machine, so slow drifts cancel out; what is
-left is the round-to-round spread, printed with the median (a verdict only when the whole spread
-is on one side of 1.00). This is how the README's A/Bs of two builds of http_server were made.
+A round is one run of bench/http.py's interleaved mode (`run_interleaved`) with A and B as its
+two servers: both start on a fresh port each, pinned to --server-cpu, and answer one checked
+request; each is warmed up alone; then one wrk per server runs on --client-cpu, only one at a
+time (the other stopped with SIGSTOP), switching every --slice seconds until each has had -d
+seconds. Each server's CPU time (every thread of every process of its tree) over the turns,
+divided by the requests its wrk completed, is its CPU per request; the round's ratio is B / A.
+Both servers see the same moments of a shared machine, so slow drifts cancel out; what is left is
+the round-to-round spread, printed with the median (a verdict only when the whole spread is on
+one side of 1.00). This is how the README's A/Bs of two builds of http_server were made.
 
-`{port}` in a command is replaced by its port; `--path` is the URL path requested (a server
-serving a file needs its own flags for the root). A server that does not start, a wrk that fails
-or reports socket errors or non-2xx answers: the round is reported and not used, exit status 1.
-Bad flags or no wrk: exit 2. Standard library only.
+In a command, `{port}` is replaced by its port and `{root}` by a directory holding bench/http.py's
+static file. --scenario fixed requests GET / (its fixed body); --scenario file requests that file
+(give both servers `--root {root}`). A server that does not start or answers wrongly, a wrk that
+fails or counts errors (socket errors, non-2xx answers): the round is reported and not used, exit
+status 1. Bad flags or no wrk: exit 2. Standard library only.
 """
 import argparse
 import json
 import os
-import re
 import shlex
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import time
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402
 import http as bench_http  # noqa: E402
 
 
-def wrk(args, conns, seconds, url):
-    return ["taskset", "-c", args.client_cpu, "wrk", "-t1", f"-c{conns}", f"-d{seconds}",
-            "--timeout", "10s", url]
-
-
-def wrk_problem(out):
-    """Why a wrk run's figures cannot be used, or None."""
-    if re.search(r"(\d+) requests in", out) is None:
-        return "wrk printed no request count"
-    for pattern in (r"Socket errors:.*", r"Non-2xx or 3xx responses: \d+"):
-        m = re.search(pattern, out)
-        if m:
-            return "wrk: " + m.group(0).strip()
-    return None
-
-
-def one_round(args, conns):
+def one_round(servers, args, conns, lua, logdir, seq):
     """{"a": us, "b": us} CPU per request, or (None, why)."""
-    procs = {}
-    try:
-        for side, cmd in (("a", args.a), ("b", args.b)):
-            port = echo.free_port()
-            argv = shlex.split(cmd.replace("{port}", str(port)))
-            p = subprocess.Popen(["taskset", "-c", args.server_cpu] + argv,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 stdin=subprocess.DEVNULL, preexec_fn=bench_http.raise_nofile)
-            procs[side] = (p, f"http://127.0.0.1:{port}{args.path}")
-            if not echo.wait_accepting(p, port, 10.0):
-                return None, f"server {side} did not accept on port {port} (exit {p.poll()})"
-        for side, (p, url) in procs.items():
-            r = subprocess.run(wrk(args, conns, 1, url), capture_output=True, text=True)
-            why = wrk_problem(r.stdout)
-            if r.returncode != 0 or why:
-                return None, f"warm-up of {side}: {why or r.stderr.strip()[-200:]}"
-        cpu0 = {s: bench_http.tree_cpu_s(p.pid) for s, (p, _) in procs.items()}
-        total = int(args.duration * 2) + 60  # wrk's own -d: longer than the turns
-        loads = {}
-        for side, (_, url) in procs.items():
-            loads[side] = subprocess.Popen(wrk(args, conns, total, url), stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True)
-            if side == "b":
-                os.kill(loads[side].pid, signal.SIGSTOP)
-        turns = 2 * max(1, round(args.duration / args.slice))
-        running = "a"
-        for t in range(turns):
-            time.sleep(args.slice)
-            if t == turns - 1:
-                break
-            other = "b" if running == "a" else "a"
-            os.kill(loads[running].pid, signal.SIGSTOP)
-            os.kill(loads[other].pid, signal.SIGCONT)
-            running = other
-        outs = {}
-        for side, w in loads.items():
-            bench_http.interrupt_main_thread(w.pid)  # wrk prints its summary on SIGINT
-            if side != running:
-                os.kill(w.pid, signal.SIGCONT)
-        for side, w in loads.items():
-            outs[side] = w.communicate(timeout=30)[0]
-        cpu1 = {s: bench_http.tree_cpu_s(p.pid) for s, (p, _) in procs.items()}
-        res = {}
-        for side in ("a", "b"):
-            why = wrk_problem(outs[side])
-            if why:
-                return None, f"server {side}: {why}"
-            n = int(re.search(r"(\d+) requests in", outs[side]).group(1))
-            if n == 0:
-                return None, f"server {side}: no request completed"
-            res[side] = (cpu1[side] - cpu0[side]) / n * 1e6
-        return res, None
-    finally:
-        for p, _ in procs.values():
-            echo.stop(p, signal.SIGTERM, 10)
+    recs = bench_http.run_interleaved(servers, ["a", "b"], args.scenario, conns, args, lua,
+                                      logdir, seq)
+    res = {}
+    for side in ("a", "b"):
+        rec = recs[side]
+        if rec["problems"]:
+            return None, f"server {side}: {'; '.join(rec['problems'])}"
+        if rec["errors"]:
+            return None, f"server {side}: wrk counted errors {rec['error_detail']}"
+        if not rec["cpu_us_per_req"]:
+            return None, f"server {side}: no request completed"
+        res[side] = rec["cpu_us_per_req"]
+    return res, None
 
 
 def main():
@@ -123,7 +63,10 @@ def main():
     ap.add_argument("-d", "--duration", type=float, default=4.0,
                     help="seconds of turns per server per round")
     ap.add_argument("--slice", type=float, default=0.5, help="seconds of one turn")
-    ap.add_argument("--path", default="/", help="URL path (default /)")
+    ap.add_argument("--warmup", type=float, default=1.0,
+                    help="seconds of wrk for each server alone first (whole seconds; 0: none)")
+    ap.add_argument("--scenario", choices=("fixed", "file"), default="fixed",
+                    help="fixed: GET / (default); file: the static file under {root}")
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--out", help="JSON output (default: none)")
@@ -134,10 +77,10 @@ def main():
         ap.error(f"-c: not a list of numbers: {args.connections}")
     if not conns or min(conns) < 1 or args.rounds < 1 or args.duration <= 0 or args.slice <= 0:
         ap.error("-c, --rounds, -d and --slice must be positive")
+    if args.warmup < 0:
+        ap.error("--warmup must not be negative")
     if "{port}" not in args.a or "{port}" not in args.b:
         ap.error("--a and --b must contain {port}")
-    if not args.path.startswith("/"):
-        ap.error("--path must start with /")
     if shutil.which("wrk") is None:
         print("http_ab: wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
@@ -147,30 +90,43 @@ def main():
             print(f"http_ab: {exe}: not found or not executable", file=sys.stderr)
             return 2
     failed = False
-    report = {"a": args.a, "b": args.b, "path": args.path, "results": []}
-    for c in conns:
-        ratios, rounds = [], []
-        for r in range(args.rounds):
-            res, why = one_round(args, c)
-            if res is None:
-                print(f"c={c} round {r + 1}/{args.rounds}: FAILED: {why}", flush=True)
-                failed = True
-                rounds.append({"error": why})
-                continue
-            ratios.append(res["b"] / res["a"])
-            rounds.append(res)
-            print(f"c={c} round {r + 1}/{args.rounds}: A {res['a']:.3f} us/req, "
-                  f"B {res['b']:.3f} us/req, B/A {ratios[-1]:.3f}", flush=True)
-        entry = {"connections": c, "rounds": rounds}
-        if ratios:
-            ratios.sort()
-            med = statistics.median(ratios)
-            verdict = ("less CPU" if ratios[-1] < 1 else "more CPU" if ratios[0] > 1
-                       else "level within noise")
-            print(f"c={c}: CPU per request B/A {med:.3f}x [{ratios[0]:.3f}-{ratios[-1]:.3f}] "
-                  f"over {len(ratios)} rounds: {verdict}")
-            entry.update(median=med, min=ratios[0], max=ratios[-1])
-        report["results"].append(entry)
+    report = {"a": args.a, "b": args.b, "scenario": args.scenario, "results": []}
+    with tempfile.TemporaryDirectory(prefix="http-ab-") as work:
+        servers = bench_http.Servers(os.path.join(work, "nobin"), work, want=[])
+        servers.available = {
+            side: (lambda port, cmd=cmd: (shlex.split(cmd.replace("{port}", str(port))
+                                                      .replace("{root}", servers.root)), None))
+            for side, cmd in (("a", args.a), ("b", args.b))}
+        lua = os.path.join(work, "report.lua")
+        with open(lua, "w") as f:
+            f.write(bench_http.WRK_LUA)
+        logdir = os.path.join(work, "logs")
+        os.makedirs(logdir)
+        seq = 0
+        for c in conns:
+            ratios, rounds = [], []
+            for r in range(args.rounds):
+                res, why = one_round(servers, args, c, lua, logdir, seq)
+                seq += 2
+                if res is None:
+                    print(f"c={c} round {r + 1}/{args.rounds}: FAILED: {why}", flush=True)
+                    failed = True
+                    rounds.append({"error": why})
+                    continue
+                ratios.append(res["b"] / res["a"])
+                rounds.append(res)
+                print(f"c={c} round {r + 1}/{args.rounds}: A {res['a']:.3f} us/req, "
+                      f"B {res['b']:.3f} us/req, B/A {ratios[-1]:.3f}", flush=True)
+            entry = {"connections": c, "rounds": rounds}
+            if ratios:
+                ratios.sort()
+                med = statistics.median(ratios)
+                verdict = ("less CPU" if ratios[-1] < 1 else "more CPU" if ratios[0] > 1
+                           else "level within noise")
+                print(f"c={c}: CPU per request B/A {med:.3f}x [{ratios[0]:.3f}-{ratios[-1]:.3f}] "
+                      f"over {len(ratios)} rounds: {verdict}")
+                entry.update(median=med, min=ratios[0], max=ratios[-1])
+            report["results"].append(entry)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)

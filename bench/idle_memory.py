@@ -4,7 +4,8 @@ connections that have made one request and wait for the next.
 
   python3 bench/idle_memory.py [--bin build/release/bin] [-n 5000] [--servers galay-epoll,nginx]
 
-For each server: start it, open 100 connections that each make one request (warm-up: the
+For each server: start it (pinned to --server-cpu, and checked with one request, as bench/http.py
+does), open 100 connections that each make one request (warm-up: the
 server's first allocations, its thread-local caches), read the resident memory of its process
 tree (VmRSS of every process, nginx's master and worker together), then open N more connections,
 each making one request and reading the whole answer, and read it again. The figure is the growth
@@ -21,10 +22,10 @@ import os
 import resource
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,15 +65,15 @@ def open_idle(port, n, body):
     return socks
 
 
-def measure(servers, name, n):
-    port = echo.free_port()
-    argv, env = servers.available[name](port)
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, preexec_fn=bench_http.raise_nofile)
+def measure(servers, name, n, args, logdir, seq):
+    """(resident KiB before, after), None; or None, why it could not be measured."""
+    rec = bench_http.new_record(name, "fixed", n)
+    proc, log, url = bench_http.start_checked(servers, name, "fixed", n, args, logdir, seq, rec)
     socks = []
     try:
-        if not echo.wait_accepting(proc, port, 10.0):
-            return None, f"did not accept on port {port} (exit {proc.poll()})"
+        if url is None:
+            return None, "; ".join(rec["problems"])
+        port = urllib.parse.urlsplit(url).port
         socks += open_idle(port, 100, bench_http.BODY)
         time.sleep(0.3)  # (a server may free per-request memory right after it answered)
         before = rss_kib(proc.pid)
@@ -86,6 +87,7 @@ def measure(servers, name, n):
         for s in socks:
             s.close()
         echo.stop(proc, signal.SIGTERM, 10)
+        log.close()
 
 
 def main():
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("-n", "--connections", type=int, default=5000,
                     help="idle connections measured (at most 8,000: nginx's worker_connections)")
     ap.add_argument("--servers", help="only these, comma-separated (default: every one here)")
+    ap.add_argument("--server-cpu", default="0", help="CPU the servers are pinned to")
     args = ap.parse_args()
     if not 1 <= args.connections <= 8000:
         ap.error("--connections must be 1..8000")
@@ -125,8 +128,10 @@ def main():
         print("| server | resident before (KiB) | resident after (KiB) | per connection (bytes) |")
         print("|---|---|---|---|")
         failed = False
-        for name in names:
-            res, problem = measure(servers, name, args.connections)
+        logdir = os.path.join(work, "logs")
+        os.makedirs(logdir)
+        for seq, name in enumerate(names):
+            res, problem = measure(servers, name, args.connections, args, logdir, seq)
             if res is None:
                 print(f"| {name} | failed: {problem} | | |")
                 failed = failed or name in bench_http.GALAY
