@@ -6,14 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,50 +16,15 @@
 #error "BENCH_FILE_IO_PATH must name the bench_file_io binary"
 #endif
 
-extern char** environ;
-
 namespace {
 
-struct ToolRun {
-    int exit_code = -1;
-    std::string out, err;
-};
+using ToolRun = galay::test::ProcessResult;
 
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-/// Run bench_file_io with `args`; stdout and stderr are captured through files.
+/// Run bench_file_io with `args` to the end, its stdout and stderr captured.
 ToolRun run_tool(const std::vector<std::string>& args) {
-    galay::test::TempDir capture;
-    const std::string out = (capture / "stdout").string(), err = (capture / "stderr").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    std::vector<std::string> argv_s{BENCH_FILE_IO_PATH};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_s)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ToolRun r;
-    if (rc != 0) {
-        r.err = std::string("posix_spawn: ") + std::strerror(rc);
-        return r;
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    std::vector<std::string> argv{BENCH_FILE_IO_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return galay::test::run_process(std::move(argv));
 }
 
 /// "Total duration:   0.012345 s": the figure has exactly six decimals (microseconds).
