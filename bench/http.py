@@ -907,11 +907,20 @@ def report_lines(result):
 
 
 def suite_section(bindir, out_dir, quick=True, pairs=3):
-    """The short form for `make bench` (bench/suite.py): GET / at 100 connections, `pairs` rounds
-    of 1 s warm-up + 1 s when quick; else GET / and the file at 100 and 1000 connections, 1 s +
-    5 s. Returns (markdown lines, result dict); the result also goes to out_dir/http.json."""
+    """The short form for `make bench` (bench/suite.py), when quick: GET /, `pairs` rounds of
+    1 s warm-up + 1 s, at 100 and 1000 connections in turns (every server in one http_turns
+    run, turns of 0.25 s: the ratios whose spreads are tight enough for a verdict on a shared
+    machine), then at 100 connections one server at a time under wrk (the survey's table).
+    Else GET / and the file at 100 and 1000 connections, 1 s + 5 s, interleaved and one at a
+    time. Returns (markdown lines, result dict); the result also goes to out_dir/http.json."""
     if quick:
-        result = measure(bindir, ["fixed"], [100], pairs, 1, 1)
+        result = measure(bindir, ["fixed"], [100, 1000], pairs, 1, 1, modes=("turns",),
+                         slice_s=0.25)
+        survey = measure(bindir, ["fixed"], [100], pairs, 1, 1)
+        result["config"]["modes"] += survey["config"]["modes"]
+        result["missing"] += [m for m in survey["missing"] if m not in result["missing"]]
+        result["scenarios"] += survey["scenarios"]
+        result["failures"] += survey["failures"]
     else:
         result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
     lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: wrk, one thread; server on "

@@ -20,7 +20,9 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   sync     bench/sync.py (short): Channel ping-pong/throughput across workers and spawn_blocking
            vs raw_sync (eventfd, moodycamel, condvar) and Tokio
   http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
-           epoll vs nginx, Go net/http and raw_http, GET /, 100 connections, wrk
+           epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns under
+           http_turns at 100 and 1000 connections (latencies, CPU per request), then one at a
+           time under wrk at 100 connections
 
 Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
