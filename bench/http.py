@@ -923,8 +923,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
         result["failures"] += survey["failures"]
     else:
         result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
-    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: wrk, one thread; server on "
-             "CPU 0, wrk on CPU 1)", ""]
+    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: the load generator, http_turns "
+             "or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
     lines += report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
