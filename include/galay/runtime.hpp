@@ -166,6 +166,11 @@ public:
 
     /// Resume `h` from this thread's run loop (this thread only).
     void schedule(std::coroutine_handle<> h) { ready_.push_back(h); }
+    /// As schedule(), and the driver is polled before `h` runs again (what yield_now does).
+    void schedule_after_poll(std::coroutine_handle<> h) {
+        ready_.push_back(h);
+        resumed_since_poll_ = kPollEvery;
+    }
     /// Resume `h` on this scheduler's thread. Safe from any thread. A sleeping scheduler is
     /// woken (eventfd; IORING_OP_MSG_RING between io_uring workers of one Runtime).
     void post(std::coroutine_handle<> h);
@@ -183,6 +188,9 @@ public:
 private:
     static constexpr std::size_t kFairCheckEvery = 8;    // handlers between clock reads
     static constexpr std::int64_t kFairFlushNs = 50'000; // longest a reply waits in a batch
+    /// While tasks keep waking tasks of this scheduler, the driver is polled (a system call)
+    /// after at most this many resumes, not after every batch.
+    static constexpr std::size_t kPollEvery = 64;
     friend class Runtime;
     // What only drivers and the library's own awaitables use (the driver, the timer heap,
     // completing an op, the inline-completion budget): src/runtime/scheduler_access.hpp.
@@ -219,7 +227,9 @@ private:
     bool torn_down_ = false;
     bool in_loop_ = false; // inside run_until_done: the driver is polled soon (MSG_RING wakes)
     unsigned inline_completions_ = 0;
-    bool fair_completions_ = false; // SchedulerOptions::fair_completions: flush long batches
+    std::size_t resumed_since_poll_ = 0; // coroutines resumed since the driver was last polled
+    std::uint64_t polls_ = 0;            // times the loop polled the driver (tests)
+    bool fair_completions_ = false;      // SchedulerOptions::fair_completions: flush long batches
 };
 
 /// The current thread's scheduler; terminates with a clear message when there is none.
@@ -238,10 +248,13 @@ T block_on(Task<T> task, SchedulerOptions options = {}) {
     return s.block_on(std::move(task));
 }
 
-/// Go to the back of the ready queue, letting other tasks of this scheduler run.
+/// Go to the back of the ready queue, letting other tasks of this scheduler run, and the
+/// driver be polled (I/O completions, timers) before this task goes on.
 struct [[nodiscard]] YieldAwaiter {
     bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) const { current_scheduler().schedule(h); }
+    void await_suspend(std::coroutine_handle<> h) const {
+        current_scheduler().schedule_after_poll(h);
+    }
     void await_resume() const noexcept {}
 };
 [[nodiscard]] inline YieldAwaiter yield_now() noexcept {

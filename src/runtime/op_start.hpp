@@ -35,10 +35,11 @@ inline bool submit_op(Scheduler& s, IoOp& op) {
 }
 
 /// `h`'s ops completed without suspending. Returns whether `h` must suspend: false, it goes on at
-/// once; true when it has run long enough without yielding and was queued behind the others.
+/// once; true when it has run long enough without yielding and was queued behind the others,
+/// to go on after the driver's next poll (the other connections' completions come first).
 inline bool yield_if_over_budget(Scheduler& s, std::coroutine_handle<> h) {
     if (SchedulerAccess::take_inline_budget(s)) return false;
-    s.schedule(h);
+    s.schedule_after_poll(h);
     return true;
 }
 

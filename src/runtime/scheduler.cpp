@@ -194,6 +194,7 @@ void Scheduler::run_ready() {
     // Resume the current batch only: coroutines scheduled meanwhile wait for the next turn, so
     // the driver is polled between batches and I/O is not starved.
     running_.swap(ready_);
+    resumed_since_poll_ += running_.size();
     if (fair_completions_ && running_.size() >= kFairCheckEvery * 2) {
         run_ready_fairly();
         return;
@@ -250,6 +251,17 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
         run_ready();
         if (remaining == 0) break;
         fire_timers();
+        if (!ready_.empty() && resumed_since_poll_ < kPollEvery) {
+            // The batch woke tasks of this scheduler (a channel, a mutex, a join): run them
+            // without asking the kernel for completions first, a system call that would find
+            // none most of the time, until kPollEvery resumes have passed since the last poll
+            // (so I/O waits at most that long). What they queued for the kernel (io_uring
+            // submissions, wake-ups of other workers) goes to it now.
+            driver_->submit_queued();
+            if (deadline_ns >= 0 && now_ns() >= deadline_ns) break;
+            continue;
+        }
+        resumed_since_poll_ = 0;
         std::int64_t timeout = -1;
         if (!ready_.empty() || remote_->wake_pending.load(std::memory_order_relaxed))
             timeout = 0;
@@ -260,6 +272,7 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
             if (left <= 0) break;
             if (timeout < 0 || timeout > left) timeout = left;
         }
+        ++polls_;
         driver_->poll(timeout);
         fire_timers();
     }

@@ -16,6 +16,10 @@ namespace galay::detail {
 
 struct SchedulerAccess {
     static Driver& driver(Scheduler& s) noexcept { return *s.driver_; }
+    /// Times the run loop has polled the driver, and the most resumes between two polls while
+    /// tasks keep waking tasks (tests).
+    static std::uint64_t polls(const Scheduler& s) noexcept { return s.polls_; }
+    static constexpr std::size_t poll_every() noexcept { return Scheduler::kPollEvery; }
 
     static void arm_timer(Scheduler& s, TimerNode& n) { s.timers_.push(n); }
     static void disarm_timer(Scheduler& s, TimerNode& n) noexcept { s.timers_.remove(n); }

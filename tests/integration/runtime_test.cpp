@@ -1,6 +1,7 @@
 // galay::Runtime on every backend: start/stop, spawn from workers and foreign threads, JoinHandle
 // (await across workers, join from a plain thread, abort mid-I/O), shutdown with work pending, and
 // the cross-thread wake-up under stress.
+#include "runtime/scheduler_access.hpp" // (the run loop's poll count)
 #include "support/backends.hpp"
 
 #include <poll.h>
@@ -533,6 +534,90 @@ TEST_P(RuntimeTest, NoLostWakeUpsBetweenWorkers) {
                          }(rt, rounds))
                  .join();
     EXPECT_EQ(r, rounds);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run loop's polls of the driver (a system call each): when nothing is ready, after
+// yield_now, and every kPollEvery resumes while tasks of the scheduler keep waking each other.
+// ---------------------------------------------------------------------------------------------
+
+TEST_P(RuntimeTest, TasksWakingTasksPollTheDriverOncePerManyResumes) {
+    Scheduler sched(options());
+    constexpr std::uint64_t kTrips = 10'000;
+    Channel<std::uint64_t> ping(1), pong(1);
+    const std::uint64_t before = detail::SchedulerAccess::polls(sched);
+    sched.block_on([&]() -> Task<void> {
+        auto a = [&]() -> Task<void> {
+            for (std::uint64_t i = 0; i < kTrips; ++i) {
+                CO_ASSERT(co_await ping.send(i));
+                auto v = co_await pong.recv();
+                CO_ASSERT(v && *v == i);
+            }
+        };
+        auto b = [&]() -> Task<void> {
+            for (std::uint64_t i = 0; i < kTrips; ++i) {
+                auto v = co_await ping.recv();
+                CO_ASSERT(v && *v == i);
+                CO_ASSERT(co_await pong.send(i));
+            }
+        };
+        co_await when_all(a(), b());
+    }());
+    // Two resumes a round trip and a poll every kPollEvery (64) resumes: ~kTrips / 32 polls, where
+    // a poll after every batch made one a resume (2 * kTrips).
+    static_assert(detail::SchedulerAccess::poll_every() == 64, "update the bounds below");
+    const std::uint64_t polls = detail::SchedulerAccess::polls(sched) - before;
+    EXPECT_LE(polls, kTrips / 16) << "the driver was polled after (nearly) every wake-up";
+    EXPECT_GE(polls, kTrips / 64) << "the driver was not polled every kPollEvery resumes";
+}
+
+TEST_P(RuntimeTest, YieldNowLetsTheDriverPollBeforeTheTaskGoesOn) {
+    Scheduler sched(options());
+    const std::uint64_t before = detail::SchedulerAccess::polls(sched);
+    sched.block_on([]() -> Task<void> {
+        for (int i = 0; i < 100; ++i)
+            co_await yield_now();
+    }());
+    EXPECT_GE(detail::SchedulerAccess::polls(sched) - before, 100u);
+}
+
+TEST_P(RuntimeTest, IoCompletesWhileTasksKeepWakingEachOther) {
+    // Two tasks ping-pong without end while a third waits for bytes that the test sends after
+    // 100 round trips: the receive completes within a bounded number of round trips after that.
+    Scheduler sched(options());
+    auto [a, b] = socket_pair();
+    constexpr std::uint64_t kSendAt = 100, kGiveUpAfter = 1'000'000;
+    bool received = false;
+    std::uint64_t trips = 0, received_at = 0;
+    sched.block_on([&]() -> Task<void> {
+        Channel<int> ping(1), pong(1);
+        auto reader = [&]() -> Task<void> {
+            std::array<std::byte, 8> buf{};
+            auto n = co_await b.recv(buf);
+            CO_ASSERT(n && *n == 1);
+            received = true;
+            received_at = trips;
+        };
+        auto pinger = [&]() -> Task<void> {
+            for (; !received && trips < kGiveUpAfter; ++trips) {
+                if (trips == kSendAt) CO_ASSERT(::send(a.fd(), "x", 1, MSG_NOSIGNAL) == 1);
+                CO_ASSERT(co_await ping.send(0));
+                CO_ASSERT(co_await pong.recv());
+            }
+            ping.close();
+        };
+        auto ponger = [&]() -> Task<void> {
+            while (auto v = co_await ping.recv())
+                CO_ASSERT(co_await pong.send(*v));
+        };
+        co_await when_all(reader(), pinger(), ponger());
+    }());
+    ASSERT_TRUE(received);
+    ASSERT_LT(received_at, kGiveUpAfter)
+        << "the receive completed only once the tasks stopped keeping each other busy";
+    // A poll every kPollEvery (64) resumes, two a round trip: within ~32 round trips.
+    EXPECT_LE(received_at - kSendAt, 64u)
+        << "round trips between the bytes' arrival and the receive's completion";
 }
 
 GALAY_INSTANTIATE_BACKENDS(RuntimeTest);
