@@ -192,7 +192,8 @@ void Scheduler::drain_remote() {
 
 void Scheduler::run_ready() {
     // Resume the current batch only: coroutines scheduled meanwhile wait for the next turn, so
-    // the driver is polled between batches and I/O is not starved.
+    // that the driver can be polled between batches (run_until_done decides when) and I/O is
+    // not starved.
     running_.swap(ready_);
     resumed_since_poll_ += running_.size();
     if (fair_completions_ && running_.size() >= kFairCheckEvery * 2) {
