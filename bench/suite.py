@@ -17,7 +17,8 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   udp      bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
   files    bench_file_io --direct on io_uring vs epoll+libaio
   aio      aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
-  sync     bench/sync.py (short): Channel ping-pong/throughput across workers and spawn_blocking
+  sync     bench/sync.py (short): Channel ping-pong/throughput across workers (and ping-pong within
+           one worker, against Tokio) and spawn_blocking
            vs raw_sync (eventfd, moodycamel, condvar) and Tokio
   http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
            epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns under
@@ -405,7 +406,7 @@ def sync_report(ctx):
         lines += ["Tokio control not built (cargo missing): ratios against it are absent.", ""]
     lines += ["| metric (ours / theirs) | median [min-max] | verdict |", "|---|---|---|"]
     keep = ("ping-pong p50 galay/eventfd", "ping-pong p50 galay/tokio_pinned",
-            "ping-pong p99 galay/eventfd", "throughput 1p galay/tokio", "throughput 4p galay/tokio",
+            "ping-pong p99 galay/eventfd", "ping-pong p50 galay_local/tokio", "throughput 1p galay/tokio", "throughput 4p galay/tokio",
             "throughput 1p galay/moodycamel", "spawn_blocking p50 galay/condvar",
             "spawn_blocking p50 galay/tokio_pinned")
     for row in data["ratios"]:
