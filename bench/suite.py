@@ -406,7 +406,8 @@ def sync_report(ctx):
         lines += ["Tokio control not built (cargo missing): ratios against it are absent.", ""]
     lines += ["| metric (ours / theirs) | median [min-max] | verdict |", "|---|---|---|"]
     keep = ("ping-pong p50 galay/eventfd", "ping-pong p50 galay/tokio_pinned",
-            "ping-pong p99 galay/eventfd", "ping-pong p50 galay_local/tokio", "throughput 1p galay/tokio", "throughput 4p galay/tokio",
+            "ping-pong p99 galay/eventfd", "ping-pong p50 galay_local/tokio",
+            "throughput 1p galay/tokio", "throughput 4p galay/tokio",
             "throughput 1p galay/moodycamel", "spawn_blocking p50 galay/condvar",
             "spawn_blocking p50 galay/tokio_pinned")
     for row in data["ratios"]:

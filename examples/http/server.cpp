@@ -291,6 +291,10 @@ private:
         pooled_ = {};
         pool_.release();
     }
+    /// Give the pool buffer back once every byte of it is parsed.
+    void release_if_parsed() noexcept {
+        if (pooled_.empty()) pool_.release();
+    }
 
     /// The steady clock at its coarse resolution (a few ms): read twice per request for the
     /// idle and write deadlines, which are seconds long. CLOCK_MONOTONIC_COARSE is the same
@@ -385,7 +389,7 @@ galay::Task<void> Connection::run() {
                 const bool skipped = co_await discard_body(body);
                 if (!skipped) co_return;
             }
-            if (pooled_.empty()) pool_.release(); // every byte parsed: the buffer goes back now
+            release_if_parsed(); // the buffer goes back now, not when the next bytes arrive
             // A head that came in pieces left a block in the reader: with the request answered,
             // an empty reader gives it back (a waiting connection holds no read buffer).
             if (reader_.buffered().empty()) reader_.give_back();
@@ -571,7 +575,7 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
             static_cast<std::size_t>(std::min<std::uint64_t>(input().size(), length));
         consume_input(skipped);
         length -= skipped;
-        if (pooled_.empty()) pool_.release(); // (not held while waiting for the rest)
+        release_if_parsed(); // (not held while waiting for the rest)
         if (length == 0) co_return true;
         if (writer_.buffered() > 0) {
             auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
