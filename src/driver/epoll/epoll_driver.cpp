@@ -61,7 +61,8 @@ int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
 
 EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     : sched_(s)
-    , pool_(options.pool_buffers, options.pool_buffer_size) {
+    , pool_(options.pool_buffers, options.pool_buffer_size)
+    , fair_(options.fair_completions) {
     ep_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -74,7 +75,7 @@ EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     ev.events = EPOLLIN;
     ev.data.fd = wake_fd_;
     ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
-    events_.resize(512);
+    events_.resize(kEventsPerPoll);
 }
 
 EpollDriver::~EpollDriver() {
@@ -168,6 +169,19 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
         release_withheld();
         timeout_ns = 0;
     }
+    // One epoll_wait of at most kEventsPerPoll fds. With fair_completions, ask again (no wait)
+    // while full batches keep coming, bounded, as the io_uring driver does.
+    for (int round = 0;; ++round) {
+        const int n = wait_events(round == 0 ? timeout_ns : 0);
+        handle_events(n);
+        if (!fair_ || n < static_cast<int>(events_.size()) || round == kFairRounds) break;
+    }
+    if (!fault_ready_.empty()) [[unlikely]]
+        report_injected_readiness();
+    if (files_) files_->reap();
+}
+
+int EpollDriver::wait_events(std::int64_t timeout_ns) {
     timespec ts{};
     timespec* tsp = nullptr;
     if (timeout_ns >= 0) {
@@ -181,10 +195,14 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
         n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
     }
     if (n < 0) {
-        if (errno == EINTR) return;
+        if (errno == EINTR) return 0;
         std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
         std::abort();
     }
+    return n;
+}
+
+void EpollDriver::handle_events(int n) {
     for (int i = 0; i < n; ++i) {
         const int fd = events_[i].data.fd;
         const std::uint32_t ev = events_[i].events;
@@ -203,10 +221,6 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
         }
         if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
     }
-    if (static_cast<std::size_t>(n) == events_.size()) events_.resize(events_.size() * 2);
-    if (!fault_ready_.empty()) [[unlikely]]
-        report_injected_readiness();
-    if (files_) files_->reap();
 }
 
 void EpollDriver::shutdown() noexcept {
