@@ -20,7 +20,7 @@
 // SchedulerOptions::fair_completions instead: every ready completion in the same turn. It was
 // the default until 2026-11-25, for a p99 at 1,000 connections that no longer needs it: there,
 // in bench/http.py's turns, it cost 1.11x raw_http's CPU per request against 0.98x batching on
-// io_uring (1.19x against 1.06x on epoll), and its p99 was no lower.
+// io_uring (1.16x against 1.05x on epoll), and its p99 was no lower.
 #include "http/server.hpp"
 
 #include <sys/resource.h>

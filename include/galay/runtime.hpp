@@ -116,8 +116,8 @@ struct SchedulerOptions {
     /// ~50 us instead of at the end of the batch. Batches of hundreds cost CPU: each connection's
     /// memory is touched once when its completion is taken and again when its handler runs, and
     /// in between a long batch has evicted it. Measured 2026-11-25, HTTP at 1,000 busy
-    /// connections on one core: on, 1.15x raw_http's CPU per request on io_uring and 1.23x on
-    /// epoll; off, 1.04x and 1.06x, with a p99 no higher. A request/response echo costs 5-14%
+    /// connections on one core: on, 1.11x raw_http's CPU per request on io_uring and 1.16x on
+    /// epoll; off, 0.98x and 1.05x, with a p99 no higher. A request/response echo costs 5-14%
     /// more CPU per request with it.
     bool fair_completions = false;
 };
