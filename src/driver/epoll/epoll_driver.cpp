@@ -75,7 +75,6 @@ EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     ev.events = EPOLLIN;
     ev.data.fd = wake_fd_;
     ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
-    events_.resize(kEventsPerPoll);
 }
 
 EpollDriver::~EpollDriver() {
@@ -174,7 +173,7 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
     for (int round = 0;; ++round) {
         const int n = wait_events(round == 0 ? timeout_ns : 0);
         handle_events(n);
-        if (!fair_ || n < static_cast<int>(events_.size()) || round == kFairRounds) break;
+        if (!fair_ || n < static_cast<int>(kEventsPerPoll) || round == kFairRounds) break;
     }
     if (!fault_ready_.empty()) [[unlikely]]
         report_injected_readiness();
@@ -189,10 +188,10 @@ int EpollDriver::wait_events(std::int64_t timeout_ns) {
         ts.tv_nsec = timeout_ns % 1'000'000'000;
         tsp = &ts;
     }
-    int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(events_.size()), tsp, nullptr);
+    int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(kEventsPerPoll), tsp, nullptr);
     if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
         int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
-        n = ::epoll_wait(ep_, events_.data(), static_cast<int>(events_.size()), ms);
+        n = ::epoll_wait(ep_, events_.data(), static_cast<int>(kEventsPerPoll), ms);
     }
     if (n < 0) {
         if (errno == EINTR) return 0;

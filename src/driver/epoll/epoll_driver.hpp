@@ -18,6 +18,7 @@
 
 #include <sys/epoll.h>
 
+#include <array>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -105,7 +106,7 @@ private:
     // ready, in order, for the next call.
     static constexpr std::size_t kEventsPerPoll = 64;
     static constexpr int kFairRounds = 16; // fair_completions: more epoll_waits of one poll
-    std::vector<epoll_event> events_;
+    std::array<epoll_event, kEventsPerPoll> events_{};
     bool fair_ = false; // SchedulerOptions::fair_completions: poll drains every ready fd
     std::size_t waiting_ = 0;
     OpQueue starved_; // recv_pooled ops waiting for a pool buffer
