@@ -570,7 +570,9 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
                         cpu1[n] - cpu0[n], t["responses"])
             recs[n].update(active_s=t["active_s"], turns=t["turns"], responses=t["responses"],
                            warmup_requests=t["warmup_requests"], server_cpu_pct=None,
-                           turn_p99_us=t.get("turn_p99_us"))
+                           turn_p99_us=t.get("turn_p99_us"),
+                           client_busy_pct=100.0 * t["client_busy"],
+                           client_ev_per_wait=t["client_events_per_wait"])
             if not t["requests"]:
                 recs[n]["problems"].append("no request completed in the measured turns")
                 recs[n]["ok"] = False
@@ -650,7 +652,8 @@ def round_ratio(key, a, b):
 def summarise(rounds, names, mode="sequential"):
     """rounds: list of {name: rec}. Medians per server; ratios per round (galay/other, and the
     control), those of RATIO_KEYS[mode]."""
-    medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in ROWS}
+    rows = TURNS_ROWS if mode == "turns" else ROWS
+    medians = {n: {key: median_of([r[n] for r in rounds if n in r], key) for _, key, _ in rows}
                for n in names}
     ratios = {}
     for label, x, y in ratio_pairs(names):
@@ -673,7 +676,13 @@ INTERLEAVED_ROWS = [
 TURNS_ROWS = [({"rps": "throughput in its turns (req/s)",
                 "cpu_us_per_req": "server CPU/response, whole run (us)",
                 "rps_per_core": "responses/s per server core"}.get(key, label), key, fmt)
-              for label, key, fmt in ROWS]
+              for label, key, fmt in ROWS] + [
+    # The client's own load in the server's turns (http_turns' CPU over the turns' wall time):
+    # near 100% the one-thread client, not the server, sets the pace, and the latencies hold
+    # its queue of ready responses (the ready connections one epoll_wait returns, next row).
+    ("client busy in the turns", "client_busy_pct", "{:.0f}%"),
+    ("client: ready connections per epoll_wait", "client_ev_per_wait", "{:.1f}"),
+]
 
 
 def table_lines(title, names, medians, rows=ROWS):

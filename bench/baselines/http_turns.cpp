@@ -46,7 +46,11 @@
 // server's CPU over the whole run by. Also the p99 of each measured turn on its own, in cycle
 // order (JSON `turn_p99_us`; null for a turn without a 2xx response; the table shows their
 // median): the k-th turn of every target is in the same cycle, seconds apart, so comparing
-// targets turn by turn leaves out what a stall of the machine did to one cycle.
+// targets turn by turn leaves out what a stall of the machine did to one cycle. And the client's
+// own load in the target's measured turns: `client_busy`, this thread's CPU time over the turns'
+// wall time (1.0: the client never waited, so it, not the server, set the pace and latencies
+// include its own queue of ready responses), and `client_events_per_wait` (JSON; `ev/wait` in
+// the table), the mean number of ready connections an epoll_wait returned.
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
@@ -77,6 +81,12 @@ using galay::tools::with_commas;
 
 constexpr i64 kSec = 1'000'000'000;
 constexpr i64 kMs = 1'000'000;
+
+i64 thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<i64>(ts.tv_sec) * kSec + ts.tv_nsec;
+}
 
 enum Err { kConnect, kClosed, kReset, kStatus, kTimeout, kProtocol, kConnClose, kErrKinds };
 constexpr const char* kErrNames[kErrKinds] = {"connect", "closed",   "reset",           "status",
@@ -116,6 +126,11 @@ struct Target {
     u64 in_flight = 0;
     i64 active_ns = 0, warmup_ns = 0;
     int turns = 0, warmup_turns = 0;
+    // The client's own load in the measured turns: this thread's CPU time and the wall time
+    // of the turns (start to end, drain included), and its epoll_waits with the events they
+    // returned. A client busy ~100% of a turn is the bottleneck: latencies then hold its queue.
+    i64 client_cpu_ns = 0, client_wall_ns = 0;
+    u64 waits = 0, wait_events = 0;
     u64 connect_failures = 0; // in the initial connect phase
     std::string connect_error;
 
@@ -623,6 +638,10 @@ void Turns::poll(i64 deadline) {
         if (errno == EINTR) return;
         baseline::die("http_turns: epoll_wait");
     }
+    if (measured_ && n > 0) {
+        ++targets_[cur_].waits;
+        targets_[cur_].wait_events += static_cast<u64>(n);
+    }
     for (int i = 0; i < n; ++i) {
         const uint32_t id = evs[i].data.u32;
         Conn& c = conns_[id];
@@ -652,6 +671,7 @@ void Turns::turn(uint32_t ti, bool measured) {
     measured_ = measured;
     sending_ = true;
     if (measured) t.turn_hist.reset();
+    const i64 cpu_start = thread_cpu_ns();
     const i64 start = now_ns();
     deadline_ = start + static_cast<i64>(o_.slice * kSec);
     last_done_ = start;
@@ -697,6 +717,8 @@ void Turns::turn(uint32_t ti, bool measured) {
     const i64 active = std::max<i64>(last_done_ - start, 0);
     if (measured) {
         t.active_ns += active;
+        t.client_wall_ns += now_ns() - start;
+        t.client_cpu_ns += thread_cpu_ns() - cpu_start;
         ++t.turns;
         t.turn_p99_ns.push_back(t.turn_hist.count() ? t.turn_hist.percentile(99) : -1.0);
     } else {
@@ -775,6 +797,15 @@ void Turns::report(i64 wall_ns) const {
     auto rps = [&](const Target& t) {
         return t.active_ns > 0 ? static_cast<double>(t.requests) / seconds(t.active_ns) : 0.0;
     };
+    auto busy = [](const Target& t) {
+        return t.client_wall_ns > 0
+                   ? static_cast<double>(t.client_cpu_ns) / static_cast<double>(t.client_wall_ns)
+                   : 0.0;
+    };
+    auto per_wait = [](const Target& t) {
+        return t.waits > 0 ? static_cast<double>(t.wait_events) / static_cast<double>(t.waits)
+                           : 0.0;
+    };
     if (o_.json) {
         nlohmann::ordered_json j;
         j["tool"] = "http_turns";
@@ -819,7 +850,9 @@ void Turns::report(i64 wall_ns) const {
                                       {"p99", h.percentile(99) * us},
                                       {"p99_9", h.percentile(99.9) * us},
                                       {"max", h.max() * us}}},
-                                    {"turn_p99_us", turn_p99}});
+                                    {"turn_p99_us", turn_p99},
+                                    {"client_busy", busy(t)},
+                                    {"client_events_per_wait", per_wait(t)}});
         }
         std::printf("%s\n", j.dump().c_str());
         return;
@@ -834,9 +867,10 @@ void Turns::report(i64 wall_ns) const {
                 "+ %d measured per target, order %s; %.1f s in all\n",
                 targets_.size(), o_.connections, o_.path.c_str(), load.c_str(), o_.slice,
                 warmup_turns_, measured_turns_, o_.order.c_str(), seconds(wall_ns));
-    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s\n", "target",
-                "requests", "errors", "active_s", "req/s", "min_us", "mean_us", "stdev_us",
-                "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us", "turn_p99_med");
+    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s %11s %8s\n",
+                "target", "requests", "errors", "active_s", "req/s", "min_us", "mean_us",
+                "stdev_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us",
+                "turn_p99_med", "client_busy", "ev/wait");
     for (const Target& t : targets_) {
         const Histogram& h = t.hist;
         std::vector<double> turns; // (the turns with a 2xx response)
@@ -844,13 +878,13 @@ void Turns::report(i64 wall_ns) const {
             if (v >= 0) turns.push_back(v);
         const double turn_med = galay::tools::quantile(turns, 0.5);
         std::printf("%-16s %12s %7s %8.3f %10s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f "
-                    "%9.1f %14.1f\n",
+                    "%9.1f %14.1f %10.0f%% %8.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
                     with_commas(t.total_errors()).c_str(), seconds(t.active_ns),
                     with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min() * us,
                     h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
                     h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
-                    h.max() * us, turn_med * us);
+                    h.max() * us, turn_med * us, busy(t) * 100, per_wait(t));
     }
 }
 

@@ -5,7 +5,8 @@
 #    errors == 0, and the server exits 0 on SIGTERM.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
 # 3. http_turns against two raw_http servers (20 connections each, turns of 0.2 s): both have
-#    requests > 0, errors == 0 and a p99 for each of the 5 measured turns; against a closed port
+#    requests > 0, errors == 0, a p99 for each of the 5 measured turns and the client's own load
+#    (busy fraction in (0, 1], 1-20 ready connections per epoll_wait); against a closed port
 #    it exits non-zero naming the target; at --rate, every request due in a turn is answered
 #    and measured, exactly ceil(slice x rate) a turn;
 #    against a small Python server it frames responses that arrive one byte at a time (0 errors)
@@ -142,6 +143,9 @@ for t in r["targets"]:
     # each measured turn's own p99, in cycle order, within the run's latencies
     tp = t["turn_p99_us"]
     ok = ok and len(tp) == 5 and all(v is not None and lat["min"] <= v <= lat["max"] for v in tp)
+    # the client's own CPU over the turns' wall time, and ready connections per epoll_wait
+    print(f"  client busy {t['client_busy']:.2f}, {t['client_events_per_wait']:.1f} ready per wait")
+    ok = ok and 0 < t["client_busy"] <= 1.01 and 1 <= t["client_events_per_wait"] <= 20
 sys.exit(0 if ok else 1)
 PY
 
