@@ -571,7 +571,8 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
             recs[n].update(active_s=t["active_s"], turns=t["turns"], responses=t["responses"],
                            warmup_requests=t["warmup_requests"], server_cpu_pct=None,
                            turn_p99_us=t.get("turn_p99_us"),
-                           client_busy_pct=100.0 * t["client_busy"],
+                           client_busy_pct=(None if t.get("client_busy") is None
+                                            else 100.0 * t["client_busy"]),
                            client_ev_per_wait=t["client_events_per_wait"])
             if not t["requests"]:
                 recs[n]["problems"].append("no request completed in the measured turns")

@@ -50,7 +50,9 @@
 // own load in the target's measured turns: `client_busy`, this thread's CPU time over the turns'
 // wall time (1.0: the client never waited, so it, not the server, set the pace and latencies
 // include its own queue of ready responses), and `client_events_per_wait` (JSON; `ev/wait` in
-// the table), the mean number of ready connections an epoll_wait returned.
+// the table), the mean number of ready connections an epoll_wait returned. At --rate the client
+// polls without waiting while requests fall due, so it is always busy: client_busy is null
+// there (`-` in the table).
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
@@ -851,7 +853,8 @@ void Turns::report(i64 wall_ns) const {
                                       {"p99_9", h.percentile(99.9) * us},
                                       {"max", h.max() * us}}},
                                     {"turn_p99_us", turn_p99},
-                                    {"client_busy", busy(t)},
+                                    {"client_busy", open_loop() ? nlohmann::ordered_json()
+                                                                : nlohmann::ordered_json(busy(t))},
                                     {"client_events_per_wait", per_wait(t)}});
         }
         std::printf("%s\n", j.dump().c_str());
@@ -877,14 +880,16 @@ void Turns::report(i64 wall_ns) const {
         for (double v : t.turn_p99_ns)
             if (v >= 0) turns.push_back(v);
         const double turn_med = galay::tools::quantile(turns, 0.5);
+        char busy_cell[16] = "-";
+        if (!open_loop()) std::snprintf(busy_cell, sizeof busy_cell, "%.0f%%", busy(t) * 100);
         std::printf("%-16s %12s %7s %8.3f %10s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f "
-                    "%9.1f %14.1f %10.0f%% %8.1f\n",
+                    "%9.1f %14.1f %11s %8.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
                     with_commas(t.total_errors()).c_str(), seconds(t.active_ns),
                     with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min() * us,
                     h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
                     h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
-                    h.max() * us, turn_med * us, busy(t) * 100, per_wait(t));
+                    h.max() * us, turn_med * us, busy_cell, per_wait(t));
     }
 }
 
