@@ -62,6 +62,13 @@ within one run, for every server, raw_http included), but moves only a few of th
 ratios: it is the tail of a typical slice of the run (with the client's own queueing in it where
 the one-thread client saturates: 100 connections against the fastest servers), the overall p99
 is what a client saw over the whole run. Both are reported; neither replaces the other.
+Two rows show where the queue is: "client busy in the turns" (http_turns' CPU over the wall time
+of a server's turns; near 100% the one-thread client, not the server, sets the pace) and "ready
+connections per epoll_wait". And one more latency, "99% at the socket": up to the kernel's
+receive timestamp of each response (SO_TIMESTAMPNS: on loopback, when the server sent it)
+instead of the client's read, so without the client's own queue of ready responses; its ratio
+is the column "p99 at the socket". In a closed loop the queue sits at the bottleneck: against a
+server faster than the client most of the end-to-end latency is the client's.
 `--rate R` (turns only) makes http_turns' load open-loop: in a server's turn requests fall due
 at R per second, each sent on a
 free connection when due (or when one frees up, even after the slice: every request due in a
@@ -573,7 +580,9 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
                            turn_p99_us=t.get("turn_p99_us"),
                            client_busy_pct=(None if t.get("client_busy") is None
                                             else 100.0 * t["client_busy"]),
-                           client_ev_per_wait=t["client_events_per_wait"])
+                           client_ev_per_wait=t["client_events_per_wait"],
+                           sock_p99_ms=(t["socket_latency_us"]["p99"] / 1000.0
+                                        if t.get("socket_latency_count") else None))
             if not t["requests"]:
                 recs[n]["problems"].append("no request completed in the measured turns")
                 recs[n]["ok"] = False
@@ -627,10 +636,11 @@ def ratio_pairs(names):
 # Ratio key -> the record's value it divides; the ratios each mode reports (interleaved runs
 # have no latencies and no throughput of their own to compare).
 RATIO_OF = {"rps": "rps", "rps_per_core": "rps_per_core", "cpu_per_req": "cpu_us_per_req",
-            "mean": "mean_ms", "p99": "p99_ms"}
+            "mean": "mean_ms", "p99": "p99_ms", "sock_p99": "sock_p99_ms"}
 RATIO_KEYS = {"sequential": ("rps_per_core", "cpu_per_req", "rps", "p99"),
               "interleaved": ("rps_per_core", "cpu_per_req"),
-              "turns": ("rps_per_core", "cpu_per_req", "rps", "mean", "p99", "p99_turn")}
+              "turns": ("rps_per_core", "cpu_per_req", "rps", "mean", "p99", "p99_turn",
+                        "sock_p99")}
 
 
 def turn_ratio(a, b):
@@ -646,7 +656,7 @@ def round_ratio(key, a, b):
     """One round's ratio `key` (RATIO_KEYS) of record a over record b, or None."""
     if key == "p99_turn":
         return turn_ratio(a, b)
-    x, y = a[RATIO_OF[key]], b[RATIO_OF[key]]
+    x, y = a.get(RATIO_OF[key]), b.get(RATIO_OF[key])
     return x / y if x is not None and y else None
 
 
@@ -683,6 +693,9 @@ TURNS_ROWS = [({"rps": "throughput in its turns (req/s)",
     # its queue of ready responses (the ready connections one epoll_wait returns, next row).
     ("client busy in the turns", "client_busy_pct", "{:.0f}%"),
     ("client: ready connections per epoll_wait", "client_ev_per_wait", "{:.1f}"),
+    # Up to the kernel's receive timestamp of the response (SO_TIMESTAMPNS) instead of the
+    # client's read: the client's queue of ready responses left out.
+    ("99% at the socket (ms)", "sock_p99_ms", "{:.3f}"),
 ]
 
 
@@ -708,6 +721,7 @@ RATIO_COLUMNS = [
     ("mean latency (lower is better)", "mean", True, ("lower", "higher")),
     ("p99 latency (lower is better)", "p99", True, ("lower", "higher")),
     ("p99 turn by turn (lower is better)", "p99_turn", True, ("lower", "higher")),
+    ("p99 at the socket (lower is better)", "sock_p99", True, ("lower", "higher")),
 ]
 
 
@@ -753,6 +767,8 @@ def target_lines(ratios, pairs):
                 checks.append(f"p99 vs nginx <= 1.00: {crit(r['p99'], 1.0)}")
             if r.get("p99_turn"):
                 checks.append(f"p99 turn by turn vs nginx <= 1.00: {crit(r['p99_turn'], 1.0)}")
+            if r.get("sock_p99"):
+                checks.append(f"p99 at the socket vs nginx <= 1.00: {crit(r['sock_p99'], 1.0)}")
         r = ratios.get(f"{g}/go")
         if r:
             checks.append(f"CPU/request vs Go <= 0.50 (req/s per core >= 2.0x): "

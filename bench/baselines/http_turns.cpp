@@ -54,6 +54,12 @@
 // polls without waiting while requests fall due, so it is always busy: client_busy is null
 // there (`-` in the table).
 //
+// Latency at the socket: the same requests, up to the kernel's receive timestamp of the last
+// segment the completing read took (SO_TIMESTAMPNS; on loopback, the moment the server's send
+// delivered it) instead of the read itself. It leaves out the client's own queue of ready
+// responses, which the closed loop puts in every latency once the client is the bottleneck
+// (JSON `socket_latency_us`, `turn_socket_p99_us`; `sock_p99_us` in the table).
+//
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
 #include "common.hpp"
@@ -66,11 +72,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <netdb.h>
 #include <string>
 #include <string_view>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <vector>
 
 namespace {
@@ -83,6 +92,12 @@ using galay::tools::with_commas;
 
 constexpr i64 kSec = 1'000'000'000;
 constexpr i64 kMs = 1'000'000;
+
+i64 realtime_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<i64>(ts.tv_sec) * kSec + ts.tv_nsec;
+}
 
 i64 thread_cpu_ns() {
     timespec ts{};
@@ -107,6 +122,7 @@ struct Conn {
     size_t tx_off = 0; // bytes of the request written
     u64 body_left = 0; // body bytes still owed
     i64 sent_at = 0;   // when the outstanding request was written
+    i64 arrived = -1;  // kernel receive time of the last bytes read, on the steady clock (-1: none)
     std::string head;  // a head split over reads (empty otherwise: parsed in place)
 };
 
@@ -119,7 +135,11 @@ struct Target {
     uint32_t first = 0, count = 0; // its connections: [first, first + count)
 
     Histogram hist;
-    Histogram turn_hist;             // the current measured turn's latencies
+    Histogram turn_hist; // the current measured turn's latencies
+    // The same requests, up to the kernel's receive timestamp of the response's last bytes
+    // instead of the read that took them: the client's own queue of ready responses left out.
+    Histogram sock_hist, turn_sock_hist;
+    std::vector<double> turn_sock_p99_ns;
     std::vector<double> turn_p99_ns; // each measured turn's p99 (-1: no 2xx response in it)
     u64 requests = 0;                // measured turns, 2xx
     u64 warmup_requests = 0;         // warm-up turns, 2xx
@@ -263,6 +283,7 @@ private:
     // rate)) and how many of them were sent.
     std::vector<uint32_t> free_;
     i64 turn_start_ = 0;
+    i64 real_offset_ = 0; // CLOCK_REALTIME minus CLOCK_MONOTONIC (receive timestamps are real)
     u64 due_total_ = 0, issued_ = 0;
 
     bool parse_targets();
@@ -385,6 +406,11 @@ bool Turns::open_socket(uint32_t id) {
     }
     int one = 1;
     setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // Receive timestamps: each recvmsg reports when the kernel received the last segment it read
+    // (CLOCK_REALTIME). Loopback delivers in the sender's send call, so it is when the server sent
+    // the response's last bytes.
+    if (setsockopt(c.fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0)
+        baseline::die("http_turns: setsockopt SO_TIMESTAMPNS");
     c.state = State::Connecting;
     if (::connect(c.fd, reinterpret_cast<sockaddr*>(&t.addr), t.addr_len) == 0) {
         ctl(EPOLL_CTL_ADD, id, EPOLLIN);
@@ -513,8 +539,23 @@ void Turns::flush(uint32_t id) {
 
 void Turns::on_readable(uint32_t id) {
     Conn& c = conns_[id];
-    const ssize_t r = ::read(c.fd, buf_.data(), buf_.size());
+    iovec iov{buf_.data(), buf_.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t r = ::recvmsg(c.fd, &m, 0);
     const i64 now = now_ns();
+    c.arrived = -1;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&m); r > 0 && cm != nullptr; cm = CMSG_NXTHDR(&m, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec ts{};
+            std::memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+            c.arrived = static_cast<i64>(ts.tv_sec) * kSec + ts.tv_nsec - real_offset_;
+        }
+    }
     if (r < 0) {
         if (errno == EAGAIN) return;
         error(id, kReset, std::string("recv: ") + std::strerror(errno));
@@ -602,6 +643,11 @@ void Turns::complete(uint32_t id, i64 now) {
     } else if (measured_) {
         t.hist.record(static_cast<u64>(now - c.sent_at));
         t.turn_hist.record(static_cast<u64>(now - c.sent_at));
+        // (a timestamp before the request was due: the clock was stepped; not recorded)
+        if (c.arrived >= c.sent_at) {
+            t.sock_hist.record(static_cast<u64>(c.arrived - c.sent_at));
+            t.turn_sock_hist.record(static_cast<u64>(c.arrived - c.sent_at));
+        }
         ++t.requests;
     } else {
         ++t.warmup_requests;
@@ -672,7 +718,11 @@ void Turns::turn(uint32_t ti, bool measured) {
     cur_ = ti;
     measured_ = measured;
     sending_ = true;
-    if (measured) t.turn_hist.reset();
+    if (measured) {
+        t.turn_hist.reset();
+        t.turn_sock_hist.reset();
+    }
+    real_offset_ = realtime_ns() - now_ns(); // (again each turn: a step of the clock is brief)
     const i64 cpu_start = thread_cpu_ns();
     const i64 start = now_ns();
     deadline_ = start + static_cast<i64>(o_.slice * kSec);
@@ -723,6 +773,8 @@ void Turns::turn(uint32_t ti, bool measured) {
         t.client_cpu_ns += thread_cpu_ns() - cpu_start;
         ++t.turns;
         t.turn_p99_ns.push_back(t.turn_hist.count() ? t.turn_hist.percentile(99) : -1.0);
+        t.turn_sock_p99_ns.push_back(t.turn_sock_hist.count() ? t.turn_sock_hist.percentile(99)
+                                                              : -1.0);
     } else {
         t.warmup_ns += active;
         ++t.warmup_turns;
@@ -827,10 +879,13 @@ void Turns::report(i64 wall_ns) const {
             for (int k = 0; k < kErrKinds; ++k)
                 e[kErrNames[k]] = t.errors[k];
             const Histogram& h = t.hist;
-            nlohmann::ordered_json turn_p99 = nlohmann::ordered_json::array();
-            for (double v : t.turn_p99_ns)
-                turn_p99.push_back(v < 0 ? nlohmann::ordered_json()
-                                         : nlohmann::ordered_json(v * us));
+            auto per_turn = [&](const std::vector<double>& ns) {
+                nlohmann::ordered_json a = nlohmann::ordered_json::array();
+                for (double v : ns)
+                    a.push_back(v < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(v * us));
+                return a;
+            };
+            const Histogram& sh = t.sock_hist;
             j["targets"].push_back({{"name", t.name},
                                     {"address", t.hostport},
                                     {"requests", t.requests},
@@ -852,7 +907,16 @@ void Turns::report(i64 wall_ns) const {
                                       {"p99", h.percentile(99) * us},
                                       {"p99_9", h.percentile(99.9) * us},
                                       {"max", h.max() * us}}},
-                                    {"turn_p99_us", turn_p99},
+                                    {"turn_p99_us", per_turn(t.turn_p99_ns)},
+                                    {"socket_latency_count", sh.count()},
+                                    {"socket_latency_us",
+                                     {{"mean", sh.mean() * us},
+                                      {"p50", sh.percentile(50) * us},
+                                      {"p90", sh.percentile(90) * us},
+                                      {"p99", sh.percentile(99) * us},
+                                      {"p99_9", sh.percentile(99.9) * us},
+                                      {"max", sh.max() * us}}},
+                                    {"turn_socket_p99_us", per_turn(t.turn_sock_p99_ns)},
                                     {"client_busy", open_loop() ? nlohmann::ordered_json()
                                                                 : nlohmann::ordered_json(busy(t))},
                                     {"client_events_per_wait", per_wait(t)}});
@@ -870,10 +934,10 @@ void Turns::report(i64 wall_ns) const {
                 "+ %d measured per target, order %s; %.1f s in all\n",
                 targets_.size(), o_.connections, o_.path.c_str(), load.c_str(), o_.slice,
                 warmup_turns_, measured_turns_, o_.order.c_str(), seconds(wall_ns));
-    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s %11s %8s\n",
+    std::printf("%-16s %12s %7s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %9s %14s %11s %8s %12s\n",
                 "target", "requests", "errors", "active_s", "req/s", "min_us", "mean_us",
                 "stdev_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us",
-                "turn_p99_med", "client_busy", "ev/wait");
+                "turn_p99_med", "client_busy", "ev/wait", "sock_p99_us");
     for (const Target& t : targets_) {
         const Histogram& h = t.hist;
         std::vector<double> turns; // (the turns with a 2xx response)
@@ -883,13 +947,14 @@ void Turns::report(i64 wall_ns) const {
         char busy_cell[16] = "-";
         if (!open_loop()) std::snprintf(busy_cell, sizeof busy_cell, "%.0f%%", busy(t) * 100);
         std::printf("%-16s %12s %7s %8.3f %10s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f "
-                    "%9.1f %14.1f %11s %8.1f\n",
+                    "%9.1f %14.1f %11s %8.1f %12.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
                     with_commas(t.total_errors()).c_str(), seconds(t.active_ns),
                     with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min() * us,
                     h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
                     h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
-                    h.max() * us, turn_med * us, busy_cell, per_wait(t));
+                    h.max() * us, turn_med * us, busy_cell, per_wait(t),
+                    t.sock_hist.percentile(99) * us);
     }
 }
 

@@ -6,7 +6,8 @@
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
 # 3. http_turns against two raw_http servers (20 connections each, turns of 0.2 s): both have
 #    requests > 0, errors == 0, a p99 for each of the 5 measured turns and the client's own load
-#    (busy fraction in (0, 1], 1-20 ready connections per epoll_wait); against a closed port
+#    (busy fraction in (0, 1], 1-20 ready connections per epoll_wait), a latency at the socket
+#    for every request and none above its end-to-end one; against a closed port
 #    it exits non-zero naming the target; at --rate, every request due in a turn is answered
 #    and measured, exactly ceil(slice x rate) a turn;
 #    against a small Python server it frames responses that arrive one byte at a time (0 errors)
@@ -146,6 +147,14 @@ for t in r["targets"]:
     # the client's own CPU over the turns' wall time, and ready connections per epoll_wait
     print(f"  client busy {t['client_busy']:.2f}, {t['client_events_per_wait']:.1f} ready per wait")
     ok = ok and 0 < t["client_busy"] <= 1.01 and 1 <= t["client_events_per_wait"] <= 20
+    # latency at the socket (kernel receive timestamp): one per measured request, each no later
+    # than the read that took it, so no quantile above the end-to-end one (<1% histogram error)
+    sock = t["socket_latency_us"]
+    print(f"  at the socket: {t['socket_latency_count']} of {t['requests']}, "
+          f"p50 {sock['p50']:.0f} us, p99 {sock['p99']:.0f} us")
+    ok = ok and t["socket_latency_count"] == t["requests"] and 0 < sock["p50"] \
+        and sock["p50"] <= lat["p50"] * 1.01 and sock["p99"] <= lat["p99"] * 1.01 \
+        and len(t["turn_socket_p99_us"]) == 5
 sys.exit(0 if ok else 1)
 PY
 
