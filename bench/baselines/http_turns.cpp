@@ -878,14 +878,20 @@ void Turns::report(i64 wall_ns) const {
             nlohmann::ordered_json e;
             for (int k = 0; k < kErrKinds; ++k)
                 e[kErrNames[k]] = t.errors[k];
-            const Histogram& h = t.hist;
+            auto latency = [&](const Histogram& h) {
+                return nlohmann::ordered_json{
+                    {"min", h.min() * us},          {"mean", h.mean() * us},
+                    {"stdev", h.stdev() * us},      {"p50", h.percentile(50) * us},
+                    {"p90", h.percentile(90) * us}, {"p95", h.percentile(95) * us},
+                    {"p99", h.percentile(99) * us}, {"p99_9", h.percentile(99.9) * us},
+                    {"max", h.max() * us}};
+            };
             auto per_turn = [&](const std::vector<double>& ns) {
                 nlohmann::ordered_json a = nlohmann::ordered_json::array();
                 for (double v : ns)
                     a.push_back(v < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(v * us));
                 return a;
             };
-            const Histogram& sh = t.sock_hist;
             j["targets"].push_back({{"name", t.name},
                                     {"address", t.hostport},
                                     {"requests", t.requests},
@@ -897,25 +903,10 @@ void Turns::report(i64 wall_ns) const {
                                     {"warmup_requests", t.warmup_requests},
                                     {"warmup_active_s", seconds(t.warmup_ns)},
                                     {"responses", t.responses},
-                                    {"latency_us",
-                                     {{"min", h.min() * us},
-                                      {"mean", h.mean() * us},
-                                      {"stdev", h.stdev() * us},
-                                      {"p50", h.percentile(50) * us},
-                                      {"p90", h.percentile(90) * us},
-                                      {"p95", h.percentile(95) * us},
-                                      {"p99", h.percentile(99) * us},
-                                      {"p99_9", h.percentile(99.9) * us},
-                                      {"max", h.max() * us}}},
+                                    {"latency_us", latency(t.hist)},
                                     {"turn_p99_us", per_turn(t.turn_p99_ns)},
-                                    {"socket_latency_count", sh.count()},
-                                    {"socket_latency_us",
-                                     {{"mean", sh.mean() * us},
-                                      {"p50", sh.percentile(50) * us},
-                                      {"p90", sh.percentile(90) * us},
-                                      {"p99", sh.percentile(99) * us},
-                                      {"p99_9", sh.percentile(99.9) * us},
-                                      {"max", sh.max() * us}}},
+                                    {"socket_latency_count", t.sock_hist.count()},
+                                    {"socket_latency_us", latency(t.sock_hist)},
                                     {"turn_socket_p99_us", per_turn(t.turn_sock_p99_ns)},
                                     {"client_busy", open_loop() ? nlohmann::ordered_json()
                                                                 : nlohmann::ordered_json(busy(t))},
