@@ -93,17 +93,26 @@ using galay::tools::with_commas;
 constexpr i64 kSec = 1'000'000'000;
 constexpr i64 kMs = 1'000'000;
 
-i64 realtime_ns() {
+// CLOCK_REALTIME (what receive timestamps are in) or this thread's CPU time, in ns.
+i64 clock_ns(clockid_t clock) {
     timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(clock, &ts);
     return static_cast<i64>(ts.tv_sec) * kSec + ts.tv_nsec;
 }
 
-i64 thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<i64>(ts.tv_sec) * kSec + ts.tv_nsec;
-}
+// One latency measure of a target: every measured request, and each measured turn on its own.
+struct TurnLatencies {
+    Histogram all;
+    Histogram turn;                  // the current measured turn's
+    std::vector<double> turn_p99_ns; // each measured turn's p99 (-1: no 2xx response in it)
+
+    void record(i64 ns) {
+        all.record(static_cast<u64>(ns));
+        turn.record(static_cast<u64>(ns));
+    }
+    void begin_turn() { turn.reset(); }
+    void end_turn() { turn_p99_ns.push_back(turn.count() ? turn.percentile(99) : -1.0); }
+};
 
 enum Err { kConnect, kClosed, kReset, kStatus, kTimeout, kProtocol, kConnClose, kErrKinds };
 constexpr const char* kErrNames[kErrKinds] = {"connect", "closed",   "reset",           "status",
@@ -134,16 +143,13 @@ struct Target {
     std::string request;
     uint32_t first = 0, count = 0; // its connections: [first, first + count)
 
-    Histogram hist;
-    Histogram turn_hist; // the current measured turn's latencies
+    TurnLatencies latency; // from the request's write to the read of its response's last byte
     // The same requests, up to the kernel's receive timestamp of the response's last bytes
     // instead of the read that took them: the client's own queue of ready responses left out.
-    Histogram sock_hist, turn_sock_hist;
-    std::vector<double> turn_sock_p99_ns;
-    std::vector<double> turn_p99_ns; // each measured turn's p99 (-1: no 2xx response in it)
-    u64 requests = 0;                // measured turns, 2xx
-    u64 warmup_requests = 0;         // warm-up turns, 2xx
-    u64 responses = 0;               // complete responses, every turn, any status
+    TurnLatencies sock;
+    u64 requests = 0;        // measured turns, 2xx
+    u64 warmup_requests = 0; // warm-up turns, 2xx
+    u64 responses = 0;       // complete responses, every turn, any status
     u64 errors[kErrKinds] = {};
     u64 in_flight = 0;
     i64 active_ns = 0, warmup_ns = 0;
@@ -641,13 +647,9 @@ void Turns::complete(uint32_t id, i64 now) {
     } else if (c.close_after) {
         error(id, kConnClose, "the response closes the connection (Connection: close)");
     } else if (measured_) {
-        t.hist.record(static_cast<u64>(now - c.sent_at));
-        t.turn_hist.record(static_cast<u64>(now - c.sent_at));
+        t.latency.record(now - c.sent_at);
         // (a timestamp before the request was due: the clock was stepped; not recorded)
-        if (c.arrived >= c.sent_at) {
-            t.sock_hist.record(static_cast<u64>(c.arrived - c.sent_at));
-            t.turn_sock_hist.record(static_cast<u64>(c.arrived - c.sent_at));
-        }
+        if (c.arrived >= c.sent_at) t.sock.record(c.arrived - c.sent_at);
         ++t.requests;
     } else {
         ++t.warmup_requests;
@@ -719,11 +721,12 @@ void Turns::turn(uint32_t ti, bool measured) {
     measured_ = measured;
     sending_ = true;
     if (measured) {
-        t.turn_hist.reset();
-        t.turn_sock_hist.reset();
+        t.latency.begin_turn();
+        t.sock.begin_turn();
     }
-    real_offset_ = realtime_ns() - now_ns(); // (again each turn: a step of the clock is brief)
-    const i64 cpu_start = thread_cpu_ns();
+    real_offset_ =
+        clock_ns(CLOCK_REALTIME) - now_ns(); // (again each turn: a step of the clock is brief)
+    const i64 cpu_start = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     const i64 start = now_ns();
     deadline_ = start + static_cast<i64>(o_.slice * kSec);
     last_done_ = start;
@@ -770,11 +773,10 @@ void Turns::turn(uint32_t ti, bool measured) {
     if (measured) {
         t.active_ns += active;
         t.client_wall_ns += now_ns() - start;
-        t.client_cpu_ns += thread_cpu_ns() - cpu_start;
+        t.client_cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
         ++t.turns;
-        t.turn_p99_ns.push_back(t.turn_hist.count() ? t.turn_hist.percentile(99) : -1.0);
-        t.turn_sock_p99_ns.push_back(t.turn_sock_hist.count() ? t.turn_sock_hist.percentile(99)
-                                                              : -1.0);
+        t.latency.end_turn();
+        t.sock.end_turn();
     } else {
         t.warmup_ns += active;
         ++t.warmup_turns;
@@ -878,7 +880,7 @@ void Turns::report(i64 wall_ns) const {
             nlohmann::ordered_json e;
             for (int k = 0; k < kErrKinds; ++k)
                 e[kErrNames[k]] = t.errors[k];
-            auto latency = [&](const Histogram& h) {
+            auto latency_json = [&](const Histogram& h) {
                 return nlohmann::ordered_json{
                     {"min", h.min() * us},          {"mean", h.mean() * us},
                     {"stdev", h.stdev() * us},      {"p50", h.percentile(50) * us},
@@ -903,11 +905,11 @@ void Turns::report(i64 wall_ns) const {
                                     {"warmup_requests", t.warmup_requests},
                                     {"warmup_active_s", seconds(t.warmup_ns)},
                                     {"responses", t.responses},
-                                    {"latency_us", latency(t.hist)},
-                                    {"turn_p99_us", per_turn(t.turn_p99_ns)},
-                                    {"socket_latency_count", t.sock_hist.count()},
-                                    {"socket_latency_us", latency(t.sock_hist)},
-                                    {"turn_socket_p99_us", per_turn(t.turn_sock_p99_ns)},
+                                    {"latency_us", latency_json(t.latency.all)},
+                                    {"turn_p99_us", per_turn(t.latency.turn_p99_ns)},
+                                    {"socket_latency_count", t.sock.all.count()},
+                                    {"socket_latency_us", latency_json(t.sock.all)},
+                                    {"turn_socket_p99_us", per_turn(t.sock.turn_p99_ns)},
                                     {"client_busy", open_loop() ? nlohmann::ordered_json()
                                                                 : nlohmann::ordered_json(busy(t))},
                                     {"client_events_per_wait", per_wait(t)}});
@@ -930,9 +932,9 @@ void Turns::report(i64 wall_ns) const {
                 "stdev_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us",
                 "turn_p99_med", "client_busy", "ev/wait", "sock_p99_us");
     for (const Target& t : targets_) {
-        const Histogram& h = t.hist;
+        const Histogram& h = t.latency.all;
         std::vector<double> turns; // (the turns with a 2xx response)
-        for (double v : t.turn_p99_ns)
+        for (double v : t.latency.turn_p99_ns)
             if (v >= 0) turns.push_back(v);
         const double turn_med = galay::tools::quantile(turns, 0.5);
         char busy_cell[16] = "-";
@@ -945,7 +947,7 @@ void Turns::report(i64 wall_ns) const {
                     h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
                     h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
                     h.max() * us, turn_med * us, busy_cell, per_wait(t),
-                    t.sock_hist.percentile(99) * us);
+                    t.sock.all.percentile(99) * us);
     }
 }
 
