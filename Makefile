@@ -55,14 +55,15 @@ test-no-uring: deps
 	cmake --build --preset no-uring -j $(JOBS)
 	ctest --preset no-uring -j $(JOBS)
 
-# Bounded soak (tests/soak/soak.py): connection churn against bench_server and UDP/file/TCP
+# Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
+# connection churn against bench_server and UDP/file/TCP
 # open-close loops in one galay program, on each backend; fails if fds or RSS do not come back.
 # A few minutes by default; CI runs SOAK_SECONDS=30. Not part of `make test`.
 SOAK_SECONDS ?= 180
 soak: deps
-	cmake --preset release >/dev/null
-	cmake --build --preset release -j $(JOBS) --target bench_server soak_local
-	$(PYTHON) tests/soak/soak.py --bin build/release/bin --duration $(SOAK_SECONDS)
+	cmake --preset soak >/dev/null
+	cmake --build --preset soak -j $(JOBS) --target bench_server soak_local
+	$(PYTHON) tests/soak/soak.py --bin build/soak/bin --duration $(SOAK_SECONDS)
 
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build

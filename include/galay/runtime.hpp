@@ -75,7 +75,8 @@ struct UringProbe {
     std::string reason;    ///< a sentence naming the failing step (setup, missing opcode, sysctl)
 };
 /// Probe io_uring: ring set-up plus every opcode galay uses. Cached after the first call.
-/// For tests, `GALAY_FAKE_URING_PROBE=<errno name or number>` makes the probe fail that way.
+/// In a build with GALAY_FAULT_INJECTION (tests), `GALAY_FAKE_URING_PROBE=<errno name or number>`
+/// makes the probe fail that way.
 const UringProbe& probe_io_uring();
 /// The backends this build of galay contains, in the order Backend::automatic tries them (the
 /// CMake options GALAY_WITH_URING=OFF and so on leave one out; asking for it is then an error
@@ -123,6 +124,7 @@ struct SchedulerOptions {
 };
 
 namespace detail {
+class Driver; // the backend (src/driver/driver.hpp); not part of the installed interface
 class RemoteQueue;
 struct SchedulerAccess;
 struct SpawnLinks { // a scheduler's list of its spawned tasks (detail/intrusive_list.hpp)
@@ -145,11 +147,11 @@ public:
 
     /// The scheduler running on this thread (inside block_on, or a Runtime worker), or null.
     static Scheduler* current() noexcept;
-    /// Make `s` this thread's current scheduler; returns the previous one.
-    static Scheduler* exchange_current(Scheduler* s) noexcept;
 
-    Backend backend() const noexcept { return driver_->backend(); }
-    const char* backend_name() const noexcept { return driver_->name(); }
+    /// The backend this scheduler's driver runs (never `Backend::automatic`).
+    Backend backend() const noexcept;
+    /// Its name: "io_uring" or "epoll".
+    const char* backend_name() const noexcept;
 
     /// Run `task` on this thread until it finishes; spawned tasks run alongside it.
     template <class T>
@@ -175,8 +177,6 @@ public:
     /// Resume `h` on this scheduler's thread. Safe from any thread. A sleeping scheduler is
     /// woken (eventfd; IORING_OP_MSG_RING between io_uring workers of one Runtime).
     void post(std::coroutine_handle<> h);
-    /// Run `call` on this scheduler's thread (see detail::RemoteCall). Safe from any thread.
-    void post(detail::RemoteCall& call);
 
     /// The steady clock in nanoseconds: what deadlines (`.deadline()`, timer nodes) are measured
     /// in.
@@ -197,6 +197,11 @@ private:
     // completing an op, the inline-completion budget): src/runtime/scheduler_access.hpp.
     friend struct detail::SchedulerAccess;
     friend struct detail::SpawnBase;
+
+    /// Make `s` this thread's current scheduler; returns the previous one.
+    static Scheduler* exchange_current(Scheduler* s) noexcept;
+    /// Run `call` on this scheduler's thread (see detail::RemoteCall). Safe from any thread.
+    void post(detail::RemoteCall& call);
 
     /// Run until `remaining` is 0 or, when deadline_ns >= 0, the steady clock reaches it.
     void run_until_done(const std::size_t& remaining, std::int64_t deadline_ns = -1);

@@ -1,5 +1,6 @@
 #include "galay/fs/fixed_buffer.hpp"
 
+#include "driver/driver.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/scheduler_access.hpp"
 
@@ -73,6 +74,14 @@ void FixedBuffer::unregister_now() noexcept {
         reg_->driver->unregister_buffer(*reg_);
     }
     reg_.reset();
+}
+
+bool FixedBuffer::registered() const noexcept {
+    return reg_ != nullptr && reg_->driver != nullptr;
+}
+
+int FixedBuffer::slot() const noexcept {
+    return registered() ? reg_->slot : -1;
 }
 
 FixedSlice FixedBuffer::slice(std::size_t offset, std::size_t len) {

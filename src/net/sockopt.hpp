@@ -1,4 +1,4 @@
-// src/net/sockopt.hpp: socket options and names, for TCP and UDP.
+// src/net/sockopt.hpp: sockets, their options and names, for TCP and UDP.
 #pragma once
 
 #include "galay/error.hpp"
@@ -9,6 +9,9 @@
 #include <cerrno>
 
 namespace galay::detail {
+
+/// A non-blocking, close-on-exec socket.
+Result<int> make_socket(int family, int type, int protocol = 0) noexcept;
 
 inline Result<void> setsockopt_int(int fd, int level, int name, int value) noexcept {
     if (::setsockopt(fd, level, name, &value, sizeof value) < 0) return fail(errno);

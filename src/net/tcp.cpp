@@ -26,8 +26,9 @@ std::uint32_t clamp_len(std::size_t n) noexcept {
 } // namespace
 
 TransferAwaitable::TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len,
-                                     bool all, bool exact, int flags) noexcept
-    : exact_(exact) {
+                                     Transfer mode, int flags) noexcept
+    : exact_(mode == Transfer::exact) {
+    const bool all = mode != Transfer::some;
     op_.code = code;
     op_.fd = fd;
     op_.buf = const_cast<void*>(buf);
@@ -49,9 +50,8 @@ Result<std::size_t> TransferAwaitable::result() {
 Result<PooledBuffer> RecvPooledAwaitable::result() {
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (op_.result == 0) return PooledBuffer{};
-    return PooledBuffer(&detail::SchedulerAccess::driver(current_scheduler()),
-                        static_cast<const char*>(op_.buf), static_cast<std::size_t>(op_.result),
-                        static_cast<std::uint16_t>(op_.aux));
+    return PooledBuffer(&current_scheduler(), static_cast<const char*>(op_.buf),
+                        static_cast<std::size_t>(op_.result), static_cast<std::uint16_t>(op_.aux));
 }
 
 VectorAwaitable::VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept {
@@ -105,18 +105,11 @@ Result<TcpStream> ConnectAwaitable::result() {
     return TcpStream(std::exchange(op_.fd, -1), TcpStream::NonBlocking{}); // (make_socket)
 }
 
-CloseAwaitable::CloseAwaitable(int fd) noexcept {
-    op_.code = OpCode::close;
-    op_.fd = fd;
-}
-
-Result<void> CloseAwaitable::result() {
-    if (op_.fd < 0) return {};
-    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
-    return {};
-}
-
 } // namespace detail
+
+void PooledBuffer::give_back(Scheduler& owner, std::uint16_t id) noexcept {
+    detail::SchedulerAccess::driver(owner).give_back(id);
+}
 
 TcpStream::TcpStream(int fd) noexcept
     : fd_(fd) {

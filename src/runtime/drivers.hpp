@@ -4,6 +4,7 @@
 // factory); src/runtime/registry.cpp lists it in `kBackends` with the CMake option that builds it.
 #pragma once
 
+#include "driver/driver.hpp"
 #include "galay/runtime.hpp"
 
 #include <memory>

@@ -7,7 +7,7 @@
 // thread, or on a thread with no scheduler, can tell the owning driver to drop them.
 #pragma once
 
-#include "galay/detail/io_op.hpp"
+#include "driver/driver.hpp"
 
 #include <atomic>
 #include <mutex>

@@ -24,6 +24,14 @@ Scheduler* Scheduler::current() noexcept {
     return t_current;
 }
 
+Backend Scheduler::backend() const noexcept {
+    return driver_->backend();
+}
+
+const char* Scheduler::backend_name() const noexcept {
+    return driver_->name();
+}
+
 Scheduler* Scheduler::exchange_current(Scheduler* s) noexcept {
     return std::exchange(t_current, s);
 }

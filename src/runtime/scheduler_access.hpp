@@ -8,6 +8,7 @@
 // (IoAwaitable, start_op, cancel_op) and Scheduler's public members (docs/driver.md).
 #pragma once
 
+#include "driver/driver.hpp"
 #include "galay/runtime.hpp"
 
 #include <cerrno>

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Build and run a program against an *installed* galay-kernel, both ways a user would: CMake
 # find_package(galay-kernel) and `g++ main.cpp $(pkg-config --cflags --libs galay-kernel)`, for
-# the static and the shared library (issue 13, defect 12). Run by ctest (install_consumers).
+# the static and the shared library. Run by ctest (install_consumers).
 #
 #   consumers.sh <source-dir> <work-dir> [<build-dir of this tree>]
 #
-# The library kind the given build dir already has is installed from it; the other kind is built
-# (library only) in <work-dir>. Every consumer runs on the automatic backend and on epoll.
+# The library kind the given build dir already has is installed from it when that build is what a
+# user installs (GALAY_FAULT_INJECTION off); every other kind is built (library only, default
+# options) in <work-dir>. Every consumer runs on the automatic backend and on epoll, and once more
+# under GALAY_FAULTS and GALAY_FAKE_URING_PROBE, which an installed library must ignore.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 work=$2
@@ -22,7 +24,8 @@ install_kind() { # <kind> <prefix>
     local kind=$1 prefix=$2 shared=OFF
     [ "$kind" = shared ] && shared=ON
     if [ -n "$existing" ] && [ -f "$existing/CMakeCache.txt" ] &&
-        grep -q "^BUILD_SHARED_LIBS:BOOL=$shared" "$existing/CMakeCache.txt"; then
+        grep -q "^BUILD_SHARED_LIBS:BOOL=$shared" "$existing/CMakeCache.txt" &&
+        grep -q "^GALAY_FAULT_INJECTION:BOOL=OFF" "$existing/CMakeCache.txt"; then
         cmake --install "$existing" --prefix "$prefix" >/dev/null
         return
     fi
@@ -43,6 +46,20 @@ run_all_backends() { # <what> <program> [env...]
         }
         echo "$what: $out"
     done
+    # Fault injection is not compiled into an installed library: every operation failing and a
+    # refused io_uring probe, asked for through the environment, change nothing.
+    local plain faulty
+    plain=$(env "$@" "$program")
+    faulty=$(env "$@" GALAY_FAULTS=fail=0.99,error=ECONNRESET GALAY_FAKE_URING_PROBE=EPERM \
+        "$program" 2>&1) || {
+        echo "FAIL: $what under GALAY_FAULTS: $faulty" >&2
+        exit 1
+    }
+    [ "$faulty" = "$plain" ] || {
+        echo "FAIL: $what: GALAY_FAULTS changed the installed library ('$plain' -> '$faulty')" >&2
+        exit 1
+    }
+    echo "$what, GALAY_FAULTS set: $faulty (ignored)"
 }
 
 for kind in static shared; do

@@ -19,4 +19,12 @@ template <class B>
 concept ConstBuffer = std::ranges::contiguous_range<B> && std::ranges::sized_range<B> &&
                       sizeof(std::ranges::range_value_t<B>) == 1;
 
+namespace detail {
+/// The first byte of a buffer, as the untyped pointer an operation carries.
+template <class B>
+const void* buffer_data(const B& b) noexcept {
+    return std::ranges::data(b);
+}
+} // namespace detail
+
 } // namespace galay

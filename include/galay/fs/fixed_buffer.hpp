@@ -39,7 +39,6 @@
 // means "fixed"; `span()` gives the bytes to anything else.
 #pragma once
 
-#include "galay/detail/io_op.hpp"
 #include "galay/fs/aligned_buffer.hpp"
 
 #include <cstddef>
@@ -47,6 +46,10 @@
 #include <span>
 #include <system_error>
 #include <thread>
+
+namespace galay::detail {
+struct BufferRegistration; // the driver's handle on a registered buffer (internal)
+} // namespace galay::detail
 
 namespace galay::fs {
 
@@ -96,7 +99,7 @@ public:
 
     /// Registered with a ring that still exists: read_at/write_at on that ring's thread use
     /// READ_FIXED/WRITE_FIXED.
-    bool registered() const noexcept { return reg_ != nullptr && reg_->driver != nullptr; }
+    bool registered() const noexcept;
     /// Why it is not registered: `operation_not_supported` (epoll backend, no scheduler on this
     /// thread, or no sparse buffer tables in this kernel), `no_buffer_space` (the ring's 1024 slots
     /// are taken), `not_enough_memory` (RLIMIT_MEMLOCK), `bad_address` (memory the kernel cannot
@@ -104,7 +107,7 @@ public:
     /// the scheduler that registered it is gone.
     std::error_code registration_error() const noexcept { return error_; }
     /// The slot in the ring's buffer table, -1 when not registered (for diagnostics).
-    int slot() const noexcept { return registered() ? reg_->slot : -1; }
+    int slot() const noexcept;
 
     std::byte* data() noexcept { return mem_.data(); }
     const std::byte* data() const noexcept { return mem_.data(); }

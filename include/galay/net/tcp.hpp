@@ -22,6 +22,7 @@
 #pragma once
 
 #include "galay/detail/buffers.hpp"
+#include "galay/detail/close_op.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/detail/owned_fd.hpp"
 #include "galay/net/socket_addr.hpp"
@@ -39,6 +40,9 @@
 namespace galay {
 
 class TcpStream;
+namespace detail {
+class RecvPooledAwaitable;
+} // namespace detail
 
 /// Bytes received by `recv_pooled`, in a buffer lent by the scheduler's pool. Move-only; the
 /// buffer goes back to the pool when this is destroyed (or `release()`d), so keep it only as long
@@ -46,12 +50,6 @@ class TcpStream;
 class PooledBuffer {
 public:
     PooledBuffer() noexcept = default;
-    PooledBuffer(detail::Driver* owner, const char* data, std::size_t size,
-                 std::uint16_t id) noexcept
-        : owner_(owner)
-        , data_(data)
-        , size_(size)
-        , id_(id) {}
     PooledBuffer(PooledBuffer&& o) noexcept
         : owner_(std::exchange(o.owner_, nullptr))
         , data_(o.data_)
@@ -74,13 +72,22 @@ public:
     bool empty() const noexcept { return size_ == 0; }
     std::span<const char> bytes() const noexcept { return {data_, size_}; }
 
+    /// Give the buffer back to the pool now (the destructor does it otherwise).
     void release() noexcept {
-        if (owner_ != nullptr) std::exchange(owner_, nullptr)->give_back(id_);
+        if (owner_ != nullptr) give_back(*std::exchange(owner_, nullptr), id_);
         size_ = 0;
     }
 
 private:
-    detail::Driver* owner_ = nullptr;
+    friend class detail::RecvPooledAwaitable;
+    PooledBuffer(Scheduler* owner, const char* data, std::size_t size, std::uint16_t id) noexcept
+        : owner_(owner)
+        , data_(data)
+        , size_(size)
+        , id_(id) {}
+    static void give_back(Scheduler& owner, std::uint16_t id) noexcept;
+
+    Scheduler* owner_ = nullptr;
     const char* data_ = nullptr;
     std::size_t size_ = 0;
     std::uint16_t id_ = 0;
@@ -88,12 +95,16 @@ private:
 
 namespace detail {
 
-/// A non-blocking, close-on-exec socket.
-Result<int> make_socket(int family, int type, int protocol = 0) noexcept;
+/// How much of its buffer a stream transfer moves before it completes.
+enum class Transfer : std::uint8_t {
+    some,  // what one system call moves (recv, send)
+    all,   // every byte, or an error (send_all)
+    exact, // every byte; EOF before that is `errc::unexpected_eof` (recv_exact)
+};
 
 class [[nodiscard]] TransferAwaitable : public IoAwaitable<TransferAwaitable> {
 public:
-    TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, bool all, bool exact,
+    TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, Transfer mode,
                       int flags) noexcept;
     /// An all-or-error transfer larger than one op can carry fails at once (never in part).
     bool await_ready() const noexcept { return too_large_; }
@@ -155,18 +166,6 @@ private:
     int setup_error_ = 0;
 };
 
-class [[nodiscard]] CloseAwaitable : public IoAwaitable<CloseAwaitable> {
-public:
-    explicit CloseAwaitable(int fd) noexcept;
-    bool await_ready() const noexcept { return op_.fd < 0; }
-    Result<void> result();
-};
-
-template <class B>
-const void* buffer_data(const B& b) noexcept {
-    return std::ranges::data(b);
-}
-
 } // namespace detail
 
 enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
@@ -194,13 +193,8 @@ public:
     /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
     template <MutableBuffer B>
     [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
-        return {detail::OpCode::recv,
-                fd_.get(),
-                std::ranges::data(buf),
-                std::ranges::size(buf),
-                false,
-                false,
-                flags};
+        return {detail::OpCode::recv,   fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
+                detail::Transfer::some, flags};
     }
     /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
     /// closed). On io_uring this is one multishot recv per connection over a provided-buffer
@@ -216,36 +210,21 @@ public:
     /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
     template <MutableBuffer B>
     [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
-        return {detail::OpCode::recv,
-                fd_.get(),
-                std::ranges::data(buf),
-                std::ranges::size(buf),
-                true,
-                true,
-                0};
+        return {detail::OpCode::recv,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
+                detail::Transfer::exact, 0};
     }
     /// Send some of `buf`; returns how many bytes the kernel took.
     template <ConstBuffer B>
     [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
-        return {detail::OpCode::send,
-                fd_.get(),
-                detail::buffer_data(buf),
-                std::ranges::size(buf),
-                false,
-                false,
-                flags};
+        return {detail::OpCode::send,   fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
+                detail::Transfer::some, flags};
     }
     /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
     /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
     template <ConstBuffer B>
     [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
-        return {detail::OpCode::send,
-                fd_.get(),
-                detail::buffer_data(buf),
-                std::ranges::size(buf),
-                true,
-                false,
-                0};
+        return {detail::OpCode::send,  fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
+                detail::Transfer::all, 0};
     }
     /// Scatter read into several buffers (one system call / one SQE).
     [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {

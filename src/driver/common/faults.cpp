@@ -71,6 +71,13 @@ int errno_named(std::string_view name) noexcept {
 } // namespace
 
 void install(const Plan& plan) noexcept {
+    if constexpr (!GALAY_FAULT_INJECTION) {
+        // A test that asks for faults must not pass because none were injected.
+        std::fputs("galay: faults::install in a build without fault injection (configure with "
+                   "-DGALAY_FAULT_INJECTION=ON)\n",
+                   stderr);
+        std::abort();
+    }
     g_on.store(false, std::memory_order_relaxed);
     g_plan = plan;
     g_draws.store(0, std::memory_order_relaxed);
@@ -126,6 +133,7 @@ void ring_empty() noexcept {
 }
 
 void install_from_environment() noexcept {
+    if constexpr (!GALAY_FAULT_INJECTION) return;
     static std::once_flag once;
     std::call_once(once, [] {
         const char* env = std::getenv("GALAY_FAULTS");

@@ -1,11 +1,17 @@
 // The drivers' side of fault injection (the plan and its knobs: galay/detail/faults.hpp).
 //
 // Every injection point starts with `if (faults::on()) [[unlikely]]`: one relaxed load and a
-// branch that is never taken when no plan is installed.
+// branch that is never taken when no plan is installed. Built only with the CMake option
+// GALAY_FAULT_INJECTION (the test presets); without it on() is constant false, so the injection
+// points compile away and no environment variable can change what the library does.
 #pragma once
 
 #include "galay/detail/faults.hpp"
 #include "galay/detail/io_op.hpp"
+
+#ifndef GALAY_FAULT_INJECTION
+#define GALAY_FAULT_INJECTION 0
+#endif
 
 #include <atomic>
 #include <cstddef>
@@ -17,7 +23,11 @@ extern std::atomic<bool> g_on;
 
 /// Whether a plan is installed.
 inline bool on() noexcept {
+#if GALAY_FAULT_INJECTION
     return g_on.load(std::memory_order_relaxed);
+#else
+    return false;
+#endif
 }
 
 enum class Kind : std::uint8_t {
@@ -48,7 +58,8 @@ std::uint32_t shorter(std::uint32_t len) noexcept;
 /// The io_uring buffer ring was found empty (ENOBUFS): counted while a plan is installed.
 void ring_empty() noexcept;
 
-/// Reads GALAY_FAULTS once per process (the first scheduler calls it).
+/// Reads GALAY_FAULTS once per process (the first scheduler calls it); nothing in a build without
+/// GALAY_FAULT_INJECTION.
 void install_from_environment() noexcept;
 
 } // namespace galay::detail::faults

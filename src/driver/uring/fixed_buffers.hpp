@@ -16,7 +16,7 @@
 // ring), the table tells each buffer still registered that it no longer is.
 #pragma once
 
-#include "galay/detail/io_op.hpp"
+#include "driver/driver.hpp"
 
 #include <liburing.h>
 
