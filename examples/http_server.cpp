@@ -17,10 +17,8 @@
 // Its schedulers take the ready connections in bounded batches (the default, --batching: ~20
 // completions per pass through the kernel on io_uring, 64 ready fds per epoll_wait), each batch's
 // handlers run while its connections' memory is still in cache. --fair sets
-// SchedulerOptions::fair_completions instead: every ready completion in the same turn. It was
-// the default until 2026-11-25, for a p99 at 1,000 connections that no longer needs it: there,
-// in bench/http.py's turns, it cost 1.11x raw_http's CPU per request against 0.98x batching on
-// io_uring (1.16x against 1.05x on epoll), and its p99 was no lower.
+// SchedulerOptions::fair_completions instead: every ready completion in the same turn, which
+// costs more CPU per request at 1,000 busy connections for no lower p99 (docs/benchmarks/http.md).
 #include "http/server.hpp"
 
 #include <sys/resource.h>

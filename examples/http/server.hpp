@@ -7,13 +7,14 @@
 //         [s = *server](galay::TcpStream c) { return s->serve_connection(std::move(c)); });
 //   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
-// GET / answers a fixed small plain-text body (the survey's Go server did the same); any other
-// path is a file under `root` (404 without a root or a file): Content-Length, HEAD, keep-alive,
-// pipelining (answers coalesced into one send per batch of requests), `Connection: close`, a Date
-// header formatted once a second per thread, and the limits of http::Limits answered with
-// 400/413/414/431/501/505 (then the connection is closed, after a lingering read so the answer is
-// not lost to a reset). A connection idle between requests is closed after `keepalive_timeout`;
-// one that starts a request and does not finish its head within `header_timeout` gets 408.
+// GET / answers a fixed small plain-text body (as the Go server of the io_uring survey's HTTP
+// comparison does); any other path is a file under `root` (404 without a root or a file):
+// Content-Length, HEAD, keep-alive, pipelining (answers coalesced into one send per batch of
+// requests), `Connection: close`, a Date header formatted once a second per thread, and the limits
+// of http::Limits answered with 400/413/414/431/501/505 (then the connection is closed, after a
+// lingering read so the answer is not lost to a reset). A connection idle between requests is
+// closed after `keepalive_timeout`; one that starts a request and does not finish its head within
+// `header_timeout` gets 408.
 //
 // Receiving: every receive is a recv_pooled (a buffer of the scheduler's pool; on io_uring one
 // multishot recv per connection), and the requests in it are parsed where they arrived (views, no

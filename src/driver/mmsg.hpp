@@ -4,13 +4,9 @@
 // io_uring has no recvmmsg/sendmmsg opcode. For batches it tries the system call at once and,
 // when the socket would block, waits for readiness with a one-shot IORING_OP_POLL_ADD and then
 // issues the same system call the epoll driver does: one system call moves up to 64 datagrams.
-// Measured against the alternatives on raw liburing (bench/baselines/raw_uring_udp, 256-byte echo,
-// 100 clients, 5 alternating rounds, server CPU per packet relative to raw_udp): multishot
-// RECVMSG with a provided-buffer ring and one SENDMSG SQE per datagram 1.07x, the same with the
-// sends linked 0.86x, multishot RECVMSG with sendmmsg 1.07x, poll + recvmmsg/sendmmsg 1.04x:
-// within the noise of each other except linking, which loses. The multishot shapes would also
-// need 64 KiB ring buffers once UDP_GRO is on, and a copy out of the ring into the caller's
-// buffers, so the simplest shape stays.
+// On raw liburing the multishot RECVMSG shapes cost the same CPU per packet within the noise
+// (linking the sends costs more), and they would need 64 KiB ring buffers once UDP_GRO is on
+// plus a copy out of the ring, so the simplest shape stays (docs/benchmarks/experiments.md).
 #pragma once
 
 #include "driver/common/faults.hpp"

@@ -1,4 +1,4 @@
-// The opening example of every public header, compiled as the header shows it (issue 14).
+// The opening example of every public header, compiled as the header shows it.
 //
 // CMake extracts each example (tests/extract_example.cmake) into example_<dir>_<name>.inc. This
 // file gives each one the little it takes for granted (a `stream`, a `buf`, the user's own

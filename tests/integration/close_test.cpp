@@ -1,6 +1,6 @@
-// Closing is prompt wherever it happens (issue 13, defect 2): a stream or listener destroyed
-// inside a task, outside any task (after block_on returned, with its scheduler still alive), or on
-// another thread, really closes the socket at once. On io_uring a socket that moved data sits in
+// Closing is prompt wherever it happens: a stream or listener destroyed inside a task, outside
+// any task (after block_on returned, with its scheduler still alive), or on another thread,
+// really closes the socket at once. On io_uring a socket that moved data sits in
 // the ring's registered-file table and may have a multishot recv armed; both hold the socket open,
 // so close(2) alone sends no FIN and frees no port until the ring lets go.
 #include "support/backends.hpp"

@@ -327,11 +327,11 @@ TEST_P(PooledRecvTest, AReleasedFdClosedByTheCallerSendsFin) {
     }());
 }
 
-// Issue 13, defect 1. A client sends 1 MiB chunks and never reads, and its connection's task
-// stops receiving: on io_uring the multishot recv kept receiving for it into the shared pool until
-// it held every buffer, and every other connection starved. A connection may hold only a bounded
-// share of the pool; a consumer that stops reading slows only itself. The pool is small here
-// (64 x 4 KiB) so that the old behaviour exhausts it after 256 KiB.
+// A client sends 1 MiB chunks and never reads, and its connection's task stops receiving: on
+// io_uring a multishot recv that went on receiving for it into the shared pool would hold every
+// buffer and starve every other connection. A connection may hold only a bounded share of the
+// pool; a consumer that stops reading slows only itself. The pool is small here (64 x 4 KiB) so
+// that an unbounded share would exhaust it after 256 KiB.
 enum class Stall {
     task_sleeps,         // the task receives once, then waits on something else
     echo_blocks_in_send, // bench_server's echo: send_all waits for a client that never reads

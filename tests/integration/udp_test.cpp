@@ -752,8 +752,8 @@ TEST_P(UdpTest, BindGroupSharesAPortAmongItsOwnSockets) {
     }());
 }
 
-// Issue 13, defect 6: a socket another process left on the port with SO_REUSEPORT (same user)
-// silently shared it with a new server's sockets. bind_group refuses the port.
+// A socket another process left on the port with SO_REUSEPORT (same user) would silently share
+// it with a new server's sockets, so bind_group refuses the port.
 TEST_P(UdpTest, BindGroupRefusesAPortAnotherSocketHoldsEvenWithReusePort) {
     auto leftover = UdpSocket::bind(SocketAddr::loopback_v4(0), {.reuse_port = true});
     ASSERT_TRUE(leftover.has_value());

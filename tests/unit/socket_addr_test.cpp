@@ -75,10 +75,9 @@ TEST_P(ResolveTest, UnknownHostIsAnError) {
     EXPECT_FALSE(r);
 }
 
-// Issue 13, defect 11: an unresolvable host was reported as "No route to host" (EHOSTUNREACH),
-// which sends the user looking at routes instead of at the name. The error is now the
-// resolver's own ("Name or service not known", or "Temporary failure in name resolution" when
-// no DNS server answers).
+// An unresolvable host reports the resolver's own error ("Name or service not known", or
+// "Temporary failure in name resolution" when no DNS server answers), not "No route to host"
+// (EHOSTUNREACH), which would send the user looking at routes instead of at the name.
 TEST_P(ResolveTest, UnknownHostSaysTheNameDidNotResolve) {
     auto r = run(resolve("no-such-host.invalid", 80));
     ASSERT_FALSE(r);

@@ -100,10 +100,9 @@ private:
     // At most kEventsPerPoll ready fds per epoll_wait. The ops of every fd in a batch run their
     // system calls first, then the coroutines of the whole batch resume: each connection's
     // memory (its op, frame, buffers and the pool buffer its bytes landed in) is touched once
-    // in each half. With 512 at a time (1,000 busy HTTP connections) the first half's lines and
-    // pages were gone by the second; with 64 the server took 0.90x the CPU per request
-    // (bench/http.py's turns at 1,000 connections, 2026-11-25). The kernel keeps the others
-    // ready, in order, for the next call.
+    // in each half. With hundreds at a time the first half's lines and pages are gone by the
+    // second, so a bounded batch costs less CPU per request (docs/benchmarks/http.md). The
+    // kernel keeps the others ready, in order, for the next call.
     static constexpr std::size_t kEventsPerPoll = 64;
     static constexpr int kFairRounds = 16; // fair_completions: more epoll_waits of one poll
     std::array<epoll_event, kEventsPerPoll> events_{};
