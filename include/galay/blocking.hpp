@@ -45,6 +45,7 @@ class Scheduler;
 /// Most threads the blocking pool runs at once (>= 1). Raising it takes effect at once; lowering
 /// it as busy threads finish.
 void set_blocking_threads(unsigned max) noexcept;
+/// Most threads the blocking pool runs at once.
 unsigned blocking_threads() noexcept;
 
 namespace detail {

@@ -17,6 +17,7 @@
 
 namespace galay {
 
+/// What every fallible galay operation gives: a `T` or an error code.
 template <class T>
 using Result = std::expected<T, std::error_code>;
 
@@ -35,8 +36,10 @@ enum class errc {
                     ///< than its limit), or a peek larger than the capacity
 };
 
+/// The category of galay::errc codes (name "galay").
 const std::error_category& galay_category() noexcept;
 
+/// An error code of galay_category() (makes `errc` usable as a `std::error_code`).
 inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), galay_category()};
 }
@@ -50,6 +53,7 @@ inline std::error_code errno_code(int err) noexcept {
 inline std::unexpected<std::error_code> fail(int err) noexcept {
     return std::unexpected(errno_code(err));
 }
+/// `std::unexpected` from a galay::errc: `return fail(errc::closed);`.
 inline std::unexpected<std::error_code> fail(errc e) noexcept {
     return std::unexpected(make_error_code(e));
 }

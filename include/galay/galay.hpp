@@ -19,3 +19,13 @@
 #include "galay/sync.hpp"
 #include "galay/task.hpp"
 #include "galay/time/sleep.hpp"
+
+/// @namespace galay
+/// galay-kernel: coroutine tasks, the schedulers that run them, and the sockets, files, timers
+/// and synchronisation primitives they await.
+
+/// @namespace galay::fs
+/// Files: buffered and O_DIRECT reads and writes, batches, registered (fixed) buffers.
+
+/// @namespace galay::io
+/// Buffered reading and writing over a byte stream, and copying between two streams.

@@ -261,10 +261,13 @@ template <class T>
 class JoinHandle {
 public:
     JoinHandle() noexcept = default;
+    /// The handle of the spawned task whose promise is `p` (made by `spawn`).
     explicit JoinHandle(detail::SpawnPromise<T>& p) noexcept
         : p_(&p) {}
+    /// Takes over the task of `o`, which is empty after.
     JoinHandle(JoinHandle&& o) noexcept
         : p_(std::exchange(o.p_, nullptr)) {}
+    /// Detaches its own task, then takes over the one of `o`.
     JoinHandle& operator=(JoinHandle&& o) noexcept {
         if (this != &o) {
             detach();
@@ -276,6 +279,7 @@ public:
     JoinHandle& operator=(const JoinHandle&) = delete;
     ~JoinHandle() { detach(); }
 
+    /// True while it refers to a task (not moved from, detached or joined).
     bool valid() const noexcept { return p_ != nullptr; }
     /// The task has finished (its result is ready, or the runtime shut down).
     bool finished() const noexcept {

@@ -36,15 +36,21 @@ template <class T>
 class [[nodiscard]] Task {
 public:
     // (the promise: galay/detail/task_promise.hpp)
+    /// The coroutine's promise (the compiler looks it up here).
     using promise_type = detail::TaskPromise<T>;
+    /// The handle of the coroutine it owns.
     using handle_type = std::coroutine_handle<promise_type>;
+    /// What `co_await task` gives.
     using value_type = T;
 
     Task() noexcept = default;
+    /// Owns the coroutine `h` (the promise makes tasks this way).
     explicit Task(handle_type h) noexcept
         : h_(h) {}
+    /// Takes over the coroutine of `other`, which owns none after.
     Task(Task&& other) noexcept
         : h_(std::exchange(other.h_, {})) {}
+    /// Destroys its own coroutine, then takes over the one of `other`.
     Task& operator=(Task&& other) noexcept {
         if (this != &other) {
             if (h_) h_.destroy();
@@ -58,30 +64,42 @@ public:
         if (h_) h_.destroy();
     }
 
+    /// True while it owns a coroutine.
     bool valid() const noexcept { return static_cast<bool>(h_); }
+    /// True once the coroutine has finished.
     bool done() const noexcept { return h_ && h_.done(); }
 
+    /// What `co_await std::move(task)` awaits: starts the task by symmetric transfer, resumes the
+    /// caller when it ends.
     struct [[nodiscard]] Awaiter {
+        /// The awaited coroutine.
         handle_type h;
+        /// Awaiter protocol, called by `co_await`: ready when there is nothing to run.
         bool await_ready() const noexcept { return !h || h.done(); }
+        /// Awaiter protocol: the task continues `caller` and inherits its cancel scope.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
             h.promise().continuation = caller;
             if (h.promise().scope == nullptr) h.promise().scope = detail::scope_of(caller);
             return h; // start the child by symmetric transfer
         }
+        /// Awaiter protocol: the task's value, or its exception rethrown.
         T await_resume() { return h.promise().take(); }
     };
+    /// Run the task in the awaiting one and give its value (`co_await std::move(t)` or `co_await
+    /// f()`).
     [[nodiscard]] Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
 
     /// Give up ownership of the coroutine (used by spawn/block_on).
     handle_type release() noexcept { return std::exchange(h_, {}); }
+    /// The coroutine, still owned by the task.
     handle_type handle() const noexcept { return h_; }
 
 private:
     handle_type h_;
 };
 
+/// @cond galay_detail
 namespace detail {
 template <class T>
 Task<T> TaskPromise<T>::get_return_object() noexcept {
@@ -91,11 +109,13 @@ inline Task<void> TaskPromise<void>::get_return_object() noexcept {
     return Task<void>{std::coroutine_handle<TaskPromise<void>>::from_promise(*this)};
 }
 } // namespace detail
+/// @endcond
 
 // ---------------------------------------------------------------------------------------------
 // Unhandled exceptions of detached tasks
 // ---------------------------------------------------------------------------------------------
 
+/// Called with the exception that ended a detached task (see set_unhandled_exception_handler).
 using UnhandledExceptionHandler = void (*)(std::exception_ptr) noexcept;
 
 /// Replace the reporter for exceptions escaping detached tasks (default: print to stderr).
@@ -189,7 +209,9 @@ class CancelSource {
 public:
     /// Cancel every pending operation of the attached task(s); later operations fail at once.
     void cancel() noexcept { scope_.request(); }
+    /// True once `cancel()` has been called.
     bool cancelled() const noexcept { return scope_.requested(); }
+    /// The scope that `with_cancel` attaches a task to.
     detail::CancelScope& scope() noexcept { return scope_; }
 
 private:

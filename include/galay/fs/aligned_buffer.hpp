@@ -19,6 +19,7 @@
 
 namespace galay::fs {
 
+/// Zeroed heap memory at an aligned address, as O_DIRECT reads and writes need. Move-only.
 class AlignedBuffer {
 public:
     /// Enough for any logical block size up to a page (512-byte sectors, 4 KiB-sector disks).
@@ -37,10 +38,12 @@ public:
         data_ = static_cast<std::byte*>(::operator new (capacity, std::align_val_t{alignment}));
         std::memset(data_, 0, capacity);
     }
+    /// Takes over the memory of `o`, which is empty after.
     AlignedBuffer(AlignedBuffer&& o) noexcept
         : data_(std::exchange(o.data_, nullptr))
         , size_(std::exchange(o.size_, 0))
         , alignment_(o.alignment_) {}
+    /// Frees its own memory, then takes over the memory of `o`.
     AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
         if (this != &o) {
             release();
@@ -54,21 +57,33 @@ public:
     AlignedBuffer& operator=(const AlignedBuffer&) = delete;
     ~AlignedBuffer() { release(); }
 
+    /// The first byte (null when empty).
     std::byte* data() noexcept { return data_; }
+    /// The first byte (null when empty).
     const std::byte* data() const noexcept { return data_; }
+    /// Bytes usable (as asked, not rounded up).
     std::size_t size() const noexcept { return size_; }
+    /// True when it holds no bytes.
     bool empty() const noexcept { return size_ == 0; }
+    /// The alignment of data().
     std::size_t alignment() const noexcept { return alignment_; }
 
+    /// Iteration over the bytes.
     std::byte* begin() noexcept { return data_; }
+    /// Iteration over the bytes.
     std::byte* end() noexcept { return data_ + size_; }
+    /// Iteration over the bytes.
     const std::byte* begin() const noexcept { return data_; }
+    /// Iteration over the bytes.
     const std::byte* end() const noexcept { return data_ + size_; }
 
+    /// The bytes as a span (what read_at and write_at take).
     std::span<std::byte> span() noexcept { return {data_, size_}; }
+    /// The bytes as a span.
     std::span<const std::byte> span() const noexcept { return {data_, size_}; }
     /// The same bytes as `char`, for APIs that want text or `char*`.
     std::span<char> chars() noexcept { return {reinterpret_cast<char*>(data_), size_}; }
+    /// The same bytes as `char`, read-only.
     std::span<const char> chars() const noexcept {
         return {reinterpret_cast<const char*>(data_), size_};
     }

@@ -70,29 +70,37 @@ namespace galay::fs {
 class Batch {
 public:
     Batch() noexcept = default;
+    /// An empty batch with room for `capacity` operations, allocated now.
     explicit Batch(std::size_t capacity) { entries_.reserve(capacity); }
     Batch(const Batch&) = delete;
     Batch& operator=(const Batch&) = delete;
+    /// Takes over the operations of `o` (not while either is being submitted).
     Batch(Batch&& o) noexcept;
+    /// Takes over the operations of `o` (not while either is being submitted).
     Batch& operator=(Batch&& o) noexcept;
     ~Batch();
 
     // Each adds one operation and returns its index (for result()).
+    /// Queue a read of up to `buf.size()` bytes of `f` at `offset`; returns its index.
     template <MutableBuffer B>
     std::size_t read_at(const File& f, B&& buf, std::uint64_t offset) {
         return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
                             std::ranges::size(buf), offset, detail::FileXfer::some);
     }
+    /// Queue a read of exactly `buf.size()` bytes (`errc::unexpected_eof` at the end of the file);
+    /// returns its index.
     template <MutableBuffer B>
     std::size_t read_exact_at(const File& f, B&& buf, std::uint64_t offset) {
         return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
                             std::ranges::size(buf), offset, detail::FileXfer::exact);
     }
+    /// Queue a write of up to `buf.size()` bytes to `f` at `offset`; returns its index.
     template <ConstBuffer B>
     std::size_t write_at(const File& f, const B& buf, std::uint64_t offset) {
         return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
                             std::ranges::size(buf), offset, detail::FileXfer::some);
     }
+    /// Queue a write of all of `buf`; returns its index.
     template <ConstBuffer B>
     std::size_t write_all_at(const File& f, const B& buf, std::uint64_t offset) {
         return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
@@ -101,18 +109,27 @@ public:
     /// The same on a registered buffer or a slice of one (fs::FixedBuffer): READ_FIXED /
     /// WRITE_FIXED on io_uring where it is registered with this thread's ring.
     std::size_t read_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    /// read_exact_at into a registered buffer.
     std::size_t read_exact_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    /// write_at from a registered buffer.
     std::size_t write_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    /// write_all_at from a registered buffer.
     std::size_t write_all_at(const File& f, FixedSlice buf, std::uint64_t offset);
+    /// Queue a vectored read (preadv) at `offset`; returns its index.
     std::size_t readv_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
+    /// Queue a vectored write (pwritev) at `offset`; returns its index.
     std::size_t writev_at(const File& f, std::span<const iovec> iov, std::uint64_t offset);
+    /// Queue an fsync of `f`; returns its index.
     std::size_t fsync(const File& f);
+    /// Queue an fdatasync of `f`; returns its index.
     std::size_t fdatasync(const File& f);
 
     /// Submit every queued operation at once; `co_await` resumes when all have finished.
     [[nodiscard]] detail::BatchAwaitable submit() noexcept { return detail::BatchAwaitable(*this); }
 
+    /// Operations queued.
     std::size_t size() const noexcept { return entries_.size(); }
+    /// True when no operation is queued.
     bool empty() const noexcept { return entries_.empty(); }
     /// The outcome of operation `i` after submit() completed: bytes moved (0 for fsync), or
     /// its error.

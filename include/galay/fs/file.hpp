@@ -131,11 +131,14 @@ public:
     File() noexcept = default;
     /// Adopt an open file descriptor (O_DIRECT is detected from its flags).
     explicit File(int fd) noexcept;
-    /// Adopt an open file descriptor the caller opened without O_DIRECT (an openat2 of its
-    /// own, say): no fcntl to find out, one system call fewer per file.
+    /// The tag of the constructor below: the caller opened the fd without O_DIRECT.
     struct Buffered {};
+    /// Adopt an open file descriptor the caller opened without O_DIRECT (an openat2 of its own,
+    /// say): no fcntl to find out, one system call fewer per file.
     File(int fd, Buffered) noexcept;
+    /// Takes over the file of `o`, which is empty after.
     File(File&& o) noexcept = default;
+    /// Closes its own file, then takes over the one of `o`.
     File& operator=(File&& o) noexcept = default;
     ~File() = default;
 
@@ -181,10 +184,13 @@ public:
     /// alignment rules and errors are those of the plain operations.
     [[nodiscard]] detail::FileTransferAwaitable read_at(FixedSlice buf,
                                                         std::uint64_t offset) const noexcept;
+    /// read_exact_at into a registered buffer.
     [[nodiscard]] detail::FileTransferAwaitable read_exact_at(FixedSlice buf,
                                                               std::uint64_t offset) const noexcept;
+    /// write_at from a registered buffer.
     [[nodiscard]] detail::FileTransferAwaitable write_at(FixedSlice buf,
                                                          std::uint64_t offset) const noexcept;
+    /// write_all_at from a registered buffer.
     [[nodiscard]] detail::FileTransferAwaitable write_all_at(FixedSlice buf,
                                                              std::uint64_t offset) const noexcept;
     /// preadv(2): scatter one read into several buffers (the iovecs must outlive the await).
@@ -224,8 +230,11 @@ public:
         return FixedBuffer(size, std::max(logical_block_size(), std::size_t{512}));
     }
 
+    /// True while it holds an open file.
     bool is_open() const noexcept { return fd_.is_open(); }
+    /// True when the file was opened with O_DIRECT.
     bool is_direct() const noexcept { return direct_; }
+    /// The file descriptor, still owned by the File (-1 when empty).
     int fd() const noexcept { return fd_.get(); }
     /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
     /// files), and closing it is now the caller's job.

@@ -61,8 +61,11 @@ class FixedSlice {
 public:
     /// The whole buffer.
     FixedSlice(FixedBuffer& buf) noexcept; // NOLINT: implicit on purpose
+    /// The first byte of the slice.
     std::byte* data() const noexcept { return data_; }
+    /// Bytes in the slice.
     std::size_t size() const noexcept { return size_; }
+    /// The slice's bytes as a span.
     std::span<std::byte> span() const noexcept { return {data_, size_}; }
 
 private:
@@ -89,7 +92,9 @@ public:
                          std::size_t alignment = AlignedBuffer::kDefaultAlignment);
     /// Take over `memory` and register it.
     explicit FixedBuffer(AlignedBuffer memory);
+    /// Takes over the memory and the registration of `o`, which is empty after.
     FixedBuffer(FixedBuffer&& o) noexcept;
+    /// Unregisters and frees its own memory, then takes over `o`.
     FixedBuffer& operator=(FixedBuffer&& o) noexcept;
     FixedBuffer(const FixedBuffer&) = delete;
     FixedBuffer& operator=(const FixedBuffer&) = delete;
@@ -109,14 +114,23 @@ public:
     /// The slot in the ring's buffer table, -1 when not registered (for diagnostics).
     int slot() const noexcept;
 
+    /// The first byte (null when empty).
     std::byte* data() noexcept { return mem_.data(); }
+    /// The first byte (null when empty).
     const std::byte* data() const noexcept { return mem_.data(); }
+    /// Bytes usable.
     std::size_t size() const noexcept { return mem_.size(); }
+    /// True when it holds no bytes.
     bool empty() const noexcept { return mem_.empty(); }
+    /// The alignment of data().
     std::size_t alignment() const noexcept { return mem_.alignment(); }
+    /// The bytes as a span (plain memory; pass the FixedBuffer itself to use the registration).
     std::span<std::byte> span() noexcept { return mem_.span(); }
+    /// The bytes as a span.
     std::span<const std::byte> span() const noexcept { return mem_.span(); }
+    /// The same bytes as `char`.
     std::span<char> chars() noexcept { return mem_.chars(); }
+    /// The same bytes as `char`, read-only.
     std::span<const char> chars() const noexcept { return mem_.chars(); }
 
     /// The bytes [offset, offset + len) for a read or write; throws std::out_of_range beyond

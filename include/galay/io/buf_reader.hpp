@@ -49,8 +49,11 @@ class BufReader {
     using RecvOp = decltype(std::declval<S&>().recv(std::span<char>{}));
 
 public:
+    /// The capacity when none is given.
     static constexpr std::size_t default_capacity = 8192;
 
+    /// A reader of `stream` holding at most `capacity` bytes at once (allocated on first use,
+    /// growing up to it).
     explicit BufReader(S& stream, std::size_t capacity = default_capacity) noexcept
         : stream_(&stream)
         , buf_(capacity) {}
@@ -72,29 +75,37 @@ public:
     void give_back() noexcept { buf_.give_back(); }
     /// The limit: the most bytes the reader holds at once.
     std::size_t capacity() const noexcept { return buf_.capacity(); }
+    /// The stream it reads from.
     S& stream() noexcept { return *stream_; }
 
     /// One receive into the free space -> Result<size_t>: the bytes added (0: the peer closed).
     /// With the buffer full it fails at once with `errc::limit_exceeded`.
     class [[nodiscard]] Fill : public galay::detail::AwaitedInPlace<Fill> {
     public:
+        /// One receive into the free space of `r` (made by `BufReader::fill`).
         explicit Fill(BufReader& r)
             : r_(r)
             , room_(r.buf_.room())
             , op_(r.stream_->recv(room_)) {}
+        /// Give up after `d` (`std::errc::timed_out`).
         Fill&& timeout(std::chrono::nanoseconds d) && {
             (void)std::move(op_).timeout(d); // sets the deadline in place
             return std::move(*this);
         }
+        /// Give up at the steady-clock time `t` (`std::errc::timed_out`).
         Fill&& deadline(std::chrono::steady_clock::time_point t) && {
             (void)std::move(op_).deadline(t);
             return std::move(*this);
         }
+        /// Awaiter protocol, called by `co_await`: ready when the buffer is full (the error) or the
+        /// receive finished at once.
         bool await_ready() noexcept { return room_.empty() || op_.await_ready(); }
+        /// Awaiter protocol: suspends on the receive.
         template <class P>
         auto await_suspend(std::coroutine_handle<P> h) {
             return op_.await_suspend(h);
         }
+        /// Awaiter protocol: the bytes added (0: the peer closed), or the error.
         Result<std::size_t> await_resume() {
             if (room_.empty()) return fail(errc::limit_exceeded);
             Result<std::size_t> n = op_.await_resume();
@@ -113,10 +124,14 @@ public:
     /// operation completes (a literal is fine).
     class [[nodiscard]] ReadUntil : public detail::Deadlined<ReadUntil> {
     public:
+        /// A read of `r` up to `delim`; `strip_line` drops a line ending (made by read_until and
+        /// read_line).
         ReadUntil(BufReader& r, std::string_view delim, bool strip_line) noexcept
             : r_(r)
             , delim_(delim)
             , line_(strip_line) {}
+        /// Awaiter protocol: ready when the delimiter is already buffered, or the buffer is full
+        /// without it.
         bool await_ready() {
             if (delim_.empty()) {
                 ready_.emplace(std::string_view{});
@@ -133,11 +148,14 @@ public:
             }
             return false;
         }
+        /// Awaiter protocol: receives until the delimiter arrives (a cached coroutine, no
+        /// allocation after the first).
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = until_slow(r_.frames_, r_, delim_, line_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: the bytes up to the delimiter, or the error.
         Result<std::string_view> await_resume() {
             if (ready_) return std::move(*ready_);
             return slow_.take();
@@ -155,9 +173,11 @@ public:
     /// `limit_exceeded` when `n` is larger than the capacity.
     class [[nodiscard]] Peek : public detail::Deadlined<Peek> {
     public:
+        /// A peek at `n` bytes of `r` (made by `BufReader::peek`).
         Peek(BufReader& r, std::size_t n) noexcept
             : r_(r)
             , n_(n) {}
+        /// Awaiter protocol: ready when `n` bytes are buffered, or `n` exceeds the capacity.
         bool await_ready() noexcept {
             if (n_ > r_.capacity()) {
                 ready_.emplace(fail(errc::limit_exceeded));
@@ -165,11 +185,13 @@ public:
             }
             return r_.buf_.size() >= n_;
         }
+        /// Awaiter protocol: receives until `n` bytes are buffered.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = peek_slow(r_.frames_, r_, n_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: the first `n` bytes, or the error.
         Result<std::string_view> await_resume() {
             if (ready_) return std::move(*ready_);
             if (!slow_.valid()) return r_.buf_.live().substr(0, n_);
@@ -191,9 +213,11 @@ public:
     /// `end_of_stream`.
     class [[nodiscard]] ReadExact : public detail::Deadlined<ReadExact> {
     public:
+        /// A read of `r` that fills `out` (made by `BufReader::read_exact`).
         ReadExact(BufReader& r, std::span<char> out) noexcept
             : r_(r)
             , out_(out) {}
+        /// Awaiter protocol: copies the buffered bytes; ready when they fill `out`.
         bool await_ready() noexcept {
             std::string_view have = r_.buf_.live();
             done_ = std::min(have.size(), out_.size());
@@ -201,11 +225,13 @@ public:
             r_.buf_.consume(done_);
             return done_ == out_.size();
         }
+        /// Awaiter protocol: receives the rest of `out`.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = exact_slow(r_.frames_, r_, out_, done_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: `out.size()`, or the error.
         Result<std::size_t> await_resume() {
             if (!slow_.valid()) return out_.size();
             return slow_.take();
@@ -218,11 +244,15 @@ public:
         galay::detail::CachedTask<Result<std::size_t>> slow_;
     };
 
+    /// One receive into the free space (see Fill).
     Fill fill() { return Fill(*this); }
+    /// The bytes up to and including `delim` (see ReadUntil).
     ReadUntil read_until(std::string_view delim) noexcept { return ReadUntil(*this, delim, false); }
     /// A line without its "\n" or "\r\n" (consumed) -> Result<string_view>.
     ReadUntil read_line() noexcept { return ReadUntil(*this, "\n", true); }
+    /// At least `n` bytes buffered, not consumed (see Peek).
     Peek peek(std::size_t n) noexcept { return Peek(*this, n); }
+    /// Fill `out` completely (see ReadExact).
     ReadExact read_exact(std::span<char> out) noexcept { return ReadExact(*this, out); }
 
 private:

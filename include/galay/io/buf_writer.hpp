@@ -40,37 +40,47 @@
 
 namespace galay::io {
 
-/// Buffered writes to a stream `S` (which must outlive the writer). One operation at a time.
 /// A stream whose `send_all` reports how much it moved even when it fails (TcpStream): a flush
-/// is then that one operation, with exact accounting.
+/// of a BufWriter is then that one operation, with exact accounting.
 template <class S>
 concept ExactSendAll = requires(S& s, std::span<const char> b) {
     { s.send_all(b).transferred() } -> std::convertible_to<std::size_t>;
 };
+/// What a BufWriter's flush keeps in its awaitable for a stream `S` without ExactSendAll.
 template <class S>
 struct DirectFlushOp {
+    /// Nothing: the flush runs a coroutine of its own.
     using type = std::monostate;
 };
+/// What a BufWriter's flush keeps in its awaitable for an ExactSendAll stream.
 template <ExactSendAll S>
 struct DirectFlushOp<S> {
+    /// The stream's send_all operation, made in place when the flush starts.
     using type = std::optional<decltype(std::declval<S&>().send_all(std::span<const char>{}))>;
 };
 
+/// Buffered writes to a stream `S` (which must outlive the writer). One operation at a time.
 template <WriteStream S>
 class BufWriter {
     static constexpr bool kDirectFlush = ExactSendAll<S>;
 
 public:
+    /// The capacity when none is given.
     static constexpr std::size_t default_capacity = 8192;
 
+    /// A writer to `stream` holding at most `capacity` bytes at once (allocated on first use,
+    /// growing up to it).
     explicit BufWriter(S& stream, std::size_t capacity = default_capacity) noexcept
         : stream_(&stream)
         , buf_(capacity) {}
     /// Only while no operation is pending.
     BufWriter(BufWriter&&) noexcept = default;
 
+    /// Bytes written and not yet sent.
     std::size_t buffered() const noexcept { return buf_.size(); }
+    /// The most bytes it buffers.
     std::size_t capacity() const noexcept { return buf_.capacity(); }
+    /// The stream it writes to.
     S& stream() noexcept { return *stream_; }
 
     /// Free space to format into; `commit(n)` makes its first `n` bytes part of the output.
@@ -78,6 +88,7 @@ public:
     /// least `n` bytes (fewer only when capacity() - buffered() is less). The span is good until
     /// the next commit, write or flush.
     std::span<char> spare(std::size_t n = 0) { return buf_.room(n); }
+    /// Make the first `n` bytes of the last `spare()` part of the output.
     void commit(std::size_t n) noexcept { buf_.commit(n); }
     /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
     template <ConstBuffer B>
@@ -89,15 +100,20 @@ public:
     /// alive until the operation completes.
     class [[nodiscard]] Write : public detail::Deadlined<Write> {
     public:
+        /// A write of `data` to `w` (made by `BufWriter::write`).
         Write(BufWriter& w, std::span<const char> data) noexcept
             : w_(w)
             , data_(data) {}
+        /// Awaiter protocol, called by `co_await`: ready when `data` fits in the buffer (copied, no
+        /// I/O).
         bool await_ready() { return w_.buf_.append(data_); }
+        /// Awaiter protocol: sends the buffered bytes and `data` until the rest fits in the buffer.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = write_slow(w_.frames_, w_, data_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: `data.size()`, or the error.
         Result<std::size_t> await_resume() {
             if (!slow_.valid()) return data_.size();
             return slow_.take();
@@ -112,9 +128,12 @@ public:
     /// Send everything buffered -> Result<void>.
     class [[nodiscard]] Flush : public detail::Deadlined<Flush> {
     public:
+        /// A flush of `w` (made by `BufWriter::flush`).
         explicit Flush(BufWriter& w) noexcept
             : w_(w) {}
+        /// Awaiter protocol: ready when nothing is buffered.
         bool await_ready() const noexcept { return w_.buf_.size() == 0; }
+        /// Awaiter protocol: sends everything buffered (one send_all for an ExactSendAll stream).
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             if constexpr (kDirectFlush) {
@@ -130,6 +149,7 @@ public:
                 return slow_.start(h);
             }
         }
+        /// Awaiter protocol: nothing, or the error (bytes the stream took are no longer buffered).
         Result<void> await_resume() {
             if constexpr (kDirectFlush) {
                 if (direct_) {
@@ -151,10 +171,12 @@ public:
         [[no_unique_address]] typename DirectFlushOp<S>::type direct_;
     };
 
+    /// Take all of `data`, buffered or sent (see Write).
     template <ConstBuffer B>
     Write write(const B& data) noexcept {
         return Write(*this, as_chars(data));
     }
+    /// Send everything buffered (see Flush).
     Flush flush() noexcept { return Flush(*this); }
 
 private:

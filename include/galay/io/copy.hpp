@@ -26,6 +26,7 @@
 
 namespace galay::io {
 
+/// How `copy_bidirectional` runs.
 struct CopyOptions {
     /// End the copy with `timed_out` after this long without a byte moving either way (0: never).
     std::chrono::nanoseconds idle_timeout{0};
@@ -33,9 +34,10 @@ struct CopyOptions {
     std::size_t buffer_size = 16 * 1024;
 };
 
+/// What `copy_bidirectional` moved, in bytes, each way.
 struct CopyStats {
     std::uint64_t a_to_b = 0; ///< bytes received from `a` and sent to `b`
-    std::uint64_t b_to_a = 0;
+    std::uint64_t b_to_a = 0; ///< bytes received from `b` and sent to `a`
 };
 
 namespace detail {

@@ -48,22 +48,31 @@ namespace galay {
 template <class T>
 struct SendError {
     std::error_code code; ///< errc::closed, std::errc::timed_out or operation_canceled
+    /// The value that was not sent, handed back to the sender.
     T value;
 };
 
+/// A bounded multi-producer, multi-consumer channel of `T` between tasks (see the top of this
+/// header).
 template <class T>
 class Channel {
 public:
+    /// What `co_await send(v)` gives: nothing, or why it failed with the value back.
     using SendResult = std::expected<void, SendError<T>>;
 
+    /// The awaitable of `send()`: waits while the channel is full. Takes `.timeout(d)` /
+    /// `.deadline(t)`.
     class [[nodiscard]] SendAwaiter : public Waiter<SendAwaiter> {
     public:
+        /// A send of `v` into `ch` (made by `Channel::send`).
         SendAwaiter(Channel& ch, T&& v) noexcept(std::is_nothrow_move_constructible_v<T>)
             : ch_(&ch)
             , value_(std::move(v)) {}
+        /// Only before it is awaited.
         SendAwaiter(SendAwaiter&&) = default;
         ~SendAwaiter() { this->withdraw_if_destroyed_waiting(); } // withdrawn() runs while whole
 
+        /// Waiter protocol: send at once (false) or queue this sender (true).
         bool enqueue() {
             switch (ch_->send_now(value_)) {
             case Done::ok:
@@ -76,6 +85,7 @@ public:
             }
             return ch_->send_or_queue(*this);
         }
+        /// Waiter protocol: the value of `co_await`.
         SendResult result() {
             if (auto s = this->wait_status(); !s)
                 return std::unexpected(SendError<T>{s.error(), std::move(value_)});
@@ -95,17 +105,23 @@ public:
         bool closed_ = false;
     };
 
+    /// The awaitable of `recv()`: waits while the channel is empty. Takes `.timeout(d)` /
+    /// `.deadline(t)`.
     class [[nodiscard]] RecvAwaiter : public Waiter<RecvAwaiter> {
     public:
+        /// A receive from `ch` (made by `Channel::recv`).
         explicit RecvAwaiter(Channel& ch) noexcept
             : ch_(&ch) {}
+        /// Only before it is awaited.
         RecvAwaiter(RecvAwaiter&&) = default;
         ~RecvAwaiter() { this->withdraw_if_destroyed_waiting(); }
 
+        /// Waiter protocol: receive at once (false) or queue this receiver (true).
         bool enqueue() {
             if (ch_->recv_now(value_) == Done::ok) return false;
             return ch_->recv_or_queue(*this);
         }
+        /// Waiter protocol: the value of `co_await`.
         Result<T> result() {
             if (auto s = this->wait_status(); !s) return std::unexpected(s.error());
             if (!value_) return fail(errc::closed);
@@ -185,6 +201,7 @@ public:
         serve_locked(senders, receivers);
     }
 
+    /// True once `close()` has been called.
     bool is_closed() const noexcept { return state_.load(std::memory_order_acquire) & kClosed; }
     /// Values buffered now (a snapshot while other threads send and receive).
     std::size_t size() const noexcept {
@@ -192,11 +209,13 @@ public:
         const std::size_t t = ring_.ordinal(tail_.load(std::memory_order_acquire));
         return t > h ? std::min(t - h, ring_.capacity()) : 0;
     }
+    /// The most values it buffers.
     std::size_t capacity() const noexcept { return ring_.capacity(); }
     /// Tasks waiting to send (the channel is full) / to receive (it is empty) now.
     std::size_t waiting_senders() const noexcept {
         return waiting_senders_.load(std::memory_order_acquire);
     }
+    /// Tasks waiting to receive (the channel is empty) now.
     std::size_t waiting_receivers() const noexcept {
         return waiting_receivers_.load(std::memory_order_acquire);
     }

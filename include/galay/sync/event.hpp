@@ -18,19 +18,26 @@
 
 namespace galay {
 
+/// A latch and a notifier in one, for tasks waiting for something to happen (see the top of this
+/// header).
 class Event {
 public:
+    /// The awaitable of `wait()`. Takes `.timeout(d)` / `.deadline(t)`.
     class [[nodiscard]] WaitAwaiter : public Waiter<WaitAwaiter> {
     public:
+        /// A wait on `e` (made by `Event::wait`).
         explicit WaitAwaiter(Event& e) noexcept
             : event_(&e) {}
+        /// Waiter protocol: pass at once (false) or queue this waiter (true).
         bool enqueue();
+        /// Waiter protocol: the value of `co_await`.
         Result<void> result() const noexcept { return wait_status(); }
 
     private:
         Event* event_;
     };
 
+    /// An event, set or not.
     explicit Event(bool set = false) noexcept
         : set_(set) {}
     Event(const Event&) = delete;
@@ -43,6 +50,7 @@ public:
     void set() noexcept;
     /// Clear it (a pending `notify_one` permit is kept).
     void reset() noexcept;
+    /// True while the event is set.
     bool is_set() const noexcept;
 
     /// Wake the first waiter; with nobody waiting, the next `wait()` passes once.

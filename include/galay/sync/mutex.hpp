@@ -21,16 +21,21 @@
 
 namespace galay {
 
+/// An async mutex for tasks on one or several threads, FIFO and hand-off (see the top of this
+/// header).
 class Mutex {
 public:
     /// Owns the mutex; unlocks it when destroyed (or at `unlock()`). Move-only.
     class [[nodiscard]] Guard {
     public:
         Guard() noexcept = default;
+        /// Adopts `m`, already locked by the caller.
         explicit Guard(Mutex& m) noexcept
             : mutex_(&m) {}
+        /// Takes the ownership of `o`, which owns nothing after.
         Guard(Guard&& o) noexcept
             : mutex_(std::exchange(o.mutex_, nullptr)) {}
+        /// Unlocks what it owns, then takes the ownership of `o`.
         Guard& operator=(Guard&& o) noexcept {
             if (this != &o) {
                 unlock();
@@ -40,7 +45,9 @@ public:
         }
         ~Guard() { unlock(); }
 
+        /// True while it owns the mutex.
         bool owns_lock() const noexcept { return mutex_ != nullptr; }
+        /// `owns_lock()`.
         explicit operator bool() const noexcept { return owns_lock(); }
         /// Unlock now (nothing if it owns nothing).
         void unlock() noexcept {
@@ -53,11 +60,15 @@ public:
         Mutex* mutex_ = nullptr;
     };
 
+    /// The awaitable of `lock()`. Takes `.timeout(d)` / `.deadline(t)`.
     class [[nodiscard]] LockAwaiter : public Waiter<LockAwaiter> {
     public:
+        /// A lock of `m` (made by `Mutex::lock`).
         explicit LockAwaiter(Mutex& m) noexcept
             : mutex_(&m) {}
+        /// Waiter protocol: lock at once (false) or queue this waiter (true).
         bool enqueue();
+        /// Waiter protocol: the value of `co_await`.
         Result<Guard> result() {
             if (auto s = wait_status(); !s) return std::unexpected(s.error());
             return Guard(*mutex_);
@@ -77,6 +88,7 @@ public:
     [[nodiscard]] Guard try_lock() noexcept;
     /// Unlock: hand the mutex to the first waiting task, or free it. From any thread.
     void unlock() noexcept;
+    /// True while a task owns the mutex.
     bool is_locked() const noexcept;
     /// Tasks waiting for it now.
     std::size_t waiting() const noexcept;

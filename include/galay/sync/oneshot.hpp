@@ -43,16 +43,20 @@ Result<T> take_oneshot_slot(OneshotSlot<T>& slot) {
 
 } // namespace detail
 
+/// The receiving end of a oneshot: one value (or exception) from its OneshotSender. Move-only.
 template <class T>
 class OneshotReceiver {
     static_assert(!std::is_void_v<T> && !std::is_reference_v<T>,
                   "oneshot<T>: T must be an object type (use std::monostate for a signal)");
 
 public:
+    /// The awaitable of `recv()`. Takes `.timeout(d)` / `.deadline(t)`.
     class [[nodiscard]] RecvAwaiter : public Waiter<RecvAwaiter> {
     public:
+        /// A receive on `r` (made by `recv()` or `co_await r`).
         explicit RecvAwaiter(OneshotReceiver& r) noexcept
             : rx_(&r) {}
+        /// Waiter protocol: take the value at once (false) or queue this waiter (true).
         bool enqueue() {
             auto* st = rx_->state_.get();
             if (st == nullptr) return false; // a moved-from receiver: closed
@@ -64,6 +68,7 @@ public:
             st->waiters.push_back(*this);
             return true;
         }
+        /// Waiter protocol: the value of `co_await`; rethrows the sender's exception.
         Result<T> result() {
             if (auto s = this->wait_status(); !s) return std::unexpected(s.error());
             return detail::take_oneshot_slot(got_);
@@ -76,7 +81,9 @@ public:
     };
 
     OneshotReceiver() noexcept = default;
+    /// Takes over the channel of `o`; a moved-from receiver's waits fail with `errc::closed`.
     OneshotReceiver(OneshotReceiver&&) noexcept = default;
+    /// Drops its own channel, then takes over the one of `o`.
     OneshotReceiver& operator=(OneshotReceiver&& o) noexcept {
         if (this != &o) {
             drop();
@@ -88,6 +95,7 @@ public:
 
     /// Wait for the value. `Result<T>`; rethrows the sender's exception.
     [[nodiscard]] RecvAwaiter recv() noexcept { return RecvAwaiter(*this); }
+    /// `co_await rx` is `co_await rx.recv()`.
     [[nodiscard]] RecvAwaiter operator co_await() noexcept { return RecvAwaiter(*this); }
 
     /// The value if it has arrived: `std::errc::resource_unavailable_try_again` while it has not,
@@ -130,11 +138,15 @@ private:
     std::shared_ptr<State> state_;
 };
 
+/// The sending end of a oneshot: sends one value, or one exception, to its OneshotReceiver.
+/// Move-only.
 template <class T>
 class OneshotSender {
 public:
     OneshotSender() noexcept = default;
+    /// Takes over the channel of `o`.
     OneshotSender(OneshotSender&&) noexcept = default;
+    /// Closes its own channel (its receiver gets `errc::closed`), then takes over the one of `o`.
     OneshotSender& operator=(OneshotSender&& o) noexcept {
         if (this != &o) {
             finish(detail::OneshotSlot<T>{});

@@ -19,16 +19,22 @@
 
 namespace galay {
 
+/// A counting semaphore for tasks on one or several threads, FIFO (see the top of this header).
 class Semaphore {
 public:
+    /// The awaitable of `acquire(n)`. Takes `.timeout(d)` / `.deadline(t)`.
     class [[nodiscard]] AcquireAwaiter : public Waiter<AcquireAwaiter> {
     public:
+        /// An acquisition of `n` permits of `s` (made by `Semaphore::acquire`).
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept
             : sem_(&s)
             , need_(n) {}
+        /// Only before it is awaited.
         AcquireAwaiter(AcquireAwaiter&&) noexcept = default;
         ~AcquireAwaiter() { withdraw_if_destroyed_waiting(); } // withdrawn() runs while whole
+        /// Waiter protocol: take the permits at once (false) or queue this waiter (true).
         bool enqueue();
+        /// Waiter protocol: the value of `co_await`.
         Result<void> result() const noexcept { return wait_status(); }
 
     private:
@@ -38,6 +44,7 @@ public:
         std::size_t need_;
     };
 
+    /// A semaphore with `permits` free permits.
     explicit Semaphore(std::size_t permits) noexcept
         : permits_(permits) {}
     Semaphore(const Semaphore&) = delete;

@@ -33,12 +33,16 @@
 
 namespace galay {
 
+/// Tasks started together, waited for and cancelled together (see the top of this header).
 class TaskGroup {
 public:
+    /// The awaitable of `wait()`. Takes `.timeout(d)` / `.deadline(t)`.
     class [[nodiscard]] WaitAwaiter : public Waiter<WaitAwaiter> {
     public:
+        /// A wait for `g` (made by `TaskGroup::wait`).
         explicit WaitAwaiter(TaskGroup& g) noexcept
             : group_(&g) {}
+        /// Waiter protocol: pass at once when no task runs (false) or queue this waiter (true).
         bool enqueue();
         /// Rethrows the first exception of a task of the group, once.
         Result<void> result();
@@ -58,6 +62,7 @@ public:
     [[nodiscard]] WaitAwaiter wait() noexcept { return WaitAwaiter(*this); }
     /// Cancel every task of the group, now and later. Any thread.
     void cancel() noexcept;
+    /// True once `cancel()` has been called.
     bool cancelled() const noexcept;
     /// Tasks of the group still running.
     std::size_t size() const noexcept;

@@ -77,6 +77,7 @@ namespace galay {
 /// a whole time slice. BasicLockable (works with std::lock_guard).
 class SpinLock {
 public:
+    /// Take the lock, spinning and then yielding while another thread holds it.
     void lock() noexcept {
         while (locked_.exchange(true, std::memory_order_acquire)) {
             unsigned spins = 0;
@@ -90,10 +91,12 @@ public:
             }
         }
     }
+    /// Take the lock if it is free; never waits.
     bool try_lock() noexcept {
         return !locked_.load(std::memory_order_relaxed) &&
                !locked_.exchange(true, std::memory_order_acquire);
     }
+    /// Release the lock.
     void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
 private:
@@ -196,10 +199,14 @@ protected:
         if (state_ == State::queued) withdraw();
     }
 
+    /// Arm a deadline (steady clock, ns; 0: none) for the next wait: `.timeout()`/`.deadline()` use
+    /// it.
     void set_deadline_ns(std::int64_t ns) noexcept { timer_.deadline_ns = ns; }
     /// The rest of await_suspend once `enqueue()` queued the waiter: deadline and cancel scope.
     void suspended(detail::CancelScope* scope);
+    /// From await_suspend: the task's scope is already cancelled, so the wait ends at once.
     void set_cancelled_at_once() noexcept { outcome_ = Outcome::cancelled; }
+    /// From await_suspend: the coroutine that `wake()` resumes.
     void set_handle(std::coroutine_handle<> h) noexcept { handle_ = h; }
     /// Start of await_resume: stop the deadline, leave the cancel scope.
     void resumed() noexcept {
@@ -246,7 +253,10 @@ public:
         return static_cast<Derived&&>(*this);
     }
 
+    /// Awaiter protocol, called by `co_await`: never ready, await_suspend decides.
     bool await_ready() const noexcept { return false; }
+    /// Awaiter protocol: fails at once in a cancelled task, else `enqueue()`, then arms the
+    /// deadline and joins the task's cancel scope.
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
         detail::CancelScope* scope = detail::scope_of(h);
@@ -260,6 +270,7 @@ public:
         suspended(scope);
         return true;
     }
+    /// Awaiter protocol: leaves the deadline and the cancel scope, returns `result()`.
     decltype(auto) await_resume() {
         resumed();
         return static_cast<Derived*>(this)->result();
@@ -267,6 +278,7 @@ public:
 
 protected:
     Waiter() noexcept = default;
+    /// Only before the awaitable is awaited (as an operation's return value).
     Waiter(Waiter&&) noexcept = default;
     ~Waiter() = default;
 };
@@ -276,6 +288,7 @@ protected:
 template <class W>
 class WaitList : public detail::WaitListBase {
 public:
+    /// A list guarded by `lock`, which must outlive it.
     explicit WaitList(SpinLock& lock) noexcept
         : WaitListBase(lock) {}
 
@@ -300,7 +313,9 @@ template <class W>
 class WakeList {
 public:
     WakeList() noexcept = default;
+    /// Takes over the waiters of `o`.
     WakeList(WakeList&&) noexcept = default;
+    /// Wakes its own waiters first, then takes over those of `o`.
     WakeList& operator=(WakeList&& o) noexcept {
         wake_all();
         chain_ = std::move(o.chain_);
@@ -308,6 +323,7 @@ public:
     }
     ~WakeList() { wake_all(); }
 
+    /// True when there is nobody to wake.
     bool empty() const noexcept { return chain_.empty(); }
     /// Add a waiter taken off its list with pop_front().
     void push_back(W& w) noexcept { chain_.push_back(w); }
