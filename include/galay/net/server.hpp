@@ -36,12 +36,15 @@
 
 namespace galay {
 
+/// How serve() spreads connections over the workers.
 enum class ListenMode : std::uint8_t {
     sharded,  ///< a SO_REUSEPORT listener per worker; the kernel picks the worker
     dispatch, ///< one acceptor hands each connection to the least-loaded worker
 };
 
+/// How serve() listens and accepts.
 struct ServeOptions {
+    /// Sharded (the default) or dispatch.
     ListenMode mode = ListenMode::sharded;
     /// Backlog, SO_REUSEADDR, IPV6_V6ONLY (`reuse_port` is decided by the mode).
     ListenOptions listen{};
@@ -65,12 +68,15 @@ struct ServerState;
 class TcpServer {
 public:
     TcpServer() = default;
+    /// Takes over the handle of `o`.
     TcpServer(TcpServer&&) noexcept = default;
+    /// Takes over the handle of `o`; the server this one referred to runs on.
     TcpServer& operator=(TcpServer&&) noexcept = default;
     ~TcpServer();
 
     /// The address the listeners are bound to (with the real port when 0 was asked for).
     const SocketAddr& local_addr() const noexcept;
+    /// The mode it was started with.
     ListenMode mode() const noexcept;
     /// Stop accepting: the accept loops are aborted and their listeners closed. From a thread
     /// that is not a worker it returns once they are closed (the port is free); from a task it
@@ -78,6 +84,7 @@ public:
     void stop() noexcept;
     /// Connections of this server open on `worker` now, and accepted for it so far.
     std::size_t connections(unsigned worker) const noexcept;
+    /// Connections accepted for `worker` so far.
     std::uint64_t accepted(unsigned worker) const noexcept;
 
 private:

@@ -58,6 +58,7 @@ struct RecvInfo {
 /// One slot of `recv_batch`: the caller's buffer (in) and what arrived in it (out).
 struct Datagram {
     Datagram() noexcept = default;
+    /// A slot receiving into `buf`, which must outlive the receive.
     template <MutableBuffer B>
     explicit Datagram(B&& buf) noexcept
         : buffer(reinterpret_cast<std::byte*>(std::ranges::data(buf)), std::ranges::size(buf)) {}
@@ -69,6 +70,7 @@ struct Datagram {
     SocketAddr from;               ///< out: the sender
     SocketAddr local; ///< out: the address it was sent to (UdpOptions::local_address), else unset
 
+    /// The bytes received: the first `size` bytes of `buffer`.
     std::span<std::byte> data() const noexcept { return buffer.first(size); }
 };
 
@@ -76,17 +78,22 @@ struct Datagram {
 /// the connected peer.
 struct OutDatagram {
     OutDatagram() noexcept = default;
+    /// `bytes` (which must outlive the send) to `dest`, or to the connected peer when null.
     template <ConstBuffer B>
     explicit OutDatagram(const B& bytes, const SocketAddr* dest = nullptr) noexcept
         : data(reinterpret_cast<const std::byte*>(std::ranges::data(bytes)),
                std::ranges::size(bytes))
         , to(dest) {}
 
+    /// The datagram's bytes.
     std::span<const std::byte> data;
+    /// The destination; null: the connected peer.
     const SocketAddr* to = nullptr;
 };
 
+/// Socket options for UdpSocket::bind and UdpSocket::open.
 struct UdpOptions {
+    /// SO_REUSEADDR.
     bool reuse_addr = false;
     /// SO_REUSEPORT: share the port with every socket of the same user that set it too,
     /// another process's included (a leftover server would take part of the traffic). To share
@@ -285,7 +292,9 @@ public:
     static constexpr std::size_t max_batch = detail::kMaxUdpBatch;
 
     UdpSocket() noexcept = default;
+    /// Takes over the socket of `o`, which is empty after.
     UdpSocket(UdpSocket&& o) noexcept = default;
+    /// Closes its own socket, then takes over the one of `o`.
     UdpSocket& operator=(UdpSocket&& o) noexcept = default;
     ~UdpSocket() = default;
 
@@ -345,21 +354,31 @@ public:
         return {fd_.get(), family_, in, &gso_, scratch_.get()};
     }
 
+    /// Close asynchronously; the socket is empty at once.
     [[nodiscard]] detail::CloseAwaitable close() noexcept {
         return detail::CloseAwaitable(fd_.take());
     }
 
+    /// SO_RCVBUF, in bytes (capped by the kernel's rmem_max).
     Result<void> set_recv_buffer_size(int bytes) noexcept;
+    /// SO_SNDBUF, in bytes (capped by the kernel's wmem_max).
     Result<void> set_send_buffer_size(int bytes) noexcept;
     /// The kernel's SO_RCVBUF / SO_SNDBUF (it doubles what was asked, for bookkeeping).
     Result<int> recv_buffer_size() const noexcept;
+    /// The kernel's SO_SNDBUF.
     Result<int> send_buffer_size() const noexcept;
+    /// SO_BROADCAST: allow sends to a broadcast address.
     Result<void> set_broadcast(bool on) noexcept;
+    /// The address the socket is bound to (getsockname).
     Result<SocketAddr> local_addr() const noexcept;
+    /// The connected peer (getpeername); fails when not connected.
     Result<SocketAddr> peer_addr() const noexcept;
 
+    /// True while it holds an open socket.
     bool is_open() const noexcept { return fd_.is_open(); }
+    /// The socket's file descriptor, still owned by the UdpSocket (-1 when empty).
     int fd() const noexcept { return fd_.get(); }
+    /// AF_INET or AF_INET6.
     int family() const noexcept { return family_; }
     /// UdpOptions::segmentation_offload is on and the kernel accepted it (so far).
     bool segmentation_offload() const noexcept { return gso_; }
