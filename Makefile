@@ -7,11 +7,13 @@ DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconc
 # `make fuzz` only: libFuzzer comes with clang.
 FUZZ_DEB_PACKAGES := clang-16 libclang-rt-16-dev
 FUZZ_SECONDS ?= 60
+# `make docs` only: the API reference's generator.
+DOCS_DEB_PACKAGES := doxygen
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: deps deps-fuzz build test test-asan test-tsan test-no-uring bench soak fuzz format clean
+.PHONY: deps deps-fuzz deps-docs docs build test test-asan test-tsan test-no-uring bench soak fuzz format clean
 
 # Install the Debian packages of $(1) that are missing.
 define install_missing
@@ -27,6 +29,9 @@ deps:
 
 deps-fuzz:
 	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES))
+
+deps-docs:
+	$(call install_missing,$(DOCS_DEB_PACKAGES))
 
 build: deps
 	cmake --preset $(PRESET) >/dev/null
@@ -74,6 +79,11 @@ fuzz: deps-fuzz
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
 	fuzz/run.sh build/fuzz/bin $(FUZZ_SECONDS)
+
+# The API reference, from the comments of the public headers (docs/Doxyfile), in
+# build/docs/html/index.html. Any doxygen warning fails it, an undocumented public name included.
+docs: deps-docs
+	doxygen docs/Doxyfile
 
 format:
 	git ls-files '*.hpp' '*.cpp' | xargs clang-format -i
