@@ -70,6 +70,7 @@ std::optional<Backend> parse_backend(std::string_view s) noexcept;
 
 /// Result of probing io_uring on this kernel.
 struct UringProbe {
+    /// True when io_uring can run here with every opcode galay uses.
     bool usable = false;
     std::error_code error; ///< why not, when !usable
     std::string reason;    ///< a sentence naming the failing step (setup, missing opcode, sysctl)
@@ -88,7 +89,9 @@ std::span<const Backend> built_backends() noexcept;
 /// looking at `GALAY_BACKEND`), or an error when a forced backend cannot run here.
 Result<Backend> resolve_backend(Backend requested);
 
+/// How a Scheduler is set up: its backend, ring and buffer pool, and how it takes completions.
 struct SchedulerOptions {
+    /// io_uring, epoll, or automatic (io_uring where the kernel allows it, see resolve_backend).
     Backend backend = Backend::automatic;
     unsigned ring_entries = 1024; ///< io_uring submission queue size
     unsigned pool_buffers = 4096; ///< buffers lent by `recv_pooled` (a power of two)
@@ -116,10 +119,8 @@ struct SchedulerOptions {
     /// full batches, and a long batch of handlers hands its queued sends to the kernel every
     /// ~50 us instead of at the end of the batch. Batches of hundreds cost CPU: each connection's
     /// memory is touched once when its completion is taken and again when its handler runs, and
-    /// in between a long batch has evicted it. Measured 2026-11-25, HTTP at 1,000 busy
-    /// connections on one core: on, 1.11x raw_http's CPU per request on io_uring and 1.16x on
-    /// epoll; off, 0.98x and 1.05x, with a p99 no higher. A request/response echo costs 5-14%
-    /// more CPU per request with it.
+    /// in between a long batch has evicted it. So on, a busy HTTP server and a request/response
+    /// echo take more CPU per request, for no lower p99 (docs/benchmarks/http.md).
     bool fair_completions = false;
 };
 
@@ -135,6 +136,7 @@ struct SpawnLinks { // a scheduler's list of its spawned tasks (detail/intrusive
 
 class Runtime;
 
+/// The event loop of one thread: runs its tasks and drives the kernel through its backend's driver.
 class Scheduler {
 public:
     /// Creates the driver. Throws `galay::Error` when the requested backend cannot run.
@@ -257,12 +259,18 @@ T block_on(Task<T> task, SchedulerOptions options = {}) {
 /// Go to the back of the ready queue, letting other tasks of this scheduler run, and the
 /// driver be polled (I/O completions, timers) before this task goes on.
 struct [[nodiscard]] YieldAwaiter {
+    /// Awaiter protocol, called by `co_await`: never ready.
     bool await_ready() const noexcept { return false; }
+    /// Awaiter protocol: queues the task behind the tasks ready now and the next poll of the
+    /// driver.
     void await_suspend(std::coroutine_handle<> h) const {
         current_scheduler().schedule_after_poll(h);
     }
+    /// Awaiter protocol: nothing to return.
     void await_resume() const noexcept {}
 };
+/// Let the other ready tasks and the driver run before this task goes on: `co_await
+/// galay::yield_now();`.
 [[nodiscard]] inline YieldAwaiter yield_now() noexcept {
     return {};
 }
@@ -271,6 +279,7 @@ struct [[nodiscard]] YieldAwaiter {
 // Runtime
 // ---------------------------------------------------------------------------------------------
 
+/// How a Runtime is set up: its workers, their schedulers, pinning and shutdown.
 struct RuntimeOptions {
     /// Worker threads (one Scheduler each). 0: std::thread::hardware_concurrency().
     unsigned workers = 0;
@@ -296,8 +305,11 @@ public:
     /// The runtime whose worker this thread is, or null.
     static Runtime* current() noexcept;
 
+    /// The number of workers.
     unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
+    /// The backend its workers run on (never automatic).
     Backend backend() const noexcept;
+    /// "io_uring" or "epoll".
     const char* backend_name() const noexcept;
     /// Worker i's scheduler (e.g. to `post` to it).
     Scheduler& scheduler(unsigned worker) const;

@@ -50,11 +50,13 @@ class RecvPooledAwaitable;
 class PooledBuffer {
 public:
     PooledBuffer() noexcept = default;
+    /// Takes over the buffer of `o`, which holds none after.
     PooledBuffer(PooledBuffer&& o) noexcept
         : owner_(std::exchange(o.owner_, nullptr))
         , data_(o.data_)
         , size_(o.size_)
         , id_(o.id_) {}
+    /// Gives its own buffer back, then takes over the one of `o`.
     PooledBuffer& operator=(PooledBuffer&& o) noexcept {
         if (this != &o) {
             release();
@@ -67,9 +69,13 @@ public:
     }
     ~PooledBuffer() { release(); }
 
+    /// The first byte received.
     const char* data() const noexcept { return data_; }
+    /// Bytes received (0 after `release()`).
     std::size_t size() const noexcept { return size_; }
+    /// True when it holds no bytes.
     bool empty() const noexcept { return size_ == 0; }
+    /// The bytes received, as a span.
     std::span<const char> bytes() const noexcept { return {data_, size_}; }
 
     /// Give the buffer back to the pool now (the destructor does it otherwise).
@@ -168,6 +174,7 @@ private:
 
 } // namespace detail
 
+/// Which direction `TcpStream::shutdown` ends (shutdown(2)'s SHUT_RD, SHUT_WR, SHUT_RDWR).
 enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
 /// A connected TCP socket. Move-only; destroying it closes the socket.
@@ -176,7 +183,9 @@ public:
     TcpStream() noexcept = default;
     /// Adopt a connected socket (made non-blocking if it is not).
     explicit TcpStream(int fd) noexcept;
+    /// Takes over the socket of `o`, which is empty after.
     TcpStream(TcpStream&& o) noexcept = default;
+    /// Closes its own socket, then takes over the one of `o`.
     TcpStream& operator=(TcpStream&& o) noexcept = default;
     ~TcpStream() = default;
 
@@ -242,16 +251,24 @@ public:
         return detail::CloseAwaitable(fd_.take());
     }
 
+    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle off).
     Result<void> set_nodelay(bool on) noexcept;
+    /// SO_KEEPALIVE: probe an idle connection, so a dead peer is found.
     Result<void> set_keepalive(bool on) noexcept;
+    /// SO_RCVBUF, in bytes (capped by the kernel's rmem_max).
     Result<void> set_recv_buffer_size(int bytes) noexcept;
+    /// SO_SNDBUF, in bytes (capped by the kernel's wmem_max).
     Result<void> set_send_buffer_size(int bytes) noexcept;
     /// SO_LINGER with a zero timeout: close() then sends RST instead of FIN.
     Result<void> set_linger_reset() noexcept;
+    /// The remote address (getpeername).
     Result<SocketAddr> peer_addr() const noexcept;
+    /// The local address (getsockname).
     Result<SocketAddr> local_addr() const noexcept;
 
+    /// True while it holds an open socket.
     bool is_open() const noexcept { return fd_.is_open(); }
+    /// The socket's file descriptor, still owned by the stream (-1 when empty).
     int fd() const noexcept { return fd_.get(); }
     /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
     /// files), and closing it is now the caller's job.
@@ -267,12 +284,16 @@ private:
     detail::OwnedFd fd_;
 };
 
+/// Socket options for TcpListener::bind and bind_sharded.
 struct ListenOptions {
+    /// listen(2)'s backlog: connections the kernel queues before they are accepted.
     int backlog = 4096;
+    /// SO_REUSEADDR: bind a port that connections of an earlier server still hold in TIME_WAIT.
     bool reuse_addr = true;
     /// SO_REUSEPORT: several listeners share one port. Linux lets any socket of the same user
     /// that also sets it share the port, another process included; `bind_sharded` does not.
     bool reuse_port = false;
+    /// IPV6_V6ONLY: an IPv6 listener refuses IPv4 connections.
     bool v6_only = false;
 };
 
@@ -280,7 +301,9 @@ struct ListenOptions {
 class TcpListener {
 public:
     TcpListener() noexcept = default;
+    /// Takes over the socket of `o`, which is empty after.
     TcpListener(TcpListener&& o) noexcept = default;
+    /// Closes its own socket, then takes over the one of `o`.
     TcpListener& operator=(TcpListener&& o) noexcept = default;
     ~TcpListener() = default;
 
@@ -298,8 +321,11 @@ public:
     [[nodiscard]] detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {
         return detail::AcceptAwaitable(fd_.get(), peer);
     }
+    /// The bound address, with the real port when 0 was asked for (getsockname).
     Result<SocketAddr> local_addr() const noexcept;
+    /// The socket's file descriptor, still owned by the listener (-1 when empty).
     int fd() const noexcept { return fd_.get(); }
+    /// Close asynchronously; the listener is empty at once.
     [[nodiscard]] detail::CloseAwaitable close() noexcept {
         return detail::CloseAwaitable(fd_.take());
     }
