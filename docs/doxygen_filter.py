@@ -18,5 +18,5 @@ if opening > 0:
     for i in range(opening):
         if not lines[i].startswith("///"):
             lines[i] = "/" + lines[i]
-    lines[opening - 1] += " @file"
+    lines[0] += " @file"  # the first line is prose, the last may be code
 sys.stdout.write("\n".join(lines))
