@@ -7,8 +7,8 @@ DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconc
 # `make fuzz` only: libFuzzer comes with clang.
 FUZZ_DEB_PACKAGES := clang-16 libclang-rt-16-dev
 FUZZ_SECONDS ?= 60
-# `make docs` only: the API reference's generator.
-DOCS_DEB_PACKAGES := doxygen
+# `make docs` only: the API reference's generator (python3 runs its header filter).
+DOCS_DEB_PACKAGES := doxygen python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
