@@ -83,6 +83,7 @@ fuzz: deps-fuzz
 # The API reference, from the comments of the public headers (docs/Doxyfile), in
 # build/docs/html/index.html. Any doxygen warning fails it, an undocumented public name included.
 docs: deps-docs
+	mkdir -p build/docs
 	doxygen docs/Doxyfile
 
 format:
