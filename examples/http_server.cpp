@@ -18,7 +18,8 @@
 // completions per pass through the kernel on io_uring, 64 ready fds per epoll_wait), each batch's
 // handlers run while its connections' memory is still in cache. --fair sets
 // SchedulerOptions::fair_completions instead: every ready completion in the same turn, which
-// costs more CPU per request at 1,000 busy connections for no lower p99 (docs/benchmarks/http.md).
+// costs more CPU per request at 1,000 busy connections for no lower p99
+// (docs/benchmarks/experiments.md).
 #include "http/server.hpp"
 
 #include <sys/resource.h>

@@ -120,7 +120,7 @@ struct SchedulerOptions {
     /// ~50 us instead of at the end of the batch. Batches of hundreds cost CPU: each connection's
     /// memory is touched once when its completion is taken and again when its handler runs, and
     /// in between a long batch has evicted it. So on, a busy HTTP server and a request/response
-    /// echo take more CPU per request, for no lower p99 (docs/benchmarks/http.md).
+    /// echo take more CPU per request, for no lower p99 (docs/benchmarks/experiments.md).
     bool fair_completions = false;
 };
 

@@ -6,7 +6,7 @@
 // issues the same system call the epoll driver does: one system call moves up to 64 datagrams.
 // On raw liburing the multishot RECVMSG shapes cost the same CPU per packet within the noise
 // (linking the sends costs more), and they would need 64 KiB ring buffers once UDP_GRO is on
-// plus a copy out of the ring, so the simplest shape stays (docs/benchmarks/experiments.md).
+// plus a copy out of the ring, so the simplest shape stays (docs/benchmarks/udp.md).
 #pragma once
 
 #include "driver/common/faults.hpp"

@@ -101,7 +101,7 @@ private:
     // system calls first, then the coroutines of the whole batch resume: each connection's
     // memory (its op, frame, buffers and the pool buffer its bytes landed in) is touched once
     // in each half. With hundreds at a time the first half's lines and pages are gone by the
-    // second, so a bounded batch costs less CPU per request (docs/benchmarks/http.md). The
+    // second, so a bounded batch costs less CPU per request (docs/benchmarks/experiments.md). The
     // kernel keeps the others ready, in order, for the next call.
     static constexpr std::size_t kEventsPerPoll = 64;
     static constexpr int kFairRounds = 16; // fair_completions: more epoll_waits of one poll
