@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The HTTP comparison of our users' io_uring survey (seed 004), in one command.
+"""The io_uring survey's HTTP comparison, in one command.
 
     python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
                           [--scenarios fixed,file] [--mode both] [--slice 0.5] [--control]

@@ -13,7 +13,7 @@ seconds. Each server's CPU time (every thread of every process of its tree) over
 divided by the requests its wrk completed, is its CPU per request; the round's ratio is B / A.
 Both servers see the same moments of a shared machine, so slow drifts cancel out; what is left is
 the round-to-round spread, printed with the median (a verdict only when the whole spread is on
-one side of 1.00). This is how the README's A/Bs of two builds of http_server were made.
+one side of 1.00). This is how an A/B of two builds of http_server is made.
 
 In a command, `{port}` is replaced by its port and `{root}` by a directory holding bench/http.py's
 static file. --scenario fixed requests GET / (its fixed body); --scenario file requests that file

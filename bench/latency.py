@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The latency study of our users (seed 003), finished on Linux with its control groups.
+"""The io_uring latency study, finished on Linux with its control groups.
 
     python3 bench/latency.py [--bin build/release/bin] [--rounds 3] [-n 30] [--sample-ms 5]
 
@@ -16,7 +16,7 @@ every implementation alike, and this prints:
       the rounds (one ratio per round), with a verdict: faster / slower only when the whole
       spread is on one side of 1.00, otherwise level within noise,
   (c) the study's four success criteria, judged for io_uring vs epoll and for galay vs Tokio,
-      with the numbers behind each verdict, and the targets of issue 10.
+      with the numbers behind each verdict, and galay's own targets against the references.
 
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
@@ -50,7 +50,7 @@ CRITERIA = [
 ]
 COMPARISONS = [("galay-io_uring", "galay-epoll"), ("galay-io_uring", "tokio"),
                ("galay-epoll", "tokio")]
-# Issue 10's targets: galay io_uring's time / the reference's, at most this.
+# Galay's targets: galay io_uring's time / the reference's, at most this.
 TARGETS = [
     ("connection_strategy/reuse", "tokio", 1.00), ("connection_strategy/reuse", "blocking", 1.10),
     ("throughput_100_messages", "tokio", 1.00), ("throughput_100_messages", "blocking", 1.10),
@@ -323,7 +323,7 @@ def report_lines(analysis, runs, missing, problems, short=False):
                          f"{r['verdict']} |")
         lines.append("")
     if analysis["targets"] and not short:
-        lines += ["Targets (issue 10), galay io_uring's time / the reference's:", "",
+        lines += ["Targets, galay io_uring's time / the reference's:", "",
                   "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
         for t in analysis["targets"]:
             lines.append(f"| {t['benchmark']} | {t['reference']} | {latstats.fmt_spread(t['ratio'])}"

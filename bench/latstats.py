@@ -16,7 +16,7 @@ bootstrap confidence interval (10,000 resamples), the median and Tukey's outlier
 iteration_ns. Quantiles interpolate between order statistics (type 7, as numpy's default and as
 tools/common/latency_stats.hpp, which is tested against the same hand-computed samples).
 
-Ratios between implementations follow ../shared/benchmarking.md: median [min-max] over
+Ratios between implementations are quoted as median [min-max] over
 alternating pairs, and a verdict only when the whole spread is on one side.
 Standard library only.
 """

@@ -10,7 +10,7 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   tcp      bench_server (io_uring, epoll) vs raw_uring / raw_epoll, bench_client, 256 B, 100, 1000
            and 10,000 connections: QPS and server CPU per request ratios with verdicts, p99, RSS
            per connection, and a plot of QPS against connections per backend
-  latency  the latency study of seed 003 (bench/latency.py, short form): galay io_uring/epoll and
+  latency  the io_uring latency study (bench/latency.py, short form): galay io_uring/epoll and
            the control groups (blocking sockets, Tokio, Go), ratios and the success criteria, and
            a latency-percentile plot (p50..p99.9, log scale)
   churn    connection churn (bench/churn.py): bench_latency server vs raw_uring / raw_epoll
@@ -25,7 +25,7 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
            http_turns at 100 and 1000 connections (latencies, CPU per request), then one at a
            time under wrk at 100 connections
 
-Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). Every ratio is
+Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
 (faster / slower only when the whole spread is on one side of 1.00, otherwise level within
 noise). The default runs are short (0.3 s warm-up + 1 s); --full uses 1 s + 5 s and 5 pairs.
@@ -251,7 +251,7 @@ def latency_report(ctx):
     runs, problems = latency.run_study(la, impls, log=lambda x: print(x, flush=True))
     FAILURES.extend(f"latency {p}" for p in problems)
     analysis = latency.analyze(runs, resamples=2000)
-    lines = [f"## Latency study of seed 003 (bench/latency.py, short form: {a.pairs} alternating "
+    lines = [f"## The io_uring latency study (bench/latency.py, short form: {a.pairs} alternating "
              f"rounds, {a.latency_samples} samples of ~{a.latency_sample_ms:g} ms per benchmark)",
              "", "Mean time per iteration ± the 95% bootstrap CI's half-width (samples of all "
              "rounds pooled); the full tables: `python3 bench/latency.py`.", ""]

@@ -19,7 +19,7 @@ missing one line says so and the rest runs.
 
 Every figure is a ratio within one round (ours / theirs), quoted as median [min-max] over the
 rounds, with a verdict: "faster"/"slower" only when the whole spread is on one side of 1.00,
-otherwise "level". Targets (issue 11): ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
+otherwise "level". Targets: ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
 >= Tokio's with 1 and 4 producers; 0 heap allocations per message.
 """
 import argparse

@@ -1,4 +1,4 @@
-// bench_file_io: file I/O benchmark on galay-kernel, with our users' command line.
+// bench_file_io: file I/O benchmark on galay-kernel, with the classic bench_file_io command line.
 //
 //   bench_file_io -w <workers> -n <ops per worker> -b <block size> -batch <n> -d <dir>
 //                 [--backend io_uring|epoll] [--direct] [--prealloc fallocate|zero|none] [--json]

@@ -43,7 +43,7 @@ TEST(CheckedArithmetic, OverflowIsNullopt) {
     EXPECT_EQ(tools::human_bytes(512ull << 30), "512.0 GiB");
 }
 
-// What the tools print: each format as the tools printed it before there was one set.
+// What the tools print: each format exactly as the tools print it.
 TEST(Formats, NumbersWithThousandsSeparators) {
     EXPECT_EQ(tools::with_commas(0), "0");
     EXPECT_EQ(tools::with_commas(999), "999");
