@@ -29,13 +29,13 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402
+import harness  # noqa: E402
 import http as bench_http  # noqa: E402
 
 
 def rss_kib(pid):
     total = 0
-    for p in bench_http.tree_pids(pid):
+    for p in harness.tree_pids(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
@@ -86,7 +86,7 @@ def measure(servers, name, n, args, logdir, seq):
     finally:
         for s in socks:
             s.close()
-        echo.stop(proc, signal.SIGTERM, 10)
+        harness.stop(proc, signal.SIGTERM, 10)
         log.close()
 
 

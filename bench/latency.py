@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting, stop)
+import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latstats  # noqa: E402
 
 REFERENCES = ("tokio", "blocking")
@@ -132,13 +132,13 @@ def run_one(impl, args):
     """Runs one implementation once: its server on CPU args.server_cpu, its client on
     args.client_cpu. Returns (record or None, problem or None)."""
     name, server_argv, client_argv, env = impl
-    port = echo.free_port()
+    port = harness.free_port()
     sub = lambda argv: [a.replace("{port}", str(port)) for a in argv]  # noqa: E731
     server = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + sub(server_argv),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env=env)
     try:
-        if not echo.wait_accepting(server, port, 15.0):
+        if not harness.wait_accepting(server, port, 15.0):
             err = server.stderr.read() if server.poll() is not None else "did not accept"
             return None, f"{name}: server did not start: {err.strip()[-300:]}"
         argv = (["taskset", "-c", str(args.client_cpu)] + sub(client_argv)
@@ -161,7 +161,7 @@ def run_one(impl, args):
             return None, f"{name}: server exited during the run ({server.returncode})"
         return rec, None
     finally:
-        echo.stop(server)
+        harness.stop(server)
 
 
 def run_study(args, impls, log=print):
@@ -213,7 +213,7 @@ def paired_ratios(runs, a, b, bench_name, what="mean"):
         fa, fb = figure(ra, bench_name, what), figure(rb, bench_name, what)
         if fa and fb:
             out.append(fa / fb)
-    return latstats.spread(out)
+    return harness.spread(out)
 
 
 def analyze(runs, resamples=10000):
@@ -241,7 +241,7 @@ def analyze(runs, resamples=10000):
             s = paired_ratios(runs, a, b, bench, what)
             rows.append({"criterion": label, "benchmark": bench, "figure": what,
                          "meaning": meaning, "threshold": threshold, "ratio": s,
-                         "verdict": latstats.criterion_verdict(s, threshold)})
+                         "verdict": harness.criterion_verdict(s, threshold)})
         met = sum(r["verdict"] == "met" for r in rows)
         undecided = sum(r["verdict"].startswith("undecided") for r in rows)
         overall = ("succeeded" if met >= 2 else
@@ -304,7 +304,7 @@ def report_lines(analysis, runs, missing, problems, short=False):
             cells = []
             for n in names:
                 s = per_impl[n].get(b)
-                cells.append(f"{latstats.fmt_spread(s)} {latstats.verdict(s)}" if s else "-")
+                cells.append(f"{harness.fmt_spread(s)} {harness.verdict(s)}" if s else "-")
             lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
         lines.append("")
     for c in analysis["criteria"]:
@@ -319,14 +319,14 @@ def report_lines(analysis, runs, missing, problems, short=False):
                 gain = (f" (A's time {100 * (med - 1):+.1f}%)" if "latency" in r["criterion"]
                         else f" (A's rate {100 * (1 / med - 1):+.1f}%)")
             lines.append(f"| {r['criterion']} | {r['benchmark']} {r['figure']} | "
-                         f"{latstats.fmt_spread(r['ratio'])}{gain} | < {r['threshold']:.3f} | "
+                         f"{harness.fmt_spread(r['ratio'])}{gain} | < {r['threshold']:.3f} | "
                          f"{r['verdict']} |")
         lines.append("")
     if analysis["targets"] and not short:
         lines += ["Targets, galay io_uring's time / the reference's:", "",
                   "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
         for t in analysis["targets"]:
-            lines.append(f"| {t['benchmark']} | {t['reference']} | {latstats.fmt_spread(t['ratio'])}"
+            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
                          f" | <= {t['limit']:.2f} | {t['verdict']} |")
         lines.append("")
     for p in problems:

@@ -37,8 +37,6 @@ import datetime
 import json
 import os
 import platform
-import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,9 +45,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import churn  # noqa: E402  (connection churn A/B)
-import echo  # noqa: E402  (the TCP A/B harness)
+import echo  # noqa: E402  (the TCP A/B)
+import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latency  # noqa: E402  (the latency study)
-import latstats  # noqa: E402  (spreads and verdicts)
 
 FAILURES = []
 
@@ -60,24 +58,20 @@ def have(bindir, name):
 
 def backend_available(bindir, backend):
     """Whether `backend` runs here: start bench_server on it and see if it listens."""
-    port = echo.free_port()
+    port = harness.free_port()
     p = subprocess.Popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ok = echo.wait_accepting(p, port, 5.0)
+    ok = harness.wait_accepting(p, port, 5.0)
     err = "" if ok else (p.stderr.read() if p.poll() is not None else "did not start")
-    echo.stop(p)
+    harness.stop(p)
     return ok, err.strip()
-
-
-def ratio_stats(values):
-    return latstats.spread(values)
 
 
 def fmt_ratio(r, lower_is_better=False, words=("faster", "slower")):
     """'1.012x [0.950-1.070] level within noise': the spread and the verdict it allows."""
     if r is None:
         return "n/a"
-    return f"{latstats.fmt_spread(r)} {latstats.verdict(r, lower_is_better, words)}"
+    return f"{harness.fmt_spread(r)} {harness.verdict(r, lower_is_better, words)}"
 
 
 def tcp_section(args, backends):
@@ -100,7 +94,7 @@ def tcp_section(args, backends):
                         rec = echo.run_one(h, side, cmd, "bench_client", conns, 256, logdir,
                                            pair * 2 + (side == "B"))
                         runs[side].append(rec)
-                        tag = f"tcp {be} c={conns} {side}={echo.label_of(cmd)}"
+                        tag = f"tcp {be} c={conns} {side}={harness.label_of(cmd)}"
                         if not rec["ok"]:
                             FAILURES.append(f"{tag}: " + "; ".join(rec["problems"]))
                             print(f"  FAILED {tag}: {rec['problems']}")
@@ -117,10 +111,10 @@ def tcp_section(args, backends):
             rows.append({
                 "backend": be, "connections": conns, "baseline": baseline[be],
                 "qps": med("A", "qps"), "qps_baseline": med("B", "qps"),
-                "qps_ratio": ratio_stats(qps),
+                "qps_ratio": harness.spread(qps),
                 "cpu_us_per_req": med("A", "cpu_us_per_req"),
                 "cpu_us_per_req_baseline": med("B", "cpu_us_per_req"),
-                "cpu_ratio": ratio_stats(cpu),
+                "cpu_ratio": harness.spread(cpu),
                 "p99_us": med("A", "p99_us"), "p99_us_baseline": med("B", "p99_us"),
                 "rss_per_conn_b": med("A", "rss_per_conn_b"),
                 "runs": runs,
@@ -179,8 +173,8 @@ def udp_section(args, backends):
     if have(args.bin, "raw_udp"):
         servers.append(("raw_udp", "raw_udp {port}"))
     for label, cmd in servers:
-        port = echo.free_port()
-        srv = subprocess.Popen(["taskset", "-c", "0"] + echo.resolve(cmd, args.bin, port),
+        port = harness.free_port()
+        srv = subprocess.Popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         if srv.poll() is not None:
@@ -189,7 +183,7 @@ def udp_section(args, backends):
         argv = ["taskset", "-c", "1", os.path.join(args.bin, "bench_udp"), "client", "-h",
                 "127.0.0.1", "-p", str(port), "--json"]
         rc, obj, err = run_json(argv, 120)
-        echo.stop(srv)
+        harness.stop(srv)
         if rc != 0 or obj is None:
             FAILURES.append(f"udp {label}: client exit {rc}: {err.strip()[-300:]}")
             print(f"  FAILED udp {label}: {err.strip()[-300:]}")

@@ -30,6 +30,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (spreads and verdicts)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKIO_DIR = os.path.join(ROOT, "bench", "control", "tokio_sync")
 TOKIO_BIN = os.path.join(TOKIO_DIR, "target", "release", "tokio_sync")
@@ -71,15 +74,6 @@ def throughput_of(impl, producers):
         if row.get("producers") == producers:
             return row.get("messages_per_second")
     return None
-
-
-def verdict(ratios, higher_is_better):
-    lo, hi = min(ratios), max(ratios)
-    if hi < 1.0:
-        return "slower" if higher_is_better else "faster"
-    if lo > 1.0:
-        return "faster" if higher_is_better else "slower"
-    return "level"
 
 
 def main():
@@ -169,14 +163,15 @@ def main():
         ratios = [x for x in (f(r) for r in rounds) if x is not None]
         if not ratios:
             continue
-        med = statistics.median(ratios)
-        v = verdict(ratios, higher)
+        s = harness.spread(ratios)
+        med = s["median"]
+        v = harness.verdict(s, lower_is_better=not higher, level="level")
         tgt = ""
         if target is not None:
             ok = med >= target if higher else med <= target
             tgt = f"{'>=' if higher else '<='} {target:.2f}: {'met' if ok else 'MISSED'} (median)"
-        print(f"{label:<48} {med:8.3f} [{min(ratios):.3f}-{max(ratios):.3f}]  {v:<8} {tgt}")
-        table.append({"metric": label, "median": med, "min": min(ratios), "max": max(ratios),
+        print(f"{label:<48} {med:8.3f} [{s['min']:.3f}-{s['max']:.3f}]  {v:<8} {tgt}")
+        table.append({"metric": label, "median": med, "min": s["min"], "max": s["max"],
                       "verdict": v, "target": target, "higher_is_better": higher})
     allocs = [get(r, "galay", "allocations_per_message", "pingpong") for r in rounds]
     allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]
