@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Work per HTTP request, counted: user-space instructions and L1d misses per request of each
-server under load, from valgrind's cachegrind. Deterministic where bench/http.py's timings are not
-(on a shared VM they move 5-10% from round to round): a change of a few hundred instructions or a
-few cache lines per request shows here in one run.
+server under load, from valgrind's cachegrind. Deterministic where bench/http_servers.py's timings
+are not (on a shared VM they move 5-10% from round to round): a change of a few hundred
+instructions or a few cache lines per request shows here in one run.
 
     python3 bench/http_count.py [--bin build/release/bin] [--servers galay-epoll,raw_http]
                                 [-c 1000] [-d 8] [--out FILE.json]

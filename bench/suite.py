@@ -20,10 +20,10 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   sync     bench/sync.py (short): Channel ping-pong/throughput across workers (and ping-pong within
            one worker, against Tokio) and spawn_blocking
            vs raw_sync (eventfd, moodycamel, condvar) and Tokio
-  http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
-           epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns under
-           http_turns at 100 and 1000 connections (latencies, CPU per request), then one at a
-           time under wrk at 100 connections
+  http     the survey's HTTP comparison (bench/http_servers.py, short form): http_server on
+           io_uring and epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns
+           under http_turns at 100 and 1000 connections (latencies, CPU per request), then one
+           at a time under wrk at 100 connections
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
+import http_servers  # noqa: E402  (the HTTP comparison)
 import latency  # noqa: E402  (the latency study)
 
 FAILURES = []
@@ -363,14 +364,8 @@ def plot_tcp(args, rows):
 
 
 def http_report(ctx):
-    # bench/http.py, loaded under another name: `import http` is the standard library's.
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
-    http_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(http_bench)
-    lines, result = http_bench.suite_section(ctx.args.bin, ctx.args.out,
-                                             quick=not ctx.args.full, pairs=ctx.args.pairs)
+    lines, result = http_servers.suite_section(ctx.args.bin, ctx.args.out,
+                                               quick=not ctx.args.full, pairs=ctx.args.pairs)
     FAILURES.extend(f"http {f}" for f in result["failures"])
     return {"lines": lines, "data": result, "plots": []}
 

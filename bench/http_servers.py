@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The io_uring survey's HTTP comparison, in one command.
 
-    python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
-                          [--scenarios fixed,file] [--mode both] [--slice 0.5] [--control]
-                          [--quick] [--out FILE.json]
+    python3 bench/http_servers.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5]
+                                  [--warmup 1] [--scenarios fixed,file] [--mode both]
+                                  [--slice 0.5] [--control] [--quick] [--out FILE.json]
 
 Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
   galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
@@ -106,7 +106,7 @@ import harness  # noqa: E402  (ports, servers, CPU accounting, spreads and verdi
 
 BODY = "Hello, World!"
 FILE_NAME = "page.html"  # (not index.html: Go's FileServer redirects that to ./)
-FILE_BODY = "".join(f"line {i:03d} of the static file bench/http.py serves\n"
+FILE_BODY = "".join(f"line {i:03d} of the static file bench/http_servers.py serves\n"
                     for i in range(30))[:1024]
 
 WRK_LUA = r"""
@@ -688,7 +688,7 @@ def ratio_lines(ratios, pairs, where="the same round"):
 
 
 def target_lines(ratios, pairs):
-    """The issue's targets, each read off a ratio's whole spread (harness.criterion_verdict on
+    """Galay's targets, each read off a ratio's whole spread (harness.criterion_verdict on
     a lower-is-better ratio: met when every round is under the threshold). Requests/s per server
     core is the inverse of server CPU per request, so ">= 1.00x nginx" is "CPU/request ratio
     <= 1.00" and ">= 2.0x Go" is "<= 0.50"."""
@@ -870,7 +870,7 @@ def report_lines(result):
         lines += ratio_lines(s["ratios"], result["config"]["pairs"], where)
         t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
-            lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
+            lines += ["", "Galay's targets (medians; provisional on a shared machine):"] + t
         lines.append("")
     for f in result["failures"]:
         lines.append(f"- FAILED: {f}")
@@ -894,8 +894,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
         result["failures"] += survey["failures"]
     else:
         result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
-    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: the load generator, http_turns "
-             "or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
+    lines = ["## HTTP/1.1, the survey's comparison (bench/http_servers.py: the load generator, "
+             "http_turns or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
     lines += report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
