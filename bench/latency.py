@@ -20,7 +20,8 @@ every implementation alike, and this prints:
 
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
-samples included) as JSON; --plot writes the latency-percentile plot when matplotlib is there.
+samples included) as JSON; --plot writes the latency-percentile plot (whiskers: min-max over the
+rounds) when matplotlib is there.
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latstats  # noqa: E402
+import plot_pages  # noqa: E402  (the plots, with their spread)
 
 REFERENCES = ("tokio", "blocking")
 # The study's success criteria: (label, benchmark, figure, threshold on the A/B time ratio,
@@ -334,41 +336,30 @@ def report_lines(analysis, runs, missing, problems, short=False):
     return lines
 
 
-def plot_percentiles(analysis, path, bench="connection_strategy/reuse"):
-    """p50..p99.9 of single iterations of `bench` per implementation, log scales. Returns the
-    path or None (no matplotlib, no data)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+def percentile_plot(runs, bench="connection_strategy/reuse"):
+    """The plot data (bench/plot_pages.py's schema) of p50..p99.9 of single iterations of
+    `bench` per implementation: the median over the rounds of each round's percentile, with the
+    min-max over the rounds as whiskers. None when no run has that benchmark."""
     ps = latstats.PERCENTILES
-    xs = [1 / (1 - p / 100) for p in ps]  # HdrHistogram-style: 2, 10, 100, 1000
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    drawn = 0
-    for name, rows in analysis["tables"].items():
-        row = next((r for r in rows if r["name"] == bench), None)
-        if row is None:
+    series = []
+    for name, recs in runs.items():
+        per_round = []
+        for rec in recs:
+            b = next((b for b in rec["benchmarks"] if b["name"] == bench), None)
+            each = sorted((b or {}).get("iteration_ns") or [])
+            if each:
+                per_round.append([latstats.quantile(each, p / 100) / 1e3 for p in ps])
+        if not per_round:
             continue
-        ys = [row["iteration_percentiles_ns"][str(p)] / 1e3 for p in ps]
-        ax.plot(xs, ys, marker="o", label=name)
-        drawn += 1
-    if not drawn:
-        plt.close(fig)
+        cols = [harness.spread([r[i] for r in per_round]) for i in range(len(ps))]
+        series.append({"label": name, "median": [c["median"] for c in cols],
+                       "min": [c["min"] for c in cols], "max": [c["max"] for c in cols]})
+    if not series:
         return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"p{p:g}" for p in ps])
-    ax.set_ylabel("µs per round trip")
-    ax.set_title(f"{bench}: latency percentiles (single iterations)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return {"name": "latency_percentiles",
+            "title": f"{bench}: latency percentiles of single iterations",
+            "x_label": "percentile", "y_label": "µs per round trip (log scale)",
+            "x": [f"p{p:g}" for p in ps], "log_y": True, "series": series}
 
 
 def add_arguments(ap):
@@ -411,8 +402,14 @@ def main():
     analysis = analyze(runs)
     print()
     print("\n".join(report_lines(analysis, runs, missing, problems, short=args.short)))
-    if args.plot and plot_percentiles(analysis, args.plot):
-        print(f"plot: {args.plot}")
+    if args.plot:
+        plot = percentile_plot(runs)
+        if plot is None:
+            print("plot: no run of connection_strategy/reuse to draw")
+        elif plot_pages.draw(plot, args.plot):
+            print(f"plot: {args.plot}")
+        else:
+            print("plot: matplotlib is not installed (python3-matplotlib): no plot")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

@@ -134,6 +134,7 @@ def draw(plot, path):
                 _draw_whiskers(ax, pos, s, None)
             ax.set_xticks(range(len(x)))
             ax.set_xticklabels(x)
+            ax.margins(y=0.15)  # room for the legend above the bars
         else:
             markers = "osD^v<>ph*"
             for i, s in enumerate(series):
@@ -145,7 +146,11 @@ def draw(plot, path):
                 ax.set_xticks(x)
                 ax.set_xticklabels([f"{v:g}" for v in x])
         if plot.get("log_y"):
+            from matplotlib.ticker import FuncFormatter
             ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}")  # 60, not 6x10^1
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
         elif ax.get_ylim()[0] > 0:
             ax.set_ylim(bottom=0)
         if plot.get("reference") is not None:
