@@ -5,7 +5,7 @@ For every (engine, pattern, queue depth) it runs aio_bench and Debian's fio on t
 same block size, depth, thread count, direct=1 and runtime, alternating which tool goes first
 (A B, B A, ...), and prints per case the IOPS ratio aio_bench/fio and the p99 latency ratio, as the
 median over the rounds with the min-max spread. Absolute numbers drift on a shared machine; the
-ratios within one invocation are the figures to quote (see /work/shared/benchmarking.md).
+ratios within one invocation are the figures to quote.
 
 Latency: aio_bench measures from just before the submit syscall to just after the completion is
 reaped, which is fio's "lat" (slat + clat), so fio runs with lat_percentiles=1 and its lat_ns
