@@ -22,22 +22,21 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402
-import latstats  # noqa: E402
+import harness  # noqa: E402
 
 
 def label(cmd):
-    return echo.label_of(cmd.replace("-p {port}", ""))
+    return harness.label_of(cmd.replace("-p {port}", ""))
 
 
 def run_one(args, server_cmd):
-    port = echo.free_port()
+    port = harness.free_port()
     rec = {"server": label(server_cmd), "ok": False, "problems": []}
     srv = subprocess.Popen(["taskset", "-c", str(args.server_cpu)]
-                           + echo.resolve(server_cmd, args.bin, port),
+                           + harness.resolve(server_cmd, args.bin, port),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        if not echo.wait_accepting(srv, port, 10.0):
+        if not harness.wait_accepting(srv, port, 10.0):
             rec["problems"].append(f"server did not accept on port {port}")
             return rec
         argv = (["taskset", "-c", str(args.client_cpu), os.path.join(args.bin, "bench_latency"),
@@ -61,7 +60,7 @@ def run_one(args, server_cmd):
         rec["ok"] = not rec["problems"] and bool(lines)
         return rec
     finally:
-        echo.stop(srv)
+        harness.stop(srv)
         rec["server_stderr"] = srv.stderr.read().strip()[-500:]
 
 
@@ -83,14 +82,14 @@ def ab(args, a_cmd, b_cmd, log=print):
             else:
                 log(f"  pair {pair} {side} {rec['server']}: FAILED: {'; '.join(rec['problems'])}")
     pairs = [(a, b) for a, b in zip(runs["A"], runs["B"]) if a["ok"] and b["ok"]]
-    rate = latstats.spread([a["conns_per_sec"] / b["conns_per_sec"] for a, b in pairs
+    rate = harness.spread([a["conns_per_sec"] / b["conns_per_sec"] for a, b in pairs
                             if b["conns_per_sec"]])
-    cpu = latstats.spread([a["server_cpu_us_per_conn"] / b["server_cpu_us_per_conn"]
+    cpu = harness.spread([a["server_cpu_us_per_conn"] / b["server_cpu_us_per_conn"]
                            for a, b in pairs if a.get("server_cpu_us_per_conn")
                            and b.get("server_cpu_us_per_conn")])
-    p99 = latstats.spread([a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in pairs
+    p99 = harness.spread([a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in pairs
                            if b["latency_us"]["p99"]])
-    med = lambda side, f: latstats.spread([f(r) for r in runs[side] if r["ok"]])  # noqa: E731
+    med = lambda side, f: harness.spread([f(r) for r in runs[side] if r["ok"]])  # noqa: E731
     return {"a": label(a_cmd), "b": label(b_cmd), "pairs_ok": len(pairs),
             "rate_ratio": rate, "cpu_ratio": cpu, "p99_ratio": p99,
             "rate_a": med("A", lambda r: r["conns_per_sec"]),
@@ -111,10 +110,10 @@ def summary_lines(rows):
         m = lambda x: "-" if x is None else f"{x['median']:,.0f}"  # noqa: E731
         lines.append(
             f"| {s['a']} vs {s['b']} | {s['pairs_ok']} | {m(s['rate_a'])} | {m(s['rate_b'])} | "
-            f"{latstats.fmt_spread(s['rate_ratio'])} "
-            f"{latstats.verdict(s['rate_ratio'], lower_is_better=False)} | "
-            f"{latstats.fmt_spread(s['cpu_ratio'])} "
-            f"{latstats.verdict(s['cpu_ratio'], words=('less CPU', 'more CPU'))} | "
+            f"{harness.fmt_spread(s['rate_ratio'])} "
+            f"{harness.verdict(s['rate_ratio'], lower_is_better=False)} | "
+            f"{harness.fmt_spread(s['cpu_ratio'])} "
+            f"{harness.verdict(s['cpu_ratio'], words=('less CPU', 'more CPU'))} | "
             f"{m(s['p99_a'])} | {m(s['p99_b'])} | {s['errors']} | {s['leaked_fds']} |")
     return lines
 

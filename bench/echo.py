@@ -26,131 +26,18 @@ so argparse does not take "-P" for an option of its own). Standard library only.
 """
 import argparse
 import json
-import random
 import os
-import resource
 import shlex
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from latstats import fmt_spread, spread  # noqa: E402  (one spread for every study)
-
-
-def free_port():
-    """A free port below the ephemeral range, so a client's 10,000 source ports never take it
-    between this check and the server's bind."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError):
-        low = 32768
-    for _ in range(100):
-        port = random.randrange(10000, max(low, 10001))
-        with socket.socket() as s:
-            try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
-                s.bind(("0.0.0.0", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
-
-
-def resolve(cmd, bindir, port):
-    argv = shlex.split(cmd.replace("{port}", str(port)))
-    if argv and "/" not in argv[0] and bindir:
-        cand = os.path.join(bindir, argv[0])
-        if os.access(cand, os.X_OK):
-            argv[0] = cand
-    return argv
-
-
-def label_of(cmd):
-    return " ".join(cmd.replace("{port}", "").split())
-
-
-def proc_status(pid, key):
-    """A kB figure from /proc/PID/status (VmRSS, VmHWM), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def cpu_busy_s(cpus):
-    """Busy seconds (everything but idle and iowait) of the given CPUs since boot."""
-    tick = os.sysconf("SC_CLK_TCK")
-    busy = 0.0
-    with open("/proc/stat") as f:
-        for line in f:
-            name, *vals = line.split()
-            if name.startswith("cpu") and name[3:] in cpus:
-                v = [int(x) for x in vals]
-                busy += (sum(v[:8]) - v[3] - v[4]) / tick  # user..steal minus idle, iowait
-    return busy
-
-
-def proc_cpu_s(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def wait_accepting(proc, port, timeout):
-    """Polls a TCP connect until the server accepts; False if it died or timed out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=5):
-    """Stops `proc` with `sig`, killing it if it has not exited within `timeout` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
-class RssSampler(threading.Thread):
-    """Samples VmRSS every 50 ms while the client runs; keeps the peak."""
-
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, None, threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.05):
-            v = proc_status(self.pid, "VmRSS")
-            if v is not None and (self.peak is None or v > self.peak):
-                self.peak = v
+from harness import (RssSampler, children_cpu_s, cpu_busy_s, fmt_spread,  # noqa: E402
+                     free_port, label_of, median_of, proc_cpu_s, proc_status, resolve, spread,
+                     stop, wait_accepting)
 
 
 def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
@@ -184,7 +71,7 @@ def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
         # child reaped during the run), of the server, and of everything else on the two CPUs.
         pinned = set(str(args.server_cpu).split(",")) | set(str(args.client_cpu).split(","))
         t0, busy0, srv0 = time.monotonic(), cpu_busy_s(pinned), proc_cpu_s(server.pid)
-        ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ch0 = children_cpu_s()
         cli_err_path = os.path.join(logdir, tag + ".client.log")
         with open(cli_err_path, "w") as cli_err:
             try:
@@ -195,9 +82,9 @@ def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
                 rc, out = "timeout", ""
         sampler.done.set()
         sampler.join()
-        ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ch1 = children_cpu_s()
         wall, busy1, srv1 = time.monotonic() - t0, cpu_busy_s(pinned), proc_cpu_s(server.pid)
-        client_cpu = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+        client_cpu = ch1 - ch0
         rec["client_cpu_pct"] = 100 * client_cpu / wall
         if srv0 is not None and srv1 is not None:
             rec["server_cpu_pct"] = 100 * (srv1 - srv0) / wall
@@ -236,11 +123,6 @@ def fmt(v, spec, unit=""):
 
 def fmt_ratio(s):
     return "-" if s is None else fmt_spread(s)
-
-
-def median_of(runs, key):
-    vals = [r.get(key) for r in runs if r.get("ok") and r.get(key) is not None]
-    return statistics.median(vals) if vals else None
 
 
 def print_run(rec, pair, pairs):

@@ -19,11 +19,12 @@ I/O completion work counts as foreign, hence the margin), is "contaminated": its
 import argparse
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (CPU accounting, spreads)
 
 
 def diskstats_ios(dev):
@@ -36,19 +37,6 @@ def diskstats_ios(dev):
     return None
 
 
-def cpu_busy_seconds():
-    """Busy CPU time of the whole machine (all CPUs), from /proc/stat."""
-    with open("/proc/stat") as f:
-        p = f.readline().split()
-    user, nice, system, idle, iowait, irq, softirq, steal = map(int, p[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_seconds():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_once(args, backend, batch):
     cmd = [args.bin, "--backend", backend, "-d", args.dir, "-w", str(args.workers),
            "-n", str(args.ops), "-b", str(args.block), "-batch", str(batch), "--json"]
@@ -57,9 +45,9 @@ def run_once(args, backend, batch):
     cmd += args.extra
     dev = os.stat(args.dir).st_dev
     before = diskstats_ios(dev)
-    busy0, ours0, t0 = cpu_busy_seconds(), children_cpu_seconds(), time.monotonic()
+    busy0, ours0, t0 = harness.cpu_busy_s(), harness.children_cpu_s(), time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True)
-    busy1, ours1, t1 = cpu_busy_seconds(), children_cpu_seconds(), time.monotonic()
+    busy1, ours1, t1 = harness.cpu_busy_s(), harness.children_cpu_s(), time.monotonic()
     after = diskstats_ios(dev)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
@@ -73,10 +61,6 @@ def run_once(args, backend, batch):
         j["foreign_cores"] > args.foreign_cores
     j["total_iops"] = ours / j["duration_s"]
     return j
-
-
-def summary(values):
-    return statistics.median(values), min(values), max(values)
 
 
 def main():
@@ -122,7 +106,7 @@ def main():
                   f" | ratio W {pair['write']:.3f} R {pair['read']:.3f} all {pair['total']:.3f}"
                   f" | foreign I/O {e['foreign_ios']}/{u['foreign_ios']}"
                   f" cores {e['foreign_cores']:.2f}/{u['foreign_cores']:.2f}", flush=True)
-        s = {k: summary([p[k] for p in pairs]) for k in ("write", "read", "total")}
+        s = {k: harness.median_min_max([p[k] for p in pairs]) for k in ("write", "read", "total")}
         report["batches"][batch] = {"pairs": pairs, "summary": s}
         print(f"batch {batch}: epoll/io_uring median (min-max) over {len(pairs)} pairs:"
               f" write {s['write'][0]:.3f} ({s['write'][1]:.3f}-{s['write'][2]:.3f}),"

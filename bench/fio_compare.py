@@ -5,7 +5,7 @@ For every (engine, pattern, queue depth) it runs aio_bench and Debian's fio on t
 same block size, depth, thread count, direct=1 and runtime, alternating which tool goes first
 (A B, B A, ...), and prints per case the IOPS ratio aio_bench/fio and the p99 latency ratio, as the
 median over the rounds with the min-max spread. Absolute numbers drift on a shared machine; the
-ratios within one invocation are the figures to quote (see /work/shared/benchmarking.md).
+ratios within one invocation are the figures to quote.
 
 Latency: aio_bench measures from just before the submit syscall to just after the completion is
 reaped, which is fio's "lat" (slat + clat), so fio runs with lat_percentiles=1 and its lat_ns
@@ -34,6 +34,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (spreads)
 
 FIO_RW = {"rand_read": "randread", "rand_write": "randwrite", "rand_rw": "randrw",
           "seq_read": "read", "seq_write": "write"}
@@ -140,17 +143,6 @@ def run_fio(args, engine, pattern, depth, mode):
             "errors": job.get("total_err", 0), "time_s": job["job_runtime"] / 1e3,
             "cpu_ns_per_io": (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * job["job_runtime"] / 1e3
             * 1e9 / n}
-
-
-def spread(vals):
-    return statistics.median(vals), min(vals), max(vals)
-
-
-def iqr(vals):
-    if len(vals) < 4:
-        return min(vals), max(vals)
-    q = statistics.quantiles(vals, n=4, method="inclusive")
-    return q[0], q[2]
 
 
 def main():
@@ -270,10 +262,10 @@ def main():
         runs = res["runs"]
         iv = [r["iops_ratio"] for r in runs]
         pv = [r["p99_ratio"] for r in runs]
-        im, ilo, ihi = spread(iv)
-        pm, plo, phi = spread(pv)
-        iq1, iq3 = iqr(iv)
-        pq1, pq3 = iqr(pv)
+        im, ilo, ihi = harness.median_min_max(iv)
+        pm, plo, phi = harness.median_min_max(pv)
+        iq1, iq3 = harness.iqr(iv)
+        pq1, pq3 = harness.iqr(pv)
         mm = statistics.median(r["mean_ratio"] for r in runs)
         cm = statistics.median(r["cpu_ratio"] for r in runs)
         ok = abs(im - 1) <= 0.03 and abs(pm - 1) <= 0.10
@@ -290,10 +282,10 @@ def main():
         if args.with_noise:
             nv = [r["noise_iops_ratio"] for r in runs]
             npv = [r["noise_p99_ratio"] for r in runs]
-            nm, nlo, nhi = spread(nv)
-            npm, nplo, nphi = spread(npv)
-            nq1, nq3 = iqr(nv)
-            npq1, npq3 = iqr(npv)
+            nm, nlo, nhi = harness.median_min_max(nv)
+            npm, nplo, nphi = harness.median_min_max(npv)
+            nq1, nq3 = harness.iqr(nv)
+            npq1, npq3 = harness.iqr(npv)
             print(f"{'':8} {'':10} {'':>3} {'fio/fio':11} | {'':8} {'':8} {nm:6.3f} "
                   f"[{nq1:.3f}-{nq3:.3f}] ({nlo:.3f}-{nhi:.3f}) | {'':7} {'':7} {npm:6.3f} "
                   f"[{npq1:.3f}-{npq3:.3f}] ({nplo:.3f}-{nphi:.3f}) |")

@@ -25,20 +25,16 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from file_io_ab import children_cpu_seconds, diskstats_ios  # noqa: E402
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
+import harness  # noqa: E402  (CPU accounting, spreads)
+from file_io_ab import diskstats_ios  # noqa: E402
 
 
 def run(cmd, dev):
     """Runs cmd; returns (parsed JSON of stdout, its user+sys CPU seconds, foreign device I/Os)."""
     before = diskstats_ios(dev)
-    cpu0 = children_cpu_seconds()
+    cpu0 = harness.children_cpu_s()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cpu = children_cpu_seconds() - cpu0
+    cpu = harness.children_cpu_s() - cpu0
     after = diskstats_ios(dev)
     if p.returncode != 0:
         sys.exit(f"fixedbufs_ab: failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr}")
@@ -50,12 +46,12 @@ def summarize(name, pairs, keys):
     out = {}
     for key, label in keys:
         ratios = [b[key] / a[key] for a, b in pairs]
-        med = statistics.median(ratios)
+        med, lo, hi = harness.median_min_max(ratios)
         am = statistics.median(a[key] for a, _ in pairs)
         bm = statistics.median(b[key] for _, b in pairs)
-        print(f"  {label:34} {med:6.3f} [{min(ratios):.3f}-{max(ratios):.3f}]   "
+        print(f"  {label:34} {med:6.3f} [{lo:.3f}-{hi:.3f}]   "
               f"A {am:12.1f}   B {bm:12.1f}")
-        out[key] = {"median": med, "min": min(ratios), "max": max(ratios), "a_median": am,
+        out[key] = {"median": med, "min": lo, "max": hi, "a_median": am,
                     "b_median": bm, "ratios": ratios}
     return out
 
@@ -102,7 +98,7 @@ def alternating_pairs(n, measure):
     for i in range(n):
         got = {}
         for v in ("AB" if i % 2 == 0 else "BA"):
-            got[v] = measure(i, v, loadavg())
+            got[v] = measure(i, v, harness.loadavg())
         pairs.append((got["A"], got["B"]))
     return pairs
 

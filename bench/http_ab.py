@@ -5,21 +5,21 @@ loaded by its own `wrk -t1`, and the two wrks take turns.
     python3 bench/http_ab.py --a "/tmp/old/http_server {port} --backend epoll" \\
         --b "build/release/bin/http_server {port} --backend epoll" -c 1000 --rounds 8
 
-A round is one run of bench/http.py's interleaved mode (`run_interleaved`) with A and B as its
-two servers: both start on a fresh port each, pinned to --server-cpu, and answer one checked
+A round is one run of bench/http_servers.py's interleaved mode (`run_interleaved`) with A and B as
+its two servers: both start on a fresh port each, pinned to --server-cpu, and answer one checked
 request; each is warmed up alone; then one wrk per server runs on --client-cpu, only one at a
 time (the other stopped with SIGSTOP), switching every --slice seconds until each has had -d
 seconds. Each server's CPU time (every thread of every process of its tree) over the turns,
 divided by the requests its wrk completed, is its CPU per request; the round's ratio is B / A.
 Both servers see the same moments of a shared machine, so slow drifts cancel out; what is left is
 the round-to-round spread, printed with the median (a verdict only when the whole spread is on
-one side of 1.00). This is how the README's A/Bs of two builds of http_server were made.
+one side of 1.00). This is how an A/B of two builds of http_server is made.
 
-In a command, `{port}` is replaced by its port and `{root}` by a directory holding bench/http.py's
-static file. --scenario fixed requests GET / (its fixed body); --scenario file requests that file
-(give both servers `--root {root}`). A server that does not start or answers wrongly, a wrk that
-fails or counts errors (socket errors, non-2xx answers): the round is reported and not used, exit
-status 1. Bad flags or no wrk: exit 2. Standard library only.
+In a command, `{port}` is replaced by its port and `{root}` by a directory holding
+bench/http_servers.py's static file. --scenario fixed requests GET / (its fixed body);
+--scenario file requests that file (give both servers `--root {root}`). A server that does not
+start or answers wrongly, a wrk that fails or counts errors (socket errors, non-2xx answers): the
+round is reported and not used, exit status 1. Bad flags or no wrk: exit 2. Standard library only.
 """
 import argparse
 import json
@@ -32,12 +32,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import http as bench_http  # noqa: E402
+import http_servers  # noqa: E402
 
 
 def one_round(servers, args, conns, lua, logdir, seq):
     """{"a": us, "b": us} CPU per request, or (None, why)."""
-    recs = bench_http.run_interleaved(servers, ["a", "b"], args.scenario, conns, args, lua,
+    recs = http_servers.run_interleaved(servers, ["a", "b"], args.scenario, conns, args, lua,
                                       logdir, seq)
     res = {}
     for side in ("a", "b"):
@@ -92,14 +92,14 @@ def main():
     failed = False
     report = {"a": args.a, "b": args.b, "scenario": args.scenario, "results": []}
     with tempfile.TemporaryDirectory(prefix="http-ab-") as work:
-        servers = bench_http.Servers(os.path.join(work, "nobin"), work, want=[])
+        servers = http_servers.Servers(os.path.join(work, "nobin"), work, want=[])
         servers.available = {
             side: (lambda port, cmd=cmd: (shlex.split(cmd.replace("{port}", str(port))
                                                       .replace("{root}", servers.root)), None))
             for side, cmd in (("a", args.a), ("b", args.b))}
         lua = os.path.join(work, "report.lua")
         with open(lua, "w") as f:
-            f.write(bench_http.WRK_LUA)
+            f.write(http_servers.WRK_LUA)
         logdir = os.path.join(work, "logs")
         os.makedirs(logdir)
         seq = 0

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Work per HTTP request, counted: user-space instructions and L1d misses per request of each
-server under load, from valgrind's cachegrind. Deterministic where bench/http.py's timings are not
-(on a shared VM they move 5-10% from round to round): a change of a few hundred instructions or a
-few cache lines per request shows here in one run.
+server under load, from valgrind's cachegrind. Deterministic where bench/http_servers.py's timings
+are not (on a shared VM they move 5-10% from round to round): a change of a few hundred
+instructions or a few cache lines per request shows here in one run.
 
     python3 bench/http_count.py [--bin build/release/bin] [--servers galay-epoll,raw_http]
                                 [-c 1000] [-d 8] [--out FILE.json]
@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting, stop)
+import harness  # noqa: E402  (free_port, wait_accepting, stop)
 
 SERVERS = {
     "galay-epoll": lambda b, port: [os.path.join(b, "http_server"), str(port), "--backend", "epoll"],
@@ -54,7 +54,7 @@ def number(text, label):
 
 
 def count(name, argv_for, conns, seconds):
-    port = echo.free_port()
+    port = harness.free_port()
     argv = argv_for(port)
     with tempfile.TemporaryDirectory(prefix="http_count-") as tmp:
         out = os.path.join(tmp, "cachegrind.out")
@@ -65,7 +65,7 @@ def count(name, argv_for, conns, seconds):
                  f"--cachegrind-out-file={out}"] + argv,
                 stdout=f, stderr=subprocess.STDOUT)
         try:
-            if not echo.wait_accepting(server, port, 60):
+            if not harness.wait_accepting(server, port, 60):
                 raise RuntimeError(f"did not start accepting on port {port}")
             wrk = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
                                   f"-d{seconds}", f"http://127.0.0.1:{port}/"],
@@ -74,7 +74,7 @@ def count(name, argv_for, conns, seconds):
                 raise RuntimeError(f"wrk failed: {wrk.stderr.strip()}")
         finally:
             # SIGINT: the servers print what they answered; valgrind then writes its counts.
-            echo.stop(server, signal.SIGINT, timeout=120)
+            harness.stop(server, signal.SIGINT, timeout=120)
         text = open(log).read()
     answered = None
     for pattern in ANSWERED:

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Memory per idle keep-alive connection: the HTTP servers of bench/http.py, each holding N
-connections that have made one request and wait for the next.
+"""Memory per idle keep-alive connection: the HTTP servers of bench/http_servers.py, each holding
+N connections that have made one request and wait for the next.
 
   python3 bench/idle_memory.py [--bin build/release/bin] [-n 5000] [--servers galay-epoll,nginx]
 
-For each server: start it (pinned to --server-cpu, and checked with one request, as bench/http.py
-does), open 100 connections that each make one request (warm-up: the
+For each server: start it (pinned to --server-cpu, and checked with one request, as
+bench/http_servers.py does), open 100 connections that each make one request (warm-up: the
 server's first allocations, its thread-local caches), read the resident memory of its process
 tree (VmRSS of every process, nginx's master and worker together), then open N more connections,
 each making one request and reading the whole answer, and read it again. The figure is the growth
@@ -29,13 +29,13 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402
-import http as bench_http  # noqa: E402
+import harness  # noqa: E402
+import http_servers  # noqa: E402
 
 
 def rss_kib(pid):
     total = 0
-    for p in bench_http.tree_pids(pid):
+    for p in harness.tree_pids(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
@@ -67,17 +67,17 @@ def open_idle(port, n, body):
 
 def measure(servers, name, n, args, logdir, seq):
     """(resident KiB before, after), None; or None, why it could not be measured."""
-    rec = bench_http.new_record(name, "fixed", n)
-    proc, log, url = bench_http.start_checked(servers, name, "fixed", n, args, logdir, seq, rec)
+    rec = http_servers.new_record(name, "fixed", n)
+    proc, log, url = http_servers.start_checked(servers, name, "fixed", n, args, logdir, seq, rec)
     socks = []
     try:
         if url is None:
             return None, "; ".join(rec["problems"])
         port = urllib.parse.urlsplit(url).port
-        socks += open_idle(port, 100, bench_http.BODY)
+        socks += open_idle(port, 100, http_servers.BODY)
         time.sleep(0.3)  # (a server may free per-request memory right after it answered)
         before = rss_kib(proc.pid)
-        socks += open_idle(port, n, bench_http.BODY)
+        socks += open_idle(port, n, http_servers.BODY)
         time.sleep(0.3)
         after = rss_kib(proc.pid)
         return (before, after), None
@@ -86,7 +86,7 @@ def measure(servers, name, n, args, logdir, seq):
     finally:
         for s in socks:
             s.close()
-        echo.stop(proc, signal.SIGTERM, 10)
+        harness.stop(proc, signal.SIGTERM, 10)
         log.close()
 
 
@@ -113,13 +113,13 @@ def main():
         if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < need:
             sys.exit(f"idle_memory: need {need} open files (ulimit -n), have {soft}")
     with tempfile.TemporaryDirectory(prefix="idle-memory-") as work:
-        known = bench_http.GALAY + bench_http.OTHERS
+        known = http_servers.GALAY + http_servers.OTHERS
         wanted = args.servers.split(",") if args.servers else None
         if wanted is not None:
             unknown = [w for w in wanted if w not in known]
             if unknown:
                 ap.error(f"unknown server(s): {', '.join(unknown) or '(none)'}")
-        servers = bench_http.Servers(args.bin, work, wanted)
+        servers = http_servers.Servers(args.bin, work, wanted)
         names = [n for n in known if n in servers.available and (wanted is None or n in wanted)]
         for m in servers.missing:
             print(m)
@@ -134,7 +134,7 @@ def main():
             res, problem = measure(servers, name, args.connections, args, logdir, seq)
             if res is None:
                 print(f"| {name} | failed: {problem} | | |")
-                failed = failed or name in bench_http.GALAY
+                failed = failed or name in http_servers.GALAY
                 continue
             before, after = res
             per = (after - before) * 1024 / args.connections

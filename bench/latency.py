@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The latency study of our users (seed 003), finished on Linux with its control groups.
+"""The io_uring latency study, finished on Linux with its control groups.
 
     python3 bench/latency.py [--bin build/release/bin] [--rounds 3] [-n 30] [--sample-ms 5]
 
@@ -16,11 +16,12 @@ every implementation alike, and this prints:
       the rounds (one ratio per round), with a verdict: faster / slower only when the whole
       spread is on one side of 1.00, otherwise level within noise,
   (c) the study's four success criteria, judged for io_uring vs epoll and for galay vs Tokio,
-      with the numbers behind each verdict, and the targets of issue 10.
+      with the numbers behind each verdict, and galay's own targets against the references.
 
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
-samples included) as JSON; --plot writes the latency-percentile plot when matplotlib is there.
+samples included) as JSON; --plot writes the latency-percentile plot (whiskers: min-max over the
+rounds) when matplotlib is there.
 """
 import argparse
 import json
@@ -32,8 +33,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting, stop)
+import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latstats  # noqa: E402
+import plot_pages  # noqa: E402  (the plots, with their spread)
 
 REFERENCES = ("tokio", "blocking")
 # The study's success criteria: (label, benchmark, figure, threshold on the A/B time ratio,
@@ -50,7 +52,7 @@ CRITERIA = [
 ]
 COMPARISONS = [("galay-io_uring", "galay-epoll"), ("galay-io_uring", "tokio"),
                ("galay-epoll", "tokio")]
-# Issue 10's targets: galay io_uring's time / the reference's, at most this.
+# Galay's targets: galay io_uring's time / the reference's, at most this.
 TARGETS = [
     ("connection_strategy/reuse", "tokio", 1.00), ("connection_strategy/reuse", "blocking", 1.10),
     ("throughput_100_messages", "tokio", 1.00), ("throughput_100_messages", "blocking", 1.10),
@@ -132,13 +134,13 @@ def run_one(impl, args):
     """Runs one implementation once: its server on CPU args.server_cpu, its client on
     args.client_cpu. Returns (record or None, problem or None)."""
     name, server_argv, client_argv, env = impl
-    port = echo.free_port()
+    port = harness.free_port()
     sub = lambda argv: [a.replace("{port}", str(port)) for a in argv]  # noqa: E731
     server = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + sub(server_argv),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env=env)
     try:
-        if not echo.wait_accepting(server, port, 15.0):
+        if not harness.wait_accepting(server, port, 15.0):
             err = server.stderr.read() if server.poll() is not None else "did not accept"
             return None, f"{name}: server did not start: {err.strip()[-300:]}"
         argv = (["taskset", "-c", str(args.client_cpu)] + sub(client_argv)
@@ -161,7 +163,7 @@ def run_one(impl, args):
             return None, f"{name}: server exited during the run ({server.returncode})"
         return rec, None
     finally:
-        echo.stop(server)
+        harness.stop(server)
 
 
 def run_study(args, impls, log=print):
@@ -213,7 +215,7 @@ def paired_ratios(runs, a, b, bench_name, what="mean"):
         fa, fb = figure(ra, bench_name, what), figure(rb, bench_name, what)
         if fa and fb:
             out.append(fa / fb)
-    return latstats.spread(out)
+    return harness.spread(out)
 
 
 def analyze(runs, resamples=10000):
@@ -241,7 +243,7 @@ def analyze(runs, resamples=10000):
             s = paired_ratios(runs, a, b, bench, what)
             rows.append({"criterion": label, "benchmark": bench, "figure": what,
                          "meaning": meaning, "threshold": threshold, "ratio": s,
-                         "verdict": latstats.criterion_verdict(s, threshold)})
+                         "verdict": harness.criterion_verdict(s, threshold)})
         met = sum(r["verdict"] == "met" for r in rows)
         undecided = sum(r["verdict"].startswith("undecided") for r in rows)
         overall = ("succeeded" if met >= 2 else
@@ -304,7 +306,7 @@ def report_lines(analysis, runs, missing, problems, short=False):
             cells = []
             for n in names:
                 s = per_impl[n].get(b)
-                cells.append(f"{latstats.fmt_spread(s)} {latstats.verdict(s)}" if s else "-")
+                cells.append(f"{harness.fmt_spread(s)} {harness.verdict(s)}" if s else "-")
             lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
         lines.append("")
     for c in analysis["criteria"]:
@@ -319,14 +321,14 @@ def report_lines(analysis, runs, missing, problems, short=False):
                 gain = (f" (A's time {100 * (med - 1):+.1f}%)" if "latency" in r["criterion"]
                         else f" (A's rate {100 * (1 / med - 1):+.1f}%)")
             lines.append(f"| {r['criterion']} | {r['benchmark']} {r['figure']} | "
-                         f"{latstats.fmt_spread(r['ratio'])}{gain} | < {r['threshold']:.3f} | "
+                         f"{harness.fmt_spread(r['ratio'])}{gain} | < {r['threshold']:.3f} | "
                          f"{r['verdict']} |")
         lines.append("")
     if analysis["targets"] and not short:
-        lines += ["Targets (issue 10), galay io_uring's time / the reference's:", "",
+        lines += ["Targets, galay io_uring's time / the reference's:", "",
                   "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
         for t in analysis["targets"]:
-            lines.append(f"| {t['benchmark']} | {t['reference']} | {latstats.fmt_spread(t['ratio'])}"
+            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
                          f" | <= {t['limit']:.2f} | {t['verdict']} |")
         lines.append("")
     for p in problems:
@@ -334,41 +336,30 @@ def report_lines(analysis, runs, missing, problems, short=False):
     return lines
 
 
-def plot_percentiles(analysis, path, bench="connection_strategy/reuse"):
-    """p50..p99.9 of single iterations of `bench` per implementation, log scales. Returns the
-    path or None (no matplotlib, no data)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+def percentile_plot(runs, bench="connection_strategy/reuse"):
+    """The plot data (bench/plot_pages.py's schema) of p50..p99.9 of single iterations of
+    `bench` per implementation: the median over the rounds of each round's percentile, with the
+    min-max over the rounds as whiskers. None when no run has that benchmark."""
     ps = latstats.PERCENTILES
-    xs = [1 / (1 - p / 100) for p in ps]  # HdrHistogram-style: 2, 10, 100, 1000
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    drawn = 0
-    for name, rows in analysis["tables"].items():
-        row = next((r for r in rows if r["name"] == bench), None)
-        if row is None:
+    series = []
+    for name, recs in runs.items():
+        per_round = []
+        for rec in recs:
+            b = next((b for b in rec["benchmarks"] if b["name"] == bench), None)
+            each = sorted((b or {}).get("iteration_ns") or [])
+            if each:
+                per_round.append([latstats.quantile(each, p / 100) / 1e3 for p in ps])
+        if not per_round:
             continue
-        ys = [row["iteration_percentiles_ns"][str(p)] / 1e3 for p in ps]
-        ax.plot(xs, ys, marker="o", label=name)
-        drawn += 1
-    if not drawn:
-        plt.close(fig)
+        cols = [harness.spread([r[i] for r in per_round]) for i in range(len(ps))]
+        series.append({"label": name, "median": [c["median"] for c in cols],
+                       "min": [c["min"] for c in cols], "max": [c["max"] for c in cols]})
+    if not series:
         return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"p{p:g}" for p in ps])
-    ax.set_ylabel("µs per round trip")
-    ax.set_title(f"{bench}: latency percentiles (single iterations)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return {"name": "latency_percentiles",
+            "title": f"{bench}: latency percentiles of single iterations",
+            "x_label": "percentile", "y_label": "µs per round trip (log scale)",
+            "x": [f"p{p:g}" for p in ps], "log_y": True, "series": series}
 
 
 def add_arguments(ap):
@@ -411,8 +402,14 @@ def main():
     analysis = analyze(runs)
     print()
     print("\n".join(report_lines(analysis, runs, missing, problems, short=args.short)))
-    if args.plot and plot_percentiles(analysis, args.plot):
-        print(f"plot: {args.plot}")
+    if args.plot:
+        plot = percentile_plot(runs)
+        if plot is None:
+            print("plot: no run of connection_strategy/reuse to draw")
+        elif plot_pages.draw(plot, args.plot):
+            print(f"plot: {args.plot}")
+        else:
+            print("plot: matplotlib is not installed (python3-matplotlib): no plot")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

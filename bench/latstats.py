@@ -16,8 +16,7 @@ bootstrap confidence interval (10,000 resamples), the median and Tukey's outlier
 iteration_ns. Quantiles interpolate between order statistics (type 7, as numpy's default and as
 tools/common/latency_stats.hpp, which is tested against the same hand-computed samples).
 
-Ratios between implementations follow ../shared/benchmarking.md: median [min-max] over
-alternating pairs, and a verdict only when the whole spread is on one side.
+Ratios between implementations (spread, verdict) are bench/harness.py's, as for every study.
 Standard library only.
 """
 import math
@@ -134,41 +133,3 @@ def format_time(ns):
         unit, v = "ns", ns
     decimals = max(0, 4 - math.floor(math.log10(v))) if v > 0 else 0
     return f"{v:.{decimals}f} {unit}"
-
-
-def spread(values):
-    """median/min/max of a list of ratios (None entries dropped), or None."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
-
-
-def fmt_spread(s):
-    return "n/a" if s is None else f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]"
-
-
-def verdict(s, lower_is_better=True, words=("faster", "slower")):
-    """'faster'/'slower' only when the whole spread of the ratio is on one side of 1.00."""
-    if s is None:
-        return "no data"
-    better, worse = words
-    if s["max"] < 1.0:
-        return better if lower_is_better else worse
-    if s["min"] > 1.0:
-        return worse if lower_is_better else better
-    return "level within noise"
-
-
-def criterion_verdict(s, threshold):
-    """A study criterion on a ratio of times (A/B, lower is better) with threshold `threshold`:
-    met when every pair's ratio is below it, not met when every pair's ratio is above it,
-    otherwise undecided (the spread straddles the threshold)."""
-    if s is None:
-        return "no data"
-    if s["max"] < threshold:
-        return "met"
-    if s["min"] >= threshold:
-        return "not met"
-    return "undecided (spread straddles the threshold)"

@@ -19,27 +19,26 @@ show how the scheduler shares a core); connection counts are exact. Standard lib
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import echo  # noqa: E402  (free_port, resolve, wait_accepting, stop)
+import harness  # noqa: E402  (free_port, resolve, wait_accepting, stop, spread)
 
 
 def run_mode(args, mode, logdir, seq):
-    port = echo.free_port()
-    srv_argv = ["taskset", "-c", args.server_cpus] + echo.resolve(
+    port = harness.free_port()
+    srv_argv = ["taskset", "-c", args.server_cpus] + harness.resolve(
         f"bench_server {port} --threads {args.workers} --listen {mode} --pin --json "
         f"--backend {args.backend}", args.bin, port)
     out_path = os.path.join(logdir, f"server-{seq}-{mode}.out")
     with open(out_path, "w") as out:
         server = subprocess.Popen(srv_argv, stdout=out, stderr=subprocess.STDOUT)
         try:
-            if not echo.wait_accepting(server, port, 10.0):
+            if not harness.wait_accepting(server, port, 10.0):
                 raise RuntimeError(f"{mode}: bench_server did not accept on port {port}")
-            cli_argv = ["taskset", "-c", args.client_cpu] + echo.resolve(
+            cli_argv = ["taskset", "-c", args.client_cpu] + harness.resolve(
                 f"bench_client -p {port} -c {args.connections} -s {args.size} "
                 f"-P {args.pipeline} -d {args.duration} --json", args.bin, port)
             cp = subprocess.run(cli_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -47,7 +46,7 @@ def run_mode(args, mode, logdir, seq):
             if cp.returncode != 0:
                 raise RuntimeError(f"{mode}: bench_client exited {cp.returncode}: {cp.stderr}")
         finally:
-            rc = echo.stop(server)
+            rc = harness.stop(server)
     if rc != 0:
         raise RuntimeError(f"{mode}: bench_server exited {rc} (see {out_path})")
     with open(out_path) as f:
@@ -65,11 +64,6 @@ def imbalance(values):
     """The busiest worker's share over an even share (1.0 = perfectly even)."""
     total = sum(values)
     return max(values) * len(values) / total if total else float("nan")
-
-
-def spread(values):
-    v = sorted(values)
-    return {"median": statistics.median(v), "min": v[0], "max": v[-1]}
 
 
 def main():
@@ -110,8 +104,8 @@ def main():
           f"{args.rounds} rounds (busiest worker's share / even share; 1.00 = even)")
     for mode in ("sharded", "dispatch"):
         mine = [r for r in runs if r["mode"] == mode]
-        c = spread([r["conn_imbalance"] for r in mine])
-        e = spread([r["echo_imbalance"] for r in mine])
+        c = harness.spread([r["conn_imbalance"] for r in mine])
+        e = harness.spread([r["echo_imbalance"] for r in mine])
         even = sum(1 for r in mine if max(r["connections"]) == min(r["connections"]))
         summary[mode] = {"connections": c, "echoes": e, "rounds_even": even}
         print(f"  {mode:8s} connections {c['median']:.2f} [{c['min']:.2f}-{c['max']:.2f}]"

@@ -5,12 +5,13 @@ against its baseline measured in the same run, in a few minutes.
     python3 bench/suite.py --bin build/release/bin [--full] [--out bench/results] [--sections a,b]
 
 A section is one function registered in SECTIONS (at the bottom): it takes the run's context,
-measures, and returns a dict with its report lines (markdown), its data (for suite.json) and any
-plots; failures go to FAILURES. Sections (each runs only if its binaries were built):
+measures, and returns a dict with its report lines (markdown), its data (for suite.json) and its
+plots (bench/plot_pages.py's schema, whiskers min-max over the rounds); failures go to FAILURES.
+Sections (each runs only if its binaries were built):
   tcp      bench_server (io_uring, epoll) vs raw_uring / raw_epoll, bench_client, 256 B, 100, 1000
            and 10,000 connections: QPS and server CPU per request ratios with verdicts, p99, RSS
-           per connection, and a plot of QPS against connections per backend
-  latency  the latency study of seed 003 (bench/latency.py, short form): galay io_uring/epoll and
+           per connection, and plots of QPS and of server CPU per request against connections
+  latency  the io_uring latency study (bench/latency.py, short form): galay io_uring/epoll and
            the control groups (blocking sockets, Tokio, Go), ratios and the success criteria, and
            a latency-percentile plot (p50..p99.9, log scale)
   churn    connection churn (bench/churn.py): bench_latency server vs raw_uring / raw_epoll
@@ -20,25 +21,25 @@ plots; failures go to FAILURES. Sections (each runs only if its binaries were bu
   sync     bench/sync.py (short): Channel ping-pong/throughput across workers (and ping-pong within
            one worker, against Tokio) and spawn_blocking
            vs raw_sync (eventfd, moodycamel, condvar) and Tokio
-  http     the survey's HTTP comparison (bench/http.py, short form): http_server on io_uring and
-           epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns under
-           http_turns at 100 and 1000 connections (latencies, CPU per request), then one at a
-           time under wrk at 100 connections
+  http     the survey's HTTP comparison (bench/http_servers.py, short form): http_server on
+           io_uring and epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns
+           under http_turns at 100 and 1000 connections (latencies, CPU per request), then one
+           at a time under wrk at 100 connections; plots of requests per server core
 
-Servers run on CPU 0 and clients on CPU 1 (see ../shared/benchmarking.md). Every ratio is
+Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
 (faster / slower only when the whole spread is on one side of 1.00, otherwise level within
 noise). The default runs are short (0.3 s warm-up + 1 s); --full uses 1 s + 5 s and 5 pairs.
-Writes report.md, suite.json and, when matplotlib is installed, plots (PNG) to --out. Exits 1 if
-any run failed or reported an error.
+Writes report.md, suite.json, the plot data (data/<study>.json, the schema of
+docs/benchmarks/data) and, when matplotlib is installed, the plots (PNG) to --out. Each section
+of the report ends with the page that holds its figures and method, docs/benchmarks/<study>.md.
+Exits 1 if any run failed or reported an error.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
-import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,9 +48,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import churn  # noqa: E402  (connection churn A/B)
-import echo  # noqa: E402  (the TCP A/B harness)
+import echo  # noqa: E402  (the TCP A/B)
+import harness  # noqa: E402  (ports, servers, spreads and verdicts)
+import http_servers  # noqa: E402  (the HTTP comparison)
 import latency  # noqa: E402  (the latency study)
-import latstats  # noqa: E402  (spreads and verdicts)
+import plot_pages  # noqa: E402  (the plots, with their spread)
 
 FAILURES = []
 
@@ -60,24 +63,20 @@ def have(bindir, name):
 
 def backend_available(bindir, backend):
     """Whether `backend` runs here: start bench_server on it and see if it listens."""
-    port = echo.free_port()
+    port = harness.free_port()
     p = subprocess.Popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ok = echo.wait_accepting(p, port, 5.0)
+    ok = harness.wait_accepting(p, port, 5.0)
     err = "" if ok else (p.stderr.read() if p.poll() is not None else "did not start")
-    echo.stop(p)
+    harness.stop(p)
     return ok, err.strip()
-
-
-def ratio_stats(values):
-    return latstats.spread(values)
 
 
 def fmt_ratio(r, lower_is_better=False, words=("faster", "slower")):
     """'1.012x [0.950-1.070] level within noise': the spread and the verdict it allows."""
     if r is None:
         return "n/a"
-    return f"{latstats.fmt_spread(r)} {latstats.verdict(r, lower_is_better, words)}"
+    return f"{harness.fmt_spread(r)} {harness.verdict(r, lower_is_better, words)}"
 
 
 def tcp_section(args, backends):
@@ -100,7 +99,7 @@ def tcp_section(args, backends):
                         rec = echo.run_one(h, side, cmd, "bench_client", conns, 256, logdir,
                                            pair * 2 + (side == "B"))
                         runs[side].append(rec)
-                        tag = f"tcp {be} c={conns} {side}={echo.label_of(cmd)}"
+                        tag = f"tcp {be} c={conns} {side}={harness.label_of(cmd)}"
                         if not rec["ok"]:
                             FAILURES.append(f"{tag}: " + "; ".join(rec["problems"]))
                             print(f"  FAILED {tag}: {rec['problems']}")
@@ -117,10 +116,10 @@ def tcp_section(args, backends):
             rows.append({
                 "backend": be, "connections": conns, "baseline": baseline[be],
                 "qps": med("A", "qps"), "qps_baseline": med("B", "qps"),
-                "qps_ratio": ratio_stats(qps),
+                "qps_ratio": harness.spread(qps),
                 "cpu_us_per_req": med("A", "cpu_us_per_req"),
                 "cpu_us_per_req_baseline": med("B", "cpu_us_per_req"),
-                "cpu_ratio": ratio_stats(cpu),
+                "cpu_ratio": harness.spread(cpu),
                 "p99_us": med("A", "p99_us"), "p99_us_baseline": med("B", "p99_us"),
                 "rss_per_conn_b": med("A", "rss_per_conn_b"),
                 "runs": runs,
@@ -179,8 +178,8 @@ def udp_section(args, backends):
     if have(args.bin, "raw_udp"):
         servers.append(("raw_udp", "raw_udp {port}"))
     for label, cmd in servers:
-        port = echo.free_port()
-        srv = subprocess.Popen(["taskset", "-c", "0"] + echo.resolve(cmd, args.bin, port),
+        port = harness.free_port()
+        srv = subprocess.Popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         if srv.poll() is not None:
@@ -189,7 +188,7 @@ def udp_section(args, backends):
         argv = ["taskset", "-c", "1", os.path.join(args.bin, "bench_udp"), "client", "-h",
                 "127.0.0.1", "-p", str(port), "--json"]
         rc, obj, err = run_json(argv, 120)
-        echo.stop(srv)
+        harness.stop(srv)
         if rc != 0 or obj is None:
             FAILURES.append(f"udp {label}: client exit {rc}: {err.strip()[-300:]}")
             print(f"  FAILED udp {label}: {err.strip()[-300:]}")
@@ -234,7 +233,7 @@ def tcp_report(ctx):
             f"{fmt_ratio(r['cpu_ratio'], True, ('less CPU', 'more CPU'))} | {r['p99_us']:.0f} | "
             f"{r['rss_per_conn_b']:,.0f} B |")
     lines.append("")
-    return {"lines": lines, "data": rows, "plots": [p for p in (plot_tcp(ctx.args, rows),) if p]}
+    return {"lines": lines, "data": rows, "plots": tcp_plots(rows)}
 
 
 def latency_report(ctx):
@@ -251,14 +250,12 @@ def latency_report(ctx):
     runs, problems = latency.run_study(la, impls, log=lambda x: print(x, flush=True))
     FAILURES.extend(f"latency {p}" for p in problems)
     analysis = latency.analyze(runs, resamples=2000)
-    lines = [f"## Latency study of seed 003 (bench/latency.py, short form: {a.pairs} alternating "
+    lines = [f"## The io_uring latency study (bench/latency.py, short form: {a.pairs} alternating "
              f"rounds, {a.latency_samples} samples of ~{a.latency_sample_ms:g} ms per benchmark)",
              "", "Mean time per iteration ± the 95% bootstrap CI's half-width (samples of all "
              "rounds pooled); the full tables: `python3 bench/latency.py`.", ""]
     lines += latency.report_lines(analysis, runs, missing, [], short=True)
-    plot = latency.plot_percentiles(analysis, os.path.join(a.out, "latency_percentiles.png"))
-    if plot:
-        lines += [f"![latency percentiles]({os.path.basename(plot)})", ""]
+    plot = latency.percentile_plot(runs)
     return {"lines": lines, "data": {"missing": missing, "analysis": analysis},
             "plots": [plot] if plot else []}
 
@@ -337,48 +334,100 @@ def aio_report(ctx):
     return {"lines": lines, "data": a, "plots": []}
 
 
-def plot_tcp(args, rows):
-    """QPS against connections (log scale), one line per server and backend."""
+# The page of docs/benchmarks/ that holds each section's figures and method.
+STUDY_PAGE = {"tcp": "echo", "latency": "latency", "churn": "churn", "udp": "udp",
+              "files": "files", "aio": "files", "http": "http", "sync": "sync"}
+
+
+def series_over_rounds(label, per_x):
+    """A plot series: for each x, the median and the min-max of the values of the rounds (None
+    where no round measured one)."""
+    cols = [harness.spread(v) for v in per_x]
+    return {"label": label, "median": [c and c["median"] for c in cols],
+            "min": [c and c["min"] for c in cols], "max": [c and c["max"] for c in cols]}
+
+
+def tcp_plots(rows):
+    """QPS and server CPU per request against connections, galay and the hand-written loop per
+    backend, each point the median of the runs with their min-max."""
     if not rows:
-        return None
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib not installed: no plots)")
-        return None
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+        return []
+    conns = sorted({r["connections"] for r in rows})
+    qps, cpu = [], []
     for be in sorted({r["backend"] for r in rows}):
-        mine = sorted((r for r in rows if r["backend"] == be), key=lambda r: r["connections"])
-        xs = [r["connections"] for r in mine]
-        ax.plot(xs, [r["qps"] for r in mine], marker="o", label=f"bench_server {be}")
-        ax.plot(xs, [r["qps_baseline"] for r in mine], marker="s", linestyle="--",
-                label=mine[0]["baseline"])
-    ax.set_xscale("log")
-    ax.set_xlabel("connections")
-    ax.set_ylabel("requests/s (256 B echo)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    path = os.path.join(args.out, "tcp_qps.png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+        mine = {r["connections"]: r for r in rows if r["backend"] == be}
+        baseline = next(iter(mine.values()))["baseline"]
+        for side, label in (("A", f"galay {be} (bench_server)"), ("B", baseline)):
+            def values(key, side=side):
+                return [[run[key] for run in mine[c]["runs"][side]
+                         if run["ok"] and run.get(key) is not None] if c in mine else []
+                        for c in conns]
+            qps.append(series_over_rounds(label, values("qps")))
+            cpu.append(series_over_rounds(label, values("cpu_us_per_req")))
+    common = {"x_label": "connections", "x": conns, "log_x": True}
+    return [{"name": "tcp_qps", "title": "TCP echo, 256 B: requests/s (as the client saw them)",
+             "y_label": "requests/s", "series": qps, **common},
+            {"name": "tcp_cpu_per_request", "title": "TCP echo, 256 B: server CPU per request",
+             "y_label": "µs per request (lower is better)", "series": cpu, **common}]
+
+
+def http_plots(result):
+    """Requests per server core (the inverse of CPU per request) per server and number of
+    connections, GET /: one plot for the servers taking turns, one for wrk one at a time."""
+    plots = []
+    for mode, slug, how in (("turns", "turns", "taking turns under http_turns"),
+                            ("sequential", "wrk", "one at a time under wrk")):
+        scen = [s for s in result.get("scenarios", [])
+                if s.get("mode", "sequential") == mode and s["scenario"] == "fixed"]
+        if not scen:
+            continue
+        names = list(dict.fromkeys(n for s in scen for n in s["servers"]))
+        series = [series_over_rounds(n, [[rnd[n]["rps_per_core"] for rnd in s["runs"]
+                                          if n in rnd and rnd[n].get("ok")
+                                          and rnd[n].get("rps_per_core") is not None]
+                                         for s in scen])
+                  for n in names]
+        plots.append({"name": f"http_rps_per_core_{slug}",
+                      "title": f"HTTP GET /: requests per server core ({how})",
+                      "x_label": "connections",
+                      "y_label": "requests/s per server core (higher is better)",
+                      "x": [f"{s['connections']} connections" for s in scen], "series": series})
+    return plots
+
+
+def render_plots(ctx, name, sec):
+    """Draws a section's plots into --out and writes their data to --out/data/<study>.json (the
+    schema of docs/benchmarks/data, for bench/plot_pages.py). Returns [(title, PNG file name)]."""
+    plots = sec.get("plots") or []
+    if not plots:
+        return []
+    a = ctx.args
+    data_dir = os.path.join(a.out, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    with open(os.path.join(data_dir, f"{name}.json"), "w") as f:
+        json.dump({"study": STUDY_PAGE.get(name, name),
+                   "source": f"python3 bench/suite.py{' --full' if a.full else ''} "
+                             f"({a.pairs} rounds) on {ctx.machine}",
+                   "plots": plots}, f, indent=1)
+    if not plot_pages.have_matplotlib():
+        print("(matplotlib not installed: no plots; python3-matplotlib)")
+        return []
+    images = []
+    for plot in plots:
+        try:
+            path = plot_pages.draw(plot, os.path.join(a.out, f"{plot['name']}.png"))
+        except plot_pages.PlotError as e:
+            FAILURES.append(f"{name} plot: {e}")
+            continue
+        images.append((plot.get("title", plot["name"]), os.path.basename(path)))
+    return images
 
 
 def http_report(ctx):
-    # bench/http.py, loaded under another name: `import http` is the standard library's.
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "http_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "http.py"))
-    http_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(http_bench)
-    lines, result = http_bench.suite_section(ctx.args.bin, ctx.args.out,
-                                             quick=not ctx.args.full, pairs=ctx.args.pairs)
+    lines, result = http_servers.suite_section(ctx.args.bin, ctx.args.out,
+                                               quick=not ctx.args.full, pairs=ctx.args.pairs)
     FAILURES.extend(f"http {f}" for f in result["failures"])
-    return {"lines": lines, "data": result, "plots": []}
+    return {"lines": lines, "data": result, "plots": http_plots(result)}
 
 
 def sync_report(ctx):
@@ -448,9 +497,11 @@ def write_report(args, results):
         lines.append("")
     for name, sec in results["sections"].items():
         lines += sec["lines"]
-        for p in sec["plots"]:
-            if name == "tcp":
-                lines += [f"![{name}]({os.path.basename(p)})", ""]
+        if lines and lines[-1] != "":
+            lines.append("")
+        for title, png in sec.get("images", []):
+            lines += [f"![{title}]({png})", ""]
+        lines += [f"figures and method: docs/benchmarks/{STUDY_PAGE.get(name, name)}.md", ""]
     if FAILURES:
         lines += ["## Failures", ""] + [f"- {f}" for f in FAILURES] + [""]
     text = "\n".join(lines)
@@ -460,8 +511,8 @@ def write_report(args, results):
 
 
 class Context:
-    def __init__(self, args, backends):
-        self.args, self.backends = args, backends
+    def __init__(self, args, backends, machine):
+        self.args, self.backends, self.machine = args, backends, machine
 
 
 def main():
@@ -495,7 +546,8 @@ def main():
     unknown = wanted - {name for name, _ in SECTIONS}
     if unknown:
         sys.exit(f"suite: unknown section(s) {', '.join(sorted(unknown))}")
-    ctx = Context(args, backends)
+    machine = f"{platform.node()} {platform.release()} {os.cpu_count()} CPUs"
+    ctx = Context(args, backends, machine)
     sections = {}
     for name, fn in SECTIONS:
         if name not in wanted:
@@ -504,11 +556,12 @@ def main():
         print(f"== {name}", flush=True)
         sec = fn(ctx)
         if sec is not None:
+            sec["images"] = render_plots(ctx, name, sec)
             sections[name] = sec
         print(f"== {name}: {time.monotonic() - t0:.0f} s", flush=True)
     results = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.release()} {os.cpu_count()} CPUs",
+        "machine": machine,
         "unavailable": unavailable,
         "sections": sections,
     }

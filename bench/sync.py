@@ -19,7 +19,7 @@ missing one line says so and the rest runs.
 
 Every figure is a ratio within one round (ours / theirs), quoted as median [min-max] over the
 rounds, with a verdict: "faster"/"slower" only when the whole spread is on one side of 1.00,
-otherwise "level". Targets (issue 11): ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
+otherwise "level". Targets: ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
 >= Tokio's with 1 and 4 producers; 0 heap allocations per message.
 """
 import argparse
@@ -29,6 +29,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (spreads and verdicts)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKIO_DIR = os.path.join(ROOT, "bench", "control", "tokio_sync")
@@ -71,15 +74,6 @@ def throughput_of(impl, producers):
         if row.get("producers") == producers:
             return row.get("messages_per_second")
     return None
-
-
-def verdict(ratios, higher_is_better):
-    lo, hi = min(ratios), max(ratios)
-    if hi < 1.0:
-        return "slower" if higher_is_better else "faster"
-    if lo > 1.0:
-        return "faster" if higher_is_better else "slower"
-    return "level"
 
 
 def main():
@@ -169,14 +163,15 @@ def main():
         ratios = [x for x in (f(r) for r in rounds) if x is not None]
         if not ratios:
             continue
-        med = statistics.median(ratios)
-        v = verdict(ratios, higher)
+        s = harness.spread(ratios)
+        med = s["median"]
+        v = harness.verdict(s, lower_is_better=not higher, level="level")
         tgt = ""
         if target is not None:
             ok = med >= target if higher else med <= target
             tgt = f"{'>=' if higher else '<='} {target:.2f}: {'met' if ok else 'MISSED'} (median)"
-        print(f"{label:<48} {med:8.3f} [{min(ratios):.3f}-{max(ratios):.3f}]  {v:<8} {tgt}")
-        table.append({"metric": label, "median": med, "min": min(ratios), "max": max(ratios),
+        print(f"{label:<48} {med:8.3f} [{s['min']:.3f}-{s['max']:.3f}]  {v:<8} {tgt}")
+        table.append({"metric": label, "median": med, "min": s["min"], "max": s["max"],
                       "verdict": v, "target": target, "higher_is_better": higher})
     allocs = [get(r, "galay", "allocations_per_message", "pingpong") for r in rounds]
     allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from echo import free_port, label_of, resolve, stop, wait_accepting  # noqa: E402
+from harness import free_port, label_of, resolve, stop, wait_accepting  # noqa: E402
 
 SYSCALLS = ["io_uring_enter", "epoll_wait", "epoll_pwait", "epoll_ctl", "read", "write", "readv",
             "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "accept4", "close", "futex"]

@@ -11,10 +11,13 @@ UDP_SEGMENT like galay's defaults) with their min-max spread.
 """
 import argparse
 import json
-import statistics
 import subprocess
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (spreads)
 
 
 def start_server(cmd, cpu):
@@ -95,16 +98,17 @@ def main():
             cpu = [b["server_cpu_us_per_packet"] / x["server_cpu_us_per_packet"]
                    for x, b in zip(results[name], base)
                    if x.get("server_cpu_us_per_packet") and b.get("server_cpu_us_per_packet")]
-            line = (f"{name:15s} pkt/s vs {base_name}: median {statistics.median(pps):.3f}x "
-                    f"(min {min(pps):.3f}, max {max(pps):.3f})")
+            med, lo, hi = harness.median_min_max(pps)
+            line = f"{name:15s} pkt/s vs {base_name}: median {med:.3f}x (min {lo:.3f}, max {hi:.3f})"
             if cpu:
+                med, lo, hi = harness.median_min_max(cpu)
                 line += (f" | server efficiency (base CPU/pkt / ours): median "
-                         f"{statistics.median(cpu):.3f}x ({min(cpu):.3f}-{max(cpu):.3f})")
+                         f"{med:.3f}x ({lo:.3f}-{hi:.3f})")
             print(line)
     for name in servers:
         v = [x["received_pps"] for x in results[name]]
-        print(f"{name:15s} received pkt/s: median {statistics.median(v):,.0f} "
-              f"(min {min(v):,.0f}, max {max(v):,.0f})")
+        med, lo, hi = harness.median_min_max(v)
+        print(f"{name:15s} received pkt/s: median {med:,.0f} (min {lo:,.0f}, max {hi:,.0f})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// bench_file_io: file I/O benchmark on galay-kernel, with our users' command line.
+// bench_file_io: file I/O benchmark on galay-kernel, with the classic bench_file_io command line.
 //
 //   bench_file_io -w <workers> -n <ops per worker> -b <block size> -batch <n> -d <dir>
 //                 [--backend io_uring|epoll] [--direct] [--prealloc fallocate|zero|none] [--json]
@@ -26,6 +26,7 @@
 // for workers whose registration the kernel refuses, the same memory with the plain operations;
 // the report says how many workers got registered buffers.
 #include "args/bench_file_io.hpp"
+#include "common/fs_type.hpp"
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"
 
@@ -36,7 +37,6 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -79,39 +79,6 @@ extern "C" void on_signal(int sig) {
 struct FilesGuard {
     ~FilesGuard() { remove_files(); }
 };
-
-constexpr long kTmpfsMagic = 0x01021994;
-constexpr long kRamfsMagic = 0x858458f6;
-
-std::string fs_type_name(long magic) {
-    switch (magic) {
-    case 0xEF53:
-        return "ext4";
-    case 0x58465342:
-        return "xfs";
-    case 0x9123683E:
-        return "btrfs";
-    case kTmpfsMagic:
-        return "tmpfs";
-    case kRamfsMagic:
-        return "ramfs";
-    case 0x794c7630:
-        return "overlayfs";
-    case 0x6969:
-        return "nfs";
-    case 0x65735546:
-        return "fuse";
-    case 0xF2F52010:
-        return "f2fs";
-    case 0x2FC12FC1:
-        return "zfs";
-    default: {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "fs 0x%lx", static_cast<unsigned long>(magic));
-        return buf;
-    }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Block contents
@@ -343,8 +310,7 @@ bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
     }
     // ramfs has no size limit and reports 0 free blocks: its files live in memory, so the
     // memory is what must be there.
-    struct statfs sfs {};
-    if (::statfs(o.dir.c_str(), &sfs) == 0 && static_cast<long>(sfs.f_type) == kRamfsMagic) {
+    if (tools::fs_magic_of(o.dir.c_str()) == RAMFS_MAGIC) {
         if (bytes_needed > tools::memory_limit_bytes()) {
             std::fprintf(stderr,
                          "bench_file_io: -d %s is ramfs (the files live in memory): the run "
@@ -372,14 +338,13 @@ bool check_dir(const Options& o, const std::uint64_t bytes_needed) {
 
 /// Where the files go: the filesystem, by magic number and by name.
 struct Place {
-    long magic = 0;
+    unsigned long magic = 0;
     std::string fs_name;
 };
 
 Place place_of(const Options& o) {
-    struct statfs sfs {};
-    const long magic = ::statfs(o.dir.c_str(), &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
-    return Place{magic, fs_type_name(magic)};
+    const unsigned long magic = tools::fs_magic_of(o.dir.c_str()).value_or(0);
+    return Place{magic, tools::fs_type_name(magic)};
 }
 
 /// Create (and open) every worker's file; the signal handler removes them from then on. The exit
@@ -620,7 +585,7 @@ int run(const Options& o) {
     std::size_t block_align = 0;
     if (auto code = open_files(o, where, workers, block_align)) return *code;
     const FixedOutcome fixed = make_buffers(*sched, o, workers, block_align);
-    if (o.direct && where.magic == kTmpfsMagic)
+    if (o.direct && where.magic == TMPFS_MAGIC)
         std::fprintf(stderr,
                      "bench_file_io: note: -d %s is tmpfs: it accepts O_DIRECT but the data stays "
                      "in memory, so this measures memory copies, not a device; use -d /var/tmp "

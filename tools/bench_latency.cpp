@@ -1,4 +1,4 @@
-// bench_latency: the five latency benchmarks of our users' io_uring study (seed 003), a galay
+// bench_latency: the five latency benchmarks of the io_uring latency study, a galay
 // client against an echo server on the other core, with the study's criterion-style statistics;
 // plus the server itself and a connection-churn client.
 //
@@ -656,7 +656,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"The latency benchmarks of the io_uring study (seed 003) on galay-kernel",
+    CLI::App app{"The latency benchmarks of the io_uring latency study on galay-kernel",
                  "bench_latency"};
     app.set_help_flag("--help", "Print this help and exit"); // -h is the host
     app.require_subcommand(0, 1);

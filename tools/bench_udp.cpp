@@ -1,4 +1,4 @@
-// bench_udp: UDP echo benchmark on galay-kernel, with our users' defaults: 4 server workers on
+// bench_udp: UDP echo benchmark on galay-kernel, with the UDP study's defaults: 4 server workers on
 // one port (UdpSocket::bind_group: SO_REUSEPORT among themselves, and a port another process
 // holds is an error), 100 clients, 1000 messages each, 256 bytes, 10 datagrams in flight per
 // client. Every echo is checked (client id, sequence number, payload); a datagram not echoed by

@@ -1,5 +1,5 @@
 // raw_http [port]: the hand-written epoll HTTP/1.1 responder galay's http_server is measured
-// against (bench/http.py): the floor for server CPU per request.
+// against (bench/http_servers.py): the floor for server CPU per request.
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event into a
 // shared buffer. It parses only as much HTTP as it must to frame keep-alive and pipelined
@@ -64,7 +64,7 @@ struct Server {
     unsigned long accepted = 0, requests = 0, short_writes = 0;
     std::vector<Conn> conns; // indexed by fd
     Answer answer;
-    std::string out;         // the answers of one read
+    std::string out; // the answers of one read
     alignas(64) char buf[kReadBuf];
 
     void ctl(int op, int fd, uint32_t events) {

@@ -80,22 +80,7 @@ class Summary(unittest.TestCase):
         self.assertEqual(len(m["x"]["iteration_ns"]), 200)
 
 
-class Verdicts(unittest.TestCase):
-    def test_spread_on_one_side(self):
-        s = latstats.spread([0.90, 0.95, 0.97])
-        self.assertEqual(s["median"], 0.95)
-        self.assertEqual(latstats.verdict(s), "faster")
-        self.assertEqual(latstats.verdict(s, lower_is_better=False), "slower")
-        self.assertEqual(latstats.verdict(latstats.spread([1.01, 1.2])), "slower")
-        self.assertEqual(latstats.verdict(latstats.spread([0.9, 1.1])), "level within noise")
-        self.assertEqual(latstats.fmt_spread(s), "0.950x [0.900-0.970]")
-
-    def test_criterion_thresholds(self):
-        self.assertEqual(latstats.criterion_verdict(latstats.spread([0.80, 0.85]), 0.90), "met")
-        self.assertEqual(latstats.criterion_verdict(latstats.spread([0.95, 1.0]), 0.90), "not met")
-        self.assertTrue(latstats.criterion_verdict(latstats.spread([0.85, 0.95]), 0.90)
-                        .startswith("undecided"))
-
+class Formats(unittest.TestCase):
     def test_format_time_like_the_study(self):
         self.assertEqual(latstats.format_time(1140900), "1.1409 ms")
         self.assertEqual(latstats.format_time(222960), "222.96 µs")

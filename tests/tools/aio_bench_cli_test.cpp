@@ -626,8 +626,8 @@ TEST_F(AioBenchCli, IoUringFixedbufsAndRegisterfilesRunAndVerify) {
     EXPECT_NE(r.out.find(", fixedbufs, registerfiles"), std::string::npos) << r.out;
 }
 
-// Issue 13, defect 5: -r 1e-10 passed the positivity check, truncated to 0 ns, and 0 means "no
-// time limit". Every value that would be 0 ns is refused.
+// -r 1e-10 passes a positivity check but truncates to 0 ns, and 0 means "no time limit". Every
+// value that would be 0 ns is refused.
 TEST_F(AioBenchCli, RuntimeBelowOneNanosecondIsRefused) {
     for (const char* r : {"1e-10", "0.0000000001", "1e-300", "nan", "inf"}) {
         Outcome o = run({"-f", path("r.dat").string(), "-r", r, "--ios", "100", "--size", "1m"});
@@ -637,10 +637,10 @@ TEST_F(AioBenchCli, RuntimeBelowOneNanosecondIsRefused) {
     }
 }
 
-// Issue 13, defect 8: `timeout` sends SIGTERM to its child and then to its whole process group,
-// so aio_bench gets it twice; the handler was SA_RESETHAND, so the second one killed it before
-// the report, and the file it created stayed. Here the process is held at its report (its stdout
-// pipe is full) when the second SIGTERM comes, so without the fix it is always killed.
+// `timeout` sends SIGTERM to its child and then to its whole process group, so aio_bench gets it
+// twice; a SA_RESETHAND handler would let the second one kill it before the report and leave the
+// file it created. Here the process is held at its report (its stdout
+// pipe is full) when the second SIGTERM comes, so a handler that does not survive it always fails.
 TEST_P(AioBenchEngine, TimeoutsDoubleSigtermStillReportsAndRemovesTheFile) {
     const fs::path f = path("timeout.dat");
     galay::test::Process p({AIO_BENCH_BIN, "-f", f.string(), "-e", GetParam(), "-p", "rand_read",

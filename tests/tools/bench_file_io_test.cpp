@@ -206,11 +206,10 @@ TEST_P(BenchFileIoRun, FixedBuffersVerifyEveryBlockAndCatchACorruptedOne) {
 GALAY_INSTANTIATE_BACKENDS(BenchFileIoRun);
 
 // ---------------------------------------------------------------------------------------------
-// Issue 13: memory and free space computed with overflow checks (defect 7), clear messages
-// (defect 11).
+// Memory and free space computed with overflow checks, and clear messages.
 
-// -w 2 x --batch 1024 x 64 MiB buffers is 128 GiB: it died of an uncaught std::bad_alloc
-// (exit 134) and left its files. It is refused up front, before any file exists.
+// -w 2 x --batch 1024 x 64 MiB buffers is 128 GiB: refused up front, before any file exists,
+// rather than an uncaught std::bad_alloc (exit 134) that leaves the files behind.
 TEST(BenchFileIoLimits, BuffersLargerThanMemoryAreRefusedUpFront) {
     galay::test::TempDir dir;
     ToolRun r = run_tool(
@@ -254,8 +253,8 @@ private:
     std::string error_;
 };
 
-// Defect 11: ramfs reports 0 free blocks (it has no size limit), so every run there was refused
-// with "only 0.0 MiB are free". It runs, its files being memory.
+// ramfs reports 0 free blocks (it has no size limit); a free-space check that trusts that refuses
+// every run with "only 0.0 MiB are free". It runs, its files being memory.
 TEST_P(BenchFileIoRun, RunsOnRamfs) {
     RamfsDir ram;
     if (!ram.mounted()) GTEST_SKIP() << "SKIP: cannot mount a ramfs here: " << ram.error();
@@ -288,9 +287,8 @@ std::unique_ptr<galay::test::TempDir> shared_dir() {
     return d;
 }
 
-// Defect 11: with --fixed, an unprivileged user's workers got "registered for 0 of 2 workers"
-// and no reason. The report now says the kernel refused, what RLIMIT_MEMLOCK is and how to
-// raise it.
+// With --fixed, an unprivileged user's workers may get no registered buffers: the report says
+// the kernel refused, what RLIMIT_MEMLOCK is and how to raise it, not just "0 of 2 workers".
 TEST_P(BenchFileIoRun, FixedSaysWhyNoBufferWasRegistered) {
     std::vector<std::string> argv = unprivileged(256);
     if (argv.empty()) GTEST_SKIP() << "SKIP: needs root, prlimit and setpriv";
@@ -316,8 +314,8 @@ TEST_P(BenchFileIoRun, FixedSaysWhyNoBufferWasRegistered) {
     EXPECT_TRUE(dir_is_empty(dir->path()));
 }
 
-// Defect 11: under a small RLIMIT_MEMLOCK, io_uring set-up said "Cannot allocate memory" and no
-// more. It now names the limit and `ulimit -l` (forced io_uring, and automatic selection, which
+// Under a small RLIMIT_MEMLOCK, io_uring set-up must say more than "Cannot allocate memory": it
+// names the limit and `ulimit -l` (forced io_uring, and automatic selection, which
 // reports memory errors instead of falling back).
 TEST(BenchFileIoLimits, IoUringSetupUnderMemlockHintsAtUlimit) {
     if (!galay::probe_io_uring().usable) GTEST_SKIP() << "SKIP: no io_uring here";

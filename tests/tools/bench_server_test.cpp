@@ -1,6 +1,6 @@
-// bench_server run as a program, on every backend: the port it prints, a busy port (issue 13
-// defect 6), a clean stop on SIGTERM/SIGINT with the port free at once (defect 10), accept
-// errors under EMFILE reported at most about once a second (defect 11), exit statuses.
+// bench_server run as a program, on every backend: the port it prints, a busy port, a clean stop
+// on SIGTERM/SIGINT with the port free at once, accept errors under EMFILE reported at most about
+// once a second, exit statuses.
 #include "support/backends.hpp"
 #include "support/files.hpp"
 
@@ -256,7 +256,8 @@ TEST_P(BenchServerTest, SigtermAndSigintStopCleanlyAndThePortIsFreeAtOnce) {
             EXPECT_EQ(::recv(a, &c, 1, 0), 0); // the server closed it
             ::close(a);
             ::close(b);
-            // Restarted on the same port at once (io_uring used to hold the listener a while).
+            // Restarted on the same port at once (a ring torn down late would still hold the
+            // listener).
             ServerProcess again(args({std::to_string(port), "--threads", "2", "--listen", mode}));
             const std::string l = again.line();
             EXPECT_EQ(ServerProcess::port_of(l), port) << l << "\nstderr: " << again.err();

@@ -1,4 +1,5 @@
-// bench_udp run as a program, on each backend: the issue 13 defects 6 (UDP), 7, 9, 10 and 11.
+// bench_udp run as a program, on each backend: busy ports, Ctrl-C, host errors, bad numbers,
+// memory limits.
 #include "support/backends.hpp"
 #include "support/process.hpp"
 
@@ -31,9 +32,9 @@ std::string listening_port(const std::string& out) {
     return out.substr(colon + 1, end - colon - 1);
 }
 
-// Defect 6 (UDP half): the server bound with SO_REUSEPORT, so a second server on the port of a
-// leftover one started silently and the kernel split the traffic between them. Binding a port
-// another process holds is now one clear error, exit code 1.
+// With SO_REUSEPORT open to any process, a second server on the port of a leftover one would start
+// silently and the kernel would split the traffic between them. Binding a port another process
+// holds is one clear error, exit code 1.
 TEST_P(BenchUdpRun, ServerRefusesAPortAnotherServerHolds) {
     Process first(args({"server", "-p", "0", "-w", "2", "-h", "127.0.0.1"}));
     ASSERT_TRUE(first.wait_for(")\n")) << first.out() << first.err();
@@ -71,8 +72,8 @@ TEST_P(BenchUdpRun, ServerPrintsItsPortAndStopsOnSigterm) {
         << r.out;
 }
 
-// Defect 10: Ctrl-C killed bench_udp and every result was lost. The first SIGINT now stops the
-// clients, lets the datagrams in flight come back, and prints the report.
+// Ctrl-C must not lose the results: the first SIGINT stops the clients, lets the datagrams in
+// flight come back, and prints the report.
 TEST_P(BenchUdpRun, FirstSigintPrintsTheReportOfWhatWasMeasured) {
     Process p(args({"-d", "60", "-c", "2", "-w", "1"}));
     ASSERT_TRUE(p.wait_for("[1s] Sent:")) << p.out() << p.err();
@@ -102,7 +103,7 @@ TEST_P(BenchUdpRun, TimeoutsDoubleSigtermStillGivesTheReport) {
     EXPECT_LT(j["packets_sent"].get<std::uint64_t>(), 200000000u);
 }
 
-// Defect 11: an unresolvable host was reported as "No route to host".
+// An unresolvable host is reported as such, not as "No route to host".
 TEST_P(BenchUdpRun, UnresolvableHostSaysSo) {
     ProcessResult r =
         galay::test::run_process(args({"client", "-h", "no-such-host.invalid", "-p", "9"}));
@@ -113,8 +114,8 @@ TEST_P(BenchUdpRun, UnresolvableHostSaysSo) {
 
 GALAY_INSTANTIATE_BACKENDS(BenchUdpRun);
 
-// Defect 9: --drain-timeout nan reported 100% loss, --max-loss nan was ignored, -d 1e-300
-// switched to duration mode with a window of 0 ns.
+// nan, inf and denormals are usage errors: unchecked, --drain-timeout nan reports 100% loss,
+// --max-loss nan is ignored, -d 1e-300 switches to duration mode with a window of 0 ns.
 TEST(BenchUdpFlags, NanInfAndDenormalNumbersAreUsageErrors) {
     const std::vector<std::vector<std::string>> cases = {
         {"--drain-timeout", "nan"},
@@ -138,7 +139,7 @@ TEST(BenchUdpFlags, NanInfAndDenormalNumbersAreUsageErrors) {
     }
 }
 
-// Defect 7: client buffers and loss ledgers larger than the machine are refused up front.
+// Client buffers and loss ledgers larger than the machine are refused up front.
 TEST(BenchUdpFlags, MemoryLargerThanTheMachineIsRefusedUpFront) {
     ProcessResult r = galay::test::run_process(
         {BENCH_UDP_BIN, "client", "-p", "9", "-c", "100000", "-n", "1099511627776"});

@@ -1,6 +1,5 @@
-// One exit-code convention for every tool (issue 13, defect 11): 0 success (and --help), 1 a
-// runtime failure, 2 a usage error. CLI11's own codes (104-114) used to leak out of bench_client
-// and bench_udp, and the examples took any port argument.
+// One exit-code convention for every tool: 0 success (and --help), 1 a runtime failure, 2 a usage
+// error. CLI11's own codes (104-114) must not leak out, and the examples refuse a bad port.
 #include "support/process.hpp"
 
 #include <string>
@@ -63,7 +62,7 @@ TEST(ToolExitCodes, HelpIsExitCodeZeroOnStdout) {
     EXPECT_NE(sub.out.find("--rcvbuf"), std::string::npos) << sub.out;
 }
 
-// Defect 9 in the tool that came later: its floating-point options use the shared validators.
+// bench_latency's floating-point options use the shared validators: nan and inf are refused.
 TEST(ToolExitCodes, BenchLatencyRefusesNanAndInf) {
     const std::vector<std::vector<std::string>> cases = {{"--sample-ms", "nan"},
                                                          {"--warmup-ms", "inf"},

@@ -1,19 +1,25 @@
 // The tools' shared command-line pieces (tools/common/cli, tools/common/signals), their number
-// formats (tools/common/format.hpp), and each tool's parser called as a function, as the fuzz
-// targets call them.
+// formats (tools/common/format.hpp), the filesystem names of aio_bench and bench_file_io
+// (tools/common/fs_type.hpp), and each tool's parser called as a function, as the fuzz targets
+// call them.
 #include "args/bench_client.hpp"
 #include "args/bench_file_io.hpp"
 #include "args/bench_udp.hpp"
 #include "common/cli.hpp"
 #include "common/format.hpp"
+#include "common/fs_type.hpp"
 #include "common/signals.hpp"
 
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <limits>
+#include <set>
 
 namespace {
 
@@ -43,7 +49,7 @@ TEST(CheckedArithmetic, OverflowIsNullopt) {
     EXPECT_EQ(tools::human_bytes(512ull << 30), "512.0 GiB");
 }
 
-// What the tools print: each format as the tools printed it before there was one set.
+// What the tools print: each format exactly as the tools print it.
 TEST(Formats, NumbersWithThousandsSeparators) {
     EXPECT_EQ(tools::with_commas(0), "0");
     EXPECT_EQ(tools::with_commas(999), "999");
@@ -137,6 +143,34 @@ TEST(ToolParsers, ReturnOptionsOrAnExitCodeWithoutPrinting) {
     ASSERT_FALSE(wrap);
     EXPECT_EQ(wrap.error().code, 2);
     EXPECT_NE(wrap.error().message.find("2^64"), std::string::npos) << wrap.error().message;
+}
+
+TEST(FsTypes, EveryFilesystemHasOneNameAndAnUnknownOneSaysItsNumber) {
+    EXPECT_EQ(tools::fs_type_name(0xEF53), "ext4");
+    EXPECT_EQ(tools::fs_type_name(TMPFS_MAGIC), "tmpfs");
+    EXPECT_EQ(tools::fs_type_name(RAMFS_MAGIC), "ramfs");
+    EXPECT_EQ(tools::fs_type_name(0x58465342), "xfs");
+    EXPECT_EQ(tools::fs_type_name(0x2011BAB0), "exfat");
+    EXPECT_EQ(tools::fs_type_name(0x2FC12FC1), "zfs");
+    EXPECT_EQ(tools::fs_type_name(0x1234), "fs type 0x1234");
+    std::set<unsigned long> magics;
+    std::set<std::string_view> names;
+    for (const tools::FsType& t : tools::kFsTypes) {
+        EXPECT_TRUE(magics.insert(t.magic).second) << std::hex << t.magic;
+        EXPECT_TRUE(names.insert(t.name).second) << t.name;
+    }
+}
+
+TEST(FsTypes, MagicOfAPathAndOfAnOpenDirectoryAgree) {
+    EXPECT_EQ(tools::fs_magic_of("/proc"), static_cast<unsigned long>(PROC_SUPER_MAGIC));
+    EXPECT_EQ(tools::fs_magic_of("/no/such/directory"), std::nullopt);
+    EXPECT_EQ(tools::fs_magic_of_fd(-1), std::nullopt);
+    const int fd = ::open(".", O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(fd, 0);
+    const auto by_fd = tools::fs_magic_of_fd(fd);
+    ::close(fd);
+    ASSERT_TRUE(by_fd.has_value());
+    EXPECT_EQ(tools::fs_magic_of("."), by_fd);
 }
 
 } // namespace

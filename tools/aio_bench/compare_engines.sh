@@ -22,7 +22,7 @@ if [ -z "$bin" ]; then
     exit 2
 fi
 if [ $# -eq 0 ]; then
-    # Our users' default comparison; aio_bench creates the file and removes it at exit.
+    # The file study's default comparison; aio_bench creates the file and removes it at exit.
     set -- -f "./aio_bench_compare.$$.dat" -p rand_rw -q 32 -t 2 -r 10
 fi
 exec "$bin" --compare "$@"

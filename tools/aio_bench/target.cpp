@@ -3,13 +3,13 @@
 #include "verify.hpp"
 
 #include "common/format.hpp"
+#include "common/fs_type.hpp"
 
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -53,36 +53,6 @@ namespace {
 
 std::string errstr(int e) {
     return std::strerror(e);
-}
-
-std::string fs_name(long type) {
-    switch (static_cast<unsigned long>(type)) {
-    case EXT4_SUPER_MAGIC:
-        return "ext4";
-    case TMPFS_MAGIC:
-        return "tmpfs";
-    case XFS_SUPER_MAGIC:
-        return "xfs";
-    case BTRFS_SUPER_MAGIC:
-        return "btrfs";
-    case 0x794c7630:
-        return "overlayfs";
-    case NFS_SUPER_MAGIC:
-        return "nfs";
-    case 0x65735546:
-        return "fuse";
-    case 0x2011BAB0:
-        return "exfat";
-    case 0xF2F52010:
-        return "f2fs";
-    case 0x858458f6:
-        return "ramfs";
-    default: {
-        char b[32];
-        std::snprintf(b, sizeof b, "fs type 0x%lx", static_cast<unsigned long>(type));
-        return b;
-    }
-    }
 }
 
 // "/dev/vda" for a block device number, from sysfs; "" if unknown.
@@ -173,9 +143,9 @@ std::expected<Target, std::string> open_target(const Config& cfg, uint64_t seed)
                                    errstr(errno) + ")");
         if (!S_ISDIR(dst.st_mode))
             return std::unexpected("-f " + p + ": " + dir + " is not a directory");
-        struct statfs sfs {};
-        if (::statfs(dir.c_str(), &sfs) == 0) t.fs_type = fs_name(sfs.f_type);
-        if (cfg.direct && sfs.f_type == TMPFS_MAGIC)
+        const auto magic = galay::tools::fs_magic_of(dir.c_str());
+        if (magic) t.fs_type = galay::tools::fs_type_name(*magic);
+        if (cfg.direct && magic == TMPFS_MAGIC)
             return std::unexpected("--direct: " + dir +
                                    " is on tmpfs, which has no direct I/O (it accepts O_DIRECT "
                                    "but serves it from the page cache); use a disk filesystem");
@@ -245,10 +215,9 @@ std::expected<Target, std::string> open_target(const Config& cfg, uint64_t seed)
         t.fs_type = "block device";
     } else {
         t.file_size = static_cast<uint64_t>(st.st_size);
-        struct statfs sfs {};
-        if (::fstatfs(t.fd, &sfs) == 0) {
-            t.fs_type = fs_name(sfs.f_type);
-            if (cfg.direct && sfs.f_type == TMPFS_MAGIC)
+        if (const auto magic = galay::tools::fs_magic_of_fd(t.fd)) {
+            t.fs_type = galay::tools::fs_type_name(*magic);
+            if (cfg.direct && *magic == TMPFS_MAGIC)
                 return std::unexpected("--direct: " + p +
                                        " is on tmpfs, which has no direct I/O (it accepts O_DIRECT "
                                        "but serves it from the page cache); use a disk filesystem");

@@ -49,7 +49,7 @@ CliResult<Options> parse_args(std::vector<std::string> args) {
                    "(testing) change one byte of worker 0's block N before the read phase")
         ->group(""); // hidden: proves that verification catches a damaged block
 
-    // CLI11 reads "-batch" as "-b atch": our users' single-dash long flag becomes "--batch".
+    // CLI11 reads "-batch" as "-b atch": the classic single-dash long flag becomes "--batch".
     for (std::string& a : args)
         if (a == "-batch" || a.starts_with("-batch=")) a.insert(0, "-");
     if (auto e = tools::parse_args(app, std::move(args), "bench_file_io"))

@@ -32,7 +32,7 @@ struct Options {
 };
 
 /// The options, or what to print and the exit code (help: 0, usage error: 2). Never prints,
-/// never exits. Accepts our users' single-dash "-batch". Refuses a run whose files would be
+/// never exits. Accepts the classic single-dash "-batch". Refuses a run whose files would be
 /// larger than 2^64 bytes, or whose buffers (-w x (--batch + 1) x -b) do not fit in memory.
 CliResult<Options> parse_args(std::vector<std::string> args);
 

@@ -1,5 +1,5 @@
-// Criterion-style statistics of latency samples, as bench_latency prints them (the numbers the
-// study of our users printed: `1.1409 ms ±0.58%`, outliers per benchmark). The same arithmetic
+// Criterion-style statistics of latency samples, as bench_latency prints them (the figures the
+// io_uring latency study printed: `1.1409 ms ±0.58%`, outliers per benchmark). The same arithmetic
 // is in bench/latstats.py, which bench/latency.py uses for every implementation alike; both are
 // tested against the same hand-computed samples.
 //

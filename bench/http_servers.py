@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The HTTP comparison of our users' io_uring survey (seed 004), in one command.
+"""The io_uring survey's HTTP comparison, in one command.
 
-    python3 bench/http.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
-                          [--scenarios fixed,file] [--mode both] [--slice 0.5] [--control]
-                          [--quick] [--out FILE.json]
+    python3 bench/http_servers.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5]
+                                  [--warmup 1] [--scenarios fixed,file] [--mode both]
+                                  [--slice 0.5] [--control] [--quick] [--out FILE.json]
 
 Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
   galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
@@ -90,7 +90,6 @@ import json
 import math
 import os
 import pwd
-import resource
 import shutil
 import signal
 import socket
@@ -103,12 +102,11 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting, stop)
-import latstats  # noqa: E402  (spreads and verdicts: one piece of code for every study)
+import harness  # noqa: E402  (ports, servers, CPU accounting, spreads and verdicts)
 
 BODY = "Hello, World!"
 FILE_NAME = "page.html"  # (not index.html: Go's FileServer redirects that to ./)
-FILE_BODY = "".join(f"line {i:03d} of the static file bench/http.py serves\n"
+FILE_BODY = "".join(f"line {i:03d} of the static file bench/http_servers.py serves\n"
                     for i in range(30))[:1024]
 
 WRK_LUA = r"""
@@ -240,48 +238,6 @@ class Servers:
         return [nginx, "-p", prefix, "-c", conf], None
 
 
-def tree_pids(pid):
-    """`pid` and its descendants (nginx: master and worker)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def task_cpu_s(pid):
-    """CPU seconds of `pid`'s live threads from /proc/PID/task/*/schedstat (nanoseconds of time
-    on a CPU, not ticks: /proc/PID/stat's utime+stime count 250 Hz ticks, a sampling error of
-    ~1-2% over a few seconds at the load here), or None when schedstat is not there
-    (CONFIG_SCHED_INFO unset)."""
-    total = 0
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-    return total / 1e9
-
-
-def tree_cpu_s(pid):
-    """CPU seconds of the server's process tree (threads that exited are not counted; none of
-    the servers here ends a thread while it serves)."""
-    total = 0.0
-    for p in tree_pids(pid):
-        v = task_cpu_s(p)
-        if v is None:
-            v = echo.proc_cpu_s(p)
-        total += v or 0.0
-    return total
-
-
 def http_get(port, path, timeout=5.0):
     """One request: (status, body) or raises. Reads the answer by its Content-Length (raw_http
     ignores `Connection: close`)."""
@@ -308,12 +264,6 @@ def http_get(port, path, timeout=5.0):
     return status, body.decode(errors="replace")
 
 
-def raise_nofile():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
 # ---------------------------------------------------------------------------------------------
 # One run
 # ---------------------------------------------------------------------------------------------
@@ -321,14 +271,14 @@ def raise_nofile():
 def start_checked(servers, name, scenario, conns, args, logdir, seq, rec):
     """Starts `name` pinned to the server CPU on a fresh port and checks one real request
     (status and body). (proc, log, url); proc is None when it failed (`rec` says why)."""
-    port = echo.free_port()
+    port = harness.free_port()
     argv, env = servers.available[name](port)
     tag = f"{seq:03d}-{name}-{scenario}-c{conns}"
     log = open(os.path.join(logdir, tag + ".server.log"), "w")
     proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            preexec_fn=raise_nofile)
-    if not echo.wait_accepting(proc, port, 10.0):
+                            preexec_fn=harness.raise_nofile)
+    if not harness.wait_accepting(proc, port, 10.0):
         rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
                                f"log {log.name}")
         return proc, log, None
@@ -406,20 +356,20 @@ def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
         if args.warmup > 0:  # (wrk takes whole seconds)
             subprocess.run(wrk_argv(args, conns, lua, args.warmup, url),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           preexec_fn=raise_nofile, timeout=args.warmup + 60)
-        cpu0 = tree_cpu_s(proc.pid)
+                           preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
+        cpu0 = harness.tree_cpu_s(proc.pid)
         try:
             cp = subprocess.run(wrk_argv(args, conns, lua, args.duration, url),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=raise_nofile, timeout=args.duration + 60)
+                                preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
         except subprocess.TimeoutExpired:
             rec["problems"].append("wrk did not finish")
             return rec
-        cpu1 = tree_cpu_s(proc.pid)
+        cpu1 = harness.tree_cpu_s(proc.pid)
         fill_record(rec, proc, cp.returncode, cp.stdout, cp.stderr, cpu1 - cpu0)
         return rec
     finally:
-        rec["server_exit"] = echo.stop(proc)
+        rec["server_exit"] = harness.stop(proc)
         log.close()
 
 
@@ -457,7 +407,7 @@ def all_started(servers, names, scenario, conns, args, logdir, seq, clients=None
                 w.kill()
                 w.wait()
         for n, (proc, log, _) in started.items():
-            recs[n]["server_exit"] = echo.stop(proc)
+            recs[n]["server_exit"] = harness.stop(proc)
             log.close()
 
 
@@ -477,15 +427,15 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
             if args.warmup > 0:
                 subprocess.run(wrk_argv(args, conns, lua, args.warmup, started[n][2]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               preexec_fn=raise_nofile, timeout=args.warmup + 60)
+                               preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
         turns = max(1, round(args.duration / args.slice))
         total = turns * args.slice * len(live)
-        cpu0 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        cpu0 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         for i, n in enumerate(live):
             argv = wrk_argv(args, conns, lua, total + 60, started[n][2])
             argv[argv.index("--timeout") + 1] = "60s"  # (a paused request is not a timeout)
             w = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=raise_nofile)
+                                 preexec_fn=harness.raise_nofile)
             if i > 0:
                 os.kill(w.pid, signal.SIGSTOP)  # (before it connects: it connects on its turn)
             runs[n] = w
@@ -514,7 +464,7 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
                 runs[n].kill()
                 runs[n].communicate()
                 recs[n]["problems"].append("wrk did not finish")
-        cpu1 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        cpu1 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         for n in live:
             if n in outs:
                 code, out, err = outs[n]
@@ -547,16 +497,16 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
             argv += ["--target", f"{n}={urllib.parse.urlsplit(started[n][2]).netloc}"]
         turns = (math.ceil(args.duration / args.slice) + math.ceil(args.warmup / args.slice)) \
             * len(live)
-        cpu0 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        cpu0 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         try:
             cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=raise_nofile, timeout=2 * turns * args.slice + 90)
+                                preexec_fn=harness.raise_nofile, timeout=2 * turns * args.slice + 90)
         except subprocess.TimeoutExpired:
             for n in live:
                 recs[n]["problems"].append("http_turns did not finish")
             return recs
         time.sleep(0.2)  # (the servers' work on the closes at http_turns' exit: in every run)
-        cpu1 = {n: tree_cpu_s(started[n][0].pid) for n in live}
+        cpu1 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         try:
             out = {t["name"]: t for t in json.loads(cp.stdout)["targets"]}
         except (ValueError, KeyError, TypeError):
@@ -609,19 +559,14 @@ ROWS = [  # (label, key, format)
 ]
 
 
-def median_of(runs, key):
-    vals = [r[key] for r in runs if r.get("ok") and r.get(key) is not None]
-    return statistics.median(vals) if vals else None
-
-
-spread, fmt_spread = latstats.spread, latstats.fmt_spread
+median_of, spread, fmt_spread = harness.median_of, harness.spread, harness.fmt_spread
 
 
 def verdict(s, lower_is_better, words):
-    """latstats' verdict, only from at least 3 rounds (fewer: none)."""
+    """harness' verdict, only from at least 3 rounds (fewer: none)."""
     if s is None or len(s["values"]) < 3:
         return ""
-    return latstats.verdict(s, lower_is_better, words)
+    return harness.verdict(s, lower_is_better, words)
 
 
 def ratio_pairs(names):
@@ -743,7 +688,7 @@ def ratio_lines(ratios, pairs, where="the same round"):
 
 
 def target_lines(ratios, pairs):
-    """The issue's targets, each read off a ratio's whole spread (latstats.criterion_verdict on
+    """Galay's targets, each read off a ratio's whole spread (harness.criterion_verdict on
     a lower-is-better ratio: met when every round is under the threshold). Requests/s per server
     core is the inverse of server CPU per request, so ">= 1.00x nginx" is "CPU/request ratio
     <= 1.00" and ">= 2.0x Go" is "<= 0.50"."""
@@ -755,7 +700,7 @@ def target_lines(ratios, pairs):
         got = f"{s['median']:.2f}x [{s['min']:.2f}-{s['max']:.2f}]"
         if pairs < 3:
             return got
-        return f"{got}: {latstats.criterion_verdict(s, threshold)}"
+        return f"{got}: {harness.criterion_verdict(s, threshold)}"
 
     for g in GALAY:
         checks = []
@@ -925,7 +870,7 @@ def report_lines(result):
         lines += ratio_lines(s["ratios"], result["config"]["pairs"], where)
         t = target_lines(s["ratios"], result["config"]["pairs"])
         if t:
-            lines += ["", "The issue's targets (medians; provisional on a shared machine):"] + t
+            lines += ["", "Galay's targets (medians; provisional on a shared machine):"] + t
         lines.append("")
     for f in result["failures"]:
         lines.append(f"- FAILED: {f}")
@@ -949,8 +894,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
         result["failures"] += survey["failures"]
     else:
         result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
-    lines = ["## HTTP/1.1, the survey's comparison (bench/http.py: the load generator, http_turns "
-             "or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
+    lines = ["## HTTP/1.1, the survey's comparison (bench/http_servers.py: the load generator, "
+             "http_turns or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
     lines += report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

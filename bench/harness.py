@@ -1,0 +1,279 @@
+"""What every bench/ script shares: ports and server start/stop, CPU and memory accounting, and
+the one spread and verdict every study is judged by. Standard library only.
+
+Ports and servers:
+  free_port()                  a free port below the ephemeral range
+  resolve(cmd, bindir, port)   a shell-like command string to argv ({port} filled, binary in bindir)
+  label_of(cmd)                a command string without its {port}, for tables
+  wait_accepting(proc, port)   polls a TCP connect until the server accepts (False if it died)
+  stop(proc, sig, timeout)     stops a server, killing it if it does not exit in time
+  raise_nofile()               RLIMIT_NOFILE soft limit up to the hard limit
+CPU and memory accounting:
+  cpu_busy_s(cpus)             busy seconds of some CPUs (or of the machine) since boot
+  proc_cpu_s(pid)              utime+stime of a process (ticks)
+  task_cpu_s(pid)              time on a CPU of a process's live threads (schedstat: nanoseconds)
+  tree_pids(pid), tree_cpu_s(pid)  a process and its descendants, and their CPU seconds
+  children_cpu_s()             user+system seconds of the reaped children of this process
+  proc_status(pid, key)        a kB figure of /proc/PID/status (VmRSS, VmHWM)
+  RssSampler(pid)              a thread keeping the peak VmRSS of a process
+  loadavg()                    the 1-minute load average
+Spreads and verdicts (a ratio is quoted as median [min-max] over alternating rounds):
+  spread(values), median_min_max(values), fmt_spread(s), iqr(values), median_of(runs, key)
+  verdict(s)                   "faster"/"slower" only when the whole spread is on one side of 1.00
+  criterion_verdict(s, t)      a threshold criterion read off the whole spread
+"""
+import os
+import random
+import resource
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+
+# ---------------------------------------------------------------------------------------------
+# Ports and servers
+# ---------------------------------------------------------------------------------------------
+
+
+def free_port():
+    """A free port below the ephemeral range, so a client's 10,000 source ports never take it
+    between this check and the server's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+                s.bind(("0.0.0.0", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def resolve(cmd, bindir, port):
+    """argv of a shell-like command string: `{port}` replaced, a bare first word found in
+    `bindir` run from there."""
+    argv = shlex.split(cmd.replace("{port}", str(port)))
+    if argv and "/" not in argv[0] and bindir:
+        cand = os.path.join(bindir, argv[0])
+        if os.access(cand, os.X_OK):
+            argv[0] = cand
+    return argv
+
+
+def label_of(cmd):
+    return " ".join(cmd.replace("{port}", "").split())
+
+
+def wait_accepting(proc, port, timeout):
+    """Polls a TCP connect until the server accepts; False if it died or timed out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=5):
+    """Stops `proc` with `sig`, killing it if it has not exited within `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU and memory accounting
+# ---------------------------------------------------------------------------------------------
+
+
+def cpu_busy_s(cpus=None):
+    """Busy seconds (everything but idle and iowait) since boot of the given CPUs (a collection
+    of numbers as strings), or of the whole machine when `cpus` is None."""
+    want = {""} if cpus is None else {str(c) for c in cpus}
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = 0.0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *vals = line.split()
+            if name.startswith("cpu") and name[3:] in want:
+                v = [int(x) for x in vals]
+                busy += (sum(v[:8]) - v[3] - v[4]) / tick  # user..steal minus idle, iowait
+    return busy
+
+
+def proc_cpu_s(pid):
+    """utime+stime of `pid` in seconds (clock ticks), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def task_cpu_s(pid):
+    """CPU seconds of `pid`'s live threads from /proc/PID/task/*/schedstat (nanoseconds of time
+    on a CPU, not ticks: /proc/PID/stat's utime+stime count 250 Hz ticks, a sampling error of
+    ~1-2% over a few seconds at the load here), or None when schedstat is not there
+    (CONFIG_SCHED_INFO unset)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / 1e9
+
+
+def tree_pids(pid):
+    """`pid` and its descendants (nginx: master and worker)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def tree_cpu_s(pid):
+    """CPU seconds of a server's process tree (threads that exited are not counted; none of
+    the servers measured here ends a thread while it serves)."""
+    total = 0.0
+    for p in tree_pids(pid):
+        v = task_cpu_s(p)
+        if v is None:
+            v = proc_cpu_s(p)
+        total += v or 0.0
+    return total
+
+
+def children_cpu_s():
+    """User+system seconds of the children of this process that have been waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def proc_status(pid, key):
+    """A kB figure from /proc/PID/status (VmRSS, VmHWM), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class RssSampler(threading.Thread):
+    """Samples VmRSS every 50 ms while a client runs; keeps the peak."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, None, threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            v = proc_status(self.pid, "VmRSS")
+            if v is not None and (self.peak is None or v > self.peak):
+                self.peak = v
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Spreads and verdicts
+# ---------------------------------------------------------------------------------------------
+
+
+def spread(values):
+    """median/min/max of a list of ratios (None entries dropped), or None."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "values": values}
+
+
+def fmt_spread(s):
+    return "n/a" if s is None else f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]"
+
+
+def median_min_max(values):
+    """spread() as a (median, min, max) tuple, for tables and JSON that want three numbers."""
+    s = spread(values)
+    return None if s is None else (s["median"], s["min"], s["max"])
+
+
+def iqr(values):
+    """(first quartile, third quartile); min and max below 4 values."""
+    if len(values) < 4:
+        return min(values), max(values)
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def median_of(runs, key):
+    """The median of `key` over the runs that are ok and have it, or None."""
+    vals = [r.get(key) for r in runs if r.get("ok") and r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def verdict(s, lower_is_better=True, words=("faster", "slower"), level="level within noise"):
+    """'faster'/'slower' only when the whole spread of the ratio is on one side of 1.00."""
+    if s is None:
+        return "no data"
+    better, worse = words
+    if s["max"] < 1.0:
+        return better if lower_is_better else worse
+    if s["min"] > 1.0:
+        return worse if lower_is_better else better
+    return level
+
+
+def criterion_verdict(s, threshold):
+    """A study criterion on a ratio of times (A/B, lower is better) with threshold `threshold`:
+    met when every pair's ratio is below it, not met when every pair's ratio is above it,
+    otherwise undecided (the spread straddles the threshold)."""
+    if s is None:
+        return "no data"
+    if s["max"] < threshold:
+        return "met"
+    if s["min"] >= threshold:
+        return "not met"
+    return "undecided (spread straddles the threshold)"

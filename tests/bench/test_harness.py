@@ -1,0 +1,140 @@
+"""bench/harness.py: the spread and verdict every study is judged by, on ratios small enough to
+check by hand, and the port, server and CPU helpers against a real server process on loopback.
+Run by ctest."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import harness  # noqa: E402
+
+# A loopback server that accepts and burns a little CPU per connection; SIGTERM ends it at once
+# unless told to ignore it (then only SIGKILL does).
+SERVER = r"""
+import signal, socket, sys
+port, ignore_term = int(sys.argv[1]), sys.argv[2] == "1"
+if ignore_term:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(16)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    sum(i * i for i in range(200000))
+    c.close()
+"""
+
+
+def start_server(port, ignore_term=False):
+    p = subprocess.Popen([sys.executable, "-c", SERVER, str(port), "1" if ignore_term else "0"],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "listening"
+    return p
+
+
+class Spreads(unittest.TestCase):
+    def test_spread_drops_missing_values_and_keeps_the_rest(self):
+        s = harness.spread([0.90, None, 0.95, 0.97])
+        self.assertEqual((s["median"], s["min"], s["max"]), (0.95, 0.90, 0.97))
+        self.assertEqual(s["values"], [0.90, 0.95, 0.97])
+        self.assertIsNone(harness.spread([None]))
+        self.assertEqual(harness.median_min_max([3.0, 1.0, 2.0, 10.0]), (2.5, 1.0, 10.0))
+        self.assertIsNone(harness.median_min_max([]))
+
+    def test_fmt_spread(self):
+        self.assertEqual(harness.fmt_spread(harness.spread([0.90, 0.95, 0.97])),
+                         "0.950x [0.900-0.970]")
+        self.assertEqual(harness.fmt_spread(None), "n/a")
+
+    def test_iqr_is_min_max_below_four_values(self):
+        self.assertEqual(harness.iqr([1.0, 3.0, 2.0]), (1.0, 3.0))
+        self.assertEqual(harness.iqr([1.0, 2.0, 3.0, 4.0, 5.0]), (2.0, 4.0))
+
+    def test_median_of_counts_only_runs_that_are_ok(self):
+        runs = [{"ok": True, "qps": 10}, {"ok": False, "qps": 1000}, {"ok": True, "qps": 30},
+                {"ok": True}]
+        self.assertEqual(harness.median_of(runs, "qps"), 20)
+        self.assertIsNone(harness.median_of([{"ok": False, "qps": 1}], "qps"))
+
+
+class Verdicts(unittest.TestCase):
+    def test_a_verdict_only_when_the_whole_spread_is_on_one_side(self):
+        s = harness.spread([0.90, 0.95, 0.97])
+        self.assertEqual(harness.verdict(s), "faster")
+        self.assertEqual(harness.verdict(s, lower_is_better=False), "slower")
+        self.assertEqual(harness.verdict(harness.spread([1.01, 1.2])), "slower")
+        self.assertEqual(harness.verdict(harness.spread([0.9, 1.1])), "level within noise")
+        self.assertEqual(harness.verdict(harness.spread([1.0, 1.1])), "level within noise")
+        self.assertEqual(harness.verdict(None), "no data")
+
+    def test_own_words_for_each_side_and_for_level(self):
+        s = harness.spread([0.8, 0.9])
+        self.assertEqual(harness.verdict(s, words=("less CPU", "more CPU")), "less CPU")
+        self.assertEqual(harness.verdict(harness.spread([0.9, 1.1]), level="level"), "level")
+
+    def test_criterion_thresholds(self):
+        self.assertEqual(harness.criterion_verdict(harness.spread([0.80, 0.85]), 0.90), "met")
+        self.assertEqual(harness.criterion_verdict(harness.spread([0.95, 1.0]), 0.90), "not met")
+        self.assertTrue(harness.criterion_verdict(harness.spread([0.85, 0.95]), 0.90)
+                        .startswith("undecided"))
+
+
+class Servers(unittest.TestCase):
+    def test_resolve_fills_the_port_and_finds_the_binary_in_bindir(self):
+        bindir = os.path.dirname(sys.executable)
+        name = os.path.basename(sys.executable)
+        self.assertEqual(harness.resolve(f"{name} -p {{port}} --x 'a b'", bindir, 4321),
+                         [sys.executable, "-p", "4321", "--x", "a b"])
+        self.assertEqual(harness.resolve("no-such-tool {port}", bindir, 1),
+                         ["no-such-tool", "1"])
+        self.assertEqual(harness.label_of("raw_uring  {port} --no-fixed"), "raw_uring --no-fixed")
+
+    def test_free_port_is_bindable_and_below_the_ephemeral_range(self):
+        port = harness.free_port()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+        if low > 10001:
+            self.assertLess(port, low)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+
+    def test_a_server_is_waited_for_measured_and_stopped(self):
+        port = harness.free_port()
+        p = start_server(port)
+        try:
+            self.assertTrue(harness.wait_accepting(p, port, 10.0))
+            for _ in range(3):
+                with socket.create_connection(("127.0.0.1", port)) as c:
+                    c.recv(1)  # the server closes it after its work
+            self.assertIn(p.pid, harness.tree_pids(p.pid))
+            self.assertGreater(harness.tree_cpu_s(p.pid), 0.0)
+            self.assertIsNotNone(harness.proc_cpu_s(p.pid))
+            self.assertGreater(harness.proc_status(p.pid, "VmRSS"), 0)
+        finally:
+            self.assertEqual(harness.stop(p), -signal.SIGTERM)
+        self.assertIsNone(harness.proc_cpu_s(p.pid))
+        self.assertFalse(harness.wait_accepting(p, port, 1.0))  # it died: no wait
+
+    def test_a_server_that_ignores_sigterm_is_killed(self):
+        port = harness.free_port()
+        p = start_server(port, ignore_term=True)
+        self.assertEqual(harness.stop(p, timeout=0.5), -signal.SIGKILL)
+
+    def test_machine_and_cpu_busy_time_count_up(self):
+        whole, cpu0 = harness.cpu_busy_s(), harness.cpu_busy_s({"0"})
+        self.assertGreater(whole, 0.0)
+        self.assertGreaterEqual(whole, cpu0)
+        before = harness.children_cpu_s()
+        subprocess.run([sys.executable, "-c", "sum(i * i for i in range(300000))"], check=True)
+        self.assertGreater(harness.children_cpu_s(), before)
+        self.assertGreaterEqual(harness.loadavg(), 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
