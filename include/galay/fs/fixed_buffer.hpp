@@ -11,7 +11,7 @@
 // What it buys: for every plain read or write on io_uring the kernel looks up and pins the pages
 // of the buffer, and unpins them at completion; a registered buffer is pinned once, when it is
 // created, and the kernel finds it by its slot number. That is a measurable share of the CPU of
-// small O_DIRECT requests (tools/aio_bench/RESULTS.md), and nothing for large or buffered ones.
+// small O_DIRECT requests (docs/benchmarks/files.md), and nothing for large or buffered ones.
 //
 // Rules, all enforced:
 //  - A FixedBuffer owns its memory (an AlignedBuffer) and is registered with the scheduler of the
