@@ -27,6 +27,7 @@ import json
 import numbers
 import os
 import sys
+import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -155,7 +156,8 @@ def draw(plot, path):
             ax.set_ylim(bottom=0)
         if plot.get("reference") is not None:
             ax.axhline(plot["reference"], color="grey", linestyle="--", linewidth=1)
-        ax.set_title(plot.get("title", plot["name"]))
+        # Long titles wrap instead of running off the figure.
+        ax.set_title("\n".join(textwrap.wrap(plot.get("title", plot["name"]), 70)), fontsize=11)
         ax.set_xlabel(plot.get("x_label", ""))
         ax.set_ylabel(plot.get("y_label", ""))
         ax.grid(True, alpha=0.3)
