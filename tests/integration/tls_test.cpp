@@ -177,6 +177,110 @@ TEST_P(TlsTest, a_second_connection_resumes_the_session) {
     }());
 }
 
+static_assert(io::ReadStream<tls::Stream> && io::WriteStream<tls::Stream> &&
+              io::DuplexStream<tls::Stream>);
+static_assert(io::DuplexStream<TcpStream>); // (the awaited shutdown did not change TcpStream's)
+
+TEST_P(TlsTest, buf_reader_and_buf_writer_work_on_a_tls_stream_unchanged) {
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    run([&]() -> Task<void> {
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        auto write = [&]() -> Task<void> {
+            io::BufWriter writer(h.client, 4096);
+            for (int i = 0; i < 200; ++i) {
+                const std::string line = "line " + std::to_string(i) + "\n";
+                CO_ASSERT((co_await writer.write(line).timeout(5s)));
+            }
+            const std::string big(20000, 'b'); // larger than the writer: one writev
+            CO_ASSERT((co_await writer.write(big).timeout(5s)));
+            CO_ASSERT((co_await writer.write(std::string_view("\nend\n")).timeout(5s)));
+            CO_ASSERT((co_await writer.flush().timeout(5s)));
+        };
+        auto read = [&]() -> Task<void> {
+            io::BufReader reader(h.server, 32768);
+            for (int i = 0; i < 200; ++i) {
+                auto line = co_await reader.read_line().timeout(5s);
+                CO_ASSERT(line.has_value());
+                EXPECT_EQ(*line, "line " + std::to_string(i));
+            }
+            auto big = co_await reader.read_line().timeout(5s);
+            CO_ASSERT(big && big->size() == 20000);
+            auto end = co_await reader.read_line().timeout(5s);
+            CO_ASSERT(end && *end == "end");
+        };
+        co_await when_all(write(), read());
+    }());
+}
+
+TEST_P(TlsTest, copy_bidirectional_proxies_tls_to_plain_tcp) {
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    run([&]() -> Task<void> {
+        // client --TLS--> proxy (tls side | tcp side) --plain--> upstream echo
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        auto [to_upstream, upstream] = co_await connected_pair();
+        auto echo = [&]() -> Task<void> {
+            char buf[8192];
+            for (;;) {
+                auto n = co_await upstream.recv(buf).timeout(20s);
+                CO_ASSERT(n.has_value());
+                if (*n == 0) break;
+                CO_ASSERT((co_await upstream.send_all(std::span(buf, *n)).timeout(20s)));
+            }
+            CO_ASSERT(upstream.shutdown(Shutdown::write).has_value());
+        };
+        io::CopyStats stats;
+        auto proxy = [&]() -> Task<void> {
+            auto r = co_await io::copy_bidirectional(h.server, to_upstream, {.idle_timeout = 20s});
+            CO_ASSERT(r.has_value());
+            stats = *r;
+        };
+        const std::string out = pattern(300000, 11);
+        auto client = [&]() -> Task<void> {
+            auto send = [&]() -> Task<void> {
+                CO_ASSERT((co_await h.client.send_all(out).timeout(20s)));
+                // The end of the client's data: close_notify, passed on as a TCP half-close.
+                CO_ASSERT((co_await h.client.shutdown().timeout(5s)));
+            };
+            auto receive = [&]() -> Task<void> {
+                auto back = co_await recv_exactly(h.client, out.size());
+                CO_ASSERT(back.has_value());
+                EXPECT_TRUE(*back == out);
+                char b[16];
+                auto end = co_await h.client.recv(b).timeout(20s); // the proxy's close_notify
+                CO_ASSERT(end.has_value());
+                EXPECT_EQ(*end, 0u);
+            };
+            co_await when_all(send(), receive());
+        };
+        co_await when_all(echo(), proxy(), client());
+        EXPECT_EQ(stats.a_to_b, out.size());
+        EXPECT_EQ(stats.b_to_a, out.size());
+    }());
+}
+
+TEST(TlsKtls, the_probe_answers_and_user_space_tls_is_used_without_it) {
+    const tls::KtlsProbe& probe = tls::probe_ktls();
+    if (!probe.available) {
+        EXPECT_FALSE(probe.reason.empty());
+        GTEST_SKIP() << "kTLS unavailable: " << probe.reason;
+    }
+    // With kTLS in the kernel, galay still keeps the record layer in user space (it does not
+    // hand the keys over): the stream says so.
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    Scheduler s;
+    s.block_on([&]() -> Task<void> {
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        EXPECT_FALSE(h.client.ktls());
+        EXPECT_FALSE(h.server.ktls());
+    }());
+}
+
 } // namespace
 
 GALAY_INSTANTIATE_BACKENDS(TlsTest);
