@@ -1,6 +1,8 @@
 // A program built against an installed galay-kernel (tests/install/consumers.sh): a TCP round trip
-// on loopback and a file written and read back, on the backend GALAY_BACKEND names (or auto).
+// on loopback and a file written and read back, on the backend GALAY_BACKEND names (or auto), and
+// a TLS client context (OpenSSL linked through the package).
 #include <galay/galay.hpp>
+#include <galay/tls/context.hpp>
 
 #include <unistd.h>
 
@@ -35,7 +37,12 @@ galay::Task<int> round_trip() {
 
 int main() {
     galay::Scheduler sched;
-    const int rc = sched.block_on(round_trip());
+    int rc = sched.block_on(round_trip());
+    try {
+        (void)galay::tls::Context::client({.system_trust = false});
+    } catch (const galay::Error&) {
+        rc = 10;
+    }
     std::printf("%s on %s\n", rc == 0 ? "ok" : "FAILED", sched.backend_name());
     return rc;
 }
