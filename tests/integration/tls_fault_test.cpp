@@ -11,6 +11,8 @@
 
 #include <cstring>
 
+#include <openssl/err.h>
+
 using namespace galay;
 using namespace galay::test;
 using namespace std::chrono_literals;
@@ -311,6 +313,70 @@ TEST_P(TlsFaultTest, an_aborted_task_cancels_the_tls_operation_it_waits_on) {
         auto got = co_await recv_exactly(h.client, 2);
         CO_ASSERT(got && *got == "ok");
     }());
+}
+
+TEST_P(TlsFaultTest, renegotiation_is_refused) {
+    const tls::Context sctx = server_context(pki().server());
+    run([&]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        RawTlsClient raw(pki().ca().cert);
+        SSL_set_max_proto_version(raw.ssl(), TLS1_2_VERSION); // (TLS 1.3 has no renegotiation)
+        tls::Stream server = tls::Stream::server(sctx, std::move(s));
+        auto [client_ok, server_ok] =
+            co_await when_all(raw.handshake(c), as_task(server.handshake().timeout(10s)));
+        CO_ASSERT(client_ok);
+        CO_ASSERT(server_ok.has_value());
+        EXPECT_EQ(server.version(), "TLSv1.2");
+        // The client asks for a new handshake, then sends data; the server answers the request
+        // with a no_renegotiation alert and reads the data as before.
+        CO_ASSERT(SSL_renegotiate(raw.ssl()) == 1);
+        (void)SSL_do_handshake(raw.ssl());
+        std::string wire = raw.take_output();
+        CO_ASSERT(!wire.empty()); // the new ClientHello
+        CO_ASSERT((co_await c.send_all(wire)));
+        char b[64];
+        auto r = co_await server.recv(b).timeout(300ms);
+        CO_ASSERT(!r.has_value()); // no data: the request was refused, nothing renegotiated
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        // The alert reached the client: its renegotiation fails.
+        auto n = co_await c.recv(b).timeout(10s);
+        CO_ASSERT(n && *n > 0);
+        raw.feed(std::span<const char>(b, *n));
+        const int hs = SSL_do_handshake(raw.ssl());
+        EXPECT_NE(hs, 1);
+        const unsigned long err = ERR_peek_error();
+        char text[256];
+        ERR_error_string_n(err, text, sizeof text);
+        EXPECT_NE(std::string(text).find("renegotiation"), std::string::npos) << text;
+        ERR_clear_error();
+        EXPECT_EQ(SSL_renegotiate_pending(raw.ssl()), 1); // never completed
+        EXPECT_FALSE(server.session_reused());
+    }());
+}
+
+TEST(TlsKtlsFallback, preferred_says_once_that_it_falls_back_automatic_says_nothing) {
+    const tls::Context quiet =
+        tls::Context::server({.cert_file = pki().server().cert, .key_file = pki().server().key});
+    const tls::Context loud = tls::Context::server({.cert_file = pki().server().cert,
+                                                    .key_file = pki().server().key,
+                                                    .ktls = tls::Ktls::preferred});
+    Scheduler sched;
+    auto streams = [&](const tls::Context& ctx, int n) -> std::string {
+        ::testing::internal::CaptureStderr();
+        sched.block_on([&]() -> Task<void> {
+            for (int i = 0; i < n; ++i) {
+                auto [c, s] = co_await connected_pair();
+                tls::Stream stream = tls::Stream::server(ctx, std::move(s));
+                EXPECT_FALSE(stream.ktls()); // (galay does not hand keys to the kernel)
+            }
+        }());
+        return ::testing::internal::GetCapturedStderr();
+    };
+    EXPECT_EQ(streams(quiet, 2), "");
+    const std::string err = streams(loud, 3);
+    const std::size_t first = err.find("galay tls: kTLS not used");
+    ASSERT_NE(first, std::string::npos) << err;
+    EXPECT_EQ(err.find("galay tls: kTLS not used", first + 1), std::string::npos) << err;
 }
 
 } // namespace
