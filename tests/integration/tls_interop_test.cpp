@@ -1,5 +1,6 @@
 // TLS against real peers, on every backend: galay's client against `openssl s_server`, galay's
-// server against `openssl s_client` (TLS 1.3 and 1.2), as processes on loopback ephemeral ports.
+// server against `openssl s_client` (TLS 1.3 and 1.2) and Python's ssl module, as processes on
+// loopback ephemeral ports.
 #include "support/process.hpp"
 #include "support/tls_pair.hpp"
 
@@ -109,6 +110,63 @@ TEST_P(TlsInteropTest, openssl_s_client_talks_to_the_galay_server) {
         EXPECT_NE(r.out.find("HELLO FROM S_CLIENT"), std::string::npos) << r.out << r.err;
         EXPECT_EQ(negotiated, std::string(version) == "-tls1_3" ? "TLSv1.3" : "TLSv1.2");
     }
+}
+
+// Python's ssl module (OpenSSL underneath too, but its own state machine driving and a blocking
+// socket): a client that verifies galay's server and sends 1 MiB in pieces of odd sizes.
+TEST_P(TlsInteropTest, a_python_ssl_client_echoes_through_the_galay_server) {
+    if (run_process({"python3", "-c", "import ssl"}).exit_code != 0)
+        GTEST_SKIP() << "SKIP: python3 with the ssl module is not installed";
+    const tls::Context sctx = server_context(pki().server(), {"http/1.1"});
+    TcpListener l = listen_loopback();
+    const std::uint16_t port = l.local_addr()->port();
+    std::uint64_t echoed = 0;
+    std::string alpn;
+    std::thread server([&] {
+        Scheduler s(options());
+        s.block_on([&]() -> Task<void> {
+            auto conn = co_await l.accept().timeout(30s);
+            CO_ASSERT(conn.has_value());
+            tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
+            auto hs = co_await t.handshake().timeout(30s);
+            EXPECT_TRUE(hs.has_value()) << t.last_error();
+            if (!hs) co_return;
+            alpn = t.alpn();
+            char buf[7000];
+            for (;;) {
+                auto n = co_await t.recv(buf).timeout(30s);
+                CO_ASSERT(n.has_value());
+                if (*n == 0) break; // the client's close_notify (unwrap)
+                CO_ASSERT((co_await t.send_all(std::span(buf, *n)).timeout(30s)));
+                echoed += *n;
+            }
+            CO_ASSERT((co_await t.shutdown().timeout(10s)));
+        }());
+    });
+    const std::string script = R"(
+import hashlib, socket, ssl, sys
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.set_alpn_protocols(["http/1.1"])
+raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+s = ctx.wrap_socket(raw, server_hostname="localhost")
+data = bytes((i * 7 + i // 251) % 256 for i in range(1 << 20))
+sent, got, sizes, k = 0, bytearray(), [1, 5, 4096, 16384, 16385, 100000, 3], 0
+while sent < len(data):
+    n = sizes[k % len(sizes)]; k += 1
+    s.sendall(data[sent:sent + n]); sent += n
+    while len(got) < min(sent, len(data)):
+        got += s.recv(65536)
+version, alpn = s.version(), s.selected_alpn_protocol()
+s.unwrap()  # close_notify, and the server's in return
+print("ok" if bytes(got) == data else "mismatch", version, alpn)
+)";
+    ProcessResult r = run_process({"python3", "-c", script, std::to_string(port), pki().ca().cert});
+    server.join();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ok TLSv1.3 http/1.1\n") << r.err;
+    EXPECT_EQ(echoed, 1u << 20);
+    EXPECT_EQ(alpn, "http/1.1");
 }
 
 } // namespace
