@@ -315,6 +315,28 @@ TEST_P(TlsFaultTest, an_aborted_task_cancels_the_tls_operation_it_waits_on) {
     }());
 }
 
+TEST_P(TlsFaultTest, join_handle_abort_cancels_a_handshake_in_progress) {
+    const tls::Context cctx = client_context();
+    run([&]() -> Task<void> {
+        auto [c, s] = co_await connected_pair(); // `s` never answers
+        tls::Stream client = tls::Stream::client(cctx, std::move(c), "localhost");
+        bool waiting = false;
+        auto handshake = [&]() -> Task<std::error_code> { // (named: outlives the task)
+            waiting = true;
+            auto r = co_await client.handshake();
+            co_return r ? std::error_code() : r.error();
+        };
+        JoinHandle<std::error_code> h = spawn(handshake());
+        for (int spins = 0; !waiting; ++spins) {
+            CO_ASSERT(spins < 1000);
+            (void)co_await sleep(0ns);
+        }
+        h.abort();
+        const std::error_code e = co_await h;
+        EXPECT_EQ(e, std::errc::operation_canceled);
+    }());
+}
+
 TEST_P(TlsFaultTest, renegotiation_is_refused) {
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
