@@ -337,6 +337,40 @@ TEST_P(TlsFaultTest, join_handle_abort_cancels_a_handshake_in_progress) {
     }());
 }
 
+TEST_P(TlsFaultTest, a_key_update_the_peer_requests_is_answered) {
+    const tls::Context sctx = server_context(pki().server());
+    run([&]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        RawTlsClient raw(pki().ca().cert);
+        tls::Stream server = tls::Stream::server(sctx, std::move(s));
+        auto [client_ok, server_ok] =
+            co_await when_all(raw.handshake(c), as_task(server.handshake().timeout(10s)));
+        CO_ASSERT(client_ok);
+        CO_ASSERT(server_ok.has_value());
+        // The client updates its keys and asks the server to update its own: reading the request
+        // makes the server write a KeyUpdate, which must reach the client before its next record.
+        CO_ASSERT(SSL_key_update(raw.ssl(), SSL_KEY_UPDATE_REQUESTED) == 1);
+        CO_ASSERT((co_await c.send_all(raw.encrypt("ping")).timeout(10s)));
+        auto got = co_await recv_exactly(server, 4);
+        CO_ASSERT(got && *got == "ping");
+        CO_ASSERT((co_await server.send_all(std::string_view("pong")).timeout(10s)));
+        std::string plain;
+        char b[4096];
+        while (plain.size() < 4) {
+            auto n = co_await c.recv(b).timeout(10s);
+            CO_ASSERT(n && *n > 0);
+            raw.feed(std::span<const char>(b, *n));
+            char p[64];
+            const int r = SSL_read(raw.ssl(), p, sizeof p);
+            if (r > 0)
+                plain.append(p, static_cast<std::size_t>(r));
+            else
+                CO_ASSERT(SSL_get_error(raw.ssl(), r) == SSL_ERROR_WANT_READ);
+        }
+        EXPECT_EQ(plain, "pong");
+    }());
+}
+
 TEST_P(TlsFaultTest, renegotiation_is_refused) {
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
