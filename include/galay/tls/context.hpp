@@ -37,7 +37,9 @@ enum class Ktls {
     preferred, ///< as automatic, and say once per process on stderr when falling back
 };
 
+/// What probe_ktls() found.
 struct KtlsProbe {
+    /// The kernel accepts the "tls" upper-layer protocol.
     bool available = false;
     std::string reason; ///< why not, when not
 };
@@ -46,29 +48,39 @@ struct KtlsProbe {
 /// Probed once per process.
 const KtlsProbe& probe_ktls();
 
+/// What a server context is built from (Context::server).
 struct ServerConfig {
-    /// The certificate chain (leaf first) and its private key, as PEM files...
-    std::string cert_file{}, key_file{};
-    /// ... or as PEM text (used when the file name is empty).
-    std::string cert_pem{}, key_pem{};
+    /// The certificate chain (leaf first), as a PEM file...
+    std::string cert_file{};
+    /// ... and its private key, as a PEM file.
+    std::string key_file{};
+    /// The certificate chain as PEM text (used when cert_file is empty).
+    std::string cert_pem{};
+    /// The private key as PEM text (used when key_file is empty).
+    std::string key_pem{};
     /// ALPN protocols in preference order ("h2", "http/1.1"); empty: no ALPN.
     std::vector<std::string> alpn{};
     /// Session tickets (stateless resumption).
     bool session_tickets = true;
+    /// Kernel TLS: off, automatic or preferred (see Ktls).
     Ktls ktls = Ktls::automatic;
 };
 
+/// What a client context is built from (Context::client).
 struct ClientConfig {
     /// Verify the peer's certificate chain and that it names the host (SSL_set1_host).
     bool verify = true;
     /// Trust the system store (OpenSSL's default verify paths, SSL_CERT_FILE / SSL_CERT_DIR).
     bool system_trust = true;
-    /// An extra CA to trust, as a PEM file or PEM text.
-    std::string ca_file{}, ca_pem{};
+    /// An extra CA to trust, as a PEM file...
+    std::string ca_file{};
+    /// ... or as PEM text.
+    std::string ca_pem{};
     /// ALPN protocols to offer, in preference order.
     std::vector<std::string> alpn{};
     /// Keep the last session per host and port and offer it on the next connection.
     bool session_cache = true;
+    /// Kernel TLS: off, automatic or preferred (see Ktls).
     Ktls ktls = Ktls::automatic;
 };
 
@@ -76,6 +88,7 @@ namespace detail {
 struct ContextState;
 }
 
+/// A TLS configuration (an OpenSSL SSL_CTX), shared by its copies and the streams made from it.
 class Context {
 public:
     /// Build a server context; throws galay::Error with OpenSSL's reason on bad input.
@@ -83,12 +96,14 @@ public:
     /// Build a client context; throws galay::Error with OpenSSL's reason on bad input.
     static Context client(const ClientConfig& config = {});
 
+    /// Built by Context::server (else by Context::client).
     bool is_server() const noexcept;
+    /// The kTLS setting it was built with.
     Ktls ktls() const noexcept;
     /// The OpenSSL context, for settings galay does not wrap (it stays owned by the Context).
     ssl_ctx_st* native() const noexcept;
 
-    // (used by Stream)
+    /// The shared state (what Stream keeps alive).
     const std::shared_ptr<detail::ContextState>& state() const noexcept { return state_; }
 
 private:

@@ -16,6 +16,7 @@
 
 namespace galay::tls {
 
+/// What only TLS can get wrong (transport failures keep their errno codes).
 enum class errc {
     handshake_failed = 1,      ///< the handshake failed (OpenSSL's reason in last_error())
     certificate_verify_failed, ///< the peer's certificate did not verify (expired, wrong host,
@@ -27,8 +28,10 @@ enum class errc {
     not_connected,  ///< an operation that needs the handshake, before it completed
 };
 
+/// The category of `tls::errc` codes ("galay.tls").
 const std::error_category& tls_category() noexcept;
 
+/// `e` as a `std::error_code` (so `ec == tls::errc::truncated` works).
 inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), tls_category()};
 }

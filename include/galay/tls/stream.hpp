@@ -101,6 +101,8 @@ galay::detail::CachedTask<Result<void>> shutdown_slow(galay::detail::FrameCache&
 
 } // namespace detail
 
+/// A TLS connection over a TcpStream (see the top of this header). Move-only; destroying it
+/// closes the socket (without close_notify: shutdown() first for a clean end).
 class Stream {
 public:
     /// The server side of a connection accepted on `tcp`.
@@ -109,20 +111,29 @@ public:
     /// a name, and what the certificate is verified against unless the context says otherwise.
     static Stream client(const Context& ctx, TcpStream tcp, std::string_view host);
 
+    /// No connection (every operation fails with `errc::not_connected`).
     Stream() noexcept = default;
+    /// Only while no operation is in flight (operations point to what the stream owns, which
+    /// moves with it).
     Stream(Stream&&) noexcept = default;
+    /// As the move constructor.
     Stream& operator=(Stream&&) noexcept = default;
 
+    /// The handshake -> Result<void> (made by handshake()).
     class [[nodiscard]] Handshake : public io::detail::Deadlined<Handshake> {
     public:
+        /// The handshake of the stream behind `c`.
         explicit Handshake(detail::Core* c) noexcept
             : c_(c) {}
+        /// Awaiter protocol: ready when the handshake is already done.
         bool await_ready() const noexcept { return c_ == nullptr || c_->handshaken; }
+        /// Awaiter protocol: runs the handshake's coroutine.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = detail::handshake_slow(c_->write_frames, *c_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: done, or why not.
         Result<void> await_resume() {
             if (c_ == nullptr) return std::unexpected(make_error_code(errc::not_connected));
             if (!slow_.valid()) return {};
@@ -134,11 +145,14 @@ public:
         galay::detail::CachedTask<Result<void>> slow_;
     };
 
+    /// A receive of plaintext -> Result<size_t> (made by recv()).
     class [[nodiscard]] Recv : public io::detail::Deadlined<Recv> {
     public:
+        /// Up to buf.size() bytes from the stream behind `c`.
         Recv(detail::Core* c, std::span<char> buf) noexcept
             : c_(c)
             , buf_(buf) {}
+        /// Awaiter protocol: ready when OpenSSL already has plaintext (or the stream failed).
         bool await_ready() {
             if (c_ == nullptr)
                 ready_.emplace(std::unexpected(make_error_code(errc::not_connected)));
@@ -146,11 +160,13 @@ public:
                 ready_ = c_->try_recv(buf_);
             return ready_.has_value();
         }
+        /// Awaiter protocol: waits for records from the socket.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = detail::recv_slow(c_->read_frames, *c_, buf_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: the bytes received (0: close_notify), or the error.
         Result<std::size_t> await_resume() {
             if (ready_) return std::move(*ready_);
             return slow_.take();
@@ -163,23 +179,29 @@ public:
         galay::detail::CachedTask<Result<std::size_t>> slow_;
     };
 
+    /// A send -> Result<size_t> (made by send(), send_all() and writev()).
     class [[nodiscard]] Write : public io::detail::Deadlined<Write> {
     public:
+        /// The bytes of `iov` (all of them when `all`) to the stream behind `c`.
         Write(detail::Core* c, std::span<const iovec> iov, bool all) noexcept
             : c_(c)
             , iov_(iov)
             , all_(all) {}
+        /// The bytes of `buf` (all of them when `all`) to the stream behind `c`.
         Write(detail::Core* c, std::span<const char> buf, bool all) noexcept
             : c_(c)
             , one_{const_cast<char*>(buf.data()), buf.size()}
             , all_(all) {}
+        /// Awaiter protocol: ready only without a stream (the error).
         bool await_ready() const noexcept { return c_ == nullptr; }
+        /// Awaiter protocol: encrypts and sends in the send's coroutine.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             const std::span<const iovec> iov = iov_.data() != nullptr ? iov_ : std::span(&one_, 1);
             slow_ = detail::write_slow(c_->write_frames, *c_, iov, all_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: the bytes taken, or the error.
         Result<std::size_t> await_resume() {
             if (c_ == nullptr) return std::unexpected(make_error_code(errc::not_connected));
             return slow_.take();
@@ -193,17 +215,22 @@ public:
         galay::detail::CachedTask<Result<std::size_t>> slow_;
     };
 
+    /// close_notify and a TCP shutdown -> Result<void> (made by shutdown()).
     class [[nodiscard]] ShutdownOp : public io::detail::Deadlined<ShutdownOp> {
     public:
+        /// Shut the stream behind `c` (`how`: what the TCP shutdown after close_notify stops).
         ShutdownOp(detail::Core* c, Shutdown how) noexcept
             : c_(c)
             , how_(how) {}
+        /// Awaiter protocol: ready only without a stream (the error).
         bool await_ready() const noexcept { return c_ == nullptr; }
+        /// Awaiter protocol: sends close_notify in the shutdown's coroutine.
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
             slow_ = detail::shutdown_slow(c_->write_frames, *c_, how_, this->deadline_ns_);
             return slow_.start(h);
         }
+        /// Awaiter protocol: done, or why not.
         Result<void> await_resume() {
             if (c_ == nullptr) return std::unexpected(make_error_code(errc::not_connected));
             return slow_.take();
@@ -234,7 +261,9 @@ public:
     /// Close the socket (no close_notify: shutdown() first for a clean end).
     [[nodiscard]] galay::detail::CloseAwaitable close() noexcept;
 
+    /// The socket is open.
     bool is_open() const noexcept { return core_ != nullptr && core_->tcp.is_open(); }
+    /// Made by Stream::server.
     bool is_server() const noexcept { return core_ != nullptr && core_->server; }
     /// The negotiated ALPN protocol ("" when none).
     std::string_view alpn() const noexcept;
@@ -254,7 +283,10 @@ public:
     }
     /// The X509 verify result of the peer's certificate (X509_V_OK = 0 when it verified).
     long verify_result() const noexcept;
+    /// The TCP stream underneath (socket options; its bytes are the TLS records': do not send
+    /// or receive on it).
     TcpStream& tcp() noexcept { return core_->tcp; }
+    /// The OpenSSL connection, for what galay does not wrap.
     ssl_st* native() const noexcept { return core_ ? core_->ssl : nullptr; }
 
 private:
