@@ -5,13 +5,17 @@
 using namespace std::chrono_literals;
 
 galay::Task<void> serve(const galay::tls::Context& ctx, galay::TcpStream conn) {
-    galay::tls::Stream tls = galay::tls::Stream::server(ctx, std::move(conn));
-    if (!co_await tls.handshake().timeout(10s)) co_return;
+    auto tls = galay::tls::Stream::server(ctx, std::move(conn));
+    auto hello = co_await tls.handshake().timeout(10s);
+    if (!hello) co_return;
     galay::io::BufReader reader(tls);
-    while (auto line = co_await reader.read_line().timeout(30s)) {
+    for (;;) {
+        auto line = co_await reader.read_line().timeout(30s);
+        if (!line) break;             // closed, truncated or idle
         if (!line->empty()) continue; // a request's head ends with an empty line
-        std::string_view answer = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n";
-        if (!co_await tls.send_all(answer).timeout(10s)) break;
+        auto sent = co_await tls.send_all(
+            std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n"));
+        if (!sent) break;
     }
     (void)co_await tls.shutdown().timeout(1s); // close_notify
 }
@@ -22,7 +26,9 @@ int main(int argc, char** argv) {
     galay::block_on([&]() -> galay::Task<void> {
         auto listener = galay::TcpListener::bind(*galay::SocketAddr::parse("0.0.0.0:8443"));
         if (!listener) throw galay::Error(listener.error(), "listen on 8443");
-        while (auto conn = co_await listener->accept())
-            galay::spawn(serve(ctx, std::move(*conn)));
+        for (;;) {
+            auto conn = co_await listener->accept();
+            if (conn) galay::spawn(serve(ctx, std::move(*conn)));
+        }
     }());
 }
