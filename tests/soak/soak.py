@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Bounded soak: find what leaks or breaks over many connection and file cycles.
 
-    python3 tests/soak/soak.py --bin build/release/bin --duration 180     # make soak
-    python3 tests/soak/soak.py --bin build/release/bin --duration 30      # CI
+    python3 tests/soak/soak.py --bin build/soak/bin --duration 180     # make soak
+    python3 tests/soak/soak.py --bin build/soak/bin --duration 30      # CI (the soak preset: release + fault injection)
 
 For each backend (io_uring where the kernel allows it, epoll):
 
@@ -237,7 +237,7 @@ def local_phase(args, backend, seconds, faults):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default="build/release/bin", help="where bench_server and soak_local are")
+    ap.add_argument("--bin", default="build/soak/bin", help="where bench_server and soak_local are")
     ap.add_argument("--duration", type=float, default=180, help="seconds in all (default 180)")
     ap.add_argument("--backends", default="io_uring,epoll")
     ap.add_argument("--concurrency", type=int, default=32, help="concurrent churn clients")
