@@ -160,7 +160,8 @@ class Servers:
     """What can run here. `https`: name -> function(port) -> (argv, env); `proxies`: name ->
     (function(port, upstream) -> (argv, env), tls: bool)."""
 
-    def __init__(self, bindir, work, certs, want_parts):
+    def __init__(self, bindir, work, certs, want_parts, only=None):
+        """`only`: the names that will run (None: all); Go is built only when it is one."""
         self.bindir, self.work, self.certs = bindir, work, certs
         self.https, self.proxies, self.missing = {}, {}, []
         self.root = os.path.join(work, "www")
@@ -188,7 +189,7 @@ class Servers:
                 self.https["nginx"] = lambda port: self._nginx(nginx, port)
             else:
                 self.missing.append("nginx: not installed (apt-get install nginx-light): skipped")
-            go_bin = self._go_server()
+            go_bin = self._go_server() if only is None or "go" in only else None
             if go_bin:
                 env = dict(os.environ, GOMAXPROCS="1")
                 self.https["go"] = lambda port: (
@@ -808,7 +809,7 @@ def measure(args, parts, log=note):
         logdir = os.path.join(work, "logs")
         os.makedirs(logdir)
         args.seq = 0
-        servers = Servers(args.bin, work, certs, parts)
+        servers = Servers(args.bin, work, certs, parts, args.only)
         result["missing"] += servers.missing
         if {"https", "handshake"} & set(parts):
             measure_https_handshake(servers, parts, args, logdir, result, log)
