@@ -3,7 +3,7 @@
 
     python3 bench/tls.py [--bin build/release/bin] [--parts https,handshake,echo] [-c 100,1000]
                          [--pairs 3] [-d 5] [--warmup 1] [--hs-conns 100] [--echo-conns 50]
-                         [--bytes 16384] [--servers NAMES] [--quick] [--json] [--out FILE]
+                         [--bytes 16384,262144] [--servers NAMES] [--quick] [--json] [--out FILE]
 
 Three parts, every server pinned to CPU 1 (--server-cpu), every load generator to CPU 0
 (--client-cpu), with one ECDSA P-256 certificate made at run time (openssl CLI: a CA and a leaf
@@ -34,7 +34,8 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              (copy_bidirectional(tls, tcp)), the same proxy without TLS (tcp_proxy, with
              tls_load --plain) and the hand-written floor, tls_echo_raw --upstream (raw OpenSSL
              over epoll, bench/baselines/tls_echo_raw.cpp); --echo-conns persistent connections
-             each echoing --bytes messages, every byte compared. Figure: bytes through per
+             each echoing messages of each --bytes size (16 KiB and 256 KiB: a relay is judged
+             at large messages), every byte compared. Figure: bytes through per
              proxy CPU-second (the upstream's CPU not counted).
 
 Method (bench/http.py's): every round starts every server once, in an order rotated from round
@@ -463,31 +464,40 @@ def run_server_cases(servers, name, cases, args, logdir, tag):
 
 
 def run_proxy(servers, name, upstream, args, logdir, tag):
-    """One proxy: started, checked with one echo, then the measured TLS (or plain) echo."""
+    """One proxy: started, checked with one echo, then the measured TLS (or plain) echo at each
+    message size of args.sizes. {size: record}."""
     make, tls = servers.proxies[name]
-    rec = failed_record(name, "echo", [])
-    proc, log, port = start(lambda port: make(port, upstream), name, tag, args, logdir, rec)
+    probe = {"problems": []}
+    proc, log, port = start(lambda port: make(port, upstream), name, tag, args, logdir, probe)
+    out = {}
     try:
-        if not rec["problems"]:
+        if not probe["problems"]:
             try:
                 why = echo_check(port, servers.certs["ca"], tls)
             except (OSError, ssl.SSLError) as e:
                 why = f"echo check: {e}"
             if why:
-                rec["problems"].append(why)
-        if rec["problems"]:
-            return rec
-        extra = ["-c", str(args.echo_conns), "--mode", "echo", "--bytes", str(args.bytes)] + \
-                ([] if tls else ["--plain"])
-        r, cpu, problem = run_tls_load(proc, port, extra, args)
-        rec = failed_record(name, "echo", [problem]) if problem else echo_record(name, r, cpu)
-        if proc.poll() is not None:
-            rec["problems"].append(f"proxy died during the run (exit {proc.returncode})")
-            rec["ok"] = False
-        return rec
+                probe["problems"].append(why)
+        for size in args.sizes:
+            if probe["problems"]:
+                out[size] = failed_record(name, f"echo {size} B", probe["problems"])
+                continue
+            extra = ["-c", str(args.echo_conns), "--mode", "echo", "--bytes", str(size)] + \
+                    ([] if tls else ["--plain"])
+            r, cpu, problem = run_tls_load(proc, port, extra, args)
+            rec = (failed_record(name, f"echo {size} B", [problem]) if problem
+                   else echo_record(name, r, cpu))
+            rec["case"] = f"echo {size} B"
+            if proc.poll() is not None:
+                rec["problems"].append(f"proxy died during the run (exit {proc.returncode})")
+                rec["ok"] = False
+            out[size] = rec
     finally:
-        rec["server_exit"] = echo.stop(proc)
+        code = echo.stop(proc)
         log.close()
+    for rec in out.values():
+        rec["server_exit"] = code
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,6 +677,7 @@ def report_lines(result):
 def account(rec, rnd, pairs_n, result, log, galay):
     rec["round"] = rnd + 1
     case = rec.get("case") or f"https c={rec.get('connections')}"
+    case = {"full": "new, full", "resumed": "new, resumed"}.get(case, case)
     what = f"  {case:14} round {rnd + 1}/{pairs_n} {rec['server']:26}"
     if not rec["ok"]:
         log(f"{what} FAILED: {'; '.join(rec['problems'])}")
@@ -752,21 +763,24 @@ def measure_echo(servers, args, logdir, result, log):
             result["failures"].append(f"the echo upstream raw_epoll did not start; log "
                                       f"{up_log.name}")
             return
-        rounds = []
+        rounds = {size: [] for size in args.sizes}
         for rnd in range(args.pairs):
-            per = {}
+            per = {size: {} for size in args.sizes}
             for name in rotated(names, rnd):
                 args.seq += 1
-                rec = run_proxy(servers, name, f"127.0.0.1:{up_port}", args, logdir,
-                                f"{args.seq:03d}")
-                per[name] = rec
-                account(rec, rnd, args.pairs, result, log, GALAY_TLS_PROXY + GALAY_TCP_PROXY)
-            rounds.append(per)
-        medians, ratios = summarise(rounds, names, ECHO_ROWS, ECHO_PAIRS,
-                                    [("per_cpu", "mb_per_cpu_s"), ("cpu", "cpu_ns_per_byte")])
-        result["echo"].append({"connections": args.echo_conns, "bytes": args.bytes,
-                               "servers": names, "medians": medians, "ratios": ratios,
-                               "runs": rounds})
+                recs = run_proxy(servers, name, f"127.0.0.1:{up_port}", args, logdir,
+                                 f"{args.seq:03d}")
+                for size, rec in recs.items():
+                    per[size][name] = rec
+                    account(rec, rnd, args.pairs, result, log, GALAY_TLS_PROXY + GALAY_TCP_PROXY)
+            for size in args.sizes:
+                rounds[size].append(per[size])
+        for size in args.sizes:
+            medians, ratios = summarise(rounds[size], names, ECHO_ROWS, ECHO_PAIRS,
+                                        [("per_cpu", "mb_per_cpu_s"), ("cpu", "cpu_ns_per_byte")])
+            result["echo"].append({"connections": args.echo_conns, "bytes": size,
+                                   "servers": names, "medians": medians, "ratios": ratios,
+                                   "runs": rounds[size]})
     finally:
         echo.stop(upstream)
         up_log.close()
@@ -777,7 +791,7 @@ def measure(args, parts, log=note):
     result = {"config": {"parts": list(parts), "connections": args.conns, "pairs": args.pairs,
                          "warmup": args.warmup, "duration": args.duration,
                          "hs_conns": args.hs_conns, "echo_conns": args.echo_conns,
-                         "bytes": args.bytes, "bin": args.bin,
+                         "bytes": args.sizes, "bin": args.bin,
                          "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
                          "client_tls": "TLS 1.3, TLS_AES_128_GCM_SHA256, X25519",
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -823,10 +837,10 @@ def measure(args, parts, log=note):
 def settings(bindir, quick, pairs=None):
     """The argument namespace measure() takes, for suite_section and tests."""
     ns = argparse.Namespace(bin=bindir, conns=[100, 1000], pairs=3, duration=5.0, warmup=1.0,
-                            hs_conns=100, echo_conns=50, bytes=16384, only=None,
+                            hs_conns=100, echo_conns=50, sizes=[16384, 262144], only=None,
                             server_cpu="1", client_cpu="0")
     if quick:
-        ns.pairs, ns.duration, ns.warmup, ns.conns = 1, 1.0, 1.0, [100]
+        ns.pairs, ns.duration, ns.warmup, ns.conns, ns.sizes = 1, 1.0, 1.0, [100], [16384]
     if pairs:
         ns.pairs = pairs
     return ns
@@ -867,7 +881,8 @@ def main():
     ap.add_argument("--hs-conns", type=int, default=100,
                     help="handshake part: connections in flight")
     ap.add_argument("--echo-conns", type=int, default=50, help="echo part: connections")
-    ap.add_argument("--bytes", type=int, default=16384, help="echo part: message size")
+    ap.add_argument("--bytes", default="16384,262144",
+                    help="echo part: message sizes, comma-separated (--quick: 16384)")
     ap.add_argument("--servers", help="only these, comma-separated (e.g. galay-epoll,nginx)")
     ap.add_argument("--quick", action="store_true",
                     help="1 round, 1 s warm-up + 1 s, 100 connections")
@@ -887,18 +902,24 @@ def main():
         conns = [int(x) for x in args.connections.split(",") if x]
     except ValueError:
         ap.error(f"-c: expected comma-separated numbers, got {args.connections!r}")
+    try:
+        sizes = [int(x) for x in args.bytes.split(",") if x]
+    except ValueError:
+        ap.error(f"--bytes: expected comma-separated numbers, got {args.bytes!r}")
     if args.quick:
         args.pairs, args.warmup, args.duration, conns = 1, 1.0, 1.0, [100]
+        if args.bytes == ap.get_default("bytes"):
+            sizes = [16384]
     if args.pairs < 1 or args.duration <= 0 or args.warmup < 0 or not conns or min(conns) < 1:
         ap.error("--pairs and -c must be at least 1, -d above 0, --warmup at least 0")
-    if args.hs_conns < 1 or args.echo_conns < 1 or args.bytes < 1:
+    if args.hs_conns < 1 or args.echo_conns < 1 or not sizes or min(sizes) < 1:
         ap.error("--hs-conns, --echo-conns and --bytes must be at least 1")
     known = set(GALAY_HTTPS + OTHER_HTTPS + GALAY_TLS_PROXY + GALAY_TCP_PROXY + (RAW_TLS_PROXY,))
     args.only = set(args.servers.split(",")) if args.servers else None
     if args.only is not None and not args.only <= known:
         ap.error(f"--servers: unknown {', '.join(sorted(args.only - known))} "
                  f"(known: {', '.join(sorted(known))})")
-    args.conns = conns
+    args.conns, args.sizes = conns, sizes
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else note
     log(f"servers on CPU {args.server_cpu}, load on CPU {args.client_cpu}; {args.pairs} "
         f"round(s) of {args.warmup} s warm-up + {args.duration} s; parts {', '.join(parts)}; "
