@@ -2,7 +2,8 @@
 """TLS on galay against nginx, Go and raw OpenSSL, in one command.
 
     python3 bench/tls.py [--bin build/release/bin] [--parts https,handshake,echo] [-c 100,1000]
-                         [--pairs 3] [-d 5] [--warmup 1] [--hs-conns 100] [--echo-conns 50]
+                         [--pairs 3] [-d 5] [--warmup 1] [--https-load tls_load|wrk]
+                         [--hs-conns 100] [--echo-conns 50]
                          [--bytes 16384,262144] [--servers NAMES] [--quick] [--json] [--out FILE]
 
 Three parts, every server pinned to CPU 1 (--server-cpu), every load generator to CPU 0
@@ -12,14 +13,16 @@ group for every server: the clients (wrk, tls_load) run with an OpenSSL configur
 (OPENSSL_CONF) that offers only TLS 1.3, TLS_AES_128_GCM_SHA256 and X25519, so no server can pick
 another (the one Go picks on its own). The negotiated version, suite and group are in the tables.
 
-  https      HTTPS keep-alive GET / ("Hello, World!") at each -c, wrk with one thread on
-             https:// (Debian's wrk has OpenSSL): galay-io_uring and galay-epoll (http_server
-             --tls-cert --tls-key --backend B), nginx (one worker, ssl_protocols TLSv1.3, the
-             config made in a temp dir), go (net/http ListenAndServeTLS, GOMAXPROCS=1:
-             bench/control/go_https). The survey's columns of bench/http.py (requests/s, server
-             CPU per request, latency percentiles, errors). Each run opens its -c connections
-             afresh, so its first -c requests carry a full handshake each (at 1,000 connections
-             and ~100k requests, ~1% of the requests).
+  https      HTTPS keep-alive GET / ("Hello, World!") at each -c: galay-io_uring and
+             galay-epoll (http_server --tls-cert --tls-key --backend B), nginx (one worker,
+             ssl_protocols TLSv1.3, the config made in a temp dir), go (net/http
+             ListenAndServeTLS, GOMAXPROCS=1: bench/control/go_https). The survey's columns of
+             bench/http.py (requests/s, server CPU per request, latency percentiles, errors).
+             The load (--https-load): tls_load --mode keepalive by default, wrk -t1's closed loop
+             (one request outstanding per connection) on raw OpenSSL, whose measured window
+             begins once every connection has done its handshake; or wrk -t1 on https://
+             (Debian's wrk has OpenSSL), whose measured run opens its -c connections itself: at
+             1,000 connections those handshakes were a quarter of nginx's CPU in a 5 s run.
   handshake  New TLS 1.3 connections per server CPU-second, same four servers: tls_load (a
              one-thread epoll load generator on raw OpenSSL, bench/baselines/tls_load.cpp) keeps
              --hs-conns connections in flight, each a handshake, one GET / with
@@ -351,6 +354,23 @@ def run_wrk(rec, proc, port, conns, args):
     hb.fill_record(rec, proc, cp.returncode, cp.stdout, cp.stderr, cpu1 - cpu0)
 
 
+def run_keepalive(rec, proc, port, conns, args):
+    """HTTPS keep-alive under tls_load --mode keepalive: the survey's columns from its measured
+    window, which begins once every connection has done its handshake."""
+    r, cpu, problem = run_tls_load(proc, port, ["-c", str(conns), "--mode", "keepalive"], args)
+    if problem:
+        rec["problems"].append(problem)
+        rec["ok"] = False
+        return
+    hb.set_columns(rec, proc, r["requests"], r["errors"], r["error_kinds"],
+                   100.0 * r["errors"] / max(r["requests"] + r["errors"], 1), r["duration_s"],
+                   r["latency_us"], cpu, r["requests"])
+    rec["negotiated"] = r["negotiated"]
+    if not r["requests"]:
+        rec["problems"].append(f"no response in the measured window ({r['first_error']})")
+        rec["ok"] = False
+
+
 def run_tls_load(proc, port, extra, args):
     """tls_load on the client CPU with --warmup and -d, the server tree's CPU read when its
     measured window begins (its `measuring` line) and when it exits: (its JSON or None, server
@@ -444,7 +464,10 @@ def run_server_cases(servers, name, cases, args, logdir, tag):
                 continue
             if case[0] == "https":
                 rec = hb.new_record(name, "https", case[1])
-                run_wrk(rec, proc, port, case[1], args)
+                if args.https_load == "wrk":
+                    run_wrk(rec, proc, port, case[1], args)
+                else:
+                    run_keepalive(rec, proc, port, case[1], args)
             else:
                 extra = ["-c", str(args.hs_conns), "--mode", "get"] + \
                         (["--resume"] if case[1] else [])
@@ -587,9 +610,12 @@ ECHO_PAIRS = ([(f"{g}/{RAW_TLS_PROXY}", g, RAW_TLS_PROXY) for g in GALAY_TLS_PRO
 
 
 def https_lines(entry, pairs_n):
+    load = ("wrk -t1 (its handshakes in the measured run)" if entry["load"] == "wrk" else
+            "tls_load --mode keepalive (the handshakes in the warm-up)")
+    rows = ([("negotiated", "negotiated", "{}")] if entry["load"] != "wrk" else []) + hb.ROWS
     lines = hb.table_lines(f"HTTPS keep-alive GET / (13-byte body), {entry['connections']} "
-                           f"connections, wrk -t1 (medians of {pairs_n} round(s))",
-                           entry["servers"], entry["medians"], hb.ROWS)
+                           f"connections, {load} (medians of {pairs_n} round(s))",
+                           entry["servers"], entry["medians"], rows)
     lines += hb.ratio_lines(entry["ratios"], pairs_n)
     checks = []
     for g in GALAY_HTTPS:
@@ -708,7 +734,7 @@ def measure_https_handshake(servers, parts, args, logdir, result, log):
              if n in servers.https and (args.only is None or n in args.only)]
     cases = []
     if "https" in parts:
-        if not shutil.which("wrk"):
+        if args.https_load == "wrk" and not shutil.which("wrk"):
             result["missing"].append("wrk: not installed (apt-get install wrk): HTTPS "
                                      "keep-alive skipped")
         else:
@@ -732,8 +758,12 @@ def measure_https_handshake(servers, parts, args, logdir, result, log):
         if c[0] == "https":
             medians, ratios = hb.summarise(rounds[c], names)
             ratios = {k: v for k, v in ratios.items() if k in {p[0] for p in HTTPS_PAIRS}}
-            result["https"].append({"connections": c[1], "servers": names, "medians": medians,
-                                    "ratios": ratios, "runs": rounds[c]})
+            for n in names:
+                medians[n]["negotiated"] = median_or_text([r[n] for r in rounds[c]],
+                                                          "negotiated")
+            result["https"].append({"connections": c[1], "load": args.https_load,
+                                    "servers": names, "medians": medians, "ratios": ratios,
+                                    "runs": rounds[c]})
         else:
             medians, ratios = summarise(rounds[c], names, HANDSHAKE_ROWS, HTTPS_PAIRS,
                                         [("per_cpu", "hs_per_cpu_s"),
@@ -790,7 +820,7 @@ def measure(args, parts, log=note):
     """Runs the parts; returns the result dict (progress through `log`)."""
     result = {"config": {"parts": list(parts), "connections": args.conns, "pairs": args.pairs,
                          "warmup": args.warmup, "duration": args.duration,
-                         "hs_conns": args.hs_conns, "echo_conns": args.echo_conns,
+                         "https_load": args.https_load, "hs_conns": args.hs_conns, "echo_conns": args.echo_conns,
                          "bytes": args.sizes, "bin": args.bin,
                          "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
                          "client_tls": "TLS 1.3, TLS_AES_128_GCM_SHA256, X25519",
@@ -837,7 +867,7 @@ def measure(args, parts, log=note):
 def settings(bindir, quick, pairs=None):
     """The argument namespace measure() takes, for suite_section and tests."""
     ns = argparse.Namespace(bin=bindir, conns=[100, 1000], pairs=3, duration=5.0, warmup=1.0,
-                            hs_conns=100, echo_conns=50, sizes=[16384, 262144], only=None,
+                            https_load="tls_load", hs_conns=100, echo_conns=50, sizes=[16384, 262144], only=None,
                             server_cpu="1", client_cpu="0")
     if quick:
         ns.pairs, ns.duration, ns.warmup, ns.conns, ns.sizes = 1, 1.0, 1.0, [100], [16384]
@@ -878,6 +908,11 @@ def main():
     ap.add_argument("--pairs", type=int, default=3, help="rounds (every server once per round)")
     ap.add_argument("-d", "--duration", type=float, default=5, help="measured seconds per case")
     ap.add_argument("--warmup", type=float, default=1, help="seconds not counted (0: none)")
+    ap.add_argument("--https-load", choices=("tls_load", "wrk"), default="tls_load",
+                    help="the HTTPS keep-alive load: tls_load --mode keepalive (default: its "
+                         "measured window begins once every connection has done its "
+                         "handshake) or wrk -t1 (whose measured run opens its connections, so "
+                         "the -c handshakes are in it)")
     ap.add_argument("--hs-conns", type=int, default=100,
                     help="handshake part: connections in flight")
     ap.add_argument("--echo-conns", type=int, default=50, help="echo part: connections")

@@ -1,7 +1,8 @@
 // tls_load: TLS load on raw OpenSSL 3 over epoll, one thread (bench/tls.py's load generator).
 //
-//   tls_load HOST PORT [--mode get|echo] [-c N] [-d SECONDS] [--warmup SECONDS] [--resume]
-//            [--bytes N] [--plain] [--ca FILE] [--name NAME] [--json]
+//   tls_load HOST PORT [--mode get|keepalive|echo] [-c N] [-d SECONDS] [--warmup SECONDS]
+//   [--resume]
+//            [--bytes N] [--plain] [--ca FILE] [--name NAME] [--json] [--mark]
 //
 // --mode get (the default): new TLS 1.3 connections, -c of them in flight: each connects, does
 // the handshake, sends one `GET / HTTP/1.1` with `Connection: close`, reads the response (to the
@@ -13,19 +14,29 @@
 // the server's CertificateVerify still is: TLS 1.3 requires it), which leaves an ECDSA verify,
 // ~2.5x the server's sign, as the client's largest cost.
 //
+// --mode keepalive: -c persistent connections, each one GET / (keep-alive) outstanding, the next
+// sent when the response is complete (wrk -t1's closed loop); the handshakes happen in the
+// warm-up, so the measured window holds requests only. Latency: from the request's write to
+// the response's last byte (a log-linear histogram, <1% error).
+//
 // --mode echo: -c persistent connections, each sends a message of --bytes (byte i is
 // 'a' + i % 26), reads the same number of bytes back and compares every one, then sends the next;
 // --plain does the same over plain TCP (the proxy without TLS). Reading and writing overlap, so a
 // message larger than the socket buffers cannot deadlock.
 //
-// Measures -d seconds after --warmup seconds (warm-up results not counted). Prints a one-line
+// Measures -d seconds after --warmup seconds (warm-up results not counted); --mark prints the line
+// `measuring` on stdout when the measured window begins, so that a harness can read the server's
+// CPU at that moment. Prints a one-line
 // summary, or with --json one object: {"mode", "connections", "duration_s", "handshakes",
 // "resumed", "requests", "bytes", "errors", "error_kinds": {"connect", "handshake", "io",
 // "verify"}, "first_error", "negotiated" (version, cipher, group of the first handshake),
-// "client_cpu_s"}: "handshakes" the handshakes completed in the measured window, "requests" the
-// complete responses (get) or echoed messages (echo).
-// Exit 0; 1 when no connection succeeded at all or an echo was wrong; 2: bad flags.
+// "client_cpu_s", "latency_us": {"count", "min", "mean", "stdev", "max", "p50", "p90", "p95",
+// "p99", "p99_9"} (get: connect to response; keepalive: request to response)}: "handshakes" the
+// handshakes completed in the measured window, "requests" the complete responses (get) or echoed
+// messages (echo). Exit 0; 1 when no connection succeeded at all or an echo was wrong; 2: bad
+// flags.
 #include "common.hpp"
+#include "load_common.hpp"
 
 #include <netdb.h>
 #include <openssl/err.h>
@@ -42,24 +53,25 @@
 
 namespace {
 
-enum class Mode { get, echo };
+enum class Mode { get, keepalive, echo };
 
 struct Options {
     std::string host, port;
     Mode mode = Mode::get;
     int conns = 100;
     double duration = 5, warmup = 1;
-    bool resume = false, plain = false, json = false;
+    bool resume = false, plain = false, json = false, mark = false;
     size_t bytes = 16384;
     std::string ca, name = "localhost";
 };
 
 [[noreturn]] void usage(const std::string& what) {
-    std::fprintf(stderr,
-                 "tls_load: %s\nusage: tls_load HOST PORT [--mode get|echo] [-c N] [-d SECONDS] "
-                 "[--warmup SECONDS] [--resume] [--bytes N] [--plain] [--ca FILE] [--name NAME] "
-                 "[--json]\n",
-                 what.c_str());
+    std::fprintf(
+        stderr,
+        "tls_load: %s\nusage: tls_load HOST PORT [--mode get|keepalive|echo] [-c N] [-d SECONDS] "
+        "[--warmup SECONDS] [--resume] [--bytes N] [--plain] [--ca FILE] [--name NAME] "
+        "[--json] [--mark]\n",
+        what.c_str());
     std::exit(2);
 }
 
@@ -87,8 +99,10 @@ Options parse(int argc, char** argv) {
                 o.mode = Mode::get;
             else if (m == "echo")
                 o.mode = Mode::echo;
+            else if (m == "keepalive")
+                o.mode = Mode::keepalive;
             else
-                usage("--mode: get or echo, got '" + std::string(m) + "'");
+                usage("--mode: get, keepalive or echo, got '" + std::string(m) + "'");
         } else if (a == "-c")
             o.conns = static_cast<int>(number("-c", value(), 1, 100000));
         else if (a == "-d")
@@ -103,6 +117,8 @@ Options parse(int argc, char** argv) {
             o.plain = true;
         else if (a == "--json")
             o.json = true;
+        else if (a == "--mark")
+            o.mark = true;
         else if (a == "--ca")
             o.ca = value();
         else if (a == "--name")
@@ -157,9 +173,10 @@ struct Conn {
     SSL* ssl = nullptr;
     Phase phase = Phase::connecting;
     size_t sent = 0, got = 0; // of the current request or message
-    std::string in;           // get: the response so far
-    size_t need = SIZE_MAX;   // get: total response length once the head is parsed
+    std::string in;           // get, keepalive: the response so far
+    size_t need = SIZE_MAX;   // get, keepalive: the response's length once its head is parsed
     uint32_t events = 0;      // registered with epoll
+    int64_t t0 = 0;           // get: connect; keepalive: request sent (latency from there)
 };
 
 class Load {
@@ -181,7 +198,8 @@ public:
         freeaddrinfo(res);
         ep_ = epoll_create1(EPOLL_CLOEXEC);
         if (ep_ < 0) baseline::die("epoll_create1");
-        request_ = "GET / HTTP/1.1\r\nHost: " + o.name + "\r\nConnection: close\r\n\r\n";
+        request_ = "GET / HTTP/1.1\r\nHost: " + o.name + "\r\n" +
+                   (o.mode == Mode::get ? "Connection: close\r\n" : "") + "\r\n";
         message_.resize(o.bytes);
         for (size_t i = 0; i < o.bytes; ++i)
             message_[i] = static_cast<char>('a' + i % 26);
@@ -193,21 +211,35 @@ public:
         const double start = now_s();
         for (size_t i = 0; i < conns_.size(); ++i)
             open(i);
-        const double measure_at = start + o_.warmup, end = measure_at + o_.duration;
-        bool measuring = o_.warmup <= 0;
+        // Persistent connections (keepalive, echo) are measured once all of them are up, so that
+        // no handshake falls in the window; at most kMaxWait seconds past the warm-up.
+        constexpr double kMaxWait = 30;
+        const double measure_at = start + o_.warmup;
+        double end = 0;
+        bool measuring = false; // (set on the first turn when there is no warm-up)
         double cpu0 = cpu_s(), t0 = start;
         std::vector<epoll_event> evs(1024);
         for (;;) {
             const double t = now_s();
-            if (!measuring && t >= measure_at) {
+            const bool all_up = o_.mode == Mode::get ||
+                                static_cast<size_t>(running_) == conns_.size() ||
+                                t >= measure_at + kMaxWait;
+            if (!measuring && t >= measure_at && all_up) {
                 measuring = true;
+                end = t + o_.duration;
                 c_ = Counters{};
                 first_error_.clear();
+                latency_.reset();
                 cpu0 = cpu_s();
                 t0 = t;
+                if (o_.mark) {
+                    std::printf("measuring\n");
+                    std::fflush(stdout);
+                }
             }
             if (measuring && t >= end) break;
-            const int wait_ms = static_cast<int>(((measuring ? end : measure_at) - t) * 1000) + 1;
+            const int wait_ms =
+                static_cast<int>((std::max(measuring ? end : measure_at, t) - t) * 1000) + 1;
             const int n = epoll_wait(ep_, evs.data(), static_cast<int>(evs.size()), wait_ms);
             if (n < 0 && errno != EINTR) baseline::die("epoll_wait");
             for (int k = 0; k < n; ++k) {
@@ -249,8 +281,10 @@ private:
     std::vector<char> buf_;
     Counters c_;
     std::string first_error_;
-    std::string negotiated_; // version, cipher and group of the first handshake
+    std::string negotiated_;      // version, cipher and group of the first handshake
+    baseline::Histogram latency_; // ns: get from connect, keepalive from request, to response
     bool wrong_echo_ = false;
+    long running_ = 0;      // connections past their handshake (or connect, --plain)
     bool ever_ok_ = false;  // one connection made it (else a run of failures is fatal)
     uint64_t failures_ = 0; // warm-up included
     std::vector<size_t> reopen_;
@@ -309,6 +343,7 @@ private:
 
     void close_conn(size_t i) {
         Conn& c = conns_[i];
+        if (c.phase == Phase::running) --running_;
         if (c.ssl) {
             SSL_free(c.ssl);
             c.ssl = nullptr;
@@ -340,6 +375,7 @@ private:
             return;
         }
         c.phase = Phase::connecting;
+        c.t0 = baseline::now_ns();
         watch(i, EPOLLOUT);
     }
 
@@ -386,6 +422,7 @@ private:
             if (o_.plain) {
                 ever_ok_ = true;
                 c.phase = Phase::running;
+                ++running_;
                 watch(i, EPOLLIN | EPOLLOUT);
                 return run_plain(i);
             }
@@ -414,43 +451,60 @@ private:
             }
             if (SSL_session_reused(c.ssl)) ++c_.resumed;
             c.phase = Phase::running;
+            ++running_;
+            if (o_.mode == Mode::keepalive) c.t0 = baseline::now_ns();
         }
-        if (o_.mode == Mode::get)
-            run_get(i);
+        if (o_.mode != Mode::echo)
+            run_http(i);
         else
             run_echo(i);
     }
 
-    void run_get(size_t i) {
+    /// get and keepalive: send the request, read the response to the end of its body; then
+    /// get closes (a new connection takes its place), keepalive sends the next request.
+    void run_http(size_t i) {
         Conn& c = conns_[i];
-        while (c.sent < request_.size()) {
-            size_t n = 0;
-            const int rc =
-                SSL_write_ex(c.ssl, request_.data() + c.sent, request_.size() - c.sent, &n);
-            if (rc != 1) {
-                wants(i, rc, c_.io, "send");
-                return;
-            }
-            c.sent += n;
-        }
         for (;;) {
-            size_t n = 0;
-            const int rc = SSL_read_ex(c.ssl, buf_.data(), buf_.size(), &n);
-            if (rc != 1) {
-                wants(i, rc, c_.io, "response");
-                return;
+            while (c.sent < request_.size()) {
+                size_t n = 0;
+                const int rc =
+                    SSL_write_ex(c.ssl, request_.data() + c.sent, request_.size() - c.sent, &n);
+                if (rc != 1) {
+                    wants(i, rc, c_.io, "send");
+                    return;
+                }
+                c.sent += n;
             }
-            c.in.append(buf_.data(), n);
-            if (c.need == SIZE_MAX) parse_head(i);
-            if (c.need == 0) return; // parse_head failed the connection
-            if (c.in.size() >= c.need) {
-                ++c_.requests;
-                c_.bytes += c.in.size();
+            for (;;) {
+                size_t n = 0;
+                const int rc = SSL_read_ex(c.ssl, buf_.data(), buf_.size(), &n);
+                if (rc != 1) {
+                    wants(i, rc, c_.io, "response");
+                    return;
+                }
+                c.in.append(buf_.data(), n);
+                if (c.need == SIZE_MAX) parse_head(i);
+                if (c.need == 0) return; // parse_head failed the connection
+                if (c.in.size() >= c.need) break;
+            }
+            const int64_t now = baseline::now_ns();
+            latency_.record(static_cast<uint64_t>(now - c.t0));
+            ++c_.requests;
+            c_.bytes += c.need;
+            if (o_.mode == Mode::get) {
                 SSL_shutdown(c.ssl); // close_notify, not waiting for the server's
                 close_conn(i);
                 reopen_.push_back(i);
                 return;
             }
+            if (c.in.size() > c.need) {
+                fail(i, c_.io, "response: bytes after the response (none was asked for)");
+                return;
+            }
+            c.in.clear();
+            c.need = SIZE_MAX;
+            c.sent = 0;
+            c.t0 = now;
         }
     }
 
@@ -560,7 +614,9 @@ private:
     }
 
     void report(double seconds, double cpu) {
-        const char* mode = o_.mode == Mode::get ? "get" : "echo";
+        const char* mode = o_.mode == Mode::get         ? "get"
+                           : o_.mode == Mode::keepalive ? "keepalive"
+                                                        : "echo";
         if (o_.json) {
             std::string err = first_error_;
             for (size_t p = 0; (p = err.find_first_of("\"\\", p)) != std::string::npos; p += 2)
@@ -570,11 +626,12 @@ private:
                         "\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
                         "\"error_kinds\": {\"connect\": %llu, \"handshake\": %llu, \"io\": %llu, "
                         "\"verify\": %llu}, \"first_error\": \"%s\", \"negotiated\": \"%s\", "
-                        "\"client_cpu_s\": %.6f}\n",
+                        "\"client_cpu_s\": %.6f, \"latency_us\": %s}\n",
                         mode, o_.plain ? "false" : "true", o_.resume ? "true" : "false", o_.conns,
                         seconds, ull(c_.handshakes), ull(c_.resumed), ull(c_.requests),
                         ull(c_.bytes), ull(c_.errors()), ull(c_.connect), ull(c_.handshake),
-                        ull(c_.io), ull(c_.verify), err.c_str(), negotiated_.c_str(), cpu);
+                        ull(c_.io), ull(c_.verify), err.c_str(), negotiated_.c_str(), cpu,
+                        latency_json().c_str());
         } else {
             std::printf("tls_load %s: %llu handshakes (%llu resumed), %llu requests, %.1f MB in "
                         "%.2f s (%.0f/s); %llu errors%s%s; client CPU %.2f s\n",
@@ -584,6 +641,20 @@ private:
                         first_error_.empty() ? "" : ", first: ", first_error_.c_str(), cpu);
         }
         std::fflush(stdout);
+    }
+
+    /// The latencies of the measured window in microseconds (wrk's keys).
+    std::string latency_json() const {
+        const auto& h = latency_;
+        char out[512];
+        std::snprintf(out, sizeof out,
+                      "{\"count\": %llu, \"min\": %.1f, \"mean\": %.1f, \"stdev\": %.1f, "
+                      "\"max\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p95\": %.1f, "
+                      "\"p99\": %.1f, \"p99_9\": %.1f}",
+                      ull(h.count()), h.min() / 1e3, h.mean() / 1e3, h.stdev() / 1e3, h.max() / 1e3,
+                      h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(95) / 1e3,
+                      h.percentile(99) / 1e3, h.percentile(99.9) / 1e3);
+        return out;
     }
 
     static unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
