@@ -399,7 +399,7 @@ def run_tls_load(proc, port, extra, args):
         return None, 0.0, f"tls_load printed no JSON: {out.strip()[-200:]}"
 
 
-def handshake_record(name, resume, r, cpu_s, args):
+def handshake_record(name, resume, r, cpu_s):
     rec = {"server": name, "case": "resumed" if resume else "full", "ok": True, "problems": []}
     hs = r["handshakes"]
     rec.update({
@@ -473,7 +473,7 @@ def run_server_cases(servers, name, cases, args, logdir, tag):
                         (["--resume"] if case[1] else [])
                 r, cpu, problem = run_tls_load(proc, port, extra, args)
                 rec = (failed_record(name, "handshake", [problem]) if problem
-                       else handshake_record(name, case[1], r, cpu, args))
+                       else handshake_record(name, case[1], r, cpu))
                 if proc.poll() is not None:
                     rec["problems"].append(f"server died during the run (exit {proc.returncode})")
                     rec["ok"] = False
@@ -820,7 +820,8 @@ def measure(args, parts, log=note):
     """Runs the parts; returns the result dict (progress through `log`)."""
     result = {"config": {"parts": list(parts), "connections": args.conns, "pairs": args.pairs,
                          "warmup": args.warmup, "duration": args.duration,
-                         "https_load": args.https_load, "hs_conns": args.hs_conns, "echo_conns": args.echo_conns,
+                         "https_load": args.https_load, "hs_conns": args.hs_conns,
+                         "echo_conns": args.echo_conns,
                          "bytes": args.sizes, "bin": args.bin,
                          "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
                          "client_tls": "TLS 1.3, TLS_AES_128_GCM_SHA256, X25519",
@@ -867,7 +868,8 @@ def measure(args, parts, log=note):
 def settings(bindir, quick, pairs=None):
     """The argument namespace measure() takes, for suite_section and tests."""
     ns = argparse.Namespace(bin=bindir, conns=[100, 1000], pairs=3, duration=5.0, warmup=1.0,
-                            https_load="tls_load", hs_conns=100, echo_conns=50, sizes=[16384, 262144], only=None,
+                            https_load="tls_load", hs_conns=100, echo_conns=50,
+                            sizes=[16384, 262144], only=None,
                             server_cpu="1", client_cpu="0")
     if quick:
         ns.pairs, ns.duration, ns.warmup, ns.conns, ns.sizes = 1, 1.0, 1.0, [100], [16384]
@@ -882,8 +884,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
     result dict); the result also goes to out_dir/tls.json."""
     args = settings(bindir, quick, pairs)
     result = measure(args, PARTS)
-    lines = ["## TLS (bench/tls.py: servers on CPU 1, wrk / tls_load on CPU 0; TLS 1.3, "
-             "AES-128-GCM, X25519, ECDSA P-256)", ""] + report_lines(result)
+    lines = ["## TLS (bench/tls.py: servers on CPU 1, tls_load on CPU 0; TLS 1.3, AES-128-GCM, "
+             "X25519, ECDSA P-256)", ""] + report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, "tls.json"), "w") as f:
