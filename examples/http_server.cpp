@@ -3,8 +3,13 @@
 //
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
 //               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
-//               [--fair | --batching]
+//               [--fair | --batching] [--tls-cert FILE --tls-key FILE]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
+//   http_server 8443 --tls-cert cert.pem --tls-key key.pem   then: curl https://localhost:8443/
+//
+// With --tls-cert and --tls-key it serves HTTPS (TLS 1.2/1.3, ALPN http/1.1) on every
+// connection: the TLS handshake (bounded by --header-timeout), then the same requests; the plain
+// path is untouched by it.
 //
 // It runs on a galay::Runtime of N workers (--workers, default 1), each with its own SO_REUSEPORT
 // listener on the port (galay::serve, sharded mode: the kernel spreads connections over them and
@@ -12,7 +17,7 @@
 // listener is bound before anything is served, so a busy port is one error. Port 0 takes a free
 // port; the "listening on" line gives the real one. SIGINT/SIGTERM stop it: the listeners are
 // closed, open connections cancelled, the workers joined, a summary printed on stderr, exit 0.
-// Exit 1: the port or root cannot be used; 2: bad arguments.
+// Exit 1: the port, root, certificate or key cannot be used; 2: bad arguments.
 //
 // Its schedulers take the ready connections in bounded batches (the default, --batching: ~20
 // completions per pass through the kernel on io_uring, 64 ready fds per epoll_wait), each batch's
@@ -39,7 +44,8 @@ constexpr const char* kUsage =
     "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
     "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n"
     "                   [--fair]  (every ready completion each loop turn: fair_completions)\n"
-    "                   [--batching]  (the default: bounded batches of ready connections)\n";
+    "                   [--batching]  (the default: bounded batches of ready connections)\n"
+    "                   [--tls-cert FILE --tls-key FILE]  (HTTPS; PEM certificate chain and key)\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
     std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
     http::ServerConfig config;
     galay::Backend backend = galay::Backend::automatic;
     bool have_port = false, register_files = true, fair = false;
+    std::string tls_cert, tls_key;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         auto value = [&]() -> const char* {
@@ -108,11 +115,26 @@ int main(int argc, char** argv) {
             fair = true;
         } else if (arg == "--batching") {
             fair = false;
+        } else if (arg == "--tls-cert") {
+            tls_cert = value();
+        } else if (arg == "--tls-key") {
+            tls_key = value();
         } else if (!arg.empty() && arg[0] != '-' && !have_port) {
             port = parse_number("port", argv[i], 0, 65535);
             have_port = true;
         } else {
             usage_error("unexpected argument '" + std::string(arg) + "'");
+        }
+    }
+
+    if (tls_cert.empty() != tls_key.empty()) usage_error("--tls-cert and --tls-key go together");
+    if (!tls_cert.empty()) {
+        try {
+            config.tls = galay::tls::Context::server(
+                {.cert_file = tls_cert, .key_file = tls_key, .alpn = {"http/1.1"}});
+        } catch (const galay::Error& e) {
+            std::fprintf(stderr, "http_server: %s\n", e.what());
+            return 1;
         }
     }
 
@@ -151,9 +173,9 @@ int main(int argc, char** argv) {
                              : "");
             return 1;
         }
-        std::printf("listening on 0.0.0.0:%u (http_server, %s, %ld worker%s%s%s)\n",
-                    listening->local_addr().port(), rt.backend_name(), workers,
-                    workers == 1 ? "" : "s", config.root.empty() ? "" : ", root ",
+        std::printf("listening on 0.0.0.0:%u (http_server%s, %s, %ld worker%s%s%s)\n",
+                    listening->local_addr().port(), config.tls ? " https" : "", rt.backend_name(),
+                    workers, workers == 1 ? "" : "s", config.root.empty() ? "" : ", root ",
                     config.root.c_str());
         std::fflush(stdout);
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <type_traits>
 
 namespace http {
 
@@ -236,9 +237,14 @@ std::string format_http_date(std::time_t t) {
 // One connection
 // ---------------------------------------------------------------------------------------------
 
+/// One connection's requests, over a TcpStream (receives with recv_pooled) or a tls::Stream
+/// (receives into the reader: TLS records are decrypted into it).
+template <class S>
 class Connection {
+    static constexpr bool kPooled = std::is_same_v<S, galay::TcpStream>;
+
 public:
-    Connection(Server& server, galay::TcpStream& conn) noexcept
+    Connection(Server& server, S& conn) noexcept
         : server_(server)
         , count_(server.my_counters())
         , cfg_(server.config_)
@@ -314,9 +320,9 @@ private:
     Server& server_;
     Server::Counters& count_; // this thread's
     const ServerConfig& cfg_;
-    galay::TcpStream& conn_;
-    galay::io::BufReader<galay::TcpStream> reader_;
-    galay::io::BufWriter<galay::TcpStream> writer_;
+    S& conn_;
+    galay::io::BufReader<S> reader_;
+    galay::io::BufWriter<S> writer_;
     RequestParser parser_;
     // Every receive is a recv_pooled: the bytes arrive in a buffer of the scheduler's pool, and
     // the requests in it are parsed and answered there, without a copy. The buffer goes back as
@@ -332,7 +338,8 @@ private:
     std::string path_;        // decoded path of a static request (capacity reused)
 };
 
-galay::Task<void> Connection::run() {
+template <class S>
+galay::Task<void> Connection<S>::run() {
     std::int64_t request_start = 0; // when the first byte of an unfinished request was seen
     for (;;) {
         Request& req = t_request; // (valid until the next co_await)
@@ -427,7 +434,11 @@ galay::Task<void> Connection::run() {
             if (request_start == 0) request_start = coarse_now_ns();
             until = request_start + std::chrono::nanoseconds(cfg_.header_timeout).count();
         }
-        Result<std::size_t> n = take(co_await conn_.recv_pooled().deadline(at(until)));
+        Result<std::size_t> n;
+        if constexpr (kPooled)
+            n = take(co_await conn_.recv_pooled().deadline(at(until)));
+        else
+            n = co_await reader_.fill().deadline(at(until));
         if (!n) {
             if (n.error() == std::errc::timed_out) {
                 count_.timeouts.fetch_add(1, std::memory_order_relaxed);
@@ -444,7 +455,8 @@ galay::Task<void> Connection::run() {
     }
 }
 
-Result<std::size_t> Connection::take(Result<galay::PooledBuffer> got) {
+template <class S>
+Result<std::size_t> Connection<S>::take(Result<galay::PooledBuffer> got) {
     if (!got) return std::unexpected(got.error());
     const std::size_t n = got->size();
     if (n == 0) return 0;
@@ -458,30 +470,35 @@ Result<std::size_t> Connection::take(Result<galay::PooledBuffer> got) {
     return n;
 }
 
-galay::Task<bool> Connection::make_room(std::size_t n) {
+template <class S>
+galay::Task<bool> Connection<S>::make_room(std::size_t n) {
     if (has_room(n)) co_return true;
     co_return static_cast<bool>(
         co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout))));
 }
 
-void Connection::put_simple(int status, std::string_view body, Persist persist,
-                            std::string_view extra) {
+template <class S>
+void Connection<S>::put_simple(int status, std::string_view body, Persist persist,
+                               std::string_view extra) {
     Out o(writer_.spare(kMaxHead + body.size() + 1));
     put_head(o, status, "text/plain; charset=utf-8", body.size() + 1, persist, extra);
     o << body << "\n";
     writer_.commit(o.size());
 }
 
-bool Connection::is_fixed_route(Method method, std::string_view target) noexcept {
+template <class S>
+bool Connection<S>::is_fixed_route(Method method, std::string_view target) noexcept {
     return (method == Method::get || method == Method::head) &&
            (target == "/" || target.starts_with("/?"));
 }
 
-std::size_t Connection::fixed_size(bool head_only) const noexcept {
+template <class S>
+std::size_t Connection<S>::fixed_size(bool head_only) const noexcept {
     return kMaxHead + (head_only ? 0 : cfg_.body.size());
 }
 
-bool Connection::put_fixed(bool head_only, Persist persist) {
+template <class S>
+bool Connection<S>::put_fixed(bool head_only, Persist persist) {
     const std::span<char> room = writer_.spare(fixed_size(head_only));
     if (room.size() < fixed_size(head_only)) return false;
     const std::string_view answer = t_fixed.get(server_.id_, cfg_.body, persist, head_only);
@@ -490,7 +507,8 @@ bool Connection::put_fixed(bool head_only, Persist persist) {
     return true;
 }
 
-galay::Task<bool> Connection::answer(Method method, std::string_view target, Persist persist) {
+template <class S>
+galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, Persist persist) {
     if (method != Method::get && method != Method::head) {
         const bool room = co_await make_room(kMaxHead);
         if (!room) co_return false;
@@ -502,7 +520,8 @@ galay::Task<bool> Connection::answer(Method method, std::string_view target, Per
     co_return co_await answer_file(target, persist, head_only);
 }
 
-galay::Task<bool> Connection::answer_fixed(bool head_only, Persist persist) {
+template <class S>
+galay::Task<bool> Connection<S>::answer_fixed(bool head_only, Persist persist) {
     const std::string_view body = cfg_.body;
     const bool room = co_await make_room(kMaxHead);
     if (!room) co_return false;
@@ -516,8 +535,9 @@ galay::Task<bool> Connection::answer_fixed(bool head_only, Persist persist) {
     co_return true;
 }
 
-galay::Task<bool> Connection::answer_file(std::string_view target, Persist persist,
-                                          bool head_only) {
+template <class S>
+galay::Task<bool> Connection<S>::answer_file(std::string_view target, Persist persist,
+                                             bool head_only) {
     const bool room = co_await make_room(kMaxHead);
     if (!room) co_return false;
     if (!decode_path(target, path_)) {
@@ -568,7 +588,8 @@ galay::Task<bool> Connection::answer_file(std::string_view target, Persist persi
     co_return true;
 }
 
-galay::Task<bool> Connection::discard_body(std::uint64_t length) {
+template <class S>
+galay::Task<bool> Connection<S>::discard_body(std::uint64_t length) {
     for (;;) {
         // What arrived with the head (in the pool buffer or in the reader) first.
         const std::size_t skipped =
@@ -583,33 +604,49 @@ galay::Task<bool> Connection::discard_body(std::uint64_t length) {
         }
         // (Both are empty here: what take() places is the body's next bytes, and what
         // follows the body stays for the next request.)
-        Result<std::size_t> n =
-            take(co_await conn_.recv_pooled().deadline(at(deadline(cfg_.header_timeout))));
+        Result<std::size_t> n;
+        if constexpr (kPooled)
+            n = take(co_await conn_.recv_pooled().deadline(at(deadline(cfg_.header_timeout))));
+        else
+            n = co_await reader_.fill().deadline(at(deadline(cfg_.header_timeout)));
         if (!n || *n == 0) co_return false;
     }
 }
 
-galay::Task<void> Connection::refuse(int status, std::string_view reason) {
+template <class S>
+galay::Task<void> Connection<S>::refuse(int status, std::string_view reason) {
     const bool room = co_await make_room(kMaxHead + reason.size() + 1);
     if (!room) co_return;
     if (has_room(kMaxHead + reason.size() + 1)) put_simple(status, reason, Persist::close);
     co_await linger_close();
 }
 
-galay::Task<void> Connection::linger_close() {
+template <class S>
+galay::Task<void> Connection<S>::linger_close() {
     if (writer_.buffered() > 0) {
         auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
         if (!flushed) co_return;
     }
-    (void)conn_.shutdown(galay::Shutdown::write);
-    // Drop at most 64 KiB for at most a second, then close whatever the client does.
-    // (recv_pooled, as every receive of a connection: on io_uring a plain recv could wait for
-    // bytes that the connection's multishot receive has already taken.)
     const std::int64_t until = deadline(1000ms);
-    for (std::size_t dropped = 0; dropped < (64u << 10);) {
-        Result<galay::PooledBuffer> n = co_await conn_.recv_pooled().deadline(at(until));
-        if (!n || n->empty()) break;
-        dropped += n->size();
+    if constexpr (kPooled) {
+        (void)conn_.shutdown(galay::Shutdown::write);
+        // Drop at most 64 KiB for at most a second, then close whatever the client does.
+        // (recv_pooled, as every receive of a connection: on io_uring a plain recv could wait
+        // for bytes that the connection's multishot receive has already taken.)
+        for (std::size_t dropped = 0; dropped < (64u << 10);) {
+            Result<galay::PooledBuffer> n = co_await conn_.recv_pooled().deadline(at(until));
+            if (!n || n->empty()) break;
+            dropped += n->size();
+        }
+    } else {
+        // close_notify first: the client then knows the answer is whole.
+        if (!co_await conn_.shutdown().deadline(at(until))) co_return;
+        for (std::size_t dropped = 0; dropped < (64u << 10);) {
+            reader_.consume(reader_.buffered().size());
+            Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
+            if (!n || *n == 0) break;
+            dropped += *n;
+        }
     }
 }
 
@@ -651,10 +688,31 @@ Server::~Server() {
 }
 
 galay::Task<void> Server::serve_connection(galay::TcpStream conn) {
+    if (config_.tls) return serve_tls(std::move(conn));
+    return serve_plain(std::move(conn));
+}
+
+galay::Task<void> Server::serve_plain(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
     (void)conn.set_nodelay(true);
-    Connection c(*this, conn);
+    Connection<galay::TcpStream> c(*this, conn);
     co_await c.run();
+}
+
+galay::Task<void> Server::serve_tls(galay::TcpStream conn) {
+    my_counters().connections.fetch_add(1, std::memory_order_relaxed);
+    (void)conn.set_nodelay(true);
+    galay::tls::Stream stream = galay::tls::Stream::server(*config_.tls, std::move(conn));
+    // The handshake is bounded like a request head: a client that stalls in it is dropped.
+    if (!co_await stream.handshake().timeout(config_.header_timeout)) {
+        my_counters().refused.fetch_add(1, std::memory_order_relaxed);
+        co_return;
+    }
+    {
+        Connection<galay::tls::Stream> c(*this, stream);
+        co_await c.run();
+    }
+    (void)co_await stream.shutdown().timeout(1s); // close_notify (once: after linger_close, no-op)
 }
 
 galay::Task<void> Server::accept_loop(galay::TcpListener& listener) {

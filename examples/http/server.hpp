@@ -28,11 +28,13 @@
 #include "http/request_parser.hpp"
 
 #include <galay/galay.hpp>
+#include <galay/tls/stream.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace http {
@@ -46,6 +48,8 @@ struct ServerConfig {
     std::size_t read_buffer = 16 * 1024;
     std::size_t write_buffer = 16 * 1024;
     std::string body = "Hello, World!"; ///< the answer to GET /
+    /// HTTPS: every connection is TLS with this server context (none: plain HTTP).
+    std::optional<galay::tls::Context> tls{};
 };
 
 /// What the server did, for tests and the exit summary (all workers together, at one moment).
@@ -93,6 +97,11 @@ private:
     int root_fd_ = -1;
     std::unique_ptr<Counters[]> counters_{new Counters[kSlots]};
 
+    galay::Task<void> serve_plain(galay::TcpStream conn);
+    /// The same requests over TLS (config.tls): handshake, then the connection as above.
+    galay::Task<void> serve_tls(galay::TcpStream conn);
+
+    template <class S>
     friend class Connection;
 };
 

@@ -131,8 +131,13 @@ Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
     if (!addrs) co_return std::unexpected(addrs.error());
     std::error_code last = std::make_error_code(std::errc::host_unreachable);
     for (const SocketAddr& a : *addrs) {
-        Result<TcpStream> s = per_attempt.count() > 0 ? co_await connect(a).timeout(per_attempt)
-                                                      : co_await connect(a);
+        // (Not `cond ? co_await x : co_await y`: with GCC 12 the connect op's socket was closed
+        // while the connect was still in flight, and the stream returned was a closed fd.)
+        Result<TcpStream> s = std::unexpected(last);
+        if (per_attempt.count() > 0)
+            s = co_await connect(a).timeout(per_attempt);
+        else
+            s = co_await connect(a);
         if (s) co_return s;
         last = s.error();
     }

@@ -3,6 +3,7 @@
 // unused-result diagnostic and no other line may get any, so dropping a single [[nodiscard]]
 // from a public header fails the test. Never linked, never run.
 #include <galay/galay.hpp>
+#include <galay/tls/stream.hpp>
 
 #include <chrono>
 #include <span>
@@ -19,7 +20,7 @@ Task<int> answer() {
 }
 
 Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File& f,
-                            fs::FixedBuffer& fixed) {
+                            fs::FixedBuffer& fixed, tls::Stream& tls_stream) {
     std::string msg = "hello";
     std::vector<char> buf(16);
     std::vector<iovec> iov(1);
@@ -86,8 +87,18 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     with_cancel(source, answer());                 // EXPECT-NODISCARD
     resolve("localhost", 9);                       // EXPECT-NODISCARD
 
+    // TLS
+    tls_stream.handshake();   // EXPECT-NODISCARD
+    tls_stream.recv(buf);     // EXPECT-NODISCARD
+    tls_stream.send(msg);     // EXPECT-NODISCARD
+    tls_stream.send_all(msg); // EXPECT-NODISCARD
+    tls_stream.writev(iov);   // EXPECT-NODISCARD
+    tls_stream.shutdown();    // EXPECT-NODISCARD
+    tls_stream.close();       // EXPECT-NODISCARD
+
     // The same calls awaited compile without a diagnostic.
     (void)co_await c.send_all(msg);
+    (void)co_await tls_stream.send_all(msg);
     (void)co_await c.close();
     (void)co_await sleep(1ms);
     co_await yield_now();

@@ -8,6 +8,9 @@
 // CMake refuses to configure when a header with an example is missing here. galay/runtime.hpp's
 // example is a whole program: header_example_runtime.cpp builds it and ctest runs it.
 #include <galay/galay.hpp>
+#include <galay/tls/context.hpp>
+#include <galay/tls/error.hpp>
+#include <galay/tls/stream.hpp>
 
 #include <array>
 #include <csignal>
@@ -158,5 +161,21 @@ galay::Task<void> body(galay::TcpStream& stream, std::span<char> buf) {
 #include "example_time_sleep.inc"
 }
 } // namespace time_sleep
+
+namespace tls_context {
+void body() {
+#include "example_tls_context.inc"
+}
+} // namespace tls_context
+
+namespace tls_error {
+galay::Task<void> body(galay::tls::Stream& tls_stream) {
+#include "example_tls_error.inc"
+}
+} // namespace tls_error
+
+namespace tls_stream {
+#include "example_tls_stream.inc"
+} // namespace tls_stream
 
 } // namespace examples

@@ -4,6 +4,7 @@
 #include "galay/detail/timer_heap.hpp"
 #include "support/backends.hpp"
 #include "support/threads.hpp"
+#include "support/tls_pair.hpp"
 #ifdef GALAY_HAVE_HTTP_EXAMPLE
 #include "http/server.hpp"
 #endif
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <openssl/crypto.h>
 #include <string>
 
 #include "common/counting_new.hpp" // (tools/common)
@@ -159,6 +161,75 @@ Task<std::uint64_t> http_allocations() {
 #endif
 
 } // namespace
+
+// OpenSSL allocates with malloc, not operator new: its own count, through its memory hooks
+// (installed before OpenSSL's first allocation: the certificates are made on first use).
+std::atomic<std::uint64_t> g_openssl_allocations{0};
+void* openssl_malloc(std::size_t n, const char*, int) {
+    g_openssl_allocations.fetch_add(1, std::memory_order_relaxed);
+    return std::malloc(n);
+}
+void* openssl_realloc(void* p, std::size_t n, const char*, int) {
+    g_openssl_allocations.fetch_add(1, std::memory_order_relaxed);
+    return std::realloc(p, n);
+}
+void openssl_free(void* p, const char*, int) {
+    std::free(p);
+}
+const bool g_openssl_hooked =
+    CRYPTO_set_mem_functions(openssl_malloc, openssl_realloc, openssl_free) == 1;
+
+struct TlsAllocations {
+    std::uint64_t galay = 0, openssl = 0;
+};
+
+/// TLS echo of 256-byte messages after the handshake, client and server in one scheduler.
+Task<TlsAllocations> tls_echo_allocations() {
+    const tls::Context sctx = test::server_context(test::pki().server());
+    const tls::Context cctx = test::client_context();
+    test::Handshaken h = co_await test::tls_pair(sctx, cctx);
+    if (!h.client_result || !h.server_result) throw std::runtime_error("handshake");
+    TlsAllocations out;
+    std::uint64_t before = 0, ssl_before = 0;
+    auto serve = [&]() -> Task<void> {
+        std::array<char, 4096> buf;
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            std::size_t got = 0;
+            while (got < 256) {
+                auto n = co_await h.server.recv(std::span(buf.data() + got, 256 - got));
+                if (!n || *n == 0) throw std::runtime_error("tls recv");
+                got += *n;
+            }
+            if (!co_await h.server.send_all(std::span(buf.data(), 256)))
+                throw std::runtime_error("tls send");
+        }
+    };
+    auto drive = [&]() -> Task<void> {
+        std::array<char, 256> msg{}, in{};
+        for (int i = 0; i < kWarmup + kMeasured; ++i) {
+            if (i == kWarmup) {
+                before = tools::start_counting();
+                ssl_before = g_openssl_allocations.load();
+            }
+            std::memcpy(msg.data(), &i, sizeof i);
+            if (!co_await h.client.send_all(msg).timeout(std::chrono::seconds(10)))
+                throw std::runtime_error("client send");
+            std::size_t got = 0;
+            while (got < in.size()) {
+                auto n = co_await h.client.recv(std::span(in.data() + got, in.size() - got))
+                             .timeout(std::chrono::seconds(10));
+                if (!n || *n == 0) throw std::runtime_error("client recv");
+                got += *n;
+            }
+            if (std::memcmp(in.data(), msg.data(), in.size()) != 0)
+                throw std::runtime_error("mismatch");
+        }
+        out.galay = tools::stop_counting() - before;
+        out.openssl = g_openssl_allocations.load() - ssl_before;
+    };
+    co_await when_all(serve(), drive());
+    co_return out;
+}
 
 class AllocationTest : public test::BackendTest {};
 
@@ -312,6 +383,16 @@ TEST_P(AllocationTest, ChannelMessagesAcrossThreadsAllocateNothing) {
             there.close();
         }());
     EXPECT_EQ(after - before, 0u) << measured("round trips");
+}
+
+TEST_P(AllocationTest, TlsEchoAfterTheHandshakeAllocatesNothingOnGalaysSide) {
+    ASSERT_TRUE(g_openssl_hooked) << "OpenSSL allocated before its hooks were installed";
+    const TlsAllocations a = run(tls_echo_allocations());
+    EXPECT_EQ(a.galay, 0u) << measured("TLS echoes");
+    // What OpenSSL itself allocates per record, reported (docs/guide/tls.md cites it).
+    std::printf("OpenSSL allocations in %d TLS echoes (256 B each way): %llu\n", kMeasured,
+                static_cast<unsigned long long>(a.openssl));
+    RecordProperty("openssl_allocations", static_cast<int>(a.openssl));
 }
 
 GALAY_INSTANTIATE_BACKENDS(AllocationTest);

@@ -69,7 +69,10 @@ Task<void> pump(Src& src, Dst& dst, std::span<char> buf, CopyState& st, std::uin
             co_return;
         }
         if (*n == 0) { // `src` finished sending: pass the half-close on
-            (void)dst.shutdown(Shutdown::write);
+            if constexpr (SyncWriteShutdown<Dst>)
+                (void)dst.shutdown(Shutdown::write);
+            else
+                (void)co_await with_deadline(dst.shutdown(Shutdown::write), st.idle_deadline());
             co_return;
         }
         st.last_activity_ns = Scheduler::now_ns();

@@ -42,11 +42,22 @@ concept WriteStream = requires(S& s, std::span<const char> buf, std::span<const 
     { s.writev(iov) } -> DeadlineOp<Result<std::size_t>>;
 };
 
-/// Both directions, and a write shutdown (the peer sees EOF while we can still read).
+/// A write shutdown done at once (TcpStream: shutdown(2)).
 template <class S>
-concept DuplexStream = ReadStream<S> && WriteStream<S> && requires(S& s) {
+concept SyncWriteShutdown = requires(S& s) {
     { s.shutdown(Shutdown::write) } -> std::same_as<Result<void>>;
 };
+/// A write shutdown that is an operation to await (TLS: close_notify has to be sent).
+template <class S>
+concept AsyncWriteShutdown = requires(S& s) {
+    { s.shutdown(Shutdown::write) } -> DeadlineOp<Result<void>>;
+};
+
+/// Both directions, and a write shutdown (the peer sees EOF while we can still read), done at
+/// once or awaited.
+template <class S>
+concept DuplexStream = ReadStream<S> && WriteStream<S> &&
+    (SyncWriteShutdown<S> || AsyncWriteShutdown<S>);
 
 namespace detail {
 

@@ -1,6 +1,8 @@
 // A program built against an installed galay-kernel (tests/install/consumers.sh): a TCP round trip
-// on loopback and a file written and read back, on the backend GALAY_BACKEND names (or auto).
+// on loopback and a file written and read back, on the backend GALAY_BACKEND names (or auto), and
+// a TLS client context (OpenSSL linked through the package).
 #include <galay/galay.hpp>
+#include <galay/tls/context.hpp>
 
 #include <unistd.h>
 
@@ -12,9 +14,9 @@
 galay::Task<int> round_trip() {
     auto listener = galay::TcpListener::bind(galay::SocketAddr::loopback_v4(0));
     if (!listener) co_return 1;
-    auto [accepted, connected] =
-        co_await galay::when_all(galay::as_task(listener->accept()),
-                                 galay::as_task(galay::TcpStream::connect(*listener->local_addr())));
+    auto [accepted, connected] = co_await galay::when_all(
+        galay::as_task(listener->accept()),
+        galay::as_task(galay::TcpStream::connect(*listener->local_addr())));
     if (!accepted || !connected) co_return 2;
     const std::string ping = "ping";
     if (!co_await connected->send_all(ping)) co_return 3;
@@ -24,7 +26,8 @@ galay::Task<int> round_trip() {
 
     const std::string path = "/tmp/galay-consumer." + std::to_string(::getpid());
     auto file = galay::fs::File::open(
-        path, galay::fs::OpenOptions{.read = true, .write = true, .create = true, .truncate = true});
+        path,
+        galay::fs::OpenOptions{.read = true, .write = true, .create = true, .truncate = true});
     if (!file) co_return 6;
     ::unlink(path.c_str());
     if (!co_await file->write_all_at(ping, 0)) co_return 7;
@@ -35,7 +38,12 @@ galay::Task<int> round_trip() {
 
 int main() {
     galay::Scheduler sched;
-    const int rc = sched.block_on(round_trip());
+    int rc = sched.block_on(round_trip());
+    try {
+        (void)galay::tls::Context::client({.system_trust = false});
+    } catch (const galay::Error&) {
+        rc = 10;
+    }
     std::printf("%s on %s\n", rc == 0 ? "ok" : "FAILED", sched.backend_name());
     return rc;
 }

@@ -1,0 +1,106 @@
+// A TLS-terminating proxy on galay-kernel: TLS in, plain TCP to the upstream. Each connection is
+// a TLS handshake, then io::copy_bidirectional between the TLS stream and a fresh connection to
+// the upstream (half-close passed on both ways: the client's close_notify becomes a TCP
+// half-close upstream, and the upstream's end becomes close_notify).
+//
+//   tls_proxy 8443 127.0.0.1:8080 --tls-cert cert.pem --tls-key key.pem [--idle 60]
+//   then: curl --cacert ca.pem https://localhost:8443/
+//
+// Exit 1: the port, the certificate or the key cannot be used; 2: bad arguments.
+#include <galay/galay.hpp>
+#include <galay/tls/stream.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kUsage = "usage: tls_proxy <listen-port> <upstream-ip:port> --tls-cert FILE "
+                               "--tls-key FILE [--idle SECONDS]\n";
+
+galay::Task<void> relay(const galay::tls::Context& ctx, galay::TcpStream client,
+                        galay::SocketAddr upstream, std::chrono::seconds idle) {
+    (void)client.set_nodelay(true); // records and answers go out as they are made
+    galay::tls::Stream tls = galay::tls::Stream::server(ctx, std::move(client));
+    if (auto hs = co_await tls.handshake().timeout(10s); !hs) {
+        std::fprintf(stderr, "tls_proxy: handshake: %s\n",
+                     std::string(tls.last_error().empty() ? hs.error().message() : tls.last_error())
+                         .c_str());
+        co_return;
+    }
+    auto server = co_await galay::TcpStream::connect(upstream).timeout(5s);
+    if (!server) {
+        std::fprintf(stderr, "tls_proxy: connect %s: %s\n", upstream.to_string().c_str(),
+                     server.error().message().c_str());
+        co_return;
+    }
+    (void)server->set_nodelay(true);
+    auto r = co_await galay::io::copy_bidirectional(tls, *server, {.idle_timeout = idle});
+    if (!r && r.error() == std::errc::timed_out)
+        std::fprintf(stderr, "tls_proxy: idle for %llds, closed\n",
+                     static_cast<long long>(idle.count()));
+    else if (!r)
+        std::fprintf(stderr, "tls_proxy: connection ended: %s\n", r.error().message().c_str());
+}
+
+galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen,
+                        galay::SocketAddr upstream, std::chrono::seconds idle) {
+    auto listener = galay::TcpListener::bind(listen);
+    if (!listener)
+        throw galay::Error(listener.error(), "tls_proxy: listen on " + listen.to_string());
+    std::printf("tls_proxy: %s -> %s (%s)\n", listener->local_addr()->to_string().c_str(),
+                upstream.to_string().c_str(), galay::current_scheduler().backend_name());
+    std::fflush(stdout);
+    for (;;) {
+        auto conn = co_await listener->accept();
+        if (conn) galay::spawn(relay(ctx, std::move(*conn), upstream, idle));
+    }
+}
+
+[[noreturn]] void usage(const std::string& what) {
+    std::fprintf(stderr, "tls_proxy: %s\n%s", what.c_str(), kUsage);
+    std::exit(2);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) usage("missing arguments");
+    char* end = nullptr;
+    const long port = std::strtol(argv[1], &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535) usage("bad port '" + std::string(argv[1]) + "'");
+    auto upstream = galay::SocketAddr::parse(argv[2]);
+    if (!upstream) usage("bad upstream '" + std::string(argv[2]) + "'");
+    std::string cert, key;
+    long idle = 60;
+    for (int i = 3; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
+        if (arg == "--tls-cert")
+            cert = argv[++i];
+        else if (arg == "--tls-key")
+            key = argv[++i];
+        else if (arg == "--idle")
+            idle = std::strtol(argv[++i], nullptr, 10);
+        else
+            usage("unexpected argument '" + std::string(arg) + "'");
+    }
+    if (cert.empty() || key.empty()) usage("--tls-cert and --tls-key are required");
+    if (idle <= 0) usage("--idle: a positive number of seconds");
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+        const galay::tls::Context ctx =
+            galay::tls::Context::server({.cert_file = cert, .key_file = key});
+        galay::block_on(serve(ctx, galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
+                              *upstream, std::chrono::seconds(idle)));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
