@@ -1,0 +1,3 @@
+module galay.dev/bench/go_https
+
+go 1.21
