@@ -25,6 +25,9 @@ Sections (each runs only if its binaries were built):
            io_uring and epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns
            under http_turns at 100 and 1000 connections (latencies, CPU per request), then one
            at a time under wrk at 100 connections; plots of requests per server core
+  tls      bench/tls.py (short): HTTPS keep-alive GET /, new TLS 1.3 connections per server
+           CPU-second with and without resumption, TLS echo through a terminating proxy; galay
+           (io_uring, epoll) vs nginx, Go and raw OpenSSL over epoll
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -53,6 +56,7 @@ import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import http_servers  # noqa: E402  (the HTTP comparison)
 import latency  # noqa: E402  (the latency study)
 import plot_pages  # noqa: E402  (the plots, with their spread)
+import tls  # noqa: E402  (HTTPS, new TLS connections and TLS echo)
 
 FAILURES = []
 
@@ -336,7 +340,7 @@ def aio_report(ctx):
 
 # The page of docs/benchmarks/ that holds each section's figures and method.
 STUDY_PAGE = {"tcp": "echo", "latency": "latency", "churn": "churn", "udp": "udp",
-              "files": "files", "aio": "files", "http": "http", "sync": "sync"}
+              "files": "files", "aio": "files", "http": "http", "sync": "sync", "tls": "tls"}
 
 
 def series_over_rounds(label, per_x):
@@ -430,6 +434,15 @@ def http_report(ctx):
     return {"lines": lines, "data": result, "plots": http_plots(result)}
 
 
+def tls_report(ctx):
+    # bench/tls.py, short form: HTTPS keep-alive, new TLS 1.3 connections (with and without
+    # resumption) and TLS echo through a terminating proxy; galay, nginx, Go and raw OpenSSL.
+    lines, result = tls.suite_section(ctx.args.bin, ctx.args.out, quick=not ctx.args.full,
+                                      pairs=ctx.args.pairs)
+    FAILURES.extend(f"tls {f}" for f in result["failures"])
+    return {"lines": lines, "data": result, "plots": []}
+
+
 def sync_report(ctx):
     # bench/sync.py, short form: Channel ping-pong and throughput across two pinned workers and
     # spawn_blocking round trips, against raw_sync (eventfd, moodycamel, condvar) and Tokio.
@@ -476,6 +489,7 @@ SECTIONS = [
     ("aio", aio_report),
     ("http", http_report),
     ("sync", sync_report),
+    ("tls", tls_report),
 ]
 
 

@@ -17,7 +17,7 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              galay-epoll (http_server --tls-cert --tls-key --backend B), nginx (one worker,
              ssl_protocols TLSv1.3, the config made in a temp dir), go (net/http
              ListenAndServeTLS, GOMAXPROCS=1: bench/control/go_https). The survey's columns of
-             bench/http.py (requests/s, server CPU per request, latency percentiles, errors).
+             bench/http_servers.py (requests/s, server CPU per request, latency percentiles, errors).
              The load (--https-load): tls_load --mode keepalive by default, wrk -t1's closed loop
              (one request outstanding per connection) on raw OpenSSL, whose measured window
              begins once every connection has done its handshake; or wrk -t1 on https://
@@ -41,7 +41,7 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              at large messages), every byte compared. Figure: bytes through per
              proxy CPU-second (the upstream's CPU not counted).
 
-Method (bench/http.py's): every round starts every server once, in an order rotated from round
+Method (bench/http_servers.py's): every round starts every server once, in an order rotated from round
 to round, and runs all of that server's cases on a fresh port after one real request checked
 (HTTPS GET / with the chain and name verified against the CA, or an echo through the proxy);
 each case gets --warmup seconds not counted, then -d measured. Server CPU: time on a CPU of the
@@ -55,7 +55,6 @@ errors under load; 2 on bad flags. Standard library only. `suite_section()` is t
 `make bench` (bench/suite.py) runs.
 """
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -68,20 +67,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import echo  # noqa: E402  (free_port, wait_accepting, stop)
-import latstats  # noqa: E402  (spreads and verdicts)
-
-
-def _load_http_bench():
-    """bench/http.py's machinery (wrk's report hook, records, CPU accounting, tables), loaded
-    under another name: as `http` it would shadow the standard library's package."""
-    spec = importlib.util.spec_from_file_location("http_bench", os.path.join(HERE, "http.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-hb = _load_http_bench()
+import harness  # noqa: E402  (ports, server start/stop, CPU accounting, spreads, verdicts)
+import http_servers as hb  # noqa: E402  (wrk's report hook, records, nginx, tables)
 
 BODY = hb.BODY
 GALAY_HTTPS = ("galay-io_uring", "galay-epoll")
@@ -140,10 +127,10 @@ def make_certificates(work):
 
 
 def nginx_tls_conf(prefix, port, root, cert, key):
-    """bench/http.py's nginx configuration with TLS 1.3 on its one listener."""
+    """bench/http_servers.py's nginx configuration with TLS 1.3 on its one listener."""
     plain = f"listen {port} backlog=4096;"
     conf = hb.nginx_conf(prefix, port, root)
-    assert plain in conf, "bench/http.py's nginx_conf changed its listen line"
+    assert plain in conf, "bench/http_servers.py's nginx_conf changed its listen line"
     return conf.replace(plain, f"listen {port} ssl backlog=4096;\n"
                                f"        ssl_certificate {cert};\n"
                                f"        ssl_certificate_key {key};\n"
@@ -317,13 +304,13 @@ def echo_check(port, ca, tls, payload=b"galay tls bench echo check\n", timeout=5
 def start(make, name, tag, args, logdir, rec):
     """The server `make(port)` gives (argv, env) for, on a free port, pinned to the server CPU
     and waited for until it accepts: (proc, log, port); a failure is in rec['problems']."""
-    port = echo.free_port()
+    port = harness.free_port()
     argv, env = make(port)
     log = open(os.path.join(logdir, f"{tag}-{name}.server.log"), "w")
     proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env, stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            preexec_fn=hb.raise_nofile)
-    if not echo.wait_accepting(proc, port, 10.0):
+                            preexec_fn=harness.raise_nofile)
+    if not harness.wait_accepting(proc, port, 10.0):
         rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
                                f"log {log.name}")
     return proc, log, port
@@ -340,17 +327,17 @@ def run_wrk(rec, proc, port, conns, args):
     if args.warmup > 0:
         subprocess.run(hb.wrk_argv(args, conns, args.lua, args.warmup, url), env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       preexec_fn=hb.raise_nofile, timeout=args.warmup + 60)
-    cpu0 = hb.tree_cpu_s(proc.pid)
+                       preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
+    cpu0 = harness.tree_cpu_s(proc.pid)
     try:
         cp = subprocess.run(hb.wrk_argv(args, conns, args.lua, args.duration, url), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=hb.raise_nofile, timeout=args.duration + 60)
+                            preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
     except subprocess.TimeoutExpired:
         rec["problems"].append("wrk did not finish")
         rec["ok"] = False
         return
-    cpu1 = hb.tree_cpu_s(proc.pid)
+    cpu1 = harness.tree_cpu_s(proc.pid)
     hb.fill_record(rec, proc, cp.returncode, cp.stdout, cp.stderr, cpu1 - cpu0)
 
 
@@ -379,18 +366,18 @@ def run_tls_load(proc, port, extra, args):
             "127.0.0.1", str(port), "-d", str(args.duration), "--warmup", str(args.warmup),
             "--json", "--mark"] + extra
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=client_env(args), preexec_fn=hb.raise_nofile)
+                         env=client_env(args), preexec_fn=harness.raise_nofile)
     cpu0 = None
     line = p.stdout.readline()
     if line.strip() == "measuring":
-        cpu0 = hb.tree_cpu_s(proc.pid)
+        cpu0 = harness.tree_cpu_s(proc.pid)
     try:
         out, err = p.communicate(timeout=args.warmup + args.duration + 60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
         return None, 0.0, "tls_load did not finish"
-    cpu1 = hb.tree_cpu_s(proc.pid)
+    cpu1 = harness.tree_cpu_s(proc.pid)
     if p.returncode != 0 or cpu0 is None:
         return None, 0.0, f"tls_load exit {p.returncode}: {(err or line).strip()[-200:]}"
     try:
@@ -479,7 +466,7 @@ def run_server_cases(servers, name, cases, args, logdir, tag):
                     rec["ok"] = False
             out[case] = rec
     finally:
-        code = echo.stop(proc)
+        code = harness.stop(proc)
         log.close()
     for rec in out.values():
         rec["server_exit"] = code
@@ -516,7 +503,7 @@ def run_proxy(servers, name, upstream, args, logdir, tag):
                 rec["ok"] = False
             out[size] = rec
     finally:
-        code = echo.stop(proc)
+        code = harness.stop(proc)
         log.close()
     for rec in out.values():
         rec["server_exit"] = code
@@ -555,7 +542,7 @@ def median_or_text(runs, key):
     vals = [r.get(key) for r in runs if r.get("ok") and r.get(key) is not None]
     if vals and isinstance(vals[0], str):
         return vals[0]
-    return hb.median_of(runs, key)
+    return harness.median_of(runs, key)
 
 
 def summarise(rounds, names, rows, pairs, ratio_keys):
@@ -568,7 +555,7 @@ def summarise(rounds, names, rows, pairs, ratio_keys):
         if a not in names or b not in names:
             continue
         both = [(r[a], r[b]) for r in rounds if a in r and b in r and r[a]["ok"] and r[b]["ok"]]
-        ratios[label] = {k: latstats.spread([x[key] / y[key] for x, y in both
+        ratios[label] = {k: harness.spread([x[key] / y[key] for x, y in both
                                              if x.get(key) is not None and y.get(key)])
                          for k, key in ratio_keys}
     return medians, ratios
@@ -584,7 +571,7 @@ def ratio_table(ratios, columns, pairs_n, where):
              "| | " + " | ".join(c[0] for c in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for label, r in ratios.items():
-        cells = [f"{latstats.fmt_spread(r.get(key))} {hb.verdict(r.get(key), lower, words)}"
+        cells = [f"{harness.fmt_spread(r.get(key))} {hb.verdict(r.get(key), lower, words)}"
                  .strip() for _, key, lower, words in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
@@ -598,9 +585,9 @@ def crit(s, threshold, pairs_n, lower_is_better=True):
     if pairs_n < 3:
         return got + " (fewer than 3 rounds: no verdict)"
     if lower_is_better:
-        return f"{got}: {latstats.criterion_verdict(s, threshold)}"
+        return f"{got}: {harness.criterion_verdict(s, threshold)}"
     inverted = {"median": 1 / s["median"], "min": 1 / s["max"], "max": 1 / s["min"]}
-    v = latstats.criterion_verdict(inverted, 1 / threshold)
+    v = harness.criterion_verdict(inverted, 1 / threshold)
     return f"{got}: {v}"
 
 
@@ -783,13 +770,13 @@ def measure_echo(servers, args, logdir, result, log):
         result["missing"].append(f"raw_epoll: {raw} not built: no echo upstream, TLS echo "
                                  "skipped")
         return
-    up_port = echo.free_port()
+    up_port = harness.free_port()
     up_log = open(os.path.join(logdir, "upstream.log"), "w")
     upstream = subprocess.Popen(["taskset", "-c", str(args.client_cpu), raw, str(up_port)],
                                 stdout=up_log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=hb.raise_nofile)
+                                stdin=subprocess.DEVNULL, preexec_fn=harness.raise_nofile)
     try:
-        if not echo.wait_accepting(upstream, up_port, 10.0):
+        if not harness.wait_accepting(upstream, up_port, 10.0):
             result["failures"].append(f"the echo upstream raw_epoll did not start; log "
                                       f"{up_log.name}")
             return
@@ -812,7 +799,7 @@ def measure_echo(servers, args, logdir, result, log):
                                    "servers": names, "medians": medians, "ratios": ratios,
                                    "runs": rounds[size]})
     finally:
-        echo.stop(upstream)
+        harness.stop(upstream)
         up_log.close()
 
 
