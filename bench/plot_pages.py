@@ -123,7 +123,9 @@ def draw(plot, path):
     if plt is None:
         return None
     x, series = plot["x"], plot["series"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    named = any(isinstance(v, str) for v in x)
+    # Named bars get about an inch and a quarter each, so their wrapped names stay apart.
+    fig, ax = plt.subplots(figsize=(max(7, 1.25 * len(x)) if named else 7, 4.4))
     try:
         nan = float("nan")
         if isinstance(x[0], str):
@@ -134,7 +136,8 @@ def draw(plot, path):
                 ax.bar(pos, ys, width, label=s["label"])
                 _draw_whiskers(ax, pos, s, None)
             ax.set_xticks(range(len(x)))
-            ax.set_xticklabels(x)
+            # Named bars: long names wrap onto a few short lines instead of running together.
+            ax.set_xticklabels([textwrap.fill(str(v), 14) for v in x], fontsize=8)
             ax.margins(y=0.15)  # room for the legend above the bars
         else:
             markers = "osD^v<>ph*"
