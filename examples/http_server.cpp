@@ -19,6 +19,9 @@
 // closed, open connections cancelled, the workers joined, a summary printed on stderr, exit 0.
 // Exit 1: the port, root, certificate or key cannot be used; 2: bad arguments.
 //
+// GET /metrics answers the Runtime's figures in the Prometheus text format (galay/metrics.hpp):
+// per-worker tasks, loop turns, busy and parked time, operations and bytes by kind.
+//
 // Its schedulers take the ready connections in bounded batches (the default, --batching: ~20
 // completions per pass through the kernel on io_uring, 64 ready fds per epoll_wait), each batch's
 // handlers run while its connections' memory is still in cache. --fair sets

@@ -11,15 +11,21 @@
 // joined, and per-worker figures printed (connections that carried data, echoes, bytes; --json:
 // one object, with `accepted` counting every connection, probes included). Exit
 // status: 0 after a signal, 1 when it cannot listen or start, 2 on bad flags.
+//
+// --metrics PORT serves GET /metrics (the Prometheus text of galay/metrics.hpp) on the bind
+// address; --empty-hooks installs task hooks that do nothing and --stall-ms MS the stall
+// detector, to measure what they cost (bench/echo.py --observe).
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
 #include <nlohmann/json.hpp>
 #include <pthread.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +87,25 @@ void report_accept_error(const SocketAddr& where, std::error_code e, std::uint64
                  e.message().c_str(), fds ? " (raise ulimit -n)" : "", times.c_str());
 }
 
+/// One HTTP/1.1 exchange on the metrics port: GET /metrics gets the Prometheus text, anything
+/// else 404; the connection is closed after the answer.
+Task<void> serve_metrics(TcpStream conn, const Runtime& rt) {
+    std::string req;
+    std::array<char, 2048> buf;
+    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 16 * 1024) {
+        auto n = co_await conn.recv(buf).timeout(std::chrono::seconds(10));
+        if (!n || *n == 0) co_return;
+        req.append(buf.data(), *n);
+    }
+    const bool metrics = req.starts_with("GET /metrics ") || req.starts_with("GET /metrics?");
+    const std::string body = metrics ? metrics::prometheus_text(rt) : "not found\n";
+    std::string out = metrics ? "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                              : "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n";
+    out += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+    out += body;
+    (void)co_await conn.send_all(out).timeout(std::chrono::seconds(10));
+}
+
 const char* signal_name(int s) {
     return s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a signal";
 }
@@ -93,7 +118,9 @@ struct Args {
     std::string bind_ip = "0.0.0.0";
     std::string listen_mode = "sharded";
     std::string recv_mode = "pooled";
-    bool no_register_files = false, pin = false, json = false;
+    bool no_register_files = false, pin = false, json = false, empty_hooks = false;
+    int metrics_port = -1; // -1: no metrics endpoint
+    unsigned stall_ms = 0; // 0: no stall detector
     Backend backend = Backend::automatic;
 };
 
@@ -122,6 +149,15 @@ void add_options(CLI::App& app, Args& a) {
                  "what it buys)");
     app.add_flag("--pin", a.pin, "pin worker i to the i-th CPU this process may use");
     app.add_flag("--json", a.json, "at exit, print the per-worker figures as one JSON object");
+    app.add_option("--metrics", a.metrics_port,
+                   "serve GET /metrics (Prometheus text) on this port (0: any free port)")
+        ->check(CLI::Range(0, 65535));
+    app.add_flag("--empty-hooks", a.empty_hooks,
+                 "install task hooks that do nothing (what hooks cost)");
+    app.add_option("--stall-ms", a.stall_ms,
+                   "report loop turns and task resumes longer than this (0: off)")
+        ->check(CLI::Range(0u, 60'000u))
+        ->capture_default_str();
     tools::add_backend_flag(app, &a.backend);
 }
 
@@ -179,6 +215,16 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
     ro.pin_workers = a.pin;
     ro.scheduler.backend = a.backend;
     ro.scheduler.register_files = !a.no_register_files;
+    static const metrics::TaskHooks empty_hooks{
+        .context = nullptr,
+        .on_spawn = [](void*, const metrics::TaskEvent&) {},
+        .on_first_resume = [](void*, const metrics::TaskEvent&) {},
+        .on_suspend = [](void*, const metrics::TaskEvent&) {},
+        .on_resume = [](void*, const metrics::TaskEvent&) {},
+        .on_exit = [](void*, const metrics::TaskEvent&) {},
+    };
+    if (a.empty_hooks) ro.scheduler.hooks = &empty_hooks;
+    ro.scheduler.stall_threshold = std::chrono::milliseconds(a.stall_ms);
     Runtime rt(ro);
 
     std::function<Task<void>(TcpStream)> handler;
@@ -199,14 +245,30 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
                          : "");
         return 1;
     }
+    std::optional<TcpServer> metrics_server;
+    if (a.metrics_port >= 0) {
+        const SocketAddr maddr =
+            *SocketAddr::from_ip(a.bind_ip, static_cast<std::uint16_t>(a.metrics_port));
+        auto m = serve(rt, maddr, [&rt](TcpStream c) { return serve_metrics(std::move(c), rt); });
+        if (!m) {
+            std::fprintf(stderr, "bench_server: cannot serve metrics on %s: %s\n",
+                         maddr.to_string().c_str(), m.error().message().c_str());
+            return 1;
+        }
+        metrics_server.emplace(std::move(*m));
+    }
     std::printf("listening on %s (bench_server, %s, %u thread%s, %s)\n",
                 server->local_addr().to_string().c_str(), rt.backend_name(), a.threads,
                 a.threads == 1 ? "" : "s", a.listen_mode.c_str());
+    if (metrics_server)
+        std::printf("metrics on http://%s/metrics\n",
+                    metrics_server->local_addr().to_string().c_str());
     std::fflush(stdout);
 
     auto sig = rt.block_on(as_task(std::move(stop)));
     server->stop(); // the listeners are closed: the port is free again
-    rt.shutdown();  // connections cancelled, workers joined
+    if (metrics_server) metrics_server->stop();
+    rt.shutdown(); // connections cancelled, workers joined
 
     const nlohmann::json out = summary_of(a, *server, rt, sig);
     if (a.json)

@@ -266,6 +266,8 @@ private:
     /// The fixed answer when it does not fit the writer's buffer: the head, then the body.
     galay::Task<bool> answer_fixed(bool head_only, Persist persist);
     galay::Task<bool> answer_file(std::string_view target, Persist persist, bool head_only);
+    /// GET /metrics: the Runtime's figures in the Prometheus text format.
+    galay::Task<bool> answer_metrics(bool head_only, Persist persist);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
     bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
     /// Room for an answer's head in the writer (flushing first when there is not).
@@ -517,7 +519,26 @@ galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, 
     }
     const bool head_only = method == Method::head;
     if (is_fixed_route(method, target)) co_return co_await answer_fixed(head_only, persist);
+    if ((target == "/metrics" || target.starts_with("/metrics?")) &&
+        galay::Runtime::current() != nullptr)
+        co_return co_await answer_metrics(head_only, persist);
     co_return co_await answer_file(target, persist, head_only);
+}
+
+template <class S>
+galay::Task<bool> Connection<S>::answer_metrics(bool head_only, Persist persist) {
+    // Rendered per scrape: a scrape every few seconds is no load next to the requests.
+    const std::string body = galay::metrics::prometheus_text(*galay::Runtime::current());
+    const bool room = co_await make_room(kMaxHead);
+    if (!room) co_return false;
+    Out o(writer_.spare(kMaxHead));
+    put_head(o, 200, "text/plain; version=0.0.4; charset=utf-8", body.size(), persist);
+    writer_.commit(o.size());
+    if (!head_only) {
+        auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
+        if (!written) co_return false;
+    }
+    co_return true;
 }
 
 template <class S>

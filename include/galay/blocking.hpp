@@ -66,8 +66,12 @@ void blocking_wait_idle(void* a, void* b) noexcept;
 struct BlockingStats {
     unsigned threads = 0;
     std::uint64_t jobs_started = 0;
+    std::uint64_t jobs_queued = 0; // waiting for a thread
 };
 BlockingStats blocking_stats() noexcept;
+/// On a scheduler with a paused clock, a job of this thread's tasks starts (+1) or is over (-1):
+/// virtual time does not jump while one runs.
+void paused_clock_hold(int delta) noexcept;
 /// Post `h` to `s` (from a pool thread).
 void post_to(Scheduler& s, std::coroutine_handle<> h) noexcept;
 
@@ -109,10 +113,12 @@ public:
         }
         blocking_submit(&BlockingAwaiter::run, this, nullptr);
         queued_ = true;
+        paused_clock_hold(1);
         this->arm(scope);
         return true;
     }
     Out await_resume() {
+        if (queued_) paused_clock_hold(-1);
         queued_ = false;
         const int why = this->end_wait();
         if (cancelled_early_) return std::unexpected(errno_code(ECANCELED));

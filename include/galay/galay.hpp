@@ -10,6 +10,7 @@
 #include "galay/io/buf_writer.hpp"
 #include "galay/io/copy.hpp"
 #include "galay/join_handle.hpp"
+#include "galay/metrics.hpp"
 #include "galay/net/server.hpp"
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
@@ -26,6 +27,9 @@
 
 /// @namespace galay::fs
 /// Files: buffered and O_DIRECT reads and writes, batches, registered (fixed) buffers.
+
+/// @namespace galay::metrics
+/// Per-worker runtime metrics, the stall detector's report, task hooks, Prometheus text.
 
 /// @namespace galay::io
 /// Buffered reading and writing over a byte stream, and copying between two streams.

@@ -33,6 +33,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <exception>
+#include <source_location>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -74,6 +75,8 @@ struct SpawnBase {
     Scheduler* sched = nullptr; // where it runs (null: refused, the runtime was shut down)
     CancelScope scope;          // the task runs in it; abort() and shutdown request it
     std::coroutine_handle<> self;
+    std::source_location where; // where it was spawned (stall reports, task hooks)
+    bool observed = false;      // its scheduler has a stall detector or hooks
 
     // --- shared ---
     std::atomic<std::uint32_t> refs{2};
@@ -108,6 +111,9 @@ private:
     static void on_start(void* owner, bool run) noexcept;
     static void on_abort(void* owner, bool run) noexcept;
 };
+
+/// A task of a scheduler with a stall detector or hooks runs for the first time.
+void task_first_resume(SpawnBase& t) noexcept;
 
 template <class T>
 struct SpawnCoro;
@@ -175,6 +181,8 @@ struct PromiseOf {
 template <class T>
 SpawnCoro<T> spawn_body() {
     SpawnPromise<T>& p = co_await PromiseOf<SpawnPromise<T>>{};
+    if (p.observed) [[unlikely]]
+        task_first_resume(p);
     try {
         if constexpr (std::is_void_v<T>) {
             co_await std::move(p.inner);
@@ -195,6 +203,7 @@ SpawnPromise<T>& make_spawned(Task<T> task) {
     SpawnCoro<T> c = spawn_body<T>();
     SpawnPromise<T>& p = c.h.promise();
     p.self = c.h;
+    p.scope.set_task(&p);
     task.handle().promise().scope = &p.scope;
     p.inner = std::move(task);
     return p;

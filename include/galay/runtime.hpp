@@ -46,14 +46,17 @@
 #include "galay/detail/timer_heap.hpp"
 #include "galay/error.hpp"
 #include "galay/join_handle.hpp"
+#include "galay/metrics.hpp"
 #include "galay/task.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
@@ -122,11 +125,29 @@ struct SchedulerOptions {
     /// in between a long batch has evicted it. So on, a busy HTTP server and a request/response
     /// echo take more CPU per request, for no lower p99 (docs/benchmarks/experiments.md).
     bool fair_completions = false;
+
+    // --- observability (galay/metrics.hpp, docs/guide/operating.md) ---------------------------
+    /// Report a loop turn, or a single resume of a task, that takes longer than this through
+    /// `on_stall` (0: the detector is off and costs one branch per turn).
+    std::chrono::nanoseconds stall_threshold{0};
+    /// Called on the scheduler's thread for each stall; empty: one line on stderr, at most one
+    /// a second per scheduler.
+    std::function<void(const metrics::StallReport&)> on_stall{};
+    /// Callbacks on task events, for tracing (null: none, one predictable branch per event).
+    /// The pointed-to hooks must outlive the scheduler.
+    const metrics::TaskHooks* hooks = nullptr;
+    /// Tests: timers read a virtual clock that stands still and jumps to the next deadline
+    /// when nothing is ready to run, no completion is waiting in the kernel and no operation
+    /// that always finishes on its own (file I/O, connect, close) is in flight. A 30 s
+    /// `.timeout()` then fires as soon as the scheduler is otherwise idle. Time as read through
+    /// `Scheduler::now_ns()` on this scheduler's thread.
+    bool paused_clock = false;
 };
 
 namespace detail {
 class Driver; // the backend (src/driver/driver.hpp); not part of the installed interface
 class RemoteQueue;
+struct Observer;
 struct SchedulerAccess;
 struct SpawnLinks { // a scheduler's list of its spawned tasks (detail/intrusive_list.hpp)
     static SpawnBase*& next(SpawnBase& t) noexcept { return t.next; }
@@ -163,7 +184,7 @@ public:
     /// thread it is posted (and starts when this scheduler runs). Dropping the handle detaches
     /// the task; an exception escaping a detached task is reported.
     template <class T>
-    JoinHandle<T> spawn(Task<T> task);
+    JoinHandle<T> spawn(Task<T> task, std::source_location where = std::source_location::current());
 
     /// Spawned tasks that have not finished (including ones posted from other threads and not
     /// started yet). What `Runtime::spawn` balances on.
@@ -181,12 +202,20 @@ public:
     void post(std::coroutine_handle<> h);
 
     /// The steady clock in nanoseconds: what deadlines (`.deadline()`, timer nodes) are measured
-    /// in.
+    /// in. On the thread of a scheduler with `SchedulerOptions::paused_clock`, its virtual time.
     static std::int64_t now_ns() noexcept {
+        if (detail::g_paused_clocks.load(std::memory_order_relaxed) != 0) return paused_now_ns();
+        return real_now_ns();
+    }
+    /// The steady clock in nanoseconds, paused clock or not.
+    static std::int64_t real_now_ns() noexcept {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now().time_since_epoch())
             .count();
     }
+
+    /// This scheduler's counters (galay/metrics.hpp reads them; any thread).
+    const detail::WorkerCounters& counters() const noexcept { return counters_; }
 
 private:
     static constexpr std::size_t kFairCheckEvery = 8;    // handlers between clock reads
@@ -199,6 +228,7 @@ private:
     // completing an op, the inline-completion budget): src/runtime/scheduler_access.hpp.
     friend struct detail::SchedulerAccess;
     friend struct detail::SpawnBase;
+    friend struct detail::Observer;
 
     /// Make `s` this thread's current scheduler; returns the previous one.
     static Scheduler* exchange_current(Scheduler* s) noexcept;
@@ -222,6 +252,16 @@ private:
     /// Drop what is queued from other threads (coroutines are not resumed; calls are told).
     void drop_remote() noexcept;
 
+    // --- observability (src/runtime/observe.cpp) ---
+    static std::int64_t paused_now_ns() noexcept;
+    /// The paused clock: move virtual time to the next deadline when the scheduler is idle.
+    /// Returns true when it did (timers are then due).
+    bool advance_paused_clock(std::int64_t deadline_ns);
+    void observe_options(const SchedulerOptions& options);
+    void run_ready_observed();
+    void poll_counted(std::int64_t timeout_ns);
+    void publish_gauges() noexcept;
+
     std::unique_ptr<detail::Driver> driver_;
     std::unique_ptr<detail::RemoteQueue> remote_;
     std::vector<std::coroutine_handle<>> ready_;
@@ -238,6 +278,19 @@ private:
     std::size_t resumed_since_poll_ = 0; // coroutines resumed since the driver was last polled
     std::uint64_t polls_ = 0;            // times the loop polled the driver (tests)
     bool fair_completions_ = false;      // SchedulerOptions::fair_completions: flush long batches
+
+    // --- observability ---
+    detail::WorkerCounters counters_;
+    std::unique_ptr<detail::Observer> observer_; // stall detector and hooks; null: neither
+    bool paused_ = false;                        // SchedulerOptions::paused_clock
+    std::int64_t virtual_ns_ = 0;                // the paused clock's time
+    std::size_t bounded_in_flight_ = 0;          // paused clock: ops that finish on their own
+    std::int64_t mark_ns_ = 0;                   // busy/parked accounting: end of the last wait
+    int worker_ = -1;                            // its index in a Runtime (reports, labels)
+    // The leaf operation a resumed coroutine suspended on: the coroutine and its cancel scope
+    // (start_op and sleep record them), so that hooks and stalls can name the task.
+    std::coroutine_handle<> suspended_h_;
+    detail::CancelScope* suspended_scope_ = nullptr;
 };
 
 /// The current thread's scheduler; terminates with a clear message when there is none.
@@ -245,8 +298,8 @@ Scheduler& current_scheduler();
 
 /// Start `task` on the current scheduler (the current worker, in a Runtime).
 template <class T>
-JoinHandle<T> spawn(Task<T> task) {
-    return current_scheduler().spawn(std::move(task));
+JoinHandle<T> spawn(Task<T> task, std::source_location where = std::source_location::current()) {
+    return current_scheduler().spawn(std::move(task), where);
 }
 
 /// Create a scheduler with `options`, run `task` to completion on this thread, return its result.
@@ -324,12 +377,14 @@ public:
     /// tasks rather than rotating keeps long-lived tasks (connections) spread when short ones come
     /// and go. From any thread. After shutdown the handle throws `operation_canceled`.
     template <class T>
-    JoinHandle<T> spawn(Task<T> task) {
-        return spawn_on(least_loaded(), std::move(task));
+    JoinHandle<T> spawn(Task<T> task,
+                        std::source_location where = std::source_location::current()) {
+        return spawn_on(least_loaded(), std::move(task), where);
     }
     /// Start `task` on worker `worker` (< size()). From any thread.
     template <class T>
-    JoinHandle<T> spawn_on(unsigned worker, Task<T> task);
+    JoinHandle<T> spawn_on(unsigned worker, Task<T> task,
+                           std::source_location where = std::source_location::current());
 
     /// The worker `spawn` would pick now.
     unsigned least_loaded() const noexcept;
@@ -357,7 +412,8 @@ int this_worker() noexcept;
 
 /// Start `task` on worker `worker` of the current thread's Runtime (a worker thread only).
 template <class T>
-JoinHandle<T> spawn_on(unsigned worker, Task<T> task);
+JoinHandle<T> spawn_on(unsigned worker, Task<T> task,
+                       std::source_location where = std::source_location::current());
 
 namespace detail {
 /// Terminate with `what` on stderr (misuse that cannot be reported otherwise).
@@ -367,16 +423,18 @@ void refuse_spawn(SpawnBase& t) noexcept;
 } // namespace detail
 
 template <class T>
-JoinHandle<T> Scheduler::spawn(Task<T> task) {
+JoinHandle<T> Scheduler::spawn(Task<T> task, std::source_location where) {
     detail::SpawnPromise<T>& p = detail::make_spawned(std::move(task));
+    p.where = where;
     start_spawned(p);
     return JoinHandle<T>(p);
 }
 
 template <class T>
-JoinHandle<T> Runtime::spawn_on(unsigned worker, Task<T> task) {
+JoinHandle<T> Runtime::spawn_on(unsigned worker, Task<T> task, std::source_location where) {
     if (worker >= size()) throw std::out_of_range("galay: spawn_on: no such worker");
     detail::SpawnPromise<T>& p = detail::make_spawned(std::move(task));
+    p.where = where;
     if (!enter()) {
         detail::refuse_spawn(p);
         return JoinHandle<T>(p);
@@ -387,11 +445,11 @@ JoinHandle<T> Runtime::spawn_on(unsigned worker, Task<T> task) {
 }
 
 template <class T>
-JoinHandle<T> spawn_on(unsigned worker, Task<T> task) {
+JoinHandle<T> spawn_on(unsigned worker, Task<T> task, std::source_location where) {
     Runtime* rt = Runtime::current();
     if (rt == nullptr)
         detail::fatal("galay: spawn_on() outside a Runtime worker (use rt.spawn_on)");
-    return rt->spawn_on(worker, std::move(task));
+    return rt->spawn_on(worker, std::move(task), where);
 }
 
 template <class T>

@@ -120,7 +120,7 @@ public:
     }
     BlockingStats stats() noexcept {
         std::lock_guard lk(m_);
-        return {threads_, started_};
+        return {threads_, started_, queue_.size()};
     }
 
 private:

@@ -20,6 +20,7 @@ bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellab
         return false;
     }
     if (submit_op(s, op)) return yield_if_over_budget(s, h);
+    SchedulerAccess::suspending(s, h, scope);
     if (scope != nullptr) scope->link(self);
     return true;
 }

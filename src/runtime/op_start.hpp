@@ -25,7 +25,11 @@ inline void reset_op(IoOp& op, std::coroutine_handle<> waiter) noexcept {
 /// Hand `op` to the driver. True when it completed at once; otherwise it is pending and its
 /// deadline (`op.timer.deadline_ns`, 0: none) is armed.
 inline bool submit_op(Scheduler& s, IoOp& op) {
-    if (SchedulerAccess::driver(s).submit(op)) return true;
+    SchedulerAccess::starting(s, op);
+    if (SchedulerAccess::driver(s).submit(op)) {
+        SchedulerAccess::completed(s, op);
+        return true;
+    }
     if (op.timer.deadline_ns != 0) {
         op.timer.on_fire = &on_op_deadline;
         op.timer.context = &op;

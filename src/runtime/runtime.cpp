@@ -130,6 +130,7 @@ void Runtime::worker_main(unsigned index) {
     try {
         sched = std::make_unique<Scheduler>(options_.scheduler);
         sched->wake_group_ = this;
+        sched->worker_ = static_cast<int>(index);
     } catch (...) {
         error = std::current_exception();
     }

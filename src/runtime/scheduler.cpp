@@ -4,6 +4,7 @@
 #include "driver/common/faults.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
+#include "runtime/observe.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -69,6 +70,7 @@ Scheduler::Scheduler(SchedulerOptions options)
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
     driver_ = detail::find_backend(*b)->entry->make(*this, options);
     fair_completions_ = options.fair_completions;
+    observe_options(options);
     ready_.reserve(1024);
     running_.reserve(1024);
 }
@@ -79,6 +81,7 @@ Scheduler::~Scheduler() {
         std::this_thread::yield();
     drop_remote();
     driver_.reset();
+    if (paused_) detail::g_paused_clocks.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Scheduler::teardown() noexcept {
@@ -95,6 +98,7 @@ void Scheduler::teardown() noexcept {
         tasks_.front()->abandon(); // (unlinks it)
     ready_.clear();
     running_.clear();
+    detail::Observer::clear(*this);
     drop_remote();
     // The destroyed frames closed their sockets: on io_uring, the requests that drop the ring's
     // references to them (registered slot, armed multishot recv) go to the kernel now, not
@@ -126,6 +130,8 @@ void Scheduler::start_spawned(detail::SpawnBase& t) {
 }
 
 void Scheduler::adopt(detail::SpawnBase& t) {
+    counters_.tasks_spawned.add();
+    if (observer_ != nullptr) detail::observe_spawn(*this, t);
     t.linked = true;
     tasks_.push_back(t);
     ++linked_;
@@ -141,6 +147,8 @@ void Scheduler::leave(detail::SpawnBase& t) noexcept {
         --linked_;
     }
     live_.fetch_sub(1, std::memory_order_relaxed);
+    counters_.tasks_finished.add();
+    if (observer_ != nullptr) detail::observe_exit(*this, t);
 }
 
 void Scheduler::cancel_all() noexcept {
@@ -183,9 +191,11 @@ void Scheduler::drain_remote() {
     // An exchange (not a store): the flag must be clear before the queue is read, or a post
     // between the two could find it still set and skip its wake-up.
     if (!remote_->wake_pending.exchange(false, std::memory_order_acq_rel)) return;
+    counters_.remote_wakeups.add();
     std::uintptr_t batch[64];
     std::size_t n;
     while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0) {
+        counters_.remote_items.add(n);
         for (std::size_t i = 0; i < n; ++i) {
             if ((batch[i] & detail::kCallBit) != 0) {
                 auto* c = reinterpret_cast<detail::RemoteCall*>(batch[i] & ~detail::kCallBit);
@@ -204,6 +214,10 @@ void Scheduler::run_ready() {
     // not starved.
     running_.swap(ready_);
     resumed_since_poll_ += running_.size();
+    if (observer_ != nullptr) {
+        run_ready_observed();
+        return;
+    }
     if (fair_completions_ && running_.size() >= kFairCheckEvery * 2) {
         run_ready_fairly();
         return;
@@ -244,6 +258,20 @@ void Scheduler::fire_timers() {
     }
 }
 
+bool Scheduler::advance_paused_clock(std::int64_t deadline_ns) {
+    // Whatever the kernel has finished comes first: I/O is never skipped by a jump.
+    ++polls_;
+    poll_counted(0);
+    if (!ready_.empty() || remote_->wake_pending.load(std::memory_order_relaxed)) return true;
+    if (bounded_in_flight_ != 0) return false; // a file op or a connect: wait for it for real
+    std::int64_t target = -1;
+    if (!timers_.empty()) target = timers_.top_deadline();
+    if (deadline_ns >= 0 && (target < 0 || deadline_ns < target)) target = deadline_ns;
+    if (target < 0) return false;
+    if (target > virtual_ns_) virtual_ns_ = target;
+    return true;
+}
+
 void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadline_ns) {
     const bool outer = !in_loop_;
     in_loop_ = true;
@@ -255,6 +283,7 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
         }
         ~InLoop() { d.loop_left(); }
     } in_loop(*driver_);
+    if constexpr (GALAY_METRICS) mark_ns_ = real_now_ns();
     while (remaining != 0) {
         drain_remote();
         run_ready();
@@ -281,10 +310,18 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
             if (left <= 0) break;
             if (timeout < 0 || timeout > left) timeout = left;
         }
+        if (paused_ && timeout != 0) {
+            if (advance_paused_clock(deadline_ns)) {
+                fire_timers();
+                continue;
+            }
+            timeout = -1; // an op that finishes on its own is in the kernel: wait for it
+        }
         ++polls_;
-        driver_->poll(timeout);
+        poll_counted(timeout);
         fire_timers();
     }
+    if constexpr (GALAY_METRICS) counters_.busy_ns.add(real_now_ns() - mark_ns_);
     if (outer) {
         in_loop_ = false;
         driver_->flush(); // wake-ups (and anything else) queued in the ring by the last batch

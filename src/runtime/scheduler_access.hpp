@@ -31,6 +31,46 @@ struct SchedulerAccess {
         if (op.timer.armed()) s.timers_.remove(op.timer);
         if (op.timed_out && op.result == -ECANCELED) op.result = -ETIMEDOUT;
         s.ready_.push_back(op.waiter);
+        completed(s, op);
+    }
+
+    // --- observability ---
+    static WorkerCounters& counters(Scheduler& s) noexcept { return s.counters_; }
+    /// `op` goes to the driver: count it (and, with a paused clock, hold time while it is an op
+    /// that finishes on its own).
+    static void starting(Scheduler& s, const IoOp& op) noexcept {
+        s.counters_.op_started(op);
+        if (s.paused_ && finishes_on_its_own(op.code)) ++s.bounded_in_flight_;
+    }
+    /// `op` completed (at once, or later through complete()).
+    static void completed(Scheduler& s, const IoOp& op) noexcept {
+        s.counters_.op_completed(op);
+        if (s.paused_ && finishes_on_its_own(op.code)) --s.bounded_in_flight_;
+    }
+    /// The coroutine `h` suspended on a leaf operation in `scope` (names its task for the
+    /// stall detector and the hooks).
+    static void suspending(Scheduler& s, std::coroutine_handle<> h, CancelScope* scope) noexcept {
+        if (s.observer_ != nullptr) [[unlikely]] {
+            s.suspended_h_ = h;
+            s.suspended_scope_ = scope;
+        }
+    }
+    /// Operations that end without a peer doing anything: the paused clock waits for them.
+    static constexpr bool finishes_on_its_own(OpCode c) noexcept {
+        switch (c) {
+        case OpCode::connect:
+        case OpCode::close:
+        case OpCode::read_at:
+        case OpCode::write_at:
+        case OpCode::readv_at:
+        case OpCode::writev_at:
+        case OpCode::fsync:
+        case OpCode::fdatasync:
+        case OpCode::fallocate:
+            return true;
+        default:
+            return false;
+        }
     }
 
     /// Called when an op completed without suspending. Returns false when the coroutine has run

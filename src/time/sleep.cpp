@@ -15,6 +15,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
     node_.on_fire = &SleepAwaiter::fire;
     node_.context = this;
     SchedulerAccess::arm_timer(s, node_);
+    SchedulerAccess::suspending(s, h, scope);
     scope_ = scope;
     if (scope != nullptr) scope->link(*this);
     return true;

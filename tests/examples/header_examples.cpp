@@ -43,6 +43,12 @@ galay::Task<void> body(galay::Runtime& rt) {
 }
 } // namespace join_handle
 
+namespace metrics {
+void body() {
+#include "example_metrics.inc"
+}
+} // namespace metrics
+
 namespace signal {
 galay::Task<void> body(galay::Runtime& rt) {
 #include "example_signal.inc"

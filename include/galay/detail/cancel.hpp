@@ -75,9 +75,21 @@ public:
 
     void cancel() noexcept override { request(); }
 
+    /// The spawned task whose own scope this is (its SpawnBase), or null.
+    void set_task(void* task) noexcept { task_ = task; }
+    /// The spawned task this scope belongs to: its own, or the nearest enclosing scope's (null
+    /// for scopes outside spawned tasks).
+    void* task() const noexcept {
+        const CancelScope* s = this;
+        while (s != nullptr && s->task_ == nullptr)
+            s = s->owner_;
+        return s != nullptr ? s->task_ : nullptr;
+    }
+
 private:
     using Linked = IntrusiveList<Cancellable, CancellableLinks>;
     Linked linked_;
+    void* task_ = nullptr;
     bool requested_ = false;
 };
 

@@ -98,6 +98,7 @@ bool EpollDriver::submit(IoOp& op) {
     }
     if (op.code == OpCode::recv_pooled && pool_.empty()) {
         // Every buffer is lent out: wait for one to come back (as io_uring does).
+        SchedulerAccess::counters(sched_).enobufs.add();
         op.pending = true;
         ++waiting_;
         starved_.push_back(op);
@@ -243,6 +244,7 @@ void EpollDriver::fail_all(OpQueue& list, int err) noexcept {
 void EpollDriver::retry(OpQueue& list) {
     while (!list.empty()) {
         if (list.front()->code == OpCode::recv_pooled && pool_.empty()) {
+            SchedulerAccess::counters(sched_).enobufs.add();
             starved_.push_back(*list.pop_front()); // ready, but no buffer: wait for one
             continue;
         }
@@ -307,6 +309,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             // idle connection holds none.
             int id = pool_.take();
             if (id < 0) {
+                SchedulerAccess::counters(sched_).enobufs.add();
                 op.result = -ENOBUFS;
                 return true;
             }

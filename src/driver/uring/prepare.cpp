@@ -24,6 +24,7 @@ bool UringDriver::submit(IoOp& op) {
     if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
         int id = pool_->take();
         if (id < 0) {
+            SchedulerAccess::counters(sched_).enobufs.add();
             op.result = -ENOBUFS;
             return true;
         }

@@ -141,6 +141,7 @@ void UringDriver::on_multishot(std::uint64_t ud, std::int32_t res, std::uint32_t
     }
     if (res == -ENOBUFS) { // the ring ran dry: resume once buffers are given back
         faults::ring_empty();
+        SchedulerAccess::counters(sched_).enobufs.add();
         ++demand_;
         m.starved = true;
         starved_.push_back(fd);
