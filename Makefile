@@ -3,7 +3,7 @@ PRESET ?= release
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib \
-	wrk nginx-light libssl-dev openssl
+	wrk nginx-light libssl-dev openssl python3-prometheus-client
 # `make fuzz` only: libFuzzer comes with clang.
 FUZZ_DEB_PACKAGES := clang-16 libclang-rt-16-dev
 FUZZ_SECONDS ?= 60
