@@ -31,9 +31,11 @@ enum class errc {
                               ///< call can move (TCP: 4 GiB - 1; files: 2 GiB - 4 KiB); split it
     closed,                   ///< the channel was closed (nothing more to receive, nobody to send
                               ///< to), or the other end of a oneshot is gone
-    end_of_stream,  ///< io::BufReader: the peer closed cleanly before the first byte of a read
-    limit_exceeded, ///< io::BufReader: no delimiter within the reader's capacity (a line longer
-                    ///< than its limit), or a peek larger than the capacity
+    end_of_stream,     ///< io::BufReader: the peer closed cleanly before the first byte of a read
+    limit_exceeded,    ///< io::BufReader: no delimiter within the reader's capacity (a line longer
+                       ///< than its limit), or a peek larger than the capacity
+    control_truncated, ///< recv_with_fds: more descriptors arrived than the receive allowed
+                       ///< (MSG_CTRUNC); those that did arrive were closed
 };
 
 /// The category of galay::errc codes (name "galay").

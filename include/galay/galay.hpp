@@ -15,6 +15,7 @@
 #include "galay/net/socket_addr.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"
+#include "galay/net/unix.hpp"
 #include "galay/runtime.hpp"
 #include "galay/signal.hpp"
 #include "galay/sync.hpp"

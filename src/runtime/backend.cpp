@@ -38,6 +38,9 @@ public:
         case errc::limit_exceeded:
             return "no delimiter within the buffered reader's limit (a line or message longer "
                    "than its capacity)";
+        case errc::control_truncated:
+            return "control message truncated (MSG_CTRUNC): more descriptors arrived than the "
+                   "receive allowed; those that arrived were closed";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -118,6 +118,10 @@ namespace net_udp {
 #include "example_net_udp.inc"
 } // namespace net_udp
 
+namespace net_unix {
+#include "example_net_unix.inc"
+} // namespace net_unix
+
 namespace sync_channel {
 struct Request {
     int id = 0;

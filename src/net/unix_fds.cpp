@@ -1,0 +1,91 @@
+// Descriptor passing over Unix sockets: SCM_RIGHTS control messages on sendmsg/recvmsg.
+// Received descriptors are close-on-exec (MSG_CMSG_CLOEXEC) and owned at once, so no path out of
+// a receive (a truncated control message included) leaves one open.
+#include "galay/net/unix.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+namespace galay::detail {
+
+FdSendAwaitable::FdSendAwaitable(int fd, const void* buf, std::size_t len, std::span<const int> fds,
+                                 const UnixAddr* to)
+    : to_(to) {
+    op_.code = OpCode::sendmsg;
+    op_.fd = fd;
+    iov_.iov_base = const_cast<void*>(buf);
+    iov_.iov_len = len;
+    // A stream carries descriptors with a byte; zero bytes would send nothing, them included.
+    if (fds.size() > kMaxFdsPerMessage || (!fds.empty() && len == 0)) {
+        setup_error_ = EINVAL;
+        return;
+    }
+    if (fds.empty()) return;
+    control_.assign(CMSG_SPACE(fds.size_bytes()), 0);
+    msg_.msg_control = control_.data();
+    msg_.msg_controllen = control_.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg_);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(fds.size_bytes());
+    std::memcpy(CMSG_DATA(c), fds.data(), fds.size_bytes());
+}
+
+void FdSendAwaitable::prepare() noexcept {
+    msg_.msg_iov = &iov_;
+    msg_.msg_iovlen = 1;
+    msg_.msg_control = control_.empty() ? nullptr : control_.data();
+    msg_.msg_controllen = control_.size();
+    if (to_ != nullptr) {
+        msg_.msg_name = const_cast<sockaddr*>(to_->data());
+        msg_.msg_namelen = to_->size();
+    }
+    op_.buf = &msg_;
+}
+
+Result<std::size_t> FdSendAwaitable::result() {
+    if (setup_error_ != 0) return fail(setup_error_);
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    return static_cast<std::size_t>(op_.result);
+}
+
+FdRecvAwaitable::FdRecvAwaitable(int fd, void* buf, std::size_t len, std::size_t max_fds) {
+    op_.code = OpCode::recvmsg;
+    op_.fd = fd;
+    op_.msg_flags = MSG_CMSG_CLOEXEC;
+    iov_.iov_base = buf;
+    iov_.iov_len = len;
+    if (max_fds > kMaxFdsPerMessage) max_fds = kMaxFdsPerMessage;
+    if (max_fds > 0) control_.assign(CMSG_SPACE(max_fds * sizeof(int)), 0);
+}
+
+void FdRecvAwaitable::prepare() noexcept {
+    msg_.msg_iov = &iov_;
+    msg_.msg_iovlen = 1;
+    msg_.msg_control = control_.empty() ? nullptr : control_.data();
+    msg_.msg_controllen = control_.size();
+    op_.buf = &msg_;
+}
+
+Result<FdMessage> FdRecvAwaitable::result() {
+    if (op_.result < 0) return fail(static_cast<int>(-op_.result));
+    FdMessage m;
+    m.size = static_cast<std::size_t>(op_.result);
+    if (msg_.msg_controllen > 0) {
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg_); c != nullptr; c = CMSG_NXTHDR(&msg_, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (std::size_t i = 0; i < n; ++i) {
+                int fd;
+                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                m.fds.emplace_back(fd);
+            }
+        }
+    }
+    // The descriptors that did fit are owned by `m` and close with it.
+    if (msg_.msg_flags & MSG_CTRUNC)
+        return std::unexpected(make_error_code(errc::control_truncated));
+    return m;
+}
+
+} // namespace galay::detail
