@@ -36,6 +36,7 @@ enum class errc {
                        ///< than its limit), or a peek larger than the capacity
     control_truncated, ///< recv_with_fds: more descriptors arrived than the receive allowed
                        ///< (MSG_CTRUNC); those that did arrive were closed
+    output_too_large,  ///< process::Command::output: the child wrote more than the limit
 };
 
 /// The category of galay::errc codes (name "galay").

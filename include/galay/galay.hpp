@@ -16,6 +16,7 @@
 #include "galay/net/tcp.hpp"
 #include "galay/net/udp.hpp"
 #include "galay/net/unix.hpp"
+#include "galay/process.hpp"
 #include "galay/runtime.hpp"
 #include "galay/signal.hpp"
 #include "galay/sync.hpp"

@@ -41,6 +41,9 @@ public:
         case errc::control_truncated:
             return "control message truncated (MSG_CTRUNC): more descriptors arrived than the "
                    "receive allowed; those that arrived were closed";
+        case errc::output_too_large:
+            return "the child process wrote more output than the limit given to output(); it "
+                   "was killed";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -118,6 +118,10 @@ namespace net_udp {
 #include "example_net_udp.inc"
 } // namespace net_udp
 
+namespace process {
+#include "example_process.inc"
+} // namespace process
+
 namespace net_unix {
 #include "example_net_unix.inc"
 } // namespace net_unix

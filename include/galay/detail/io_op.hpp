@@ -34,6 +34,9 @@ enum class OpCode : std::uint8_t {
     fallocate,
     recvmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams received
     sendmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
+    read,     // read(2) on a pollable non-socket fd (a pipe): buf, len, all
+    write,    // write(2) on a pollable non-socket fd (a pipe): buf, len, all
+    waitid,   // wait for a child to exit and reap it: fd = its pidfd, buf = a siginfo_t
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).

@@ -51,10 +51,13 @@ inline constexpr OpTraits kOpTraits[] = {
     {OpCode::fallocate,    true,  false, false, false, false,  false,  false},
     {OpCode::recvmmsg,     false, false, true,  true,  false,  false,  false},
     {OpCode::sendmmsg,     false, false, false, true,  false,  false,  false},
+    {OpCode::read,         false, false, true,  false, false,  true,   true},
+    {OpCode::write,        false, false, false, false, false,  true,   true},
+    {OpCode::waitid,       false, false, true,  false, false,  false,  false},
 };
 // clang-format on
 
-static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::sendmmsg) + 1,
+static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::waitid) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
 

@@ -5,6 +5,7 @@
 #include "driver/common/faults.hpp"
 #include "driver/common/op_traits.hpp"
 #include "driver/mmsg.hpp"
+#include "driver/process_ops.hpp"
 #include "runtime/drivers.hpp"
 
 #include <sys/eventfd.h>
@@ -370,6 +371,12 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::recvmmsg:
         case OpCode::sendmmsg:
             return attempt_mmsg(op);
+        case OpCode::read:
+        case OpCode::write:
+            r = fake != 0 ? (errno = fake, -1) : pipe_transfer(op, len);
+            break;
+        case OpCode::waitid:
+            return reap_child(op);
         default:
             op.result = -EOPNOTSUPP;
             return true;

@@ -5,6 +5,7 @@
 
 #include "driver/common/faults.hpp"
 #include "driver/mmsg.hpp"
+#include "driver/process_ops.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -72,7 +73,8 @@ void UringDriver::prep(IoOp& op) {
     // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
     const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
     if (!prepared) prep_plain(e, op, len);
-    fixed_file(op) = op.code != OpCode::close && uses_fixed(op.fd);
+    // (a waitid's fd is a pidfd the kernel looks up itself, never a registered slot)
+    fixed_file(op) = op.code != OpCode::close && op.code != OpCode::waitid && uses_fixed(op.fd);
     if (fixed_file(op)) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
     io_uring_sqe_set_data(e, &op);
 }
@@ -164,6 +166,11 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         break;
     case OpCode::sendmmsg:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
+        break;
+    case OpCode::read:
+    case OpCode::write:
+    case OpCode::waitid:
+        prep_process_op(e, op, len); // process_ops.cpp
         break;
     }
 }

@@ -5,6 +5,7 @@
 
 #include "driver/common/faults.hpp"
 #include "driver/mmsg.hpp"
+#include "driver/process_ops.hpp"
 
 #include <unistd.h>
 
@@ -180,7 +181,12 @@ void UringDriver::on_op_cqe(IoOp* op, std::int32_t res, bool may_delay) {
         }
         res = -ECANCELED;
     }
-    if (is_mmsg(op->code)) {
+    if (op->code == OpCode::waitid && !uring_waitid_supported()) {
+        if (!reap_after_poll(*op, res)) {
+            prep(*op); // woken without an exit: wait for the next one
+            return;
+        }
+    } else if (is_mmsg(op->code)) {
         if (!mmsg_ready(*op, res)) {
             prep(*op); // it would block again: wait for the next readiness
             return;
