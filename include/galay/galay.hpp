@@ -6,6 +6,7 @@
 #include "galay/fs/batch.hpp"
 #include "galay/fs/file.hpp"
 #include "galay/fs/fixed_buffer.hpp"
+#include "galay/fs/ops.hpp"
 #include "galay/io/buf_reader.hpp"
 #include "galay/io/buf_writer.hpp"
 #include "galay/io/copy.hpp"

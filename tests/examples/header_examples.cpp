@@ -118,6 +118,10 @@ namespace net_udp {
 #include "example_net_udp.inc"
 } // namespace net_udp
 
+namespace fs_ops {
+#include "example_fs_ops.inc"
+} // namespace fs_ops
+
 namespace process {
 #include "example_process.inc"
 } // namespace process

@@ -37,6 +37,15 @@ enum class OpCode : std::uint8_t {
     read,     // read(2) on a pollable non-socket fd (a pipe): buf, len, all
     write,    // write(2) on a pollable non-socket fd (a pipe): buf, len, all
     waitid,   // wait for a child to exit and reap it: fd = its pidfd, buf = a siginfo_t
+    // The filesystem namespace: fd = a directory fd (AT_FDCWD), buf = a path, aux = a second
+    // path (or statx's buffer), msg_flags = the call's flags, len = a mode (or statx's mask).
+    openat, // result: the new fd
+    statx,
+    renameat,
+    unlinkat,
+    mkdirat,
+    linkat,
+    symlinkat, // buf = the target, aux = the link's path
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).

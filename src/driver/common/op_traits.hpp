@@ -54,10 +54,17 @@ inline constexpr OpTraits kOpTraits[] = {
     {OpCode::read,         false, false, true,  false, false,  true,   true},
     {OpCode::write,        false, false, false, false, false,  true,   true},
     {OpCode::waitid,       false, false, true,  false, false,  false,  false},
+    {OpCode::openat,       true,  false, false, false, false,  true,   false},
+    {OpCode::statx,        true,  false, false, false, false,  true,   false},
+    {OpCode::renameat,     true,  false, false, false, false,  true,   false},
+    {OpCode::unlinkat,     true,  false, false, false, false,  true,   false},
+    {OpCode::mkdirat,      true,  false, false, false, false,  true,   false},
+    {OpCode::linkat,       true,  false, false, false, false,  true,   false},
+    {OpCode::symlinkat,    true,  false, false, false, false,  true,   false},
 };
 // clang-format on
 
-static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::waitid) + 1,
+static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::symlinkat) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
 

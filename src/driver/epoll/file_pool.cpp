@@ -5,6 +5,7 @@
 #include "driver/epoll/file_engine.hpp"
 
 #include "driver/common/faults.hpp"
+#include "driver/fs_ops.hpp"
 #include "galay/blocking.hpp"
 
 #include <fcntl.h>
@@ -53,6 +54,15 @@ void run_blocking(IoOp& op) noexcept {
         case OpCode::fallocate:
             r = ::fallocate(op.fd, op.msg_flags, static_cast<off_t>(op.offset),
                             static_cast<off_t>(op.aux));
+            break;
+        case OpCode::openat:
+        case OpCode::statx:
+        case OpCode::renameat:
+        case OpCode::unlinkat:
+        case OpCode::mkdirat:
+        case OpCode::linkat:
+        case OpCode::symlinkat:
+            r = namespace_syscall(op); // driver/fs_ops.hpp
             break;
         default:
             r = -1;

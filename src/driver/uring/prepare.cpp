@@ -4,6 +4,7 @@
 #include "driver/uring/uring_driver.hpp"
 
 #include "driver/common/faults.hpp"
+#include "driver/fs_ops.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/process_ops.hpp"
 
@@ -17,6 +18,10 @@ namespace galay::detail {
 bool UringDriver::submit(IoOp& op) {
     if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
     if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
+    if (is_namespace_op(op.code) && !uring_fs_op_supported(op.code)) {
+        op.result = -EOPNOTSUPP; // the caller runs it on the blocking pool (see fs_ops.hpp)
+        return true;
+    }
     if (op.code == OpCode::accept && multishot_accept_) {
         own(op.fd, state(op.fd)); // the armed accept holds the listener: closes come here
         return accepts_.submit(op);
@@ -171,6 +176,15 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
     case OpCode::write:
     case OpCode::waitid:
         prep_process_op(e, op, len); // process_ops.cpp
+        break;
+    case OpCode::openat:
+    case OpCode::statx:
+    case OpCode::renameat:
+    case OpCode::unlinkat:
+    case OpCode::mkdirat:
+    case OpCode::linkat:
+    case OpCode::symlinkat:
+        prep_fs_op(e, op); // fs_ops.cpp
         break;
     }
 }
