@@ -1,5 +1,6 @@
 // bench_server [port]: a TCP echo server on galay's Runtime, for bench_client and the harnesses.
 //   bench_server 8080 --backend io_uring --threads 2 --listen dispatch
+//   bench_server --unix /tmp/echo.sock      the same echo over a Unix stream socket (one worker)
 //
 // --threads N runs N workers (one thread and one io_uring/epoll scheduler each). --listen picks
 // how connections reach them: `sharded` (a SO_REUSEPORT listener per worker, the kernel hashes
@@ -78,6 +79,34 @@ Task<void> echo_pooled(TcpStream conn) {
     }
 }
 
+/// Echo over a Unix stream socket (`--unix PATH`).
+Task<void> echo_unix(UnixStream conn, std::size_t buffer_size) {
+    WorkerStats& st = my_stats();
+    bool first = true;
+    std::vector<char> buf(buffer_size);
+    for (;;) {
+        auto n = co_await conn.recv(buf);
+        if (!n || *n == 0) co_return;
+        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        ++st.echoes;
+        if (std::exchange(first, false)) ++st.connections;
+        st.bytes += *n;
+    }
+}
+
+Task<void> accept_unix(UnixListener& listener, std::size_t buffer_size) {
+    for (;;) {
+        auto c = co_await listener.accept();
+        if (!c) {
+            if (c.error() == std::errc::operation_canceled) co_return;
+            std::fprintf(stderr, "bench_server: accept on the Unix socket: %s\n",
+                         c.error().message().c_str());
+            continue;
+        }
+        spawn(echo_unix(std::move(*c), buffer_size));
+    }
+}
+
 void report_accept_error(const SocketAddr& where, std::error_code e, std::uint64_t count) {
     const bool fds =
         e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system;
@@ -118,6 +147,7 @@ struct Args {
     std::string bind_ip = "0.0.0.0";
     std::string listen_mode = "sharded";
     std::string recv_mode = "pooled";
+    std::string unix_path; // --unix: echo over a Unix stream socket instead
     bool no_register_files = false, pin = false, json = false, empty_hooks = false;
     int metrics_port = -1; // -1: no metrics endpoint
     unsigned stall_ms = 0; // 0: no stall detector
@@ -147,6 +177,8 @@ void add_options(CLI::App& app, Args& a) {
     app.add_flag("--no-register-files", a.no_register_files,
                  "io_uring: keep connections out of the ring's registered-file table (to measure "
                  "what it buys)");
+    app.add_option("--unix", a.unix_path,
+                   "echo over a Unix stream socket at PATH (\"@name\": abstract) instead of TCP");
     app.add_flag("--pin", a.pin, "pin worker i to the i-th CPU this process may use");
     app.add_flag("--json", a.json, "at exit, print the per-worker figures as one JSON object");
     app.add_option("--metrics", a.metrics_port,
@@ -279,6 +311,52 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
     return 0;
 }
 
+/// `--unix PATH`: one worker accepting on a Unix listener until `stop` fires.
+int serve_unix_until_stopped(const Args& a, detail::SignalAwaiter stop) {
+    auto addr = UnixAddr::parse(a.unix_path);
+    if (!addr) {
+        std::fprintf(stderr, "bench_server: --unix %s: %s\n", a.unix_path.c_str(),
+                     addr.error().message().c_str());
+        return 2;
+    }
+    auto listener = UnixListener::bind(*addr);
+    if (!listener) {
+        std::fprintf(stderr, "bench_server: cannot listen on %s: %s\n", a.unix_path.c_str(),
+                     listener.error().message().c_str());
+        return 1;
+    }
+    RuntimeOptions ro;
+    ro.workers = 1;
+    ro.pin_workers = a.pin;
+    ro.scheduler.backend = a.backend;
+    ro.scheduler.register_files = !a.no_register_files;
+    Runtime rt(ro);
+    auto acceptor = rt.spawn(accept_unix(*listener, a.buffer_size));
+    std::printf("listening on %s (bench_server, %s, unix)\n", a.unix_path.c_str(),
+                rt.backend_name());
+    std::fflush(stdout);
+    auto sig = rt.block_on(as_task(std::move(stop)));
+    acceptor.abort();
+    rt.shutdown();
+    nlohmann::json out;
+    out["unix"] = a.unix_path;
+    out["backend"] = rt.backend_name();
+    out["threads"] = 1;
+    out["signal"] = sig ? signal_name(*sig) : "?";
+    out["workers"].push_back({{"connections", g_stats[0].connections},
+                              {"echoes", g_stats[0].echoes},
+                              {"bytes", g_stats[0].bytes}});
+    if (a.json)
+        std::printf("%s\n", out.dump().c_str());
+    else
+        std::printf("stopped by %s: %s connections, %s echoes\n",
+                    out["signal"].get<std::string>().c_str(),
+                    tools::with_commas(g_stats[0].connections).c_str(),
+                    tools::with_commas(g_stats[0].echoes).c_str());
+    std::fflush(stdout);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -303,6 +381,15 @@ int main(int argc, char** argv) {
     auto stop_signal = galay::signal({SIGINT, SIGTERM});
     leave_stop_signals_to_other_threads();
     g_stats.resize(a.threads);
+    if (!a.unix_path.empty()) {
+        g_stats.resize(1);
+        try {
+            return serve_unix_until_stopped(a, std::move(stop_signal));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench_server: %s\n", e.what());
+            return 1;
+        }
+    }
     try {
         return serve_until_stopped(a, *addr, std::move(stop_signal));
     } catch (const std::exception& e) {
