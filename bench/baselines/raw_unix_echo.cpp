@@ -101,7 +101,7 @@ int serve(const char* path) {
             }
             ssize_t off = 0;
             while (off < got) {
-                ssize_t w = ::write(fd, buf + off, static_cast<size_t>(got - off));
+                ssize_t w = ::send(fd, buf + off, static_cast<size_t>(got - off), MSG_NOSIGNAL);
                 if (w > 0) {
                     off += w;
                 } else if (w < 0 && errno == EAGAIN) {
