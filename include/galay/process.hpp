@@ -1,11 +1,14 @@
 // galay/process.hpp: pipes and child processes.
 //
 //     galay::Task<void> run() {
-//         auto out = co_await galay::process::Command("ls").arg("-l").output(1 << 20);
-//         if (!out) co_return; // spawn failed (ENOENT: no such program), or output_too_large
-//         if (out->status.success()) { /* out->out holds ls's stdout, out->err its stderr */ }
-//
-//         auto child = galay::process::Command("sleep").arg("100").spawn();
+//         galay::process::Command ls("ls");
+//         ls.arg("-l");
+//         auto out = co_await ls.output(1 << 20);   // Result<galay::process::Output>
+//         if (!out) co_return; // ENOENT: no such program; errc::output_too_large
+//         if (out->status.success()) { /* out->out: ls's stdout, out->err: its stderr */ }
+//         galay::process::Command sleeper("sleep");
+//         sleeper.arg("100");
+//         auto child = sleeper.spawn();
 //         if (!child) co_return;
 //         auto st = co_await child->wait().timeout(std::chrono::seconds(1));
 //         if (!st) { (void)child->kill(SIGKILL); st = co_await child->wait(); }

@@ -7,7 +7,7 @@
 //         if (!ok) co_return;                  // the old content is intact, no temp file left
 //         auto back = co_await galay::fs::read_file(path, 1 << 20);   // Result<std::string>
 //         auto meta = co_await galay::fs::stat(path);                 // Result<fs::Metadata>
-//         if (meta) { /* meta->size, meta->is_file(), meta->mtime */ }
+//         if (meta) { /* meta->size, meta->is_file(), meta->mtime_ns */ }
 //         (void)back;
 //     }
 //
