@@ -46,6 +46,26 @@ const char* op_kind_name(detail::OpCode code) noexcept {
         return "recvmmsg";
     case OpCode::sendmmsg:
         return "sendmmsg";
+    case OpCode::read:
+        return "read";
+    case OpCode::write:
+        return "write";
+    case OpCode::waitid:
+        return "waitid";
+    case OpCode::openat:
+        return "openat";
+    case OpCode::statx:
+        return "statx";
+    case OpCode::renameat:
+        return "renameat";
+    case OpCode::unlinkat:
+        return "unlinkat";
+    case OpCode::mkdirat:
+        return "mkdirat";
+    case OpCode::linkat:
+        return "linkat";
+    case OpCode::symlinkat:
+        return "symlinkat";
     }
     return "unknown";
 }

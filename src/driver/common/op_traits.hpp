@@ -5,6 +5,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
+#include "galay/detail/worker_counters.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +68,7 @@ inline constexpr OpTraits kOpTraits[] = {
 static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::symlinkat) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
+static_assert(std::size(kOpTraits) == kOpKinds, "the metrics count every OpCode (kOpKinds)");
 
 namespace op_traits_detail {
 consteval bool rows_in_order() {
