@@ -3,11 +3,14 @@
 //
 //     galay::Channel<Request> ch(1024);            // room for 1024 values, allocated once
 //     // producers (any tasks, any threads):
-//     if (auto r = co_await ch.send(std::move(req)); !r) // full: waits; closed: fails
-//         log(r.error().code.message());           // and r.error().value is the request back
+//     auto sent = co_await ch.send(std::move(req)); // full: waits; closed: fails
+//     if (!sent) log(sent.error().code.message());  // and sent.error().value is the request back
 //     // consumers:
-//     while (auto req = co_await ch.recv())        // Result<Request>; empty: waits
-//         handle(std::move(*req));                 // ends with errc::closed once closed and empty
+//     for (;;) {
+//         auto req = co_await ch.recv();             // Result<Request>; empty: waits
+//         if (!req) break;                           // errc::closed once closed and empty
+//         handle(std::move(*req));
+//     }
 //     // shutdown:
 //     ch.close();
 //
