@@ -34,6 +34,8 @@ enum class errc {
     end_of_stream,  ///< io::BufReader: the peer closed cleanly before the first byte of a read
     limit_exceeded, ///< io::BufReader: no delimiter within the reader's capacity (a line longer
                     ///< than its limit), or a peek larger than the capacity
+    lagged,         ///< Broadcast: the receiver fell behind and messages were overwritten before
+                    ///< it read them (Receiver::missed() says how many); the next recv goes on
 };
 
 /// The category of galay::errc codes (name "galay").

@@ -3,6 +3,7 @@
 // through its scheduler's `post()`.
 #pragma once
 
+#include "galay/sync/broadcast.hpp"
 #include "galay/sync/channel.hpp"
 #include "galay/sync/event.hpp"
 #include "galay/sync/mutex.hpp"
@@ -10,3 +11,4 @@
 #include "galay/sync/semaphore.hpp"
 #include "galay/sync/task_group.hpp"
 #include "galay/sync/waiter.hpp"
+#include "galay/sync/watch.hpp"

@@ -38,6 +38,9 @@ public:
         case errc::limit_exceeded:
             return "no delimiter within the buffered reader's limit (a line or message longer "
                    "than its capacity)";
+        case errc::lagged:
+            return "the broadcast receiver fell behind: messages were overwritten before it read "
+                   "them";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -118,6 +118,13 @@ namespace net_udp {
 #include "example_net_udp.inc"
 } // namespace net_udp
 
+namespace sync_broadcast {
+void report(std::uint64_t missed);
+galay::Task<void> body() {
+#include "example_sync_broadcast.inc"
+}
+} // namespace sync_broadcast
+
 namespace sync_channel {
 struct Request {
     int id = 0;
@@ -156,6 +163,13 @@ galay::Task<void> body(galay::TcpListener& listener) {
 #include "example_sync_task_group.inc"
 }
 } // namespace sync_task_group
+
+namespace sync_watch {
+galay::Task<int> body() {
+#include "example_sync_watch.inc"
+    co_return now + (changed ? 1 : 0);
+}
+} // namespace sync_watch
 
 namespace sync_waiter {
 #include "example_sync_waiter.inc"
