@@ -8,6 +8,7 @@
 #include "galay/sync/event.hpp"
 #include "galay/sync/mutex.hpp"
 #include "galay/sync/oneshot.hpp"
+#include "galay/sync/rwlock.hpp"
 #include "galay/sync/semaphore.hpp"
 #include "galay/sync/task_group.hpp"
 #include "galay/sync/waiter.hpp"

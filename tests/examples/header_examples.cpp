@@ -153,6 +153,10 @@ galay::Task<void> body() {
 }
 } // namespace sync_oneshot
 
+namespace sync_rwlock {
+#include "example_sync_rwlock.inc"
+} // namespace sync_rwlock
+
 namespace sync_semaphore {
 #include "example_sync_semaphore.inc"
 } // namespace sync_semaphore
