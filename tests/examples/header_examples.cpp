@@ -179,6 +179,13 @@ namespace sync_waiter {
 #include "example_sync_waiter.inc"
 } // namespace sync_waiter
 
+namespace time_interval {
+void check_health();
+galay::Task<void> body() {
+#include "example_time_interval.inc"
+}
+} // namespace time_interval
+
 namespace time_sleep {
 galay::Task<int> fetch();
 galay::Task<void> body(galay::TcpStream& stream, std::span<char> buf) {
