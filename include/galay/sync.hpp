@@ -4,6 +4,7 @@
 #pragma once
 
 #include "galay/sync/broadcast.hpp"
+#include "galay/sync/cancel_token.hpp"
 #include "galay/sync/channel.hpp"
 #include "galay/sync/event.hpp"
 #include "galay/sync/mutex.hpp"

@@ -125,6 +125,13 @@ galay::Task<void> body() {
 }
 } // namespace sync_broadcast
 
+namespace sync_cancel_token {
+galay::Task<void> serve_client(galay::TcpStream conn);
+galay::Task<void> body(galay::Runtime& rt, galay::TcpStream conn) {
+#include "example_sync_cancel_token.inc"
+}
+} // namespace sync_cancel_token
+
 namespace sync_channel {
 struct Request {
     int id = 0;
