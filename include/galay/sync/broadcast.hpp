@@ -69,6 +69,7 @@ public:
     /// One subscriber's position in the stream. Move-only; unsubscribes when destroyed.
     class Receiver {
     public:
+        /// Takes over the position of `o` (only while no recv/changed of `o` is in flight).
         Receiver(Receiver&& o) noexcept
             : bus_(std::exchange(o.bus_, nullptr))
             , next_(o.next_)

@@ -65,6 +65,7 @@ public:
     /// One observer of the value. Move-only.
     class Receiver {
     public:
+        /// Takes over the position of `o` (only while no recv/changed of `o` is in flight).
         Receiver(Receiver&& o) noexcept
             : watch_(o.watch_)
             , seen_(o.seen_) {}
