@@ -153,12 +153,12 @@ public:
             , out_(&out)
             , max_(max) {}
         /// Give up after `d` when nothing came: `std::errc::timed_out`.
-        RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
+        [[nodiscard]] RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
             (void)std::move(first_).timeout(d);
             return std::move(*this);
         }
         /// Same, with an absolute steady-clock deadline.
-        RecvManyAwaiter&& deadline(std::chrono::steady_clock::time_point t) && {
+        [[nodiscard]] RecvManyAwaiter&& deadline(std::chrono::steady_clock::time_point t) && {
             (void)std::move(first_).deadline(t);
             return std::move(*this);
         }
