@@ -17,7 +17,8 @@ galay::Task<void> echo(galay::TcpStream conn) {
     for (;;) {
         auto n = co_await conn.recv(buf).timeout(60s); // idle connections are dropped
         if (!n || *n == 0) co_return;                  // error, timeout or peer closed
-        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        auto sent = co_await conn.send_all(std::span(buf.data(), *n));
+        if (!sent) co_return;
     }
 }
 
@@ -27,8 +28,10 @@ galay::Task<void> serve(std::uint16_t port) {
     std::printf("echo server on port %u (%s)\n", listener->local_addr()->port(),
                 galay::Scheduler::current()->backend_name());
     std::fflush(stdout);
-    for (;;)
-        if (auto conn = co_await listener->accept()) galay::spawn(echo(std::move(*conn)));
+    for (;;) {
+        auto conn = co_await listener->accept();
+        if (conn) galay::spawn(echo(std::move(*conn)));
+    }
 }
 
 /// "9000" -> 9000; nullopt for anything but a whole number 0..65535.

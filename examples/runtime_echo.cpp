@@ -15,7 +15,8 @@ galay::Task<void> echo(galay::TcpStream conn) { // runs on one worker, start to 
     for (;;) {
         auto n = co_await conn.recv(buf).timeout(60s);
         if (!n || *n == 0) co_return;
-        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        auto sent = co_await conn.send_all(std::span(buf.data(), *n));
+        if (!sent) co_return;
     }
 }
 

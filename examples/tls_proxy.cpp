@@ -28,7 +28,8 @@ galay::Task<void> relay(const galay::tls::Context& ctx, galay::TcpStream client,
                         galay::SocketAddr upstream, std::chrono::seconds idle) {
     (void)client.set_nodelay(true); // records and answers go out as they are made
     galay::tls::Stream tls = galay::tls::Stream::server(ctx, std::move(client));
-    if (auto hs = co_await tls.handshake().timeout(10s); !hs) {
+    auto hs = co_await tls.handshake().timeout(10s);
+    if (!hs) {
         std::fprintf(stderr, "tls_proxy: handshake: %s\n",
                      std::string(tls.last_error().empty() ? hs.error().message() : tls.last_error())
                          .c_str());

@@ -37,6 +37,8 @@ enum class errc {
     control_truncated, ///< recv_with_fds: more descriptors arrived than the receive allowed
                        ///< (MSG_CTRUNC); those that did arrive were closed
     output_too_large,  ///< process::Command::output: the child wrote more than the limit
+    lagged,            ///< Broadcast: the receiver fell behind and messages were overwritten before
+                       ///< it read them (Receiver::missed() says how many); the next recv goes on
 };
 
 /// The category of galay::errc codes (name "galay").

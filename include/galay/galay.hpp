@@ -22,6 +22,7 @@
 #include "galay/signal.hpp"
 #include "galay/sync.hpp"
 #include "galay/task.hpp"
+#include "galay/time/interval.hpp"
 #include "galay/time/sleep.hpp"
 
 /// @namespace galay

@@ -2,6 +2,7 @@
 //
 //     galay::JoinHandle<int> h = rt.spawn(compute());   // or galay::spawn / spawn_on
 //     int v = co_await h;                                 // from a task on any worker
+//     galay::Result<int> r = co_await h.timeout(1s);      // timed_out: the task goes on
 //     int w = rt.spawn(compute()).join();                 // from a plain thread (blocks)
 //     h.abort();                                          // cancel what it is waiting on
 //     rt.spawn(serve_forever());                          // dropping the handle detaches it
@@ -18,10 +19,18 @@
 // the unhandled-exception handler. A handle is not `[[nodiscard]]`: dropping it is how a task is
 // detached.
 //
-// Waiting for a handle is itself a cancellable operation with `.timeout()`: `co_await
-// h.timeout(1s)` throws `galay::Error` with `timed_out` when the task is not done by then (the
-// task goes on; wait again later). Cost: a spawn allocates the task's coroutine frame plus one
-// small frame holding this shared state; nothing else.
+// Waiting for a handle is itself a cancellable operation. `co_await h.timeout(1s)` (or
+// `.deadline(t)`) returns a `Result<T>` like every other timed wait: `timed_out` when the task is
+// not done by then (the task goes on; wait again later), `operation_canceled` when the waiting
+// task was cancelled or the runtime shut down first; the task's own exception is still rethrown.
+//
+//     galay::Result<int> r = co_await h.timeout(1s);
+//     if (!r && r.error() == std::errc::timed_out) { /* still running */ }
+//
+// Plain `co_await h` gives the value itself, so its other outcomes can only be exceptions: the
+// task's own, and `galay::Error` (`operation_canceled`) when the wait was cancelled or the
+// runtime shut down. Cost: a spawn allocates the task's coroutine frame plus one small frame
+// holding this shared state; nothing else.
 #pragma once
 
 #include "galay/detail/remote_wait.hpp"
@@ -209,14 +218,17 @@ SpawnPromise<T>& make_spawned(Task<T> task) {
     return p;
 }
 
-/// `co_await handle`: waits for the task on whatever worker awaits it.
-template <class T>
-class [[nodiscard]] HandleAwaiter final : public TimedRemoteWait<HandleAwaiter<T>> {
+/// `co_await handle`: waits for the task on whatever worker awaits it. `AsResult`: the wait's own
+/// failures (timeout, cancellation, shutdown) come back as a `Result` instead of an exception.
+template <class T, bool AsResult = false>
+class [[nodiscard]] HandleAwaiter final : public TimedRemoteWait<HandleAwaiter<T, AsResult>> {
 public:
+    using value_type = std::conditional_t<AsResult, Result<T>, T>;
+
     explicit HandleAwaiter(SpawnPromise<T>* p) noexcept
         : p_(p) {}
     HandleAwaiter(HandleAwaiter&& o) noexcept
-        : TimedRemoteWait<HandleAwaiter<T>>(std::move(o))
+        : TimedRemoteWait<HandleAwaiter<T, AsResult>>(std::move(o))
         , p_(o.p_) {}
     ~HandleAwaiter() {
         if (registered_) withdraw(); // the awaiting frame is destroyed (shutdown)
@@ -238,15 +250,27 @@ public:
         this->arm(scope_of(h));
         return true;
     }
-    T await_resume() {
+    value_type await_resume() {
         registered_ = false;
-        if (const int why = this->end_wait(); why != 0)
-            throw Error(errno_code(why), "galay: waiting for a spawned task");
-        if (p_ == nullptr) throw std::logic_error("galay: co_await on an empty JoinHandle");
-        if constexpr (std::is_void_v<T>)
-            p_->take();
-        else
-            return p_->take();
+        const int why = this->end_wait();
+        if constexpr (AsResult) {
+            if (why != 0) return fail(why);
+            if (p_ == nullptr) throw std::logic_error("galay: co_await on an empty JoinHandle");
+            if (p_->shut_down) return fail(ECANCELED);
+            if constexpr (std::is_void_v<T>) {
+                p_->take();
+                return {};
+            } else {
+                return p_->take();
+            }
+        } else {
+            if (why != 0) throw Error(errno_code(why), "galay: waiting for a spawned task");
+            if (p_ == nullptr) throw std::logic_error("galay: co_await on an empty JoinHandle");
+            if constexpr (std::is_void_v<T>)
+                p_->take();
+            else
+                return p_->take();
+        }
     }
 
 private:
@@ -321,10 +345,21 @@ public:
     detail::HandleAwaiter<T> operator co_await() const noexcept {
         return detail::HandleAwaiter<T>(p_);
     }
-    /// `co_await handle.timeout(d)`: as co_await, but gives up after `d` (throws galay::Error
-    /// with `timed_out`; the task goes on).
-    detail::HandleAwaiter<T> timeout(std::chrono::nanoseconds d) const noexcept {
-        return detail::HandleAwaiter<T>(p_).timeout(d);
+    /// `co_await handle.timeout(d)`: a `Result<T>`; `timed_out` when the task is not done within
+    /// `d` (the task goes on), `operation_canceled` when the wait was cancelled or the runtime
+    /// shut down. The task's own exception is rethrown.
+    detail::HandleAwaiter<T, true> timeout(std::chrono::nanoseconds d) const noexcept {
+        return detail::HandleAwaiter<T, true>(p_).timeout(d);
+    }
+    /// `co_await handle.deadline(t)`: as timeout(), with an absolute steady-clock deadline.
+    detail::HandleAwaiter<T, true>
+    deadline(std::chrono::steady_clock::time_point t) const noexcept {
+        return detail::HandleAwaiter<T, true>(p_).deadline(t);
+    }
+    /// `co_await handle.result()`: as `co_await handle`, but a cancelled wait or a shutdown comes
+    /// back as a `Result` error instead of an exception.
+    detail::HandleAwaiter<T, true> result() const noexcept {
+        return detail::HandleAwaiter<T, true>(p_);
     }
 
 private:

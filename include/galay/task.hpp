@@ -204,7 +204,9 @@ template <class A>
     co_return co_await std::move(awaitable);
 }
 
-/// A handle that cancels the task it is attached to with `with_cancel`.
+/// A handle that cancels the task it is attached to with `with_cancel`. Single-threaded: call
+/// `cancel()` on the thread that runs the attached tasks (from another thread, use
+/// `galay::CancelToken`, galay/sync/cancel_token.hpp).
 class CancelSource {
 public:
     /// Cancel every pending operation of the attached task(s); later operations fail at once.

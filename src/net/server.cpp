@@ -1,4 +1,6 @@
 #include "galay/net/server.hpp"
+#include "galay/detail/intrusive_list.hpp"
+#include "galay/sync/event.hpp"
 #include "galay/time/sleep.hpp"
 
 #include <sys/socket.h>
@@ -9,11 +11,26 @@
 namespace galay {
 namespace detail {
 
+/// One running connection task, in its frame: its cancel scope on its worker's list, so that a
+/// drain can cancel it there.
+struct ConnEntry {
+    CancelScope scope;
+    ConnEntry* prev = nullptr;
+    ConnEntry* next = nullptr;
+};
+struct ConnEntryLinks {
+    static ConnEntry*& next(ConnEntry& e) noexcept { return e.next; }
+    static ConnEntry*& prev(ConnEntry& e) noexcept { return e.prev; }
+};
+
 /// Per worker, on its own cache line: the acceptor of one worker never shares a line with
 /// another's.
 struct alignas(64) WorkerCount {
     std::atomic<std::size_t> live{0};
     std::atomic<std::uint64_t> accepted{0};
+    // The worker's own thread only: its running connections, and whether a drain cut them.
+    IntrusiveList<ConnEntry, ConnEntryLinks> running;
+    bool cut = false;
 };
 
 namespace {
@@ -53,6 +70,14 @@ struct ServerState {
     std::atomic<unsigned> next{0};
     std::atomic<std::int64_t> last_report_ns{0};
     std::atomic<std::uint64_t> errors{0};
+    // Draining: `idle` is set once no connection is open (by the drain or the last connection).
+    std::atomic<std::size_t> total_live{0};
+    std::atomic<bool> draining{false};
+    Event idle;
+
+    void connection_ended() noexcept {
+        if (total_live.fetch_sub(1) == 1 && draining.load()) idle.set();
+    }
 
     /// The worker with the fewest open connections of this server; ties rotate.
     unsigned least_loaded() noexcept {
@@ -97,17 +122,53 @@ public:
     ConnectionSlot(ConnectionSlot&& o) noexcept = default;
     ConnectionSlot& operator=(ConnectionSlot&&) = delete;
     ~ConnectionSlot() {
-        if (st_) st_->counts[worker_].live.fetch_sub(1, std::memory_order_relaxed);
+        if (!st_) return;
+        st_->counts[worker_].live.fetch_sub(1, std::memory_order_relaxed);
+        st_->connection_ended();
     }
     ServerState& state() const noexcept { return *st_; }
+    unsigned worker() const noexcept { return worker_; }
 
 private:
     std::shared_ptr<ServerState> st_;
     unsigned worker_;
 };
 
+/// Keeps a connection's entry on its worker's list while the handler runs.
+class Running {
+public:
+    Running(WorkerCount& w, CancelScope* caller) noexcept
+        : w_(w) {
+        entry.scope.attach_to(caller); // abort and shutdown still reach the handler
+        w_.running.push_back(entry);
+        if (w_.cut) entry.scope.request();
+    }
+    Running(const Running&) = delete;
+    ~Running() {
+        w_.running.remove(entry);
+        entry.scope.detach();
+    }
+    ConnEntry entry;
+
+private:
+    WorkerCount& w_;
+};
+
 Task<void> run_connection(ConnectionSlot slot, TcpStream s) {
-    co_await slot.state().handler(std::move(s));
+    ServerState& st = slot.state();
+    Running running(st.counts[slot.worker()], co_await CurrentScope{});
+    Task<void> handler = st.handler(std::move(s));
+    if (auto h = handler.handle()) h.promise().scope = &running.entry.scope;
+    co_await std::move(handler);
+}
+
+/// On worker `w`: cancel every connection running there, and the ones that start later.
+Task<void> cut_connections(std::shared_ptr<ServerState> st, unsigned w) {
+    WorkerCount& c = st->counts[w];
+    c.cut = true;
+    for (ConnEntry* e = c.running.front(); e != nullptr; e = c.running.next(*e))
+        e->scope.request(); // (completions come later: nothing is unlinked meanwhile)
+    co_return;
 }
 
 /// Stops a listener listening when the accept loop ends, however it ends (also when its frame is
@@ -129,6 +190,7 @@ Task<void> accept_loop(std::shared_ptr<ServerState> st, TcpListener listener, un
         if (conn) {
             const unsigned w = st->mode == ListenMode::sharded ? self : st->least_loaded();
             st->counts[w].live.fetch_add(1, std::memory_order_relaxed);
+            st->total_live.fetch_add(1);
             st->counts[w].accepted.fetch_add(1, std::memory_order_relaxed);
             auto task = run_connection(ConnectionSlot(st, w), std::move(*conn));
             if (w == self)
@@ -141,7 +203,9 @@ Task<void> accept_loop(std::shared_ptr<ServerState> st, TcpListener listener, un
         if (e == std::errc::operation_canceled) co_return; // stop() or shutdown
         st->accept_failed(e);
         if (is_persistent_error(e)) co_return;
-        if (is_resource_error(e) && !co_await sleep(std::chrono::milliseconds(10))) co_return;
+        if (!is_resource_error(e)) continue;
+        auto paused = co_await sleep(std::chrono::milliseconds(10));
+        if (!paused) co_return;
     }
 }
 
@@ -170,6 +234,30 @@ void TcpServer::stop() noexcept {
         }
     }
     acceptors_.clear();
+}
+
+Task<std::size_t> TcpServer::drain(std::chrono::steady_clock::time_point deadline) {
+    if (!state_) co_return 0;
+    std::shared_ptr<detail::ServerState> st = state_;
+    for (auto& a : acceptors_)
+        a.abort();
+    for (auto& a : acceptors_) {
+        auto ended = co_await a.result(); // (an accept in flight is counted before it ends)
+        (void)ended;
+    }
+    acceptors_.clear();
+    st->draining.store(true);
+    if (st->total_live.load() == 0) st->idle.set();
+    auto finished = co_await st->idle.wait().deadline(deadline);
+    if (finished) co_return 0;
+    const std::size_t cut = st->total_live.load();
+    for (unsigned w = 0; w < st->workers; ++w) {
+        auto done = co_await st->rt->spawn_on(w, detail::cut_connections(st, w)).result();
+        (void)done;
+    }
+    auto all = co_await st->idle.wait();
+    (void)all;
+    co_return cut;
 }
 
 std::size_t TcpServer::connections(unsigned worker) const noexcept {

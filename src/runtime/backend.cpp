@@ -44,6 +44,9 @@ public:
         case errc::output_too_large:
             return "the child process wrote more output than the limit given to output(); it "
                    "was killed";
+        case errc::lagged:
+            return "the broadcast receiver fell behind: messages were overwritten before it read "
+                   "them";
         }
         return "unknown galay error " + std::to_string(ev);
     }

@@ -29,6 +29,17 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     const SocketAddr addr = SocketAddr::loopback_v4(9);
     fs::Batch batch;
     CancelSource source;
+    CancelToken token;
+    Channel<int> ch(1);
+    std::vector<int> many;
+    Broadcast<int> bus(1);
+    auto bus_rx = bus.subscribe();
+    Watch<int> watch(0);
+    auto watch_rx = watch.subscribe();
+    RwLock rw;
+    Interval every(1s);
+    JoinHandle<int> handle;
+    TcpServer server;
 
     // TCP
     TcpStream::connect(addr);                               // EXPECT-NODISCARD
@@ -74,18 +85,33 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     batch.submit().timeout(1s);            // EXPECT-NODISCARD
 
     // Time, tasks, combinators
-    sleep(1ms);                                    // EXPECT-NODISCARD
-    sleep_until(std::chrono::steady_clock::now()); // EXPECT-NODISCARD
-    timeout(1s, answer());                         // EXPECT-NODISCARD
-    yield_now();                                   // EXPECT-NODISCARD
-    answer();                                      // EXPECT-NODISCARD
-    when_all(answer(), answer());                  // EXPECT-NODISCARD
-    when_all(std::vector<Task<int>>{});            // EXPECT-NODISCARD
-    when_any(answer(), answer());                  // EXPECT-NODISCARD
-    when_any(std::vector<Task<int>>{});            // EXPECT-NODISCARD
-    as_task(c.recv(buf));                          // EXPECT-NODISCARD
-    with_cancel(source, answer());                 // EXPECT-NODISCARD
-    resolve("localhost", 9);                       // EXPECT-NODISCARD
+    sleep(1ms);                                        // EXPECT-NODISCARD
+    sleep_until(std::chrono::steady_clock::now());     // EXPECT-NODISCARD
+    timeout(1s, answer());                             // EXPECT-NODISCARD
+    yield_now();                                       // EXPECT-NODISCARD
+    answer();                                          // EXPECT-NODISCARD
+    when_all(answer(), answer());                      // EXPECT-NODISCARD
+    when_all(std::vector<Task<int>>{});                // EXPECT-NODISCARD
+    when_any(answer(), answer());                      // EXPECT-NODISCARD
+    when_any(std::vector<Task<int>>{});                // EXPECT-NODISCARD
+    as_task(c.recv(buf));                              // EXPECT-NODISCARD
+    with_cancel(source, answer());                     // EXPECT-NODISCARD
+    resolve("localhost", 9);                           // EXPECT-NODISCARD
+    with_cancel(token, answer());                      // EXPECT-NODISCARD
+    token.wait();                                      // EXPECT-NODISCARD
+    every.tick();                                      // EXPECT-NODISCARD
+    handle.timeout(1s);                                // EXPECT-NODISCARD
+    handle.deadline(std::chrono::steady_clock::now()); // EXPECT-NODISCARD
+    handle.result();                                   // EXPECT-NODISCARD
+
+    // Sync primitives added with the channel family
+    ch.recv_many(many, 4);                          // EXPECT-NODISCARD
+    ch.recv_many(many, 4).timeout(1s);              // EXPECT-NODISCARD
+    bus_rx.recv();                                  // EXPECT-NODISCARD
+    watch_rx.changed();                             // EXPECT-NODISCARD
+    rw.read();                                      // EXPECT-NODISCARD
+    rw.write();                                     // EXPECT-NODISCARD
+    server.drain(std::chrono::steady_clock::now()); // EXPECT-NODISCARD
 
     // TLS
     tls_stream.handshake();   // EXPECT-NODISCARD

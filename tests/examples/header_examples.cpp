@@ -130,6 +130,20 @@ namespace net_unix {
 #include "example_net_unix.inc"
 } // namespace net_unix
 
+namespace sync_broadcast {
+void report(std::uint64_t missed);
+galay::Task<void> body() {
+#include "example_sync_broadcast.inc"
+}
+} // namespace sync_broadcast
+
+namespace sync_cancel_token {
+galay::Task<void> serve_client(galay::TcpStream conn);
+galay::Task<void> body(galay::Runtime& rt, galay::TcpStream conn) {
+#include "example_sync_cancel_token.inc"
+}
+} // namespace sync_cancel_token
+
 namespace sync_channel {
 struct Request {
     int id = 0;
@@ -158,6 +172,10 @@ galay::Task<void> body() {
 }
 } // namespace sync_oneshot
 
+namespace sync_rwlock {
+#include "example_sync_rwlock.inc"
+} // namespace sync_rwlock
+
 namespace sync_semaphore {
 #include "example_sync_semaphore.inc"
 } // namespace sync_semaphore
@@ -169,9 +187,23 @@ galay::Task<void> body(galay::TcpListener& listener) {
 }
 } // namespace sync_task_group
 
+namespace sync_watch {
+galay::Task<int> body() {
+#include "example_sync_watch.inc"
+    co_return now + (changed ? 1 : 0);
+}
+} // namespace sync_watch
+
 namespace sync_waiter {
 #include "example_sync_waiter.inc"
 } // namespace sync_waiter
+
+namespace time_interval {
+void check_health();
+galay::Task<void> body() {
+#include "example_time_interval.inc"
+}
+} // namespace time_interval
 
 namespace time_sleep {
 galay::Task<int> fetch();

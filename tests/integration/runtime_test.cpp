@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -450,22 +451,81 @@ TEST_P(RuntimeTest, SpawnAfterShutdownIsRefusedThroughTheHandle) {
 
 TEST_P(RuntimeTest, JoinTimeoutGivesUpWhileTheTaskGoesOn) {
     Runtime rt(rt_options(2));
+    Event go;
     auto r = rt.spawn_on(0,
-                         [](Runtime& rt) -> Task<int> {
-                             auto slow = rt.spawn_on(1, []() -> Task<int> {
-                                 (void)co_await sleep(50ms);
-                                 co_return 3;
-                             }());
-                             try {
-                                 (void)co_await slow.timeout(1ms);
-                                 co_return -1;
-                             } catch (const Error& e) {
-                                 if (e.code() != std::errc::timed_out) co_return -2;
-                             }
-                             co_return co_await slow; // still running; wait for it properly
-                         }(rt))
+                         [](Runtime& rt, Event& go) -> Task<int> {
+                             auto slow = rt.spawn_on(1, [](Event& go) -> Task<int> {
+                                 auto w = co_await go.wait();
+                                 co_return w ? 3 : -3;
+                             }(go));
+                             Result<int> early = co_await slow.timeout(1ms);
+                             if (early || early.error() != std::errc::timed_out) co_return -1;
+                             go.set(); // only now may the task finish
+                             Result<int> late = co_await slow.timeout(10s);
+                             co_return late ? *late : -2;
+                         }(rt, go))
                  .join();
     EXPECT_EQ(r, 3);
+}
+
+TEST_P(RuntimeTest, JoinDeadlineAndResultGiveTheValueAsAResult) {
+    Runtime rt(rt_options(2));
+    auto r = rt.spawn_on(0,
+                         [](Runtime& rt) -> Task<int> {
+                             auto a = rt.spawn_on(1, answer_after_yield(4));
+                             Result<int> va =
+                                 co_await a.deadline(std::chrono::steady_clock::now() + 10s);
+                             auto b = rt.spawn_on(1, answer_after_yield(5));
+                             Result<int> vb = co_await b.result();
+                             auto c = rt.spawn_on(1, []() -> Task<void> { co_return; }());
+                             Result<void> vc = co_await c.timeout(10s);
+                             co_return (va ? *va : 0) + (vb ? *vb : 0) + (vc ? 100 : 0);
+                         }(rt))
+                 .join();
+    EXPECT_EQ(r, 109);
+}
+
+TEST_P(RuntimeTest, JoinTimeoutStillRethrowsTheTasksOwnException) {
+    Runtime rt(rt_options(2));
+    auto r = rt.spawn_on(0,
+                         [](Runtime& rt) -> Task<int> {
+                             auto bad = rt.spawn_on(1, []() -> Task<int> {
+                                 co_await yield_now();
+                                 throw std::runtime_error("boom");
+                             }());
+                             try {
+                                 Result<int> v = co_await bad.timeout(10s);
+                                 co_return v ? -1 : -2;
+                             } catch (const std::runtime_error& e) {
+                                 co_return std::string_view(e.what()) == "boom" ? 1 : -3;
+                             }
+                         }(rt))
+                 .join();
+    EXPECT_EQ(r, 1);
+}
+
+TEST_P(RuntimeTest, ACancelledJoinWaitIsAResultNotAnException) {
+    Runtime rt(rt_options(2));
+    Event go;
+    auto r =
+        rt.spawn_on(0,
+                    [](Runtime& rt, Event& go) -> Task<int> {
+                        auto slow = rt.spawn_on(1, [](Event& go) -> Task<int> {
+                            (void)co_await go.wait();
+                            co_return 7;
+                        }(go));
+                        auto waiter = spawn([](JoinHandle<int>& h) -> Task<int> {
+                            Result<int> v = co_await h.result();
+                            co_return !v && v.error() == std::errc::operation_canceled ? 1 : -1;
+                        }(slow));
+                        co_await yield_now(); // (the waiter is queued on this worker)
+                        waiter.abort();
+                        const int how = co_await waiter;
+                        go.set();
+                        co_return how * 10 + co_await slow;
+                    }(rt, go))
+            .join();
+    EXPECT_EQ(r, 17);
 }
 
 TEST_P(RuntimeTest, WhenAnyCancelsAJoinWaitWithoutTouchingTheTask) {

@@ -59,8 +59,24 @@ Task<void> echo(TcpStream s) {
     for (;;) {
         auto n = co_await s.recv(buf);
         if (!n || *n == 0) co_return;
-        if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
+        auto sent = co_await s.send_all(std::span(buf.data(), *n));
+        if (!sent) co_return;
     }
+}
+
+std::size_t open_connections(const TcpServer& server, unsigned workers) {
+    std::size_t n = 0;
+    for (unsigned w = 0; w < workers; ++w)
+        n += server.connections(w);
+    return n;
+}
+
+/// True when the server side closed `fd` (EOF within 5 s).
+bool closed_by_server(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return false;
+    char c;
+    return ::recv(fd, &c, 1, 0) == 0;
 }
 
 } // namespace
@@ -179,6 +195,56 @@ TEST_P(ServerTest, StopClosesTheListenersWhileConnectionsGoOn) {
         // ...and the open connection is still served.
         EXPECT_EQ(echo_once(fd, "after"), "after");
         ::close(fd);
+    }
+}
+
+TEST_P(ServerTest, DrainWithoutConnectionsStopsAcceptingAndCutsNothing) {
+    Runtime rt(rt_options(2));
+    auto server = serve(rt, SocketAddr::loopback_v4(0), echo);
+    ASSERT_TRUE(server);
+    const SocketAddr addr = server->local_addr();
+    EXPECT_EQ(rt.spawn(server->drain(std::chrono::steady_clock::now() + 10s)).join(), 0u);
+    auto again = TcpListener::bind_sharded(addr, 2); // the listeners are closed
+    EXPECT_TRUE(again) << again.error().message();
+}
+
+TEST_P(ServerTest, DrainWaitsForConnectionsThatFinishBeforeTheDeadline) {
+    Runtime rt(rt_options(2));
+    for (ListenMode mode : {ListenMode::sharded, ListenMode::dispatch}) {
+        auto server = serve(rt, SocketAddr::loopback_v4(0), echo, {.mode = mode});
+        ASSERT_TRUE(server);
+        std::vector<int> fds;
+        for (int i = 0; i < 3; ++i) {
+            fds.push_back(connect_to(server->local_addr()));
+            EXPECT_EQ(echo_once(fds.back(), "hi"), "hi");
+        }
+        EXPECT_EQ(open_connections(*server, 2), 3u);
+        auto drained = rt.spawn(server->drain(std::chrono::steady_clock::now() + 60s));
+        EXPECT_EQ(echo_once(fds[0], "still served"), "still served");
+        for (int fd : fds)
+            ::close(fd); // the clients finish: every handler returns
+        EXPECT_EQ(drained.join(), 0u);
+        EXPECT_EQ(open_connections(*server, 2), 0u);
+    }
+}
+
+TEST_P(ServerTest, DrainCutsTheConnectionsStillOpenAtTheDeadline) {
+    Runtime rt(rt_options(2));
+    for (ListenMode mode : {ListenMode::sharded, ListenMode::dispatch}) {
+        auto server = serve(rt, SocketAddr::loopback_v4(0), echo, {.mode = mode});
+        ASSERT_TRUE(server);
+        std::vector<int> fds;
+        for (int i = 0; i < 4; ++i) {
+            fds.push_back(connect_to(server->local_addr()));
+            EXPECT_EQ(echo_once(fds.back(), "hi"), "hi");
+        }
+        // Idle clients that never close: all four are cut once the deadline passes.
+        EXPECT_EQ(rt.spawn(server->drain(std::chrono::steady_clock::now() + 1ms)).join(), 4u);
+        EXPECT_EQ(open_connections(*server, 2), 0u);
+        for (int fd : fds) {
+            EXPECT_TRUE(closed_by_server(fd));
+            ::close(fd);
+        }
     }
 }
 

@@ -7,6 +7,10 @@
 // completes through its normal path (with `operation_canceled`, or with its real result if the
 // kernel finished first), so nothing is resumed from inside `request()` and no buffer is released
 // while the kernel owns it.
+//
+// A scope and everything linked into it belong to one scheduler's thread, so the lists here take
+// no lock. A cancellation from another thread is carried to that thread first (JoinHandle::abort
+// posts it; TaskGroup::cancel and CancelToken wake a watcher task there).
 #pragma once
 
 #include "galay/detail/intrusive_list.hpp"

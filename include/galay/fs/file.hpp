@@ -8,7 +8,7 @@
 //         galay::fs::AlignedBuffer buf(4096, f->logical_block_size());
 //         auto w = co_await f->write_all_at(buf, 0);            // Result<std::size_t>
 //         auto r = co_await f->read_exact_at(buf, 0).timeout(1s);
-//         if (!co_await f->fdatasync()) co_return;
+//         auto synced = co_await f->fdatasync();                 // Result<void>
 //     }
 //
 // Every operation is an awaitable with `.timeout(d)` / `.deadline(t)` and is cancelled with the

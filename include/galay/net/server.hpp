@@ -29,6 +29,7 @@
 #include "galay/net/tcp.hpp"
 #include "galay/runtime.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,7 +83,14 @@ public:
     /// that is not a worker it returns once they are closed (the port is free); from a task it
     /// returns at once and they close as soon as their workers run. Open connections go on.
     void stop() noexcept;
-    /// Connections of this server open on `worker` now, and accepted for it so far.
+    /// Graceful shutdown, from a task: stop accepting (and wait until the listeners are
+    /// closed), let the open connections finish until `deadline`, then cancel the rest (each on
+    /// its worker, as `when_any` cancels a loser) and wait for them to end. Gives how many were
+    /// cut (0 when all finished in time). A handler that ignores cancellation delays it.
+    [[nodiscard]] Task<std::size_t> drain(std::chrono::steady_clock::time_point deadline);
+    /// Connection tasks of this server running on `worker` now: a handler counts from its
+    /// accept until it returns, whatever it does with its stream (one that hands the stream to
+    /// another task and returns is no longer counted, and drain() does not wait for that task).
     std::size_t connections(unsigned worker) const noexcept;
     /// Connections accepted for `worker` so far.
     std::uint64_t accepted(unsigned worker) const noexcept;

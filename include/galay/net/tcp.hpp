@@ -5,7 +5,8 @@
 //         for (;;) {
 //             auto n = co_await s.recv(buf).timeout(30s);
 //             if (!n || *n == 0) co_return;                       // error, timeout or EOF
-//             if (!co_await s.send_all(std::span(buf.data(), *n))) co_return;
+//             auto sent = co_await s.send_all(std::span(buf.data(), *n));
+//             if (!sent) co_return;
 //         }
 //     }
 //     galay::Task<void> serve() {

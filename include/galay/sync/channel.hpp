@@ -3,11 +3,14 @@
 //
 //     galay::Channel<Request> ch(1024);            // room for 1024 values, allocated once
 //     // producers (any tasks, any threads):
-//     if (auto r = co_await ch.send(std::move(req)); !r) // full: waits; closed: fails
-//         log(r.error().code.message());           // and r.error().value is the request back
+//     auto sent = co_await ch.send(std::move(req)); // full: waits; closed: fails
+//     if (!sent) log(sent.error().code.message());  // and sent.error().value is the request back
 //     // consumers:
-//     while (auto req = co_await ch.recv())        // Result<Request>; empty: waits
-//         handle(std::move(*req));                 // ends with errc::closed once closed and empty
+//     for (;;) {
+//         auto req = co_await ch.recv();             // Result<Request>; empty: waits
+//         if (!req) break;                           // errc::closed once closed and empty
+//         handle(std::move(*req));
+//     }
 //     // shutdown:
 //     ch.close();
 //
@@ -35,12 +38,14 @@
 #include "galay/sync/waiter.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace galay {
 
@@ -137,6 +142,56 @@ public:
         std::optional<T> value_; // the received value (empty at the end: closed)
     };
 
+    /// The awaitable of `recv_many()`: waits for one value like `recv()`, then takes what else is
+    /// buffered without waiting. Takes `.timeout(d)` / `.deadline(t)`.
+    class [[nodiscard]] RecvManyAwaiter {
+    public:
+        /// Up to `max` values from `ch`, appended to `out` (made by `Channel::recv_many`).
+        RecvManyAwaiter(Channel& ch, std::vector<T>& out, std::size_t max) noexcept
+            : ch_(&ch)
+            , first_(ch)
+            , out_(&out)
+            , max_(max) {}
+        /// Give up after `d` when nothing came: `std::errc::timed_out`.
+        [[nodiscard]] RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
+            (void)std::move(first_).timeout(d);
+            return std::move(*this);
+        }
+        /// Same, with an absolute steady-clock deadline.
+        [[nodiscard]] RecvManyAwaiter&& deadline(std::chrono::steady_clock::time_point t) && {
+            (void)std::move(first_).deadline(t);
+            return std::move(*this);
+        }
+        /// Awaiter protocol: only `max == 0` is ready at once.
+        bool await_ready() const noexcept { return max_ == 0; }
+        /// Awaiter protocol: the first value is an ordinary receive.
+        template <class P>
+        bool await_suspend(std::coroutine_handle<P> h) {
+            return first_.await_suspend(h);
+        }
+        /// Awaiter protocol: how many values were appended (at least 1), or the first receive's
+        /// error (`errc::closed`, `timed_out`, `operation_canceled`).
+        Result<std::size_t> await_resume() {
+            if (max_ == 0) return std::size_t{0};
+            Result<T> first = first_.await_resume();
+            if (!first) return std::unexpected(first.error());
+            out_->push_back(std::move(*first));
+            std::size_t n = 1;
+            for (; n < max_; ++n) {
+                Result<T> more = ch_->try_recv();
+                if (!more) break;
+                out_->push_back(std::move(*more));
+            }
+            return n;
+        }
+
+    private:
+        Channel* ch_;
+        RecvAwaiter first_;
+        std::vector<T>* out_;
+        std::size_t max_;
+    };
+
     /// A channel that buffers up to `capacity` (>= 1) values; the buffer is allocated here, once.
     explicit Channel(std::size_t capacity)
         : ring_(checked_capacity(capacity)) {}
@@ -157,6 +212,12 @@ public:
     /// Receive the next value, waiting while the channel is empty. `Result<T>`: `errc::closed`
     /// once the channel is closed and drained.
     [[nodiscard]] RecvAwaiter recv() noexcept { return RecvAwaiter(*this); }
+
+    /// Receive up to `max` values into `out` (appended): waits for the first like `recv()`, then
+    /// takes the ones already buffered without waiting. `Result<std::size_t>`: how many.
+    [[nodiscard]] RecvManyAwaiter recv_many(std::vector<T>& out, std::size_t max) noexcept {
+        return RecvManyAwaiter(*this, out, max);
+    }
 
     /// Send without waiting: fails with `std::errc::resource_unavailable_try_again` when full
     /// (or when senders are waiting), `errc::closed` when closed; the value handed back.

@@ -1,7 +1,7 @@
 // galay/sync/event.hpp: tasks waiting for something to happen, signalled from any thread.
 //
 //     galay::Event ready;
-//     if (co_await ready.wait().timeout(5s)) { /* ready */ } // a task waits (5 s at most)...
+//     auto ok = co_await ready.wait().timeout(5s); // a task waits (5 s at most)...
 //     ready.set();                         // ...until another task, or a plain thread, sets it
 //
 // Two shapes in one type:

@@ -2,7 +2,8 @@
 //
 //     galay::Semaphore slots(8);                   // at most 8 requests in flight
 //     galay::Task<void> request() {
-//         if (!co_await slots.acquire().timeout(1s)) co_return; // busy, or cancelled
+//         auto got = co_await slots.acquire().timeout(1s);
+//         if (!got) co_return;                      // busy, or cancelled
 //         ... ;
 //         slots.release();
 //     }

@@ -1,13 +1,16 @@
 // galay/sync/task_group.hpp: spawn tasks into a scope, await them all, cancel them all.
 //
 //     galay::TaskGroup connections;
-//     while (auto conn = co_await listener.accept())     // a server
+//     for (;;) {                                          // a server
+//         auto conn = co_await listener.accept();
+//         if (!conn) break;
 //         connections.spawn(serve(std::move(*conn)));
-//     ...
+//     }
 //     // shutdown: give the connections 5 s to finish, then cancel what is left and wait for it
-//     if (!co_await connections.wait().timeout(5s)) {
+//     auto done = co_await connections.wait().timeout(5s);
+//     if (!done) {
 //         connections.cancel();
-//         co_await connections.wait();
+//         (void)co_await connections.wait();
 //     }
 //
 // - `spawn(task)` starts the task detached on the current thread's scheduler (it runs

@@ -2,12 +2,14 @@
 //
 //     galay::Task<void> serve(const galay::tls::Context& ctx, galay::TcpStream conn) {
 //         galay::tls::Stream tls = galay::tls::Stream::server(ctx, std::move(conn));
-//         if (!co_await tls.handshake().timeout(10s)) co_return; // reason: tls.last_error()
+//         auto hs = co_await tls.handshake().timeout(10s);
+//         if (!hs) co_return; // reason: tls.last_error()
 //         std::array<char, 4096> buf;
 //         for (;;) {
 //             auto n = co_await tls.recv(buf).timeout(30s);
 //             if (!n || *n == 0) break; // error, timeout, or close_notify
-//             if (!co_await tls.send_all(std::span(buf.data(), *n)).timeout(30s)) break;
+//             auto sent = co_await tls.send_all(std::span(buf.data(), *n)).timeout(30s);
+//             if (!sent) break;
 //         }
 //         (void)co_await tls.shutdown().timeout(1s); // close_notify
 //     }

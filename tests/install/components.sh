@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `cmake --install` puts the library, headers, CMake package and .pc file into the prefix and no
+# executable; `--component tools` adds the tools, and nothing else. Run by ctest.
+#
+#   components.sh <build-dir> <work-dir>
+set -euo pipefail
+build=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+fail() {
+    echo "install_components: $*" >&2
+    exit 1
+}
+
+cmake --install "$build" --prefix "$work/plain" >/dev/null
+[ -f "$work/plain/lib/pkgconfig/galay-kernel.pc" ] || fail "no .pc file in a plain install"
+[ -f "$work/plain/lib/cmake/galay-kernel/galay-kernel-config.cmake" ] ||
+    fail "no CMake package in a plain install"
+[ -f "$work/plain/include/galay/galay.hpp" ] || fail "no headers in a plain install"
+ls "$work/plain/lib/"libgalay-kernel.* >/dev/null 2>&1 || fail "no library in a plain install"
+[ ! -e "$work/plain/bin" ] || fail "a plain install put executables in bin/: $(ls "$work/plain/bin")"
+
+cmake --install "$build" --prefix "$work/tools" --component tools >/dev/null
+for tool in aio_bench bench_server bench_client bench_sync; do
+    [ -x "$work/tools/bin/$tool" ] || fail "--component tools did not install $tool"
+done
+[ ! -e "$work/tools/include" ] || fail "--component tools installed headers too"
+echo "install_components: plain install without tools, --component tools with them"
