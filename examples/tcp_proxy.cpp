@@ -1,6 +1,8 @@
 // A TCP proxy on galay-kernel: every connection to the listening port is joined to a fresh
 // connection to the upstream, bytes are copied both ways (half-close passed on) until both sides
-// are done, and a connection idle for --idle seconds is dropped.
+// are done, and a connection idle for --idle seconds is dropped. Both sockets have TCP_NODELAY
+// (galay's default for accepted and connected streams): a relayed message's last short segment
+// must not wait for the peer's delayed ACK.
 //   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60]     then: nc 127.0.0.1 9001
 #include <galay/galay.hpp>
 

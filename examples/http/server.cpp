@@ -715,14 +715,12 @@ galay::Task<void> Server::serve_connection(galay::TcpStream conn) {
 
 galay::Task<void> Server::serve_plain(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
-    (void)conn.set_nodelay(true);
     Connection<galay::TcpStream> c(*this, conn);
     co_await c.run();
 }
 
 galay::Task<void> Server::serve_tls(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
-    (void)conn.set_nodelay(true);
     galay::tls::Stream stream = galay::tls::Stream::server(*config_.tls, std::move(conn));
     // The handshake is bounded like a request head: a client that stalls in it is dropped.
     if (!co_await stream.handshake().timeout(config_.header_timeout)) {

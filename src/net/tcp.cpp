@@ -82,10 +82,14 @@ ConnectAwaitable::ConnectAwaitable(const SocketAddr& addr) noexcept
         return;
     }
     auto fd = make_socket(addr.family(), SOCK_STREAM);
-    if (!fd)
+    if (!fd) {
         setup_error_ = fd.error().value();
-    else
-        op_.fd = *fd;
+        return;
+    }
+    op_.fd = *fd;
+    // Set before connecting, so it holds from the first byte and costs no call after.
+    if (auto r = setsockopt_int(op_.fd, IPPROTO_TCP, TCP_NODELAY, 1); !r)
+        setup_error_ = r.error().value();
 }
 
 ConnectAwaitable::ConnectAwaitable(ConnectAwaitable&& o) noexcept
@@ -145,6 +149,11 @@ Result<void> TcpStream::shutdown(Shutdown how) noexcept {
 Result<void> TcpStream::set_nodelay(bool on) noexcept {
     return detail::setsockopt_int(fd_.get(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0);
 }
+Result<bool> TcpStream::nodelay() const noexcept {
+    auto v = detail::getsockopt_int(fd_.get(), IPPROTO_TCP, TCP_NODELAY);
+    if (!v) return std::unexpected(v.error());
+    return *v != 0;
+}
 Result<void> TcpStream::set_keepalive(bool on) noexcept {
     return detail::setsockopt_int(fd_.get(), SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0);
 }
@@ -183,6 +192,8 @@ Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions opti
                 detail::setsockopt_int(l.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only);
             !r)
             return std::unexpected(r.error());
+    if (auto r = detail::setsockopt_int(l.fd_.get(), IPPROTO_TCP, TCP_NODELAY, options.nodelay); !r)
+        return std::unexpected(r.error());
     if (::bind(l.fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
     if (::listen(l.fd_.get(), options.backlog) < 0) return fail(errno);
     return l;
@@ -210,6 +221,9 @@ Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& add
                 detail::setsockopt_int(l0.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, options.v6_only);
             !r)
             return std::unexpected(r.error());
+    if (auto r = detail::setsockopt_int(l0.fd_.get(), IPPROTO_TCP, TCP_NODELAY, options.nodelay);
+        !r)
+        return std::unexpected(r.error());
     if (::bind(l0.fd_.get(), addr.data(), addr.size()) < 0) return fail(errno);
     if (n > 1)
         if (auto r = detail::setsockopt_int(l0.fd_.get(), SOL_SOCKET, SO_REUSEPORT, 1); !r)

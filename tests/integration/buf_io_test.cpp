@@ -565,6 +565,45 @@ TEST_P(CopyTest, BothDirectionsAndHalfCloseGoThrough) {
     }());
 }
 
+TEST_P(CopyTest, SixtyFourKibRequestsAndResponsesGoThroughEveryProxySocketWithoutNagle) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        // Nagle would hold the short last segment of each 64 KiB message until the peer's
+        // delayed ACK: every socket of the relay must have it off (bench/relay.py measures the
+        // stall itself).
+        for (TcpStream* s : {&p.client, &p.a, &p.b, &p.upstream})
+            EXPECT_EQ(s->nodelay(), true);
+        constexpr int kMessages = 16;
+        constexpr std::size_t kSize = 64 * 1024;
+        auto echo = [&]() -> Task<void> {
+            std::string buf(kSize, '\0');
+            for (int i = 0; i < kMessages; ++i) {
+                CO_ASSERT(co_await p.upstream.recv_exact(buf).timeout(10s));
+                CO_ASSERT(co_await p.upstream.send_all(buf).timeout(10s));
+            }
+            CO_ASSERT(p.upstream.shutdown(Shutdown::write));
+        };
+        auto client = [&]() -> Task<int> {
+            std::string back(kSize, '\0');
+            int verified = 0;
+            for (int i = 0; i < kMessages; ++i) {
+                const std::string msg = pattern(kSize, 100 + i);
+                CO_ASSERT(co_await p.client.send_all(msg).timeout(10s));
+                CO_ASSERT(co_await p.client.recv_exact(back).timeout(10s));
+                verified += back == msg ? 1 : 0;
+            }
+            CO_ASSERT(p.client.shutdown(Shutdown::write));
+            co_return verified;
+        };
+        auto [stats, _, verified] = co_await when_all(
+            io::copy_bidirectional(p.a, p.b, {.idle_timeout = 20s}), echo(), client());
+        CO_ASSERT(stats);
+        EXPECT_EQ(verified, kMessages);
+        EXPECT_EQ(stats->a_to_b, kMessages * kSize);
+        EXPECT_EQ(stats->b_to_a, kMessages * kSize);
+    }());
+}
+
 TEST_P(CopyTest, IdleConnectionTimesOut) {
     run([]() -> Task<void> {
         Proxied p = co_await proxied();

@@ -351,6 +351,36 @@ TEST_P(TcpTest, AddressesAndOptions) {
     }());
 }
 
+TEST_P(TcpTest, AcceptedAndConnectedStreamsHaveNagleOffUnlessAskedFor) {
+    run([]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        EXPECT_EQ(c.nodelay(), true); // set on the connecting socket
+        EXPECT_EQ(s.nodelay(), true); // inherited from the listener
+        EXPECT_TRUE(c.set_nodelay(false));
+        EXPECT_EQ(c.nodelay(), false);
+
+        TcpListener l = listen_loopback({.nodelay = false});
+        auto [c2, s2] = co_await when_all(
+            as_task(TcpStream::connect(SocketAddr::loopback_v4(port_of(l)))), as_task(l.accept()));
+        CO_ASSERT(c2 && s2);
+        EXPECT_EQ(s2->nodelay(), false);
+        EXPECT_EQ(c2->nodelay(), true);
+
+        auto sharded = TcpListener::bind_sharded(SocketAddr::loopback_v4(0), 2);
+        CO_ASSERT(sharded);
+        auto [c3, s3] = co_await when_all(
+            as_task(TcpStream::connect(SocketAddr::loopback_v4(port_of((*sharded)[0])))),
+            [&]() -> Task<Result<TcpStream>> {
+                // Either listener may be handed the connection: wait on both.
+                auto r = co_await when_any(as_task((*sharded)[0].accept()),
+                                           as_task((*sharded)[1].accept()));
+                co_return r.index() == 0 ? std::move(std::get<0>(r)) : std::move(std::get<1>(r));
+            }());
+        CO_ASSERT(c3 && s3);
+        EXPECT_EQ(s3->nodelay(), true);
+    }());
+}
+
 TEST_P(TcpTest, AcceptReportsThePeerAddressOnV4AndV6) {
     auto check = [](TcpListener& l, SocketAddr target) -> Task<void> {
         SocketAddr peer;

@@ -20,6 +20,10 @@
 //     }
 //
 // Every operation returns `Result<...>` and accepts `.timeout(d)`; destroying a stream closes it.
+// Streams that galay accepts or connects have TCP_NODELAY on (as Go does): a write leaves at once
+// instead of waiting for the peer's delayed ACK, which otherwise costs ~40 ms per message whose
+// last segment is short. `set_nodelay(false)` or `ListenOptions::nodelay = false` turns Nagle
+// back on for a program that makes many tiny writes and prefers fewer packets.
 #pragma once
 
 #include "galay/detail/buffers.hpp"
@@ -252,8 +256,11 @@ public:
         return detail::CloseAwaitable(fd_.take());
     }
 
-    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle off).
+    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle off). On by
+    /// default for streams galay accepts or connects; `false` turns Nagle's algorithm back on.
     Result<void> set_nodelay(bool on) noexcept;
+    /// Whether TCP_NODELAY is set (getsockopt).
+    Result<bool> nodelay() const noexcept;
     /// SO_KEEPALIVE: probe an idle connection, so a dead peer is found.
     Result<void> set_keepalive(bool on) noexcept;
     /// SO_RCVBUF, in bytes (capped by the kernel's rmem_max).
@@ -296,6 +303,9 @@ struct ListenOptions {
     bool reuse_port = false;
     /// IPV6_V6ONLY: an IPv6 listener refuses IPv4 connections.
     bool v6_only = false;
+    /// TCP_NODELAY on the listener, which accepted streams inherit (no system call per
+    /// connection). `false` leaves Nagle's algorithm on for them.
+    bool nodelay = true;
 };
 
 /// A listening TCP socket.
