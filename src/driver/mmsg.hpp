@@ -11,6 +11,7 @@
 
 #include "driver/common/faults.hpp"
 #include "driver/common/op_traits.hpp"
+#include "driver/splice.hpp"
 #include "galay/detail/io_op.hpp"
 
 #include <sys/socket.h>
@@ -24,6 +25,7 @@ namespace galay::detail {
 /// not take whole continues from where it stopped (`op.done` datagrams already sent).
 /// `injected_block` (fault injection): set when the EAGAIN was injected, not the socket's.
 inline bool attempt_mmsg(IoOp& op, bool* injected_block = nullptr) noexcept {
+    if (op.code == OpCode::splice_in || op.code == OpCode::splice_out) return attempt_splice(op);
     auto* msgs = static_cast<mmsghdr*>(op.buf);
     for (;;) {
         unsigned n = op.code == OpCode::recvmmsg ? op.len : op.len - op.done;

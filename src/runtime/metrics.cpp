@@ -66,6 +66,10 @@ const char* op_kind_name(detail::OpCode code) noexcept {
         return "linkat";
     case OpCode::symlinkat:
         return "symlinkat";
+    case OpCode::splice_in:
+        return "splice_in";
+    case OpCode::splice_out:
+        return "splice_out";
     }
     return "unknown";
 }

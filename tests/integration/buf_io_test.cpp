@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -601,6 +602,115 @@ TEST_P(CopyTest, SixtyFourKibRequestsAndResponsesGoThroughEveryProxySocketWithou
         EXPECT_EQ(verified, kMessages);
         EXPECT_EQ(stats->a_to_b, kMessages * kSize);
         EXPECT_EQ(stats->b_to_a, kMessages * kSize);
+    }());
+}
+
+TEST_P(CopyTest, TcpStreamsAreSplicedAndOtherStreamsCopiedEachPathKeepingEveryByte) {
+    run([]() -> Task<void> {
+        // Which path runs: spliced between two TcpStreams, copied when asked to, and copied
+        // for a stream type of our own (which the kernel cannot splice from).
+        for (int path = 0; path < 3; ++path) {
+            Proxied p = co_await proxied();
+            const std::string request = pattern(300000, 20 + path), response = pattern(200000, 30);
+            auto client = [&]() -> Task<std::string> {
+                CO_ASSERT(co_await p.client.send_all(request).timeout(10s));
+                CO_ASSERT(p.client.shutdown(Shutdown::write));
+                co_return co_await read_to_eof(p.client);
+            };
+            auto upstream = [&]() -> Task<std::string> {
+                std::string got = co_await read_to_eof(p.upstream);
+                CO_ASSERT(co_await p.upstream.send_all(response).timeout(10s));
+                CO_ASSERT(p.upstream.shutdown(Shutdown::write));
+                co_return got;
+            };
+            SlicedStream sliced{p.a, 7000};
+            auto relay = [&]() -> Task<Result<io::CopyStats>> {
+                if (path == 0) co_return co_await io::copy_bidirectional(p.a, p.b);
+                if (path == 1)
+                    co_return co_await io::copy_bidirectional(p.a, p.b, {.splice = false});
+                co_return co_await io::copy_bidirectional(sliced, p.b);
+            };
+            auto [stats, at_client, at_upstream] = co_await when_all(relay(), client(), upstream());
+            CO_ASSERT(stats);
+            EXPECT_EQ(stats->spliced, path == 0) << "path " << path;
+            EXPECT_EQ(stats->a_to_b, request.size());
+            EXPECT_EQ(stats->b_to_a, response.size());
+            EXPECT_TRUE(at_upstream == request) << "path " << path;
+            EXPECT_TRUE(at_client == response) << "path " << path;
+        }
+        // The spliced relay gave its pipes back, empty, to this thread's pool.
+        EXPECT_GE(io::detail::relay_pipes_pooled(), 1u);
+    }());
+}
+
+TEST_P(CopyTest, OneWayCopySplicesUntilTheSourceEndsAndPassesTheHalfCloseOn) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        const std::string data = pattern(1 << 20, 41);
+        auto client = [&]() -> Task<void> {
+            CO_ASSERT(co_await p.client.send_all(data).timeout(10s));
+            CO_ASSERT(p.client.shutdown(Shutdown::write));
+        };
+        auto [moved, _, got] = co_await when_all(io::copy(p.a, p.b, {.idle_timeout = 20s}),
+                                                 client(), read_to_eof(p.upstream));
+        CO_ASSERT(moved);
+        EXPECT_EQ(*moved, data.size());
+        EXPECT_TRUE(got == data);
+    }());
+}
+
+TEST_P(CopyTest, IdleSplicedRelaysHoldNoPipe) {
+    run([]() -> Task<void> {
+        constexpr int kRelays = 50;
+        std::vector<Proxied> relays;
+        for (int i = 0; i < kRelays; ++i)
+            relays.push_back(co_await proxied());
+        auto open_fds = [] {
+            std::size_t n = 0;
+            for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+                n += e.path().empty() ? 0 : 1;
+            return n;
+        };
+        const std::size_t before = open_fds();
+        CancelSource stop;
+        std::vector<Task<Result<io::CopyStats>>> copies;
+        for (Proxied& p : relays)
+            copies.push_back(with_cancel(stop, io::copy_bidirectional(p.a, p.b)));
+        auto check = [&]() -> Task<std::size_t> {
+            for (int i = 0; i < 10; ++i)
+                co_await yield_now(); // every relay reaches its wait for bytes
+            const std::size_t during = open_fds();
+            stop.cancel();
+            co_return during;
+        };
+        auto [results, during] = co_await when_all(when_all(std::move(copies)), check());
+        EXPECT_EQ(during, before) << "an idle relay holds pipes";
+        for (auto& r : results)
+            EXPECT_FALSE(r.has_value()); // cancelled
+    }());
+}
+
+TEST_P(CopyTest, SplicingIntoAClosedUpstreamIsAnErrorNotSigpipe) {
+    run([]() -> Task<void> {
+        Proxied p = co_await proxied();
+        // The upstream is gone: the relay's first splice into it is answered by a reset, the
+        // next ones by EPIPE, which splice(2) would turn into a SIGPIPE that kills the process.
+        CO_ASSERT(co_await p.upstream.close());
+        const std::string data = pattern(4 << 20, 9);
+        auto client = [&]() -> Task<void> {
+            (void)co_await p.client.send_all(data).timeout(10s); // may fail once the relay ends
+        };
+        auto relay = [&]() -> Task<Result<std::uint64_t>> {
+            auto r = co_await io::copy(p.a, p.b, {.idle_timeout = 20s});
+            (void)p.a.set_linger_reset(); // and the client's send ends too
+            (void)co_await p.a.close();
+            co_return r;
+        };
+        auto [moved, _] = co_await when_all(relay(), client());
+        CO_ASSERT(!moved);
+        EXPECT_TRUE(moved.error() == std::errc::broken_pipe ||
+                    moved.error() == std::errc::connection_reset)
+            << moved.error().message();
     }());
 }
 

@@ -45,7 +45,11 @@ enum class OpCode : std::uint8_t {
     unlinkat,
     mkdirat,
     linkat,
-    symlinkat, // buf = the target, aux = the link's path
+    symlinkat,  // buf = the target, aux = the link's path
+    recvmmsg,   // UDP batch: buf = mmsghdr[len]; result = datagrams received
+    sendmmsg,   // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
+    splice_in,  // socket `fd` -> pipe write end `aux`, up to `len` bytes; 0 = EOF
+    splice_out, // pipe read end `aux` -> socket `fd`, up to `len` bytes
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).

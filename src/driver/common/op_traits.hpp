@@ -21,7 +21,8 @@ struct OpTraits {
     bool sync;
     /// Waits for the fd to become readable (readiness drivers); the others wait for writable.
     bool reads;
-    /// A UDP batch (recvmmsg/sendmmsg): driver/mmsg.hpp runs it.
+    /// Run by a system call once its fd is ready, on both drivers (driver/mmsg.hpp): the UDP
+    /// batches (recvmmsg/sendmmsg) and the splices between a socket and a pipe.
     bool mmsg;
     /// Transfers on an fd worth putting in io_uring's registered-file table.
     bool registers_file;
@@ -62,10 +63,12 @@ inline constexpr OpTraits kOpTraits[] = {
     {OpCode::mkdirat,      true,  false, false, false, false,  true,   false},
     {OpCode::linkat,       true,  false, false, false, false,  true,   false},
     {OpCode::symlinkat,    true,  false, false, false, false,  true,   false},
+    {OpCode::splice_in,    false, false, true,  true,  false,  false,  false},
+    {OpCode::splice_out,   false, false, false, true,  false,  false,  false},
 };
 // clang-format on
 
-static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::symlinkat) + 1,
+static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::splice_out) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
 static_assert(std::size(kOpTraits) == kOpKinds, "the metrics count every OpCode (kOpKinds)");

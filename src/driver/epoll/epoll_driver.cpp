@@ -370,6 +370,8 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             break;
         case OpCode::recvmmsg:
         case OpCode::sendmmsg:
+        case OpCode::splice_in:
+        case OpCode::splice_out:
             return attempt_mmsg(op);
         case OpCode::read:
         case OpCode::write:

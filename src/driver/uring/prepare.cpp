@@ -167,9 +167,11 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         io_uring_prep_fallocate(e, op.fd, op.msg_flags, op.offset, op.aux);
         break;
     case OpCode::recvmmsg: // wait for readiness, then the system call (mmsg_ready)
+    case OpCode::splice_in:
         io_uring_prep_poll_add(e, op.fd, POLLIN);
         break;
     case OpCode::sendmmsg:
+    case OpCode::splice_out:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
         break;
     case OpCode::read:
