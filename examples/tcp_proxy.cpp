@@ -3,7 +3,9 @@
 // are done, and a connection idle for --idle seconds is dropped. Both sockets have TCP_NODELAY
 // (galay's default for accepted and connected streams): a relayed message's last short segment
 // must not wait for the peer's delayed ACK.
-//   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60]     then: nc 127.0.0.1 9001
+// Between two TCP sockets io::copy_bidirectional splices (the bytes never enter user space);
+// --copy makes it copy through a buffer instead (bench/relay.py compares the two).
+//   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60] [--copy]     then: nc 127.0.0.1 9001
 #include <galay/galay.hpp>
 
 #include <csignal>
@@ -14,6 +16,8 @@
 
 using namespace std::chrono_literals;
 
+bool g_copy = false; // --copy: no splice
+
 galay::Task<void> relay(galay::TcpStream client, galay::SocketAddr upstream,
                         std::chrono::seconds idle) {
     auto server = co_await galay::TcpStream::connect(upstream).timeout(5s);
@@ -22,7 +26,8 @@ galay::Task<void> relay(galay::TcpStream client, galay::SocketAddr upstream,
                      server.error().message().c_str());
         co_return;
     }
-    auto r = co_await galay::io::copy_bidirectional(client, *server, {.idle_timeout = idle});
+    auto r = co_await galay::io::copy_bidirectional(client, *server,
+                                                    {.idle_timeout = idle, .splice = !g_copy});
     if (!r && r.error() == std::errc::timed_out)
         std::fprintf(stderr, "tcp_proxy: idle for %llds, closed\n",
                      static_cast<long long>(idle.count()));
@@ -45,9 +50,14 @@ galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
 }
 
 int main(int argc, char** argv) {
+    if (argc > 3 && std::strcmp(argv[argc - 1], "--copy") == 0) {
+        g_copy = true;
+        --argc;
+    }
     if (argc < 3) {
-        std::fprintf(stderr,
-                     "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds]\n");
+        std::fprintf(
+            stderr,
+            "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds] [--copy]\n");
         return 2;
     }
     char* end = nullptr;
@@ -57,8 +67,9 @@ int main(int argc, char** argv) {
     if (argc == 5 && std::strcmp(argv[3], "--idle") == 0) idle = std::strtol(argv[4], nullptr, 10);
     if (*end != '\0' || port < 0 || port > 65535 || !upstream || idle <= 0 ||
         (argc != 3 && argc != 5)) {
-        std::fprintf(stderr,
-                     "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds]\n");
+        std::fprintf(
+            stderr,
+            "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds] [--copy]\n");
         return 2;
     }
     std::signal(SIGPIPE, SIG_IGN);

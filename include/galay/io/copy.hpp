@@ -101,8 +101,30 @@ public:
     Result<std::size_t> result() { return galay::detail::size_result(op_.result); }
 };
 
+/// Moves what is in the pipe to `dst`. False when the copy must end (st says why).
+inline Task<bool> drain_pipe(TcpStream& dst, const RelayPipe& pipe, std::size_t& held,
+                             CopyState& st, std::uint64_t& moved) {
+    while (held > 0) {
+        Result<std::size_t> out =
+            co_await with_deadline(SpliceAwaitable(galay::detail::OpCode::splice_out, dst.fd(),
+                                                   pipe.read, static_cast<std::uint32_t>(held)),
+                                   st.idle_deadline());
+        if (!out) {
+            if (out.error() == std::errc::timed_out && !st.really_idle()) continue;
+            st.fail(out.error());
+            co_return false;
+        }
+        held -= *out;
+        moved += *out;
+        st.last_activity_ns = Scheduler::now_ns();
+    }
+    co_return true;
+}
+
 /// One direction between two TcpStreams through a pooled pipe. A pipe is taken only once `src`
-/// has bytes (a one-byte MSG_PEEK waits for them), so a quiet direction holds none.
+/// has bytes (a one-byte MSG_PEEK waits for them) and kept while each splice fills it (more is
+/// likely waiting); a splice that leaves it part-empty has drained the socket, and the pipe goes
+/// back, so a quiet direction holds none.
 inline Task<void> splice_pump(TcpStream& src, TcpStream& dst, CopyState& st, std::uint64_t& moved) {
     for (;;) {
         char probe;
@@ -129,31 +151,24 @@ inline Task<void> splice_pump(TcpStream& src, TcpStream& dst, CopyState& st, std
             std::size_t& held;
             ~Giver() { give_relay_pipe(p, held == 0); }
         } giver{*pipe, held};
-        Result<std::size_t> in = co_await SpliceAwaitable(galay::detail::OpCode::splice_in,
-                                                          src.fd(), pipe->write, pipe->capacity);
-        if (!in) {
-            st.fail(in.error());
-            co_return;
-        }
-        if (*in == 0) { // EOF
-            (void)dst.shutdown(Shutdown::write);
-            co_return;
-        }
-        held = *in;
-        st.last_activity_ns = Scheduler::now_ns();
-        while (held > 0) {
-            Result<std::size_t> out = co_await with_deadline(
-                SpliceAwaitable(galay::detail::OpCode::splice_out, dst.fd(), pipe->read,
-                                static_cast<std::uint32_t>(held)),
-                st.idle_deadline());
-            if (!out) {
-                if (out.error() == std::errc::timed_out && !st.really_idle()) continue;
-                st.fail(out.error());
+        for (;;) {
+            Result<std::size_t> in =
+                co_await with_deadline(SpliceAwaitable(galay::detail::OpCode::splice_in, src.fd(),
+                                                       pipe->write, pipe->capacity),
+                                       st.idle_deadline());
+            if (!in) {
+                if (in.error() == std::errc::timed_out && !st.really_idle()) continue;
+                st.fail(in.error());
                 co_return;
             }
-            held -= *out;
-            moved += *out;
+            if (*in == 0) { // EOF
+                (void)dst.shutdown(Shutdown::write);
+                co_return;
+            }
+            held = *in;
             st.last_activity_ns = Scheduler::now_ns();
+            if (!co_await drain_pipe(dst, *pipe, held, st, moved)) co_return;
+            if (*in < pipe->capacity) break; // the socket is drained: give the pipe back
         }
     }
 }
