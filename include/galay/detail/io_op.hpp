@@ -46,8 +46,6 @@ enum class OpCode : std::uint8_t {
     mkdirat,
     linkat,
     symlinkat,  // buf = the target, aux = the link's path
-    recvmmsg,   // UDP batch: buf = mmsghdr[len]; result = datagrams received
-    sendmmsg,   // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
     splice_in,  // socket `fd` -> pipe write end `aux`, up to `len` bytes; 0 = EOF
     splice_out, // pipe read end `aux` -> socket `fd`, up to `len` bytes
 };
