@@ -207,6 +207,7 @@ public:
     template <class Inner>
     class [[nodiscard]] Step : public galay::detail::AwaitedInPlace<Step<Inner>> {
     public:
+        /// The file operation `inner`; `pos` is the cursor it moves on success.
         Step(Inner inner, std::uint64_t* pos) noexcept
             : inner_(std::move(inner))
             , pos_(pos) {}
@@ -220,11 +221,14 @@ public:
             (void)std::move(inner_).timeout(d);
             return std::move(*this);
         }
+        /// Awaiter protocol: as the file operation's.
         bool await_ready() const noexcept { return inner_.await_ready(); }
+        /// Awaiter protocol: starts the file operation.
         template <class P>
         auto await_suspend(std::coroutine_handle<P> h) {
             return inner_.await_suspend(h);
         }
+        /// Awaiter protocol: the bytes moved (the cursor moved by as many), or why not.
         Result<std::size_t> await_resume() {
             auto r = inner_.await_resume();
             if (r) *pos_ += *r;
