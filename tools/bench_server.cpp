@@ -47,9 +47,10 @@ WorkerStats& my_stats() {
     return g_stats[static_cast<std::size_t>(this_worker())];
 }
 
-/// Echo through a per-connection buffer (`--recv copy`).
-Task<void> echo_copy(TcpStream conn, std::size_t buffer_size) {
-    (void)conn.set_nodelay(true);
+/// Echo through a per-connection buffer: TCP with `--recv copy`, and a Unix stream socket
+/// (`--unix PATH`). Accepted TCP streams have TCP_NODELAY already (galay's default).
+template <class Stream>
+Task<void> echo_copy(Stream conn, std::size_t buffer_size) {
     WorkerStats& st = my_stats();
     bool first = true;
     std::vector<char> buf(buffer_size);
@@ -66,7 +67,6 @@ Task<void> echo_copy(TcpStream conn, std::size_t buffer_size) {
 /// Echo through buffers lent by the scheduler (`--recv pooled`, the default): on io_uring one
 /// multishot recv per connection over a provided-buffer ring; idle connections hold no buffer.
 Task<void> echo_pooled(TcpStream conn) {
-    (void)conn.set_nodelay(true);
     WorkerStats& st = my_stats();
     bool first = true;
     for (;;) {
@@ -79,21 +79,6 @@ Task<void> echo_pooled(TcpStream conn) {
     }
 }
 
-/// Echo over a Unix stream socket (`--unix PATH`).
-Task<void> echo_unix(UnixStream conn, std::size_t buffer_size) {
-    WorkerStats& st = my_stats();
-    bool first = true;
-    std::vector<char> buf(buffer_size);
-    for (;;) {
-        auto n = co_await conn.recv(buf);
-        if (!n || *n == 0) co_return;
-        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
-        ++st.echoes;
-        if (std::exchange(first, false)) ++st.connections;
-        st.bytes += *n;
-    }
-}
-
 Task<void> accept_unix(UnixListener& listener, std::size_t buffer_size) {
     for (;;) {
         auto c = co_await listener.accept();
@@ -103,7 +88,7 @@ Task<void> accept_unix(UnixListener& listener, std::size_t buffer_size) {
                          c.error().message().c_str());
             continue;
         }
-        spawn(echo_unix(std::move(*c), buffer_size));
+        spawn(echo_copy(std::move(*c), buffer_size));
     }
 }
 
