@@ -263,8 +263,10 @@ private:
     /// Any other answer (files, errors, a fixed body larger than the buffer). Returns false when
     /// the connection must close.
     galay::Task<bool> answer(Method method, std::string_view target, Persist persist);
-    /// The fixed answer when it does not fit the writer's buffer: the head, then the body.
-    galay::Task<bool> answer_fixed(bool head_only, Persist persist);
+    /// A 200 with `body` of `type` when it does not fit the writer's buffer: the head, then the
+    /// body (the fixed answer, and /metrics). `body` must live until the task ends.
+    galay::Task<bool> answer_text(std::string_view body, std::string_view type, bool head_only,
+                                  Persist persist);
     galay::Task<bool> answer_file(std::string_view target, Persist persist, bool head_only);
     /// GET /metrics: the Runtime's figures in the Prometheus text format.
     galay::Task<bool> answer_metrics(bool head_only, Persist persist);
@@ -385,7 +387,8 @@ galay::Task<void> Connection<S>::run() {
                     if (!flushed) co_return;
                 }
                 if (!put_fixed(head_only, persist)) {
-                    const bool answered = co_await answer_fixed(head_only, persist);
+                    const bool answered =
+                        co_await answer_text(cfg_.body, "text/plain", head_only, persist);
                     if (!answered) co_return;
                 }
             }
@@ -518,7 +521,8 @@ galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, 
         co_return true;
     }
     const bool head_only = method == Method::head;
-    if (is_fixed_route(method, target)) co_return co_await answer_fixed(head_only, persist);
+    if (is_fixed_route(method, target))
+        co_return co_await answer_text(cfg_.body, "text/plain", head_only, persist);
     if ((target == "/metrics" || target.starts_with("/metrics?")) &&
         galay::Runtime::current() != nullptr)
         co_return co_await answer_metrics(head_only, persist);
@@ -529,25 +533,17 @@ template <class S>
 galay::Task<bool> Connection<S>::answer_metrics(bool head_only, Persist persist) {
     // Rendered per scrape: a scrape every few seconds is no load next to the requests.
     const std::string body = galay::metrics::prometheus_text(*galay::Runtime::current());
-    const bool room = co_await make_room(kMaxHead);
-    if (!room) co_return false;
-    Out o(writer_.spare(kMaxHead));
-    put_head(o, 200, "text/plain; version=0.0.4; charset=utf-8", body.size(), persist);
-    writer_.commit(o.size());
-    if (!head_only) {
-        auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
-        if (!written) co_return false;
-    }
-    co_return true;
+    co_return co_await answer_text(body, "text/plain; version=0.0.4; charset=utf-8", head_only,
+                                   persist);
 }
 
 template <class S>
-galay::Task<bool> Connection<S>::answer_fixed(bool head_only, Persist persist) {
-    const std::string_view body = cfg_.body;
+galay::Task<bool> Connection<S>::answer_text(std::string_view body, std::string_view type,
+                                             bool head_only, Persist persist) {
     const bool room = co_await make_room(kMaxHead);
     if (!room) co_return false;
     Out o(writer_.spare(kMaxHead));
-    put_head(o, 200, "text/plain", body.size(), persist);
+    put_head(o, 200, type, body.size(), persist);
     writer_.commit(o.size());
     if (!head_only) {
         auto written = co_await writer_.write(body).deadline(at(deadline(cfg_.write_timeout)));
