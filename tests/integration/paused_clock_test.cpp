@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,39 @@ TEST_P(PausedClockTest, ABlockingJobHoldsTheClockUntilItIsDone) {
         CO_ASSERT(r && *r == 7);
         CO_ASSERT(since(start) == 0);
     }());
+}
+
+TEST_P(PausedClockTest, AFileOperationInTheKernelHoldsTheClock) {
+    char path[] = "/tmp/galay-paused-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const std::string data(1 << 20, 'f');
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ::close(fd);
+    Scheduler s(paused());
+    s.block_on([](const char* path, const std::string& data) -> Task<void> {
+        auto f = fs::File::open(path, {.read = true, .write = true});
+        CO_ASSERT(f);
+        const std::int64_t start = Scheduler::now_ns();
+        // Each op has a 1 ns virtual deadline and nothing else runs: were time to jump while the
+        // op is in the kernel (or on the pool), every one of them would time out.
+        std::string back(data.size(), '\0');
+        for (int i = 0; i < 8; ++i) {
+            auto w = co_await f->write_at(std::span(data.data(), data.size()), 0).timeout(1ns);
+            CO_ASSERT(w && *w == data.size());
+            auto r = co_await f->read_at(std::span(back.data(), back.size()), 0).timeout(1ns);
+            CO_ASSERT(r && *r == data.size());
+            auto sync = co_await f->fsync().timeout(1ns);
+            CO_ASSERT(sync);
+        }
+        CO_ASSERT(back == data);
+        CO_ASSERT(since(start) == 0);
+        // With nothing in flight the same deadline passes at once.
+        const std::int64_t before_sleep = Scheduler::now_ns();
+        (void)co_await sleep(1s);
+        CO_ASSERT(since(before_sleep) == std::chrono::nanoseconds(1s).count());
+    }(path, data));
+    ::unlink(path);
 }
 
 TEST_P(PausedClockTest, ARuntimeWorkerRunsOnItsOwnVirtualClock) {
