@@ -235,7 +235,7 @@ TEST_P(TcpTest, ConnectRefusedIsAClearError) {
 }
 
 TEST_P(TcpTest, RecvTimeoutFiresAndTheConnectionStaysUsable) {
-    run([]() -> Task<void> {
+    run_paused([]() -> Task<void> {
         auto [c, s] = co_await connected_pair();
         std::array<char, 16> buf;
         auto r = co_await c.recv(buf).timeout(20ms);
@@ -273,7 +273,7 @@ TEST_P(TcpTest, ConnectTimeoutFiresWhenTheListenQueueIsFull) {
 }
 
 TEST_P(TcpTest, CancelledAcceptLeavesTheListenerUsable) {
-    run([]() -> Task<void> {
+    run_paused([]() -> Task<void> {
         TcpListener l = listen_loopback();
         auto accept_task = [&]() -> Task<Result<TcpStream>> { co_return co_await l.accept(); };
         auto r = co_await when_any(accept_task(), sleep(5ms));

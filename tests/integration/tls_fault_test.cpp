@@ -126,7 +126,7 @@ TEST_P(TlsFaultTest, garbage_instead_of_a_client_hello_fails_cleanly_and_others_
 
 TEST_P(TlsFaultTest, a_client_stopping_mid_handshake_hits_the_servers_timeout_and_leaks_nothing) {
     const tls::Context sctx = server_context(pki().server());
-    run([&]() -> Task<void> {
+    run_paused([&]() -> Task<void> {
         TcpListener l = listen_loopback();
         int fds_before = 0;
         // The first round sets up what the scheduler keeps for later (io_uring: its lazily made
@@ -217,7 +217,7 @@ TEST_P(TlsFaultTest, a_16_kib_record_arriving_one_byte_at_a_time_is_read_whole) 
 TEST_P(TlsFaultTest, a_timed_out_or_cancelled_recv_leaves_the_stream_usable) {
     const tls::Context sctx = server_context(pki().server());
     const tls::Context cctx = client_context();
-    run([&]() -> Task<void> {
+    run_paused([&]() -> Task<void> {
         Handshaken h = co_await tls_pair(sctx, cctx);
         CO_ASSERT(h.client_result && h.server_result);
         char b[64];
@@ -245,7 +245,7 @@ TEST_P(TlsFaultTest, a_timed_out_or_cancelled_recv_leaves_the_stream_usable) {
 TEST_P(TlsFaultTest, a_send_that_times_out_after_encrypting_marks_the_stream_broken) {
     const tls::Context sctx = server_context(pki().server());
     const tls::Context cctx = client_context();
-    run([&]() -> Task<void> {
+    run_paused([&]() -> Task<void> {
         Handshaken h = co_await tls_pair(sctx, cctx);
         CO_ASSERT(h.client_result && h.server_result);
         CO_ASSERT(h.client.tcp().set_send_buffer_size(4096).has_value());
@@ -268,7 +268,7 @@ TEST_P(TlsFaultTest, a_send_that_times_out_after_encrypting_marks_the_stream_bro
 
 TEST_P(TlsFaultTest, a_handshake_times_out_or_is_cancelled_when_the_peer_says_nothing) {
     const tls::Context cctx = client_context();
-    run([&]() -> Task<void> {
+    run_paused([&]() -> Task<void> {
         auto [c, s] = co_await connected_pair(); // `s` never answers
         tls::Stream client = tls::Stream::client(cctx, std::move(c), "localhost");
         auto r = co_await client.handshake().timeout(100ms);

@@ -35,6 +35,16 @@ protected:
         EXPECT_EQ(s.backend(), GetParam());
         return s.block_on(std::move(t));
     }
+    /// As run(), on the paused clock (SchedulerOptions::paused_clock): for a test whose timeout
+    /// or sleep is what it checks, so that it takes no real time. Only where every peer the test
+    /// waits for runs in the same scheduler: time jumps whenever the scheduler is idle.
+    template <class T>
+    T run_paused(Task<T> t) {
+        SchedulerOptions o = options();
+        o.paused_clock = true;
+        Scheduler s(o);
+        return s.block_on(std::move(t));
+    }
 };
 
 inline std::string backend_param_name(const ::testing::TestParamInfo<Backend>& info) {
