@@ -191,9 +191,9 @@ Result<RecvInfo> UnixRecvFromAwaitable::result() {
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     const auto real = static_cast<std::size_t>(op_.result);
     if (from_ != nullptr) from_->set_size(msg_.msg_namelen);
-    return RecvInfo{.size = real < iov_.iov_len ? real : iov_.iov_len,
-                    .datagram_size = real,
-                    .truncated = real > iov_.iov_len};
+    return RecvInfo{.truncated = real > iov_.iov_len,
+                    .size = real < iov_.iov_len ? real : iov_.iov_len,
+                    .datagram_size = real};
 }
 
 } // namespace detail

@@ -84,27 +84,27 @@ public:
     /// Queue a read of up to `buf.size()` bytes of `f` at `offset`; returns its index.
     template <MutableBuffer B>
     std::size_t read_at(const File& f, B&& buf, std::uint64_t offset) {
-        return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
-                            std::ranges::size(buf), offset, detail::FileXfer::some);
+        return add_transfer(f, galay::detail::OpCode::read_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, galay::detail::FileXfer::some);
     }
     /// Queue a read of exactly `buf.size()` bytes (`errc::unexpected_eof` at the end of the file);
     /// returns its index.
     template <MutableBuffer B>
     std::size_t read_exact_at(const File& f, B&& buf, std::uint64_t offset) {
-        return add_transfer(f, detail::OpCode::read_at, std::ranges::data(buf),
-                            std::ranges::size(buf), offset, detail::FileXfer::exact);
+        return add_transfer(f, galay::detail::OpCode::read_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, galay::detail::FileXfer::exact);
     }
     /// Queue a write of up to `buf.size()` bytes to `f` at `offset`; returns its index.
     template <ConstBuffer B>
     std::size_t write_at(const File& f, const B& buf, std::uint64_t offset) {
-        return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
-                            std::ranges::size(buf), offset, detail::FileXfer::some);
+        return add_transfer(f, galay::detail::OpCode::write_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, galay::detail::FileXfer::some);
     }
     /// Queue a write of all of `buf`; returns its index.
     template <ConstBuffer B>
     std::size_t write_all_at(const File& f, const B& buf, std::uint64_t offset) {
-        return add_transfer(f, detail::OpCode::write_at, std::ranges::data(buf),
-                            std::ranges::size(buf), offset, detail::FileXfer::all);
+        return add_transfer(f, galay::detail::OpCode::write_at, std::ranges::data(buf),
+                            std::ranges::size(buf), offset, galay::detail::FileXfer::all);
     }
     /// The same on a registered buffer or a slice of one (fs::FixedBuffer): READ_FIXED /
     /// WRITE_FIXED on io_uring where it is registered with this thread's ring.
@@ -125,7 +125,7 @@ public:
     std::size_t fdatasync(const File& f);
 
     /// Submit every queued operation at once; `co_await` resumes when all have finished.
-    [[nodiscard]] detail::BatchAwaitable submit() noexcept { return detail::BatchAwaitable(*this); }
+    [[nodiscard]] galay::detail::BatchAwaitable submit() noexcept { return galay::detail::BatchAwaitable(*this); }
 
     /// Operations queued.
     std::size_t size() const noexcept { return entries_.size(); }
@@ -138,15 +138,15 @@ public:
     void clear() noexcept { entries_.clear(); }
 
 private:
-    friend class detail::BatchAwaitable;
+    friend class galay::detail::BatchAwaitable;
     struct Entry {
-        detail::IoOp op;
+        galay::detail::IoOp op;
         std::error_code precheck; // set: fails without being submitted
-        detail::FileXfer mode = detail::FileXfer::some;
+        galay::detail::FileXfer mode = galay::detail::FileXfer::some;
     };
 
-    std::size_t add_transfer(const File& f, detail::OpCode code, const void* buf, std::size_t len,
-                             std::uint64_t offset, detail::FileXfer mode, int fixed_slot = -1);
+    std::size_t add_transfer(const File& f, galay::detail::OpCode code, const void* buf, std::size_t len,
+                             std::uint64_t offset, galay::detail::FileXfer mode, int fixed_slot = -1);
     std::size_t push(Entry e);
 
     std::vector<Entry> entries_;

@@ -42,11 +42,13 @@ struct CopyOptions {
     bool splice = true;
 };
 
-/// What `copy_bidirectional` moved, in bytes, each way.
+/// What `copy_bidirectional` moved, in bytes, each way. (The flag comes first so that the struct
+/// has no tail padding: libc++ 16 and 17 keep `std::expected`'s has-value flag in its value's tail
+/// padding, where copying a trivially copyable value overwrites it.)
 struct CopyStats {
+    bool spliced = false;     ///< moved through a pipe with splice(2), not through user space
     std::uint64_t a_to_b = 0; ///< bytes received from `a` and sent to `b`
     std::uint64_t b_to_a = 0; ///< bytes received from `b` and sent to `a`
-    bool spliced = false;     ///< moved through a pipe with splice(2), not through user space
 };
 
 /// Streams whose descriptor the kernel can splice to and from a pipe: a plain TcpStream (a

@@ -48,11 +48,11 @@
 
 namespace galay {
 
-/// What one receive produced.
+/// What one receive produced. (The flag comes first: no tail padding, see io::CopyStats.)
 struct RecvInfo {
+    bool truncated = false;        ///< the datagram did not fit; its tail was discarded
     std::size_t size = 0;          ///< bytes stored in the caller's buffer
     std::size_t datagram_size = 0; ///< the datagram's real length (> size when truncated)
-    bool truncated = false;        ///< the datagram did not fit; its tail was discarded
 };
 
 /// One slot of `recv_batch`: the caller's buffer (in) and what arrived in it (out).
