@@ -4,8 +4,16 @@
 if(NOT CXX OR NOT SOURCE OR NOT INCLUDE)
   message(FATAL_ERROR "usage: cmake -DCXX=<compiler> -DSOURCE=<file> -DINCLUDE=<dir> -P ${CMAKE_CURRENT_LIST_FILE}")
 endif()
+# CXX_ID and CXX_FLAGS (optional): the compiler's CMake id and the build's flags (clang-16 with
+# libc++ needs -stdlib=libc++; it spells the standard c++2b and the error limit -ferror-limit).
+separate_arguments(extra UNIX_COMMAND "${CXX_FLAGS}")
+if(CXX_ID STREQUAL "Clang")
+  set(std -std=c++2b -ferror-limit=0)
+else()
+  set(std -std=c++23 -fmax-errors=0)
+endif()
 execute_process(
-  COMMAND ${CXX} -std=c++23 -fsyntax-only -fmax-errors=0 -Wall -Wextra -Werror=unused-result
+  COMMAND ${CXX} ${std} ${extra} -fsyntax-only -Wall -Wextra -Werror=unused-result
           -I${INCLUDE} ${SOURCE}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 

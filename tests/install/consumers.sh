@@ -88,7 +88,9 @@ for kind in static shared; do
     # 2. pkg-config, the command line the README gives.
     flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs galay-kernel)
     # shellcheck disable=SC2086 # the flags are words
-    "$cxx" -Wall -Wextra -o "$work/$kind-pkgconfig" "$src/tests/install/consumer/main.cpp" $flags
+    # shellcheck disable=SC2086 # CXXFLAGS too
+    "$cxx" ${CXXFLAGS:-} -Wall -Wextra -o "$work/$kind-pkgconfig" \
+        "$src/tests/install/consumer/main.cpp" $flags
     run_all_backends "$kind, pkg-config" "$work/$kind-pkgconfig" LD_LIBRARY_PATH="$lib"
 done
 [ "$ignored_checks" -gt 0 ] || {

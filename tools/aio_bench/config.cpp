@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <tuple>
 
 namespace aiob {
@@ -102,9 +105,13 @@ std::optional<double> parse_seconds(std::string_view s) {
     if (!s.empty() && s.back() == 's') s.remove_suffix(1);
     if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.'))
         return std::nullopt;
-    double v = 0;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+    // strtod, not std::from_chars: libc++ 16 has no floating-point from_chars. The tools never
+    // call setlocale, so the decimal point is '.'.
+    const std::string text(s);
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
     return v;
 }
 
