@@ -4,6 +4,9 @@ JOBS ?= $(shell nproc)
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib \
 	wrk nginx-light libssl-dev openssl python3-prometheus-client
+# The second compiler (make test-clang, and make test-tsan, whose build is clang's): clang-16 with
+# libc++-16; GoogleTest is built from Debian's source package (googletest) for that library.
+CLANG_DEB_PACKAGES := clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev googletest
 # `make fuzz` only: libFuzzer comes with clang.
 FUZZ_DEB_PACKAGES := clang-16 libclang-rt-16-dev
 FUZZ_SECONDS ?= 60
@@ -13,7 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: deps deps-fuzz deps-docs docs build test test-asan test-tsan test-no-uring bench soak fuzz format clean
+.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring bench soak fuzz \
+	format clean
 
 # Install the Debian packages of $(1) that are missing.
 define install_missing
@@ -26,6 +30,9 @@ endef
 
 deps:
 	$(call install_missing,$(DEB_PACKAGES))
+
+deps-clang:
+	$(call install_missing,$(DEB_PACKAGES) $(CLANG_DEB_PACKAGES))
 
 deps-fuzz:
 	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES))
@@ -48,10 +55,18 @@ test-asan: deps
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-test-tsan: deps
+# ThreadSanitizer on the second compiler (clang-16, libc++-16): the whole suite, so that one run
+# checks the threads and the other compiler and standard library.
+test-tsan: deps-clang
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+# The whole suite built by clang-16 with libc++-16, without a sanitizer.
+test-clang: deps-clang
+	cmake --preset clang >/dev/null
+	cmake --build --preset clang -j $(JOBS)
+	ctest --preset clang -j $(JOBS)
 
 # The epoll half of the suite in a build without io_uring and libaio (the no-uring preset,
 # build/no-uring): what a kernel or distribution without liburing gets.
@@ -64,11 +79,14 @@ test-no-uring: deps
 # connection churn against bench_server and UDP/file/TCP
 # open-close loops in one galay program, on each backend; fails if fds or RSS do not come back.
 # A few minutes by default; CI runs SOAK_SECONDS=30. Not part of `make test`.
+# SOAK_PRESET picks another build with fault injection (CI soaks the debug build that make test
+# has just built, instead of compiling a fourth one).
 SOAK_SECONDS ?= 180
+SOAK_PRESET ?= soak
 soak: deps
-	cmake --preset soak >/dev/null
-	cmake --build --preset soak -j $(JOBS) --target bench_server soak_local
-	$(PYTHON) tests/soak/soak.py --bin build/soak/bin --duration $(SOAK_SECONDS)
+	cmake --preset $(SOAK_PRESET) >/dev/null
+	cmake --build --preset $(SOAK_PRESET) -j $(JOBS) --target bench_server soak_local
+	$(PYTHON) tests/soak/soak.py --bin build/$(SOAK_PRESET)/bin --duration $(SOAK_SECONDS)
 
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build
