@@ -60,7 +60,7 @@ int open_fds() {
     return n - 1; // (the directory stream itself)
 }
 
-TcpListener listen_loopback(int backlog = 4096) {
+TcpListener listen_backlogged(int backlog = 4096) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0), {.backlog = backlog});
     if (!l) throw Error(l.error(), "bind");
     return std::move(*l);
@@ -93,7 +93,7 @@ TEST_P(AcceptTest, StormOfAThousandConnectionsIsAllServed) {
     ASSERT_GT(concurrent, 100) << "RLIMIT_NOFILE too low for an accept storm: " << limit;
     int served = 0, finished = 0, ok = 0;
     run([&]() -> Task<void> {
-        TcpListener l = listen_loopback();
+        TcpListener l = listen_backlogged();
         const std::uint16_t port = l.local_addr()->port();
         auto server = [&]() -> Task<void> {
             for (int i = 0; i < kClients; ++i) {
@@ -126,7 +126,7 @@ TEST_P(AcceptTest, ConnectionsArrivingWhileNobodyAcceptsAreEachDeliveredOnce) {
     constexpr int kClients = 600;
     ASSERT_GE(fds_available(2 * kClients + 64), std::size_t{2 * kClients + 64});
     run([&]() -> Task<void> {
-        TcpListener l = listen_loopback();
+        TcpListener l = listen_backlogged();
         const std::uint16_t port = l.local_addr()->port();
         auto [first_client, first] = co_await when_all(
             as_task(TcpStream::connect(SocketAddr::loopback_v4(port))),
@@ -159,7 +159,7 @@ TEST_P(AcceptTest, ClosingAListenerWithConnectionsWaitingLeaksNoFd) {
     run([&]() -> Task<void> {
         const int in_scheduler = open_fds();
         {
-            TcpListener l = listen_loopback();
+            TcpListener l = listen_backlogged();
             const std::uint16_t port = l.local_addr()->port();
             std::vector<TcpStream> clients;
             { // one accepted connection arms the multishot
@@ -190,7 +190,7 @@ TEST_P(AcceptTest, ClosingAListenerWithConnectionsWaitingLeaksNoFd) {
 
 TEST_P(AcceptTest, TimedOutAcceptLosesNoConnection) {
     run([&]() -> Task<void> {
-        TcpListener l = listen_loopback();
+        TcpListener l = listen_backlogged();
         const std::uint16_t port = l.local_addr()->port();
         for (int round = 0; round < 3; ++round) {
             auto none = co_await l.accept().timeout(1ms);

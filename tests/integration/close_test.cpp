@@ -24,7 +24,7 @@ namespace {
 
 /// A blocking loopback client (plain system calls, usable with no scheduler running) whose
 /// receives time out after 10 s, so that a FIN that never comes fails the test instead of hanging.
-int blocking_client(std::uint16_t port) {
+int connect_blocking(std::uint16_t port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     timeval tv{.tv_sec = 10, .tv_usec = 0};
@@ -79,7 +79,7 @@ protected:
         Scheduler sched(options());
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         ASSERT_TRUE(l);
-        int peer = blocking_client(l->local_addr()->port());
+        int peer = connect_blocking(l->local_addr()->port());
         ASSERT_GE(peer, 0);
         ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
         TcpStream s = sched.block_on(accept_and_exchange(*l, use));
@@ -106,7 +106,7 @@ TEST_P(CloseTest, StreamDestroyedOnAnotherThreadWhileItsSchedulerIdlesSendsFin) 
         Scheduler sched(options());
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         ASSERT_TRUE(l);
-        int peer = blocking_client(l->local_addr()->port());
+        int peer = connect_blocking(l->local_addr()->port());
         ASSERT_GE(peer, 0);
         ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
         TcpStream s = sched.block_on(accept_and_exchange(*l, use));
@@ -128,7 +128,7 @@ TEST_P(CloseTest, StreamDestroyedInsideATaskSendsFinWithinTheLoopTurn) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
     ASSERT_TRUE(l);
     for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
-        int peer = blocking_client(l->local_addr()->port());
+        int peer = connect_blocking(l->local_addr()->port());
         ASSERT_GE(peer, 0);
         ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
         ssize_t seen = sched.block_on([&]() -> Task<ssize_t> {
@@ -150,7 +150,7 @@ TEST_P(CloseTest, StreamDestroyedAsTheLastActOfBlockOnIsClosedWhenItReturns) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
     ASSERT_TRUE(l);
     for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
-        int peer = blocking_client(l->local_addr()->port());
+        int peer = connect_blocking(l->local_addr()->port());
         ASSERT_GE(peer, 0);
         ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
         sched.block_on([&]() -> Task<void> {
