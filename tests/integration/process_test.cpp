@@ -255,6 +255,33 @@ TEST_P(ProcessTest, DroppingAChildKillsAndReapsIt) {
     EXPECT_EQ(errno, ESRCH);
 }
 
+TEST_P(ProcessTest, ADetachedChildOutlivesItsChildAndIsReapedByTheCaller) {
+    pid_t pid = -1;
+    int stdin_fd = -1; // our own copy of its stdin pipe
+    {
+        Command sh = cmd({"sh", "-c", "read line; exit 7"});
+        auto child = sh.set_stdin(Stdio::piped).spawn();
+        ASSERT_TRUE(child);
+        stdin_fd = ::fcntl(child->stdin_pipe().fd(), F_DUPFD_CLOEXEC, 0);
+        ASSERT_GE(stdin_fd, 0);
+        const pid_t id = child->id();
+        pid = child->detach();
+        EXPECT_EQ(pid, id);
+        EXPECT_EQ(child->id(), -1);
+        EXPECT_EQ(child->detach(), -1);
+        EXPECT_FALSE(child->kill(SIGKILL)); // it holds no process any more
+    }
+    // Dropped: neither killed nor reaped. It still waits for its line, then exits by itself.
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(::kill(pid, 0), 0);
+    ASSERT_EQ(::write(stdin_fd, "go\n", 3), 3);
+    ::close(stdin_fd);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 7);
+}
+
 TEST_P(ProcessTest, NoDescriptorOfOursLeaksIntoAChild) {
     // What the test process inherited without close-on-exec from whoever started it goes
     // through to a child as well: that is not galay's to close. ls's own directory stream takes
