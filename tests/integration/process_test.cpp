@@ -13,6 +13,7 @@
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -188,6 +189,26 @@ TEST_P(ProcessTest, OutputPastTheLimitIsAnErrorAndTheChildIsReaped) {
         CO_ASSERT(!slow);
         EXPECT_EQ(slow.error(), std::errc::timed_out);
     }());
+}
+
+TEST_P(ProcessTest, OutputPastTheLimitEndsWhileAGrandchildStillHoldsTheOtherStream) {
+    const std::string pid_file = (std::filesystem::temp_directory_path() /
+                                  ("galay-grandchild-" + std::to_string(::getpid())))
+                                     .string();
+    run([&]() -> Task<void> {
+        // The shell floods stdout; its background grandchild holds stderr open after the shell
+        // is killed. output() must not wait for it (a timeout would say it did).
+        Command flood =
+            cmd({"sh", "-c", "sleep 1000 >&2 & echo $! > " + pid_file + "; exec yes flood"});
+        auto r = co_await timeout(60s, flood.output(64 * 1024));
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), errc::output_too_large) << r.error().message();
+    }());
+    std::ifstream f(pid_file);
+    pid_t grandchild = 0;
+    ASSERT_TRUE(f >> grandchild);
+    EXPECT_EQ(::kill(grandchild, SIGKILL), 0); // (not ours to reap: init adopted it)
+    std::filesystem::remove(pid_file);
 }
 
 TEST_P(ProcessTest, AChildThatClosesStdinEarly) {
