@@ -195,9 +195,11 @@ def unix_study(a):
                     "tcp_cpu_per_req_us": med(t_runs, "cpu_per_req_us"),
                     "galay_qps": med(g_runs, "qps"), "raw_qps": med(r_runs, "qps"),
                     "tcp_qps": med(t_runs, "qps"),
-                    "cpu_ratio": s_raw, "verdict": harness.verdict(s_raw),
+                    "cpu_ratio": s_raw,
+                    "verdict": harness.verdict(s_raw, words=("less CPU", "more CPU")),
                     "goal_1_05": harness.criterion_verdict(s_raw, 1.05) if s_raw else "no data",
-                    "cpu_ratio_vs_tcp": s_tcp, "verdict_vs_tcp": harness.verdict(s_tcp),
+                    "cpu_ratio_vs_tcp": s_tcp,
+                    "verdict_vs_tcp": harness.verdict(s_tcp, words=("less CPU", "more CPU")),
                     "load": load})
     return results
 
