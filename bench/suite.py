@@ -25,6 +25,9 @@ Sections (each runs only if its binaries were built):
            io_uring and epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns
            under http_turns at 100 and 1000 connections (latencies, CPU per request), then one
            at a time under wrk at 100 connections; plots of requests per server core
+  local    bench/local.py (short): Unix stream echo vs raw_unix_echo and galay TCP, the
+           metadata workload (io_uring ops vs blocking pool vs plain calls), spawn + wait of
+           /bin/true vs posix_spawn and Tokio
   tls      bench/tls.py (short): HTTPS keep-alive GET /, new TLS 1.3 connections per server
            CPU-second with and without resumption, TLS echo through a terminating proxy; galay
            (io_uring, epoll) vs nginx, Go and raw OpenSSL over epoll
@@ -340,7 +343,8 @@ def aio_report(ctx):
 
 # The page of docs/benchmarks/ that holds each section's figures and method.
 STUDY_PAGE = {"tcp": "echo", "latency": "latency", "churn": "churn", "udp": "udp",
-              "files": "files", "aio": "files", "http": "http", "sync": "sync", "tls": "tls"}
+              "files": "files", "aio": "files", "http": "http", "sync": "sync", "tls": "tls",
+              "local": "local"}
 
 
 def series_over_rounds(label, per_x):
@@ -479,6 +483,48 @@ def sync_report(ctx):
     return {"lines": lines + [""], "data": data["ratios"], "plots": []}
 
 
+def local_report(ctx):
+    # bench/local.py, short form: fewer files and connections, 1 s runs.
+    a = ctx.args
+    if not all(have(a.bin, b) for b in ("bench_server", "raw_unix_echo", "raw_client",
+                                        "bench_local", "raw_spawn")):
+        print("local: bench_local, raw_unix_echo, raw_client or raw_spawn not built, skipping")
+        return None
+    small = [] if a.full else ["--secs", "1", "--conns", "100", "--files", "5000",
+                               "--sync-files", "300"]
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "local.py"),
+           "--bindir", a.bin, "--rounds", str(max(3, a.pairs)),
+           "--backends", ",".join(ctx.backends), "--json"] + small
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        FAILURES.append(f"local: bench/local.py exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        return None
+    data = json.loads(p.stdout)
+    lines = ["## Local resources (bench/local.py: Unix echo, metadata workload, spawn)", "",
+             "| figure (ours / theirs) | median [min-max] | verdict |", "|---|---|---|"]
+
+    def row(label, s, verdict):
+        if s:
+            lines.append(f"| {label} | {s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}] | "
+                         f"{verdict} |")
+    for r in data.get("unix", []):
+        row(f"Unix echo {r['backend']} {r['conns']} conns, server CPU/req galay/raw",
+            r["cpu_ratio"], f"{r['verdict']}; <=1.05x: {r['goal_1_05']}")
+        row(f"Unix echo {r['backend']} {r['conns']} conns, server CPU/req unix/tcp",
+            r["cpu_ratio_vs_tcp"], r["verdict_vs_tcp"])
+    fm = data.get("fsmeta", {})
+    for key, label in (("rate_uring_vs_pool", "metadata files/s io_uring/pool"),
+                       ("cpu_uring_vs_pool", "metadata CPU/file io_uring/pool"),
+                       ("rate_uring_vs_sync", "metadata files/s io_uring/sync"),
+                       ("cpu_uring_vs_sync", "metadata CPU/file io_uring/sync")):
+        row(label, fm.get(key), fm.get(key + "_verdict", ""))
+    for r in data.get("spawn", {}).get("rows", []):
+        if r["variant"].startswith("galay"):
+            row(f"spawn/s {r['variant']}/posix_spawn", r["vs_raw"], r["verdict"])
+            row(f"spawn/s {r['variant']}/tokio", r.get("vs_tokio"), r.get("verdict_vs_tokio", ""))
+    return {"lines": lines + [""], "data": data, "plots": []}
+
+
 # The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
 SECTIONS = [
     ("tcp", tcp_report),
@@ -489,6 +535,7 @@ SECTIONS = [
     ("aio", aio_report),
     ("http", http_report),
     ("sync", sync_report),
+    ("local", local_report),
     ("tls", tls_report),
 ]
 

@@ -167,7 +167,7 @@ private:
 /// A running (or finished) child process. Move-only, but not while a wait() is pending.
 /// Dropping a child that has not been waited for kills it (SIGKILL) and reaps it, so no zombie
 /// is left; it blocks the thread only for the moment the kernel takes to end it. To let a
-/// child outlive its Child, start it through a shell with `setsid`/`nohup` and wait for that.
+/// child outlive its Child (and this process), `detach()` it.
 class Child {
 public:
     Child() noexcept = default;
@@ -186,6 +186,12 @@ public:
     Result<void> kill(int sig = SIGKILL) noexcept;
     /// Its status if it has ended (reaping it), nothing while it runs.
     Result<std::optional<ExitStatus>> try_wait() noexcept;
+    /// Let the child run on without this Child: galay closes its pidfd and pipes and will
+    /// neither kill nor reap it. Reaping is then the caller's job: a detached child that ends
+    /// while this process runs stays a zombie until this process waits for its pid or exits
+    /// (then init, or the nearest subreaper, reaps it). For a successor that outlives its parent
+    /// (examples/hot_restart.cpp). Returns its pid (-1 when there was none or it was reaped).
+    pid_t detach() noexcept;
 
     /// The pipe to its stdin (empty unless Stdio::piped). Close it to send EOF.
     PipeWriter& stdin_pipe() noexcept { return stdin_; }

@@ -3,6 +3,7 @@
 // without that opcode) gets the same system call run on the blocking pool instead.
 #include "galay/fs/ops.hpp"
 
+#include "driver/common/faults.hpp"
 #include "driver/fs_ops.hpp"
 #include "galay/blocking.hpp"
 
@@ -43,6 +44,10 @@ Task<std::int64_t> run(NamespaceOp op, std::int64_t dl) {
     const IoOp copy = op.op();
     std::int64_t r = co_await io::detail::with_deadline(std::move(op), dl);
     if (r != -EOPNOTSUPP) co_return r;
+    // On the pool, a fault plan refuses it as the drivers refuse their own ops.
+    namespace faults = galay::detail::faults;
+    if (faults::on() && faults::hit(faults::Kind::fail, copy.code))
+        co_return -faults::refusal_error();
     auto pooled = co_await io::detail::with_deadline(spawn_blocking([copy]() -> std::int64_t {
                                                          const long v =
                                                              galay::detail::namespace_syscall(copy);

@@ -241,6 +241,29 @@ Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& add
     return out;
 }
 
+Result<TcpListener> TcpListener::from_fd(int fd) noexcept {
+    if (fd < 0) return fail(EBADF);
+    auto type = detail::getsockopt_int(fd, SOL_SOCKET, SO_TYPE);
+    if (!type) return std::unexpected(type.error()); // ENOTSOCK, EBADF
+    auto listening = detail::getsockopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN);
+    if (!listening) return std::unexpected(listening.error());
+    auto addr = detail::sock_name(fd, false);
+    if (!addr) return std::unexpected(addr.error());
+    // A Unix or UDP socket, or a TCP one not listening, would fail at its first accept instead.
+    if (*type != SOCK_STREAM || *listening == 0 || !(addr->is_v4() || addr->is_v6()))
+        return fail(EINVAL);
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0) return fail(errno);
+    if (!(fl & O_NONBLOCK) && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(errno);
+    // A descriptor that came from elsewhere may lack it: it must not leak into a child.
+    const int fdfl = ::fcntl(fd, F_GETFD);
+    if (fdfl < 0) return fail(errno);
+    if (!(fdfl & FD_CLOEXEC) && ::fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0) return fail(errno);
+    TcpListener l;
+    l.fd_ = detail::OwnedFd(fd);
+    return l;
+}
+
 Result<SocketAddr> TcpListener::local_addr() const noexcept {
     return detail::sock_name(fd_.get(), false);
 }

@@ -93,6 +93,16 @@ void Child::reap_now() noexcept {
     pidfd_ = galay::detail::OwnedFd();
 }
 
+pid_t Child::detach() noexcept {
+    const pid_t pid = pidfd_.is_open() && !status_ ? pid_ : -1;
+    pidfd_ = galay::detail::OwnedFd(); // (closing a pidfd neither signals nor reaps)
+    stdin_ = PipeWriter();
+    stdout_ = PipeReader();
+    stderr_ = PipeReader();
+    pid_ = -1;
+    return pid;
+}
+
 Result<void> Child::kill(int sig) noexcept {
     if (!pidfd_.is_open() || status_) return fail(ESRCH);
     if (::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0) < 0) return fail(errno);

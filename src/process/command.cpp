@@ -74,9 +74,11 @@ child_environment(bool clear,
     return out;
 }
 
-/// Read all of `from` into `into`, up to `limit` bytes. More is output_too_large, and the child
-/// is killed, so that the read of its other stream ends too.
-Task<Result<void>> read_all(PipeReader& from, std::string& into, std::size_t limit, Child& child) {
+/// Read all of `from` into `into`, up to `limit` bytes. More is output_too_large: the child is
+/// killed and `stop` cancels the read of its other stream (which a grandchild, one end of a
+/// shell pipeline, may still hold open after the child is gone).
+Task<Result<void>> read_all(PipeReader& from, std::string& into, std::size_t limit, Child& child,
+                            CancelSource& stop) {
     char chunk[16384];
     for (;;) {
         auto n = co_await from.read(std::span(chunk, sizeof chunk));
@@ -84,6 +86,7 @@ Task<Result<void>> read_all(PipeReader& from, std::string& into, std::size_t lim
         if (*n == 0) co_return Result<void>{};
         if (into.size() + *n > limit) {
             (void)child.kill(SIGKILL);
+            stop.cancel();
             co_return std::unexpected(make_error_code(errc::output_too_large));
         }
         into.append(chunk, *n);
@@ -203,12 +206,16 @@ Task<Result<Output>> Command::output(std::size_t limit) {
     auto child = c.spawn();
     if (!child) co_return std::unexpected(child.error());
     Output out;
-    auto [o, e] = co_await when_all(read_all(child->stdout_pipe(), out.out, limit, *child),
-                                    read_all(child->stderr_pipe(), out.err, limit, *child));
+    CancelSource stop;
+    auto [o, e] = co_await when_all(
+        with_cancel(stop, read_all(child->stdout_pipe(), out.out, limit, *child, stop)),
+        with_cancel(stop, read_all(child->stderr_pipe(), out.err, limit, *child, stop)));
     if (!o || !e) {
         (void)child->kill(SIGKILL);
         (void)co_await child->wait();
-        co_return std::unexpected(!o ? o.error() : e.error());
+        // The stream that overflowed says so; the other one was only cancelled because of it.
+        const bool out_failed = !o && (e || o.error() == errc::output_too_large);
+        co_return std::unexpected(out_failed ? o.error() : e.error());
     }
     auto st = co_await child->wait();
     if (!st) co_return std::unexpected(st.error());

@@ -3,9 +3,15 @@
 // read_file's limit, write_file_atomic (also with a fault injected at each of its steps), a file
 // as a stream under io::BufReader/BufWriter, truncate off the worker, and file operations before
 // any runtime exists. Every test counts open descriptors before and after.
+//
+// Compiled twice: fs_ops_tests, where io_uring runs each namespace op with its own opcode, and
+// fs_ops_pool_tests, whose main() makes the io_uring probe say no for every one of them
+// (GALAY_FAKE_URING_NO_OPS=all), so the same tests run each op on the blocking pool instead.
 #include "support/backends.hpp"
 
 #include <galay/detail/faults.hpp>
+
+#include "driver/fs_ops.hpp" // uring_fs_op_supported: which route each op must take
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -105,6 +111,57 @@ TEST_P(FsOpsTest, OpenStatAndErrors) {
         CO_ASSERT(!bad);
         EXPECT_EQ(bad.error(), std::errc::invalid_argument);
     }());
+}
+
+TEST_P(FsOpsTest, EachNamespaceOpRunsNativelyOrOnThePoolAsTheProbeSays) {
+    using detail::OpCode;
+    auto on_pool = [&](OpCode c) {
+#if GALAY_TEST_WITH_URING
+#if GALAY_TEST_POOL_ONLY
+        EXPECT_FALSE(detail::uring_fs_op_supported(c)) << "GALAY_FAKE_URING_NO_OPS did not apply";
+#endif
+        if (GetParam() == Backend::io_uring) return !detail::uring_fs_op_supported(c);
+#endif
+        (void)c;
+        return true; // epoll: every namespace op is a blocking-pool job
+    };
+    std::uint64_t before = 0;
+    auto mark = [&] { before = detail::blocking_stats().jobs_started; };
+    auto pool_jobs = [&] { return detail::blocking_stats().jobs_started - before; };
+    put(at("f"), "data");
+    run([&]() -> Task<void> {
+        mark();
+        auto f = co_await fs::open(at("f"));
+        CO_ASSERT(f.has_value());
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::openat) ? 1u : 0u) << "open";
+        mark();
+        auto m = co_await fs::stat(at("f"));
+        CO_ASSERT(m.has_value());
+        EXPECT_EQ(m->size, 4u);
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::statx) ? 1u : 0u) << "stat";
+        mark();
+        CO_ASSERT(co_await fs::create_dir(at("d")));
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::mkdirat) ? 1u : 0u) << "create_dir";
+        mark();
+        CO_ASSERT(co_await fs::hard_link(at("f"), at("d/h")));
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::linkat) ? 1u : 0u) << "hard_link";
+        mark();
+        CO_ASSERT(co_await fs::symlink("h", at("d/s")));
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::symlinkat) ? 1u : 0u) << "symlink";
+        mark();
+        CO_ASSERT(co_await fs::rename(at("d/s"), at("d/s2")));
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::renameat) ? 1u : 0u) << "rename";
+        mark();
+        CO_ASSERT(co_await fs::remove(at("d/s2")));
+        CO_ASSERT(co_await fs::remove(at("d/h")));
+        CO_ASSERT(co_await fs::remove_dir(at("d")));
+        EXPECT_EQ(pool_jobs(), on_pool(OpCode::unlinkat) ? 3u : 0u) << "remove, remove_dir";
+        // Errors come back the same way on either route.
+        auto missing = co_await fs::rename(at("nope"), at("nope2"));
+        CO_ASSERT(!missing);
+        EXPECT_EQ(missing.error(), std::errc::no_such_file_or_directory);
+    }());
+    EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"f"}));
 }
 
 TEST_P(FsOpsTest, RenameReplaceNoReplaceAndExchange) {

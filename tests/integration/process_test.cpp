@@ -13,6 +13,7 @@
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -190,6 +191,26 @@ TEST_P(ProcessTest, OutputPastTheLimitIsAnErrorAndTheChildIsReaped) {
     }());
 }
 
+TEST_P(ProcessTest, OutputPastTheLimitEndsWhileAGrandchildStillHoldsTheOtherStream) {
+    const std::string pid_file = (std::filesystem::temp_directory_path() /
+                                  ("galay-grandchild-" + std::to_string(::getpid())))
+                                     .string();
+    run([&]() -> Task<void> {
+        // The shell floods stdout; its background grandchild holds stderr open after the shell
+        // is killed. output() must not wait for it (a timeout would say it did).
+        Command flood =
+            cmd({"sh", "-c", "sleep 1000 >&2 & echo $! > " + pid_file + "; exec yes flood"});
+        auto r = co_await timeout(60s, flood.output(64 * 1024));
+        CO_ASSERT(!r);
+        EXPECT_EQ(r.error(), errc::output_too_large) << r.error().message();
+    }());
+    std::ifstream f(pid_file);
+    pid_t grandchild = 0;
+    ASSERT_TRUE(f >> grandchild);
+    EXPECT_EQ(::kill(grandchild, SIGKILL), 0); // (not ours to reap: init adopted it)
+    std::filesystem::remove(pid_file);
+}
+
 TEST_P(ProcessTest, AChildThatClosesStdinEarly) {
     run([]() -> Task<void> {
         auto child = Command("head")
@@ -253,6 +274,33 @@ TEST_P(ProcessTest, DroppingAChildKillsAndReapsIt) {
     // A zombie would still accept signal 0; a reaped child is gone.
     EXPECT_EQ(::kill(pid, 0), -1);
     EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_P(ProcessTest, ADetachedChildOutlivesItsChildAndIsReapedByTheCaller) {
+    pid_t pid = -1;
+    int stdin_fd = -1; // our own copy of its stdin pipe
+    {
+        Command sh = cmd({"sh", "-c", "read line; exit 7"});
+        auto child = sh.set_stdin(Stdio::piped).spawn();
+        ASSERT_TRUE(child);
+        stdin_fd = ::fcntl(child->stdin_pipe().fd(), F_DUPFD_CLOEXEC, 0);
+        ASSERT_GE(stdin_fd, 0);
+        const pid_t id = child->id();
+        pid = child->detach();
+        EXPECT_EQ(pid, id);
+        EXPECT_EQ(child->id(), -1);
+        EXPECT_EQ(child->detach(), -1);
+        EXPECT_FALSE(child->kill(SIGKILL)); // it holds no process any more
+    }
+    // Dropped: neither killed nor reaped. It still waits for its line, then exits by itself.
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(::kill(pid, 0), 0);
+    ASSERT_EQ(::write(stdin_fd, "go\n", 3), 3);
+    ::close(stdin_fd);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 7);
 }
 
 TEST_P(ProcessTest, NoDescriptorOfOursLeaksIntoAChild) {

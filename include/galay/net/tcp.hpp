@@ -327,6 +327,12 @@ public:
     /// the other n-1. Port 0: they all get the port the first one was given.
     static Result<std::vector<TcpListener>> bind_sharded(const SocketAddr& addr, unsigned n,
                                                          ListenOptions options = {});
+    /// Adopt a socket that is already listening (inherited, or received over a Unix socket with
+    /// SCM_RIGHTS, as a server restarting in place receives its predecessor's). On success the
+    /// listener owns `fd` and has made it non-blocking and close-on-exec; a descriptor that is not
+    /// a socket is `ENOTSOCK`, one that is not a listening TCP stream socket `EINVAL`, and on
+    /// failure `fd` stays the caller's (it is not closed).
+    static Result<TcpListener> from_fd(int fd) noexcept;
 
     /// Wait for the next connection. `peer`, if given, receives the remote address.
     [[nodiscard]] detail::AcceptAwaitable accept(SocketAddr* peer = nullptr) noexcept {

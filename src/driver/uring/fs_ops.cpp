@@ -5,7 +5,10 @@
 
 #include <liburing.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <string_view>
 
 namespace galay::detail {
 
@@ -32,6 +35,24 @@ int uring_opcode(OpCode c) noexcept {
     }
 }
 
+constexpr std::array<const char*, 7> kNames{"openat",  "statx",  "renameat", "unlinkat",
+                                            "mkdirat", "linkat", "symlinkat"};
+
+/// Tests of the fallback to the blocking pool (GALAY_FAULT_INJECTION builds only):
+/// GALAY_FAKE_URING_NO_OPS="renameat,statx" (or "all") makes the probe say no for those.
+bool faked_missing(std::size_t i) noexcept {
+    const char* list = GALAY_FAULT_INJECTION ? std::getenv("GALAY_FAKE_URING_NO_OPS") : nullptr;
+    if (list == nullptr) return false;
+    const std::string_view all(list), name(kNames[i]);
+    if (all == "all") return true;
+    for (std::size_t at = 0; at <= all.size();) {
+        const std::size_t comma = std::min(all.find(',', at), all.size());
+        if (all.substr(at, comma - at) == name) return true;
+        at = comma + 1;
+    }
+    return false;
+}
+
 } // namespace
 
 bool uring_fs_op_supported(OpCode c) noexcept {
@@ -43,7 +64,8 @@ bool uring_fs_op_supported(OpCode c) noexcept {
             for (int i = 0; i < 7; ++i) {
                 const auto code = static_cast<OpCode>(static_cast<int>(OpCode::openat) + i);
                 ok[static_cast<std::size_t>(i)] =
-                    io_uring_opcode_supported(probe, uring_opcode(code)) != 0;
+                    io_uring_opcode_supported(probe, uring_opcode(code)) != 0 &&
+                    !faked_missing(static_cast<std::size_t>(i));
             }
             io_uring_free_probe(probe);
         }
