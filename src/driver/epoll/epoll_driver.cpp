@@ -372,6 +372,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::sendmmsg:
         case OpCode::splice_in:
         case OpCode::splice_out:
+        case OpCode::sendfile:
             return attempt_mmsg(op);
         case OpCode::read:
         case OpCode::write:

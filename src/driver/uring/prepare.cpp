@@ -172,6 +172,7 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         break;
     case OpCode::sendmmsg:
     case OpCode::splice_out:
+    case OpCode::sendfile:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
         break;
     case OpCode::read:
