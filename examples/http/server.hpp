@@ -49,6 +49,11 @@ struct ServerConfig {
     std::size_t read_buffer = 16 * 1024;
     std::size_t write_buffer = 16 * 1024;
     std::string body = "Hello, World!"; ///< the answer to GET /
+    /// How a file larger than `write_buffer` reaches a plain TCP connection: sendfile (from the
+    /// page cache, no copy into user space), splice (file -> a pooled pipe -> socket, for the
+    /// comparison in bench/static_files.py), or copy (read into the write buffer, then send).
+    enum class FileSend : std::uint8_t { sendfile, splice, copy };
+    FileSend file_send = FileSend::sendfile;
     /// HTTPS: every connection is TLS with this server context (none: plain HTTP).
     std::optional<galay::tls::Context> tls{};
 };

@@ -621,30 +621,35 @@ TEST_P(HttpServerTest, RangeRequestsGet206Or416OrTheWholeFile) {
 TEST_P(HttpServerTest, AFileTruncatedWhileBeingSentEndsTheAnswerShortAndCloses) {
     WebRoot web;
     const std::string huge = std::string(8 << 20, 'x');
-    web.write("www/huge.bin", huge);
-    with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
-        auto c = co_await connect(port);
-        CO_ASSERT(c->conn.set_recv_buffer_size(32 << 10)); // the server blocks long before 1 MiB
-        co_await c->send("GET /huge.bin HTTP/1.1\r\nHost: t\r\n\r\n");
-        auto head = co_await c->reader.read_until("\r\n\r\n").timeout(10s);
-        CO_ASSERT(head);
-        CO_ASSERT(head->find("Content-Length: 8388608") != std::string_view::npos);
-        c->reader.consume(head->size());
-        std::filesystem::resize_file(web.dir / "www/huge.bin", 1 << 20);
-        // The body stops at what the file holds now, then the server closes (never a hang).
-        std::size_t body = 0;
-        for (;;) {
-            body += c->reader.buffered().size();
-            c->reader.consume(c->reader.buffered().size());
-            auto n = co_await c->reader.fill().timeout(10s);
-            CO_ASSERT(n || n.error() == std::errc::connection_reset);
-            if (!n || *n == 0) break;
-        }
-        // (What the server queued before the truncation still arrives: at most its socket
-        // buffer, 4 MiB by default, plus ours.)
-        EXPECT_LT(body, huge.size());
-        EXPECT_GT(body, 0u);
-    });
+    using Mode = http::ServerConfig::FileSend;
+    for (Mode mode : {Mode::sendfile, Mode::splice, Mode::copy}) {
+        web.write("www/huge.bin", huge);
+        with_server(
+            {.root = web.root(), .file_send = mode},
+            [&](http::Server&, std::uint16_t port) -> Task<void> {
+                auto c = co_await connect(port);
+                CO_ASSERT(c->conn.set_recv_buffer_size(32 << 10)); // the server blocks long before
+                co_await c->send("GET /huge.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+                auto head = co_await c->reader.read_until("\r\n\r\n").timeout(10s);
+                CO_ASSERT(head);
+                CO_ASSERT(head->find("Content-Length: 8388608") != std::string_view::npos);
+                c->reader.consume(head->size());
+                std::filesystem::resize_file(web.dir / "www/huge.bin", 1 << 20);
+                // The body stops at what the file holds now, then the server closes (never a hang).
+                std::size_t body = 0;
+                for (;;) {
+                    body += c->reader.buffered().size();
+                    c->reader.consume(c->reader.buffered().size());
+                    auto n = co_await c->reader.fill().timeout(10s);
+                    CO_ASSERT(n || n.error() == std::errc::connection_reset);
+                    if (!n || *n == 0) break;
+                }
+                // (What the server queued before the truncation still arrives: at most its socket
+                // buffer, 4 MiB by default, plus ours.)
+                EXPECT_LT(body, huge.size()) << static_cast<int>(mode);
+                EXPECT_GT(body, 0u);
+            });
+    }
 }
 
 TEST_P(HttpServerTest, CurlFetchesAFileAndARangeOfIt) {
@@ -676,6 +681,27 @@ TEST_P(HttpServerTest, CurlFetchesAFileAndARangeOfIt) {
         CO_ASSERT(past);
         EXPECT_EQ(past->out, "416");
     });
+}
+
+TEST_P(HttpServerTest, EveryFileSendModeServesTheSameBytes) {
+    WebRoot web;
+    using Mode = http::ServerConfig::FileSend;
+    for (Mode mode : {Mode::sendfile, Mode::splice, Mode::copy}) {
+        with_server({.root = web.root(), .file_send = mode},
+                    [&](http::Server&, std::uint16_t port) -> Task<void> {
+                        const std::string big = web.read("www/big.bin");
+                        auto c = co_await connect(port);
+                        co_await c->send("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n"
+                                         "GET /big.bin HTTP/1.1\r\nHost: t\r\n"
+                                         "Range: bytes=4097-204096\r\n\r\n");
+                        Response whole = co_await c->read();
+                        Response part = co_await c->read();
+                        EXPECT_EQ(whole.status, 200);
+                        EXPECT_TRUE(whole.body == big);
+                        EXPECT_EQ(part.status, 206);
+                        EXPECT_TRUE(part.body == big.substr(4097, 200000));
+                    });
+    }
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
