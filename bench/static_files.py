@@ -6,7 +6,6 @@
 Servers, each alone on --server-cpu (taskset), loaded by wrk (one thread) on --client-cpu:
   galay-sendfile-uring  http_server --root DIR --backend io_uring    (sendfile, the default)
   galay-sendfile-epoll  http_server --root DIR --backend epoll
-  galay-splice-uring    http_server ... --file-send splice  (file -> pooled pipe -> socket)
   galay-copy-uring      http_server ... --file-send copy    (read into the write buffer, send)
   nginx                 Debian's nginx, one worker, `sendfile on` (nginx's default is off)
 
@@ -38,7 +37,6 @@ from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # n
 GALAY = {
     "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
     "galay-sendfile-epoll": "http_server {port} --root {root} --backend epoll",
-    "galay-splice-uring": "http_server {port} --root {root} --backend io_uring --file-send splice",
     "galay-copy-uring": "http_server {port} --root {root} --backend io_uring --file-send copy",
 }
 SERVERS = list(GALAY) + ["nginx"]

@@ -2,8 +2,6 @@
 
 #include "http/range.hpp"
 
-#include <galay/io/copy.hpp>
-
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -276,9 +274,6 @@ private:
     /// connection must close (the file shrank, the client went away).
     galay::Task<bool> send_body(const galay::fs::File& file, std::uint64_t first,
                                 std::uint64_t length);
-    /// The same through a pipe of io::copy's pool (ServerConfig::FileSend::splice).
-    galay::Task<bool> splice_body(const galay::fs::File& file, std::uint64_t first,
-                                  std::uint64_t length);
     /// GET /metrics: the Runtime's figures in the Prometheus text format.
     galay::Task<bool> answer_metrics(bool head_only, Persist persist);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
@@ -632,11 +627,6 @@ galay::Task<bool> Connection<S>::send_body(const galay::fs::File& file, std::uin
     // sendfile (plain TCP only: TLS encrypts in user space), after the head; a smaller one is
     // copied behind its head and leaves with it in one send.
     if constexpr (kPooled) {
-        if (length > cfg_.write_buffer && cfg_.file_send == ServerConfig::FileSend::splice) {
-            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
-            if (!flushed) co_return false;
-            co_return co_await splice_body(file, first, length);
-        }
         if (length > cfg_.write_buffer && cfg_.file_send == ServerConfig::FileSend::sendfile) {
             auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
             if (!flushed) co_return false;
@@ -668,44 +658,6 @@ galay::Task<bool> Connection<S>::send_body(const galay::fs::File& file, std::uin
         off += *n;
     }
     co_return true;
-}
-
-template <class S>
-galay::Task<bool> Connection<S>::splice_body(const galay::fs::File& file, std::uint64_t first,
-                                             std::uint64_t length) {
-    using galay::io::detail::RelayPipe;
-    Result<RelayPipe> pipe = galay::io::detail::take_relay_pipe();
-    if (!pipe) co_return false;
-    bool ok = true;
-    std::size_t held = 0;
-    for (std::uint64_t off = first, end = first + length; ok && off < end;) {
-        // file -> pipe on this thread (a regular file never waits for readiness), then
-        // pipe -> socket as io::copy does.
-        auto at_off = static_cast<loff_t>(off);
-        const ssize_t in =
-            ::splice(file.fd(), &at_off, pipe->write, nullptr,
-                     static_cast<std::size_t>(std::min<std::uint64_t>(pipe->capacity, end - off)),
-                     SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
-        if (in <= 0) { // an error, or the file shrank
-            ok = false;
-            break;
-        }
-        off += static_cast<std::uint64_t>(in);
-        held = static_cast<std::size_t>(in);
-        while (held > 0) {
-            Result<std::size_t> out = co_await galay::io::detail::SpliceAwaitable(
-                                          galay::detail::OpCode::splice_out, conn_.fd(), pipe->read,
-                                          static_cast<std::uint32_t>(held))
-                                          .deadline(at(deadline(cfg_.write_timeout)));
-            if (!out) {
-                ok = false;
-                break;
-            }
-            held -= *out;
-        }
-    }
-    galay::io::detail::give_relay_pipe(*pipe, held == 0);
-    co_return ok;
 }
 
 template <class S>
