@@ -72,6 +72,8 @@ const char* op_kind_name(detail::OpCode code) noexcept {
         return "splice_out";
     case OpCode::sendfile:
         return "sendfile";
+    case OpCode::send_zc:
+        return "send_zc";
     }
     return "unknown";
 }
