@@ -18,7 +18,6 @@ namespace galay::detail {
 bool UringDriver::submit(IoOp& op) {
     if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
     if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
-    if (op.code == OpCode::send_zc && !uring_send_zc_supported()) op.code = OpCode::send;
     if (is_namespace_op(op.code) && !uring_fs_op_supported(op.code)) {
         op.result = -EOPNOTSUPP; // the caller runs it on the blocking pool (see fs_ops.hpp)
         return true;
@@ -136,8 +135,11 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
     case OpCode::send:
         io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
         break;
-    case OpCode::send_zc: // send_zc.cpp
-        io_uring_prep_send_zc(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL, 0);
+    case OpCode::send_zc: // send_zc.cpp; a plain send where the kernel lacks SEND_ZC
+        if (uring_send_zc_supported())
+            io_uring_prep_send_zc(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL, 0);
+        else
+            io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
         break;
     case OpCode::recvmsg:
         io_uring_prep_recvmsg(e, op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
