@@ -31,6 +31,9 @@ Sections (each runs only if its binaries were built):
   tls      bench/tls.py (short): HTTPS keep-alive GET /, new TLS 1.3 connections per server
            CPU-second with and without resumption, TLS echo through a terminating proxy; galay
            (io_uring, epoll) vs nginx, Go and raw OpenSSL over epoll
+  relay    bench/relay.py (short: 64 KiB messages, 16 connections; galay splice and copy vs
+           Tokio and the hand-written splice relay) and bench/static_files.py (short: GET 1 MiB
+           at 100 connections; http_server's sendfile vs nginx)
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -46,6 +49,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -344,7 +348,7 @@ def aio_report(ctx):
 # The page of docs/benchmarks/ that holds each section's figures and method.
 STUDY_PAGE = {"tcp": "echo", "latency": "latency", "churn": "churn", "udp": "udp",
               "files": "files", "aio": "files", "http": "http", "sync": "sync", "tls": "tls",
-              "local": "local"}
+              "local": "local", "relay": "relay"}
 
 
 def series_over_rounds(label, per_x):
@@ -436,6 +440,53 @@ def http_report(ctx):
                                                quick=not ctx.args.full, pairs=ctx.args.pairs)
     FAILURES.extend(f"http {f}" for f in result["failures"])
     return {"lines": lines, "data": result, "plots": http_plots(result)}
+
+
+def relay_report(ctx):
+    # bench/relay.py (64 KiB messages, 16 connections) and bench/static_files.py (GET 1 MiB at
+    # 100 connections), short forms: galay's splice relay and sendfile against Tokio's proxy, the
+    # hand-written splice relay and nginx; each runs only when its programs are there.
+    a = ctx.args
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.makedirs(a.out, exist_ok=True)
+    seconds = "3" if a.full else "1"
+    rounds = str(max(3, a.pairs))
+    lines = ["## Relay and static files (bench/relay.py, bench/static_files.py, short form)", ""]
+    data = {}
+    need = ("tcp_proxy", "raw_splice_relay", "raw_client", "raw_epoll")
+    missing = [n for n in need if not have(a.bin, n)]
+    if missing:
+        lines += [f"relay: {', '.join(missing)} not built, skipped.", ""]
+    else:
+        proxies = "galay-splice-uring,galay-splice-epoll,galay-copy,raw-splice"
+        if have(a.bin, "tokio_proxy"):
+            proxies += ",tokio"
+        else:
+            lines += ["Tokio proxy not built (bench/control/tokio_proxy): no ratios against it.",
+                      ""]
+        out = os.path.join(a.out, "relay.json")
+        p = subprocess.run([sys.executable, os.path.join(here, "relay.py"), "--bin", a.bin,
+                            "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
+                            "--warmup", "0.3", "--proxies", proxies, "--out", out],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            FAILURES.append(f"relay: bench/relay.py exited {p.returncode}: "
+                            f"{p.stderr.strip()[-300:]}")
+        lines += [l for l in p.stdout.splitlines() if l.startswith(("|", "##", "load"))] + [""]
+        data["relay"] = out
+    if not have(a.bin, "http_server") or shutil.which("wrk") is None:
+        lines += ["static files: http_server or wrk missing, skipped.", ""]
+    else:
+        out = os.path.join(a.out, "static_files.json")
+        p = subprocess.run([sys.executable, os.path.join(here, "static_files.py"), "--bin", a.bin,
+                            "--sizes", "1048576", "-c", "100", "--rounds", rounds, "-d", seconds,
+                            "--warmup", "1", "--out", out], capture_output=True, text=True)
+        if p.returncode != 0:
+            FAILURES.append(f"static files: bench/static_files.py exited {p.returncode}: "
+                            f"{p.stderr.strip()[-300:]}")
+        lines += ["```"] + p.stdout.splitlines() + ["```", ""]
+        data["static_files"] = out
+    return {"lines": lines, "data": data, "plots": []}
 
 
 def tls_report(ctx):
@@ -537,6 +588,7 @@ SECTIONS = [
     ("sync", sync_report),
     ("local", local_report),
     ("tls", tls_report),
+    ("relay", relay_report),
 ]
 
 

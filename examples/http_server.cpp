@@ -4,6 +4,7 @@
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
 //               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
 //               [--fair | --batching] [--tls-cert FILE --tls-key FILE]
+//               [--file-send sendfile|copy]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
 //   http_server 8443 --tls-cert cert.pem --tls-key key.pem   then: curl https://localhost:8443/
 //
@@ -44,6 +45,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]\n"
     "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
+    "                   [--file-send sendfile|copy]  (files over 16 KiB; sendfile)\n"
     "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n"
     "                   [--fair]  (every ready completion each loop turn: fair_completions)\n"
     "                   [--batching]  (the default: bounded batches of ready connections)\n"
@@ -111,6 +113,14 @@ int main(int argc, char** argv) {
             config.keepalive_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
         } else if (arg == "--header-timeout") {
             config.header_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
+        } else if (arg == "--file-send") {
+            const std::string_view how = value();
+            if (how == "sendfile")
+                config.file_send = http::ServerConfig::FileSend::sendfile;
+            else if (how == "copy")
+                config.file_send = http::ServerConfig::FileSend::copy;
+            else
+                usage_error("--file-send: sendfile or copy, not '" + std::string(how) + "'");
         } else if (arg == "--no-register-files") {
             register_files = false;
         } else if (arg == "--fair") {

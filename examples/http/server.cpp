@@ -1,5 +1,7 @@
 #include "http/server.hpp"
 
+#include "http/range.hpp"
+
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -268,6 +270,10 @@ private:
     galay::Task<bool> answer_text(std::string_view body, std::string_view type, bool head_only,
                                   Persist persist);
     galay::Task<bool> answer_file(std::string_view target, Persist persist, bool head_only);
+    /// The bytes [first, first + length) of `file` after the head in the writer. False when the
+    /// connection must close (the file shrank, the client went away).
+    galay::Task<bool> send_body(const galay::fs::File& file, std::uint64_t first,
+                                std::uint64_t length);
     /// GET /metrics: the Runtime's figures in the Prometheus text format.
     galay::Task<bool> answer_metrics(bool head_only, Persist persist);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
@@ -340,6 +346,7 @@ private:
     std::string_view pooled_; // the bytes of pool_ not parsed yet
     std::string target_;      // a request target copied out of pool_ (capacity reused)
     std::string path_;        // decoded path of a static request (capacity reused)
+    std::string range_;       // its Range header, copied out of the request ("": none)
 };
 
 template <class S>
@@ -371,6 +378,11 @@ galay::Task<void> Connection<S>::run() {
                 // file read, a flush): a pool buffer with nothing more in it goes back first,
                 // the target copied out of it (into a string whose capacity is reused).
                 std::string_view target = req.target;
+                // Range applies to GET only (RFC 9110 14.2); with If-Range the validator cannot
+                // match (no ETag or Last-Modified is sent), so the whole file goes.
+                range_.clear();
+                if (req.method == Method::get && req.header("If-Range").empty())
+                    range_.assign(req.header("Range"));
                 if (from_pool && pooled_.empty()) {
                     target_.assign(target);
                     target = target_;
@@ -579,24 +591,67 @@ galay::Task<bool> Connection<S>::answer_file(std::string_view target, Persist pe
         co_return true;
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
+    ByteRange range = parse_range(range_, size);
+    if (range.kind == ByteRange::Kind::unsatisfiable) {
+        char extra[64];
+        const int n = std::snprintf(extra, sizeof extra, "Content-Range: bytes */%llu\r\n",
+                                    static_cast<unsigned long long>(size));
+        put_simple(416, "range not satisfiable", persist, std::string_view(extra, n));
+        co_return true;
+    }
+    char extra[96];
+    int extra_len = 0;
+    if (range.kind == ByteRange::Kind::partial) {
+        extra_len = std::snprintf(extra, sizeof extra, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                                  static_cast<unsigned long long>(range.first),
+                                  static_cast<unsigned long long>(range.first + range.length - 1),
+                                  static_cast<unsigned long long>(size));
+    } else {
+        range.first = 0;
+        range.length = size;
+    }
     {
         Out o(writer_.spare(kMaxHead));
-        put_head(o, 200, content_type(path_), size, persist);
+        put_head(o, extra_len > 0 ? 206 : 200, content_type(path_), range.length, persist,
+                 std::string_view(extra, static_cast<std::size_t>(extra_len)));
         writer_.commit(o.size());
     }
     if (head_only) co_return true;
+    co_return co_await send_body(file, range.first, range.length);
+}
+
+template <class S>
+galay::Task<bool> Connection<S>::send_body(const galay::fs::File& file, std::uint64_t first,
+                                           std::uint64_t length) {
+    // A body larger than the writer's buffer goes from the page cache to the socket with
+    // sendfile (plain TCP only: TLS encrypts in user space), after the head; a smaller one is
+    // copied behind its head and leaves with it in one send.
+    if constexpr (kPooled) {
+        if (length > cfg_.write_buffer && cfg_.file_send == ServerConfig::FileSend::sendfile) {
+            auto flushed = co_await writer_.flush().deadline(at(deadline(cfg_.write_timeout)));
+            if (!flushed) co_return false;
+            for (std::uint64_t off = first, end = first + length; off < end;) {
+                const std::uint64_t piece = std::min<std::uint64_t>(end - off, 1u << 30);
+                Result<std::size_t> n = co_await file.send_to(conn_, off, piece)
+                                            .deadline(at(deadline(cfg_.write_timeout)));
+                if (!n || *n < piece) co_return false; // the file shrank: close, never hang
+                off += *n;
+            }
+            co_return true;
+        }
+    }
     // The file's bytes go straight into the writer's buffer: a small file leaves with its head
     // in one send; a large one in buffer-sized pieces.
-    for (std::uint64_t off = 0; off < size;) {
+    for (std::uint64_t off = first, end = first + length; off < end;) {
         const auto piece = static_cast<std::size_t>(
-            std::min<std::uint64_t>(writer_.capacity(), size - off)); // (grows the buffer)
+            std::min<std::uint64_t>(writer_.capacity(), end - off)); // (grows the buffer)
         if (writer_.spare(piece).size() < std::min<std::size_t>(piece, 4096)) {
             const bool room = co_await make_room(piece);
             if (!room) co_return false;
         }
         std::span<char> room = writer_.spare(piece);
         const std::size_t want =
-            static_cast<std::size_t>(std::min<std::uint64_t>(room.size(), size - off));
+            static_cast<std::size_t>(std::min<std::uint64_t>(room.size(), end - off));
         Result<std::size_t> n = co_await file.read_at(room.first(want), off);
         if (!n || *n == 0) co_return false; // the file shrank: the promised length cannot be met
         writer_.commit(*n);

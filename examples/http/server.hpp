@@ -8,9 +8,12 @@
 //   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
 // GET / answers a fixed small plain-text body (as the Go server of the io_uring survey's HTTP
-// comparison does); any other path is a file under `root` (404 without a root or a file):
-// Content-Length, HEAD, keep-alive, pipelining (answers coalesced into one send per batch of
-// requests), `Connection: close`, a Date header formatted once a second per thread, and the limits
+// comparison does); any other path is a file under `root` (404 without a root or a file), a file
+// larger than `write_buffer` sent with sendfile on plain TCP (fs::File::send_to), one `Range` of
+// it answered 206 (past the end: 416; malformed or several ranges: the whole file, see
+// http/range.hpp); a file that shrinks while it is sent ends its answer short and closes the
+// connection. Content-Length, HEAD, keep-alive, pipelining (answers coalesced into one send per
+// batch of requests), `Connection: close`, a Date header formatted once a second per thread, and the limits
 // of http::Limits answered with 400/413/414/431/501/505 (then the connection is closed, after a
 // lingering read so the answer is not lost to a reset). A connection idle between requests is
 // closed after `keepalive_timeout`; one that starts a request and does not finish its head within
@@ -49,6 +52,11 @@ struct ServerConfig {
     std::size_t read_buffer = 16 * 1024;
     std::size_t write_buffer = 16 * 1024;
     std::string body = "Hello, World!"; ///< the answer to GET /
+    /// How a file larger than `write_buffer` reaches a plain TCP connection: sendfile (from the
+    /// page cache, no copy into user space) or copy (read into the write buffer, then send; what
+    /// TLS connections always do).
+    enum class FileSend : std::uint8_t { sendfile, copy };
+    FileSend file_send = FileSend::sendfile;
     /// HTTPS: every connection is TLS with this server context (none: plain HTTP).
     std::optional<galay::tls::Context> tls{};
 };

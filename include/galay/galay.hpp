@@ -10,6 +10,7 @@
 #include "galay/io/buf_reader.hpp"
 #include "galay/io/buf_writer.hpp"
 #include "galay/io/copy.hpp"
+#include "galay/io/zero_copy.hpp"
 #include "galay/join_handle.hpp"
 #include "galay/metrics.hpp"
 #include "galay/net/server.hpp"

@@ -99,6 +99,9 @@ public:
 
     /// Number of ops handed to the kernel and not yet completed.
     virtual std::size_t in_flight() const noexcept = 0;
+    /// Whether OpCode::send_zc sends without copying here (io_uring SEND_ZC, MSG_ZEROCOPY);
+    /// false: the driver runs it as a plain send.
+    virtual bool zero_copy_send() const noexcept { return false; }
 
     // --- pool statistics (tests, tools) ---------------------------------------------------------
     /// Pool buffers not free: lent to tasks, or holding bytes that no task has asked for yet.

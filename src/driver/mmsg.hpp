@@ -26,6 +26,7 @@ namespace galay::detail {
 /// `injected_block` (fault injection): set when the EAGAIN was injected, not the socket's.
 inline bool attempt_mmsg(IoOp& op, bool* injected_block = nullptr) noexcept {
     if (op.code == OpCode::splice_in || op.code == OpCode::splice_out) return attempt_splice(op);
+    if (op.code == OpCode::sendfile) return attempt_sendfile(op);
     auto* msgs = static_cast<mmsghdr*>(op.buf);
     for (;;) {
         unsigned n = op.code == OpCode::recvmmsg ? op.len : op.len - op.done;

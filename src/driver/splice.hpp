@@ -1,35 +1,56 @@
-// splice(2) between a socket and a pipe, for io::copy's relay, shared by the epoll and io_uring
-// drivers.
+// splice(2) between a socket and a pipe, for io::copy's relay, and sendfile(2) from a file to a
+// socket, for fs::File::send_to; shared by the epoll and io_uring drivers.
 //
 // io_uring's IORING_OP_SPLICE always runs in an io-wq worker thread (the kernel forces it async),
 // a thread hop per splice. So both drivers wait for the socket's readiness (epoll, or a one-shot
 // IORING_OP_POLL_ADD) and then call splice(2) with SPLICE_F_NONBLOCK on the scheduler's thread,
-// as they do for the UDP batches (driver/mmsg.hpp).
+// as they do for the UDP batches (driver/mmsg.hpp). sendfile has no io_uring opcode; it runs the
+// same way.
 #pragma once
 
 #include "galay/detail/io_op.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/sendfile.h>
 #include <time.h>
 
 #include <cerrno>
 
 namespace galay::detail {
 
+/// splice(2) and sendfile(2) into a socket whose peer is gone raise SIGPIPE (they take no
+/// MSG_NOSIGNAL): block it around the call, and take the pending signal back on EPIPE.
+class SigpipeBlock {
+public:
+    explicit SigpipeBlock(bool active) noexcept
+        : active_(active) {
+        if (!active_) return;
+        sigemptyset(&pipe_only_);
+        sigaddset(&pipe_only_, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_only_, &old_);
+    }
+    /// Restores the mask; `err` is the call's errno (EPIPE: discard the signal it raised).
+    void done(bool failed, int err) noexcept {
+        if (!active_) return;
+        if (failed && err == EPIPE && !sigismember(&old_, SIGPIPE)) {
+            const timespec zero{};
+            (void)sigtimedwait(&pipe_only_, nullptr, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+
+private:
+    bool active_;
+    sigset_t pipe_only_{}, old_{};
+};
+
 /// Run the op's splice once its socket is ready. Returns true when the op is finished
 /// (`op.result`: bytes moved, 0 = EOF for splice_in, or -errno), false when it would block.
 inline bool attempt_splice(IoOp& op) noexcept {
     const int pipe_end = static_cast<int>(op.aux);
     const bool in = op.code == OpCode::splice_in;
-    // splice(2) into a socket whose peer is gone raises SIGPIPE (there is no MSG_NOSIGNAL for
-    // it): block it for the call, and take the pending signal back on EPIPE.
-    sigset_t pipe_only, old;
-    if (!in) {
-        sigemptyset(&pipe_only);
-        sigaddset(&pipe_only, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-    }
+    SigpipeBlock guard(!in);
     ssize_t r;
     do {
         r = in ? ::splice(op.fd, nullptr, pipe_end, nullptr, op.len,
@@ -38,15 +59,31 @@ inline bool attempt_splice(IoOp& op) noexcept {
                           SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     } while (r < 0 && errno == EINTR);
     const int err = errno;
-    if (!in) {
-        if (r < 0 && err == EPIPE && !sigismember(&old, SIGPIPE)) {
-            const timespec zero{};
-            (void)sigtimedwait(&pipe_only, nullptr, &zero);
-        }
-        pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    }
+    guard.done(r < 0, err);
     if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return false;
     op.result = r < 0 ? -err : r;
+    return true;
+}
+
+/// Run the op's sendfile(2) (file `aux` from `offset + done` to socket `fd`) until `len` bytes
+/// went out, the file ended (sendfile returns 0: a file shorter than asked, truncated
+/// meanwhile), or the socket would block (returns false; `done` keeps what moved). Finished:
+/// `op.result` = bytes sent, or -errno.
+inline bool attempt_sendfile(IoOp& op) noexcept {
+    SigpipeBlock guard(true);
+    ssize_t r = 0;
+    int err = 0;
+    while (op.done < op.len) {
+        off_t at = static_cast<off_t>(op.offset + op.done);
+        r = ::sendfile(op.fd, static_cast<int>(op.aux), &at, op.len - op.done);
+        err = errno;
+        if (r < 0 && err == EINTR) continue;
+        if (r <= 0) break;
+        op.done += static_cast<std::uint32_t>(r);
+    }
+    guard.done(r < 0, err);
+    if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return false;
+    op.result = r < 0 ? -err : static_cast<std::int64_t>(op.done);
     return true;
 }
 

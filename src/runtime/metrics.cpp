@@ -70,6 +70,10 @@ const char* op_kind_name(detail::OpCode code) noexcept {
         return "splice_in";
     case OpCode::splice_out:
         return "splice_out";
+    case OpCode::sendfile:
+        return "sendfile";
+    case OpCode::send_zc:
+        return "send_zc";
     }
     return "unknown";
 }

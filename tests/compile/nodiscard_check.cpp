@@ -77,6 +77,7 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     f.write_all_at(fixed.slice(0, 1), 0);  // EXPECT-NODISCARD
     f.readv_at(iov, 0);                    // EXPECT-NODISCARD
     f.writev_at(iov, 0);                   // EXPECT-NODISCARD
+    f.send_to(c, 0, 1);                    // EXPECT-NODISCARD
     f.fsync();                             // EXPECT-NODISCARD
     f.fdatasync();                         // EXPECT-NODISCARD
     f.fallocate(0, 0, 1);                  // EXPECT-NODISCARD

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <csignal>
+#include <cstdio>
 #include <iostream>
 #include <span>
 #include <string>
@@ -97,6 +98,10 @@ namespace io_copy {
 namespace io_stream {
 #include "example_io_stream.inc"
 } // namespace io_stream
+
+namespace io_zero_copy {
+#include "example_io_zero_copy.inc"
+} // namespace io_zero_copy
 
 namespace net_server {
 void body() {

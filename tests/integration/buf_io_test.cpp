@@ -787,4 +787,55 @@ TEST_P(CopyTest, CancellingTheCallerCancelsBothDirections) {
     }());
 }
 
+// An upstream that stops reading: the relay stops too, holding no more than the sockets'
+// buffers and one pipe per direction, so the client's sends stop being taken. (Each send is
+// given 300 ms: one that times out means the chain is full; the bound holds however early.)
+// When the upstream reads again every byte arrives, in order, on both relay paths.
+TEST_P(CopyTest, AnUpstreamThatStopsReadingStopsTheRelayWithBoundedMemory) {
+    run([]() -> Task<void> {
+        for (bool splice : {true, false}) {
+            Proxied p = co_await proxied();
+            for (TcpStream* s : {&p.client, &p.a, &p.b, &p.upstream}) {
+                CO_ASSERT(s->set_send_buffer_size(64 << 10));
+                CO_ASSERT(s->set_recv_buffer_size(64 << 10));
+            }
+            const std::string chunk = pattern(64 << 10, 13);
+            std::size_t taken = 0;
+            auto client = [&]() -> Task<void> {
+                for (;;) {
+                    auto n =
+                        co_await p.client.send(std::string_view(chunk).substr(taken % chunk.size()))
+                            .timeout(300ms);
+                    if (!n) {
+                        CO_ASSERT(n.error() == std::errc::timed_out);
+                        break;
+                    }
+                    taken += *n;
+                    CO_ASSERT(taken < (64u << 20)); // never: the chain would have no bound
+                }
+            };
+            CancelSource stop;
+            auto relay = [&]() -> Task<void> {
+                (void)co_await with_cancel(stop, io::copy(p.a, p.b, {.splice = splice}));
+            };
+            auto driver = [&]() -> Task<void> {
+                co_await client();
+                // Socket buffers (64 KiB each, doubled by the kernel, 4 on the way) plus one
+                // pipe (64 KiB) or one copy buffer: well under 2 MiB.
+                EXPECT_LT(taken, std::size_t{2} << 20) << (splice ? "splice" : "copy");
+                // Now the upstream reads everything the client got in.
+                std::string got(taken, '\0');
+                CO_ASSERT(co_await p.upstream.recv_exact(std::span(got)).timeout(20s));
+                for (std::size_t at = 0; at < got.size(); at += chunk.size()) {
+                    const std::size_t n = std::min(chunk.size(), got.size() - at);
+                    CO_ASSERT(std::string_view(got).substr(at, n) ==
+                              std::string_view(chunk).substr(0, n)); // byte i is chunk[i % size]
+                }
+                stop.cancel();
+            };
+            co_await when_all(relay(), driver());
+        }
+    }());
+}
+
 GALAY_INSTANTIATE_BACKENDS(CopyTest);

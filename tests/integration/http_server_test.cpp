@@ -2,6 +2,7 @@
 // a real listener on a loopback ephemeral port, real clients, files in a temp dir.
 #include "http/server.hpp"
 #include "support/backends.hpp"
+#include "support/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -547,6 +548,160 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
         co_await c->send(kGet);
         EXPECT_EQ((co_await c->read()).status, 200);
     });
+}
+
+// Range requests (examples/http/range.hpp): one range is 206 with Content-Range; past the end is
+// 416; malformed, another unit, reversed or several ranges get the whole file (200).
+TEST_P(HttpServerTest, RangeRequestsGet206Or416OrTheWholeFile) {
+    WebRoot web;
+    with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
+        const std::string big = web.read("www/big.bin"); // 300,000 bytes
+        auto c = co_await connect(port);
+        auto get = [&](std::string range) -> Task<Response> {
+            co_await c->send("GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: " + range + "\r\n\r\n");
+            co_return co_await c->read();
+        };
+        struct Partial {
+            const char* range;
+            std::size_t first, length;
+        };
+        for (Partial p :
+             {Partial{"bytes=0-0", 0, 1}, Partial{"bytes=100-199", 100, 100},
+              Partial{"bytes=1000-", 1000, 299000}, Partial{"bytes=299990-400000", 299990, 10},
+              Partial{"bytes=-500", 299500, 500}, Partial{"bytes=-999999", 0, 300000},
+              Partial{"BYTES = 20000-99999 ", 20000, 80000}, Partial{"bytes=, 5-9", 5, 5}}) {
+            Response r = co_await get(p.range);
+            EXPECT_EQ(r.status, 206) << p.range;
+            EXPECT_EQ(r.header("content-range"), "bytes " + std::to_string(p.first) + "-" +
+                                                     std::to_string(p.first + p.length - 1) +
+                                                     "/300000")
+                << p.range;
+            EXPECT_TRUE(r.body == big.substr(p.first, p.length)) << p.range;
+        }
+        for (const char* unsatisfiable :
+             {"bytes=300000-", "bytes=400000-500000", "bytes=-0", "bytes=300000-300001,400000-"}) {
+            Response r = co_await get(unsatisfiable);
+            EXPECT_EQ(r.status, 416) << unsatisfiable;
+            EXPECT_EQ(r.header("content-range"), "bytes */300000") << unsatisfiable;
+        }
+        for (const char* ignored :
+             {"bytes=9-5", "bytes=abc", "bytes=1-2-3", "bytes=--5", "bytes=+5-9",
+              "bytes=", "bytes=18446744073709551616-", "items=0-5", "bytes 0-5", "bytes=0-10,5-20",
+              "bytes=0-1,9-9", "bytes=0-1,400000-"}) {
+            Response r = co_await get(ignored);
+            EXPECT_EQ(r.status, 200) << ignored;
+            EXPECT_EQ(r.header("content-range"), "") << ignored;
+            EXPECT_TRUE(r.body == big) << ignored;
+        }
+        // HEAD and If-Range (no validator of ours can match) ignore it.
+        co_await c->send("HEAD /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n");
+        Response head = co_await c->read(true);
+        EXPECT_EQ(head.status, 200);
+        EXPECT_EQ(head.header("content-length"), "300000");
+        co_await c->send("GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n"
+                         "If-Range: \"x\"\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).status, 200);
+        // A small file's range (copied, not sent with sendfile) and an empty file's.
+        web.write("www/empty.txt", "");
+        co_await c->send("GET /hello.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=7-\r\n\r\n");
+        Response small = co_await c->read();
+        EXPECT_EQ(small.status, 206);
+        EXPECT_EQ(small.body, "hello\n");
+        co_await c->send("GET /empty.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-\r\n\r\n");
+        EXPECT_EQ((co_await c->read()).status, 416);
+        co_await c->send("GET /empty.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        Response empty = co_await c->read();
+        EXPECT_EQ(empty.status, 200);
+        EXPECT_EQ(empty.header("content-length"), "0");
+        co_await c->send(kGet); // still the same connection
+        EXPECT_EQ((co_await c->read()).status, 200);
+    });
+}
+
+TEST_P(HttpServerTest, AFileTruncatedWhileBeingSentEndsTheAnswerShortAndCloses) {
+    WebRoot web;
+    const std::string huge = std::string(8 << 20, 'x');
+    using Mode = http::ServerConfig::FileSend;
+    for (Mode mode : {Mode::sendfile, Mode::copy}) {
+        web.write("www/huge.bin", huge);
+        with_server(
+            {.root = web.root(), .file_send = mode},
+            [&](http::Server&, std::uint16_t port) -> Task<void> {
+                auto c = co_await connect(port);
+                CO_ASSERT(c->conn.set_recv_buffer_size(32 << 10)); // the server blocks long before
+                co_await c->send("GET /huge.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+                auto head = co_await c->reader.read_until("\r\n\r\n").timeout(10s);
+                CO_ASSERT(head);
+                CO_ASSERT(head->find("Content-Length: 8388608") != std::string_view::npos);
+                c->reader.consume(head->size());
+                std::filesystem::resize_file(web.dir / "www/huge.bin", 1 << 20);
+                // The body stops at what the file holds now, then the server closes (never a hang).
+                std::size_t body = 0;
+                for (;;) {
+                    body += c->reader.buffered().size();
+                    c->reader.consume(c->reader.buffered().size());
+                    auto n = co_await c->reader.fill().timeout(10s);
+                    CO_ASSERT(n || n.error() == std::errc::connection_reset);
+                    if (!n || *n == 0) break;
+                }
+                // (What the server queued before the truncation still arrives: at most its socket
+                // buffer, 4 MiB by default, plus ours.)
+                EXPECT_LT(body, huge.size()) << static_cast<int>(mode);
+                EXPECT_GT(body, 0u);
+            });
+    }
+}
+
+TEST_P(HttpServerTest, CurlFetchesAFileAndARangeOfIt) {
+    if (test::run_process({"curl", "--version"}).exit_code != 0)
+        GTEST_SKIP() << "SKIP: curl is not installed";
+    WebRoot web;
+    with_server({.root = web.root()}, [&](http::Server&, std::uint16_t port) -> Task<void> {
+        const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/big.bin";
+        const std::string out = (web.dir / "got.bin").string();
+        // curl runs on the blocking pool: this thread keeps serving it.
+        auto whole = co_await spawn_blocking([&] {
+            return test::run_process({"curl", "-sS", "--fail", "-o", out, url}, 30s);
+        });
+        CO_ASSERT(whole);
+        EXPECT_EQ(whole->exit_code, 0) << whole->err;
+        EXPECT_TRUE(web.read("got.bin") == web.read("www/big.bin"));
+        auto part = co_await spawn_blocking([&] {
+            return test::run_process(
+                {"curl", "-sS", "--fail", "-r", "1000-50999", "-w", "%{http_code}", url}, 30s);
+        });
+        CO_ASSERT(part);
+        EXPECT_EQ(part->exit_code, 0) << part->err;
+        EXPECT_TRUE(part->out == web.read("www/big.bin").substr(1000, 50000) + "206");
+        auto past = co_await spawn_blocking([&] {
+            return test::run_process(
+                {"curl", "-sS", "-o", "/dev/null", "-r", "999999-", "-w", "%{http_code}", url},
+                30s);
+        });
+        CO_ASSERT(past);
+        EXPECT_EQ(past->out, "416");
+    });
+}
+
+TEST_P(HttpServerTest, EveryFileSendModeServesTheSameBytes) {
+    WebRoot web;
+    using Mode = http::ServerConfig::FileSend;
+    for (Mode mode : {Mode::sendfile, Mode::copy}) {
+        with_server({.root = web.root(), .file_send = mode},
+                    [&](http::Server&, std::uint16_t port) -> Task<void> {
+                        const std::string big = web.read("www/big.bin");
+                        auto c = co_await connect(port);
+                        co_await c->send("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n"
+                                         "GET /big.bin HTTP/1.1\r\nHost: t\r\n"
+                                         "Range: bytes=4097-204096\r\n\r\n");
+                        Response whole = co_await c->read();
+                        Response part = co_await c->read();
+                        EXPECT_EQ(whole.status, 200);
+                        EXPECT_TRUE(whole.body == big);
+                        EXPECT_EQ(part.status, 206);
+                        EXPECT_TRUE(part.body == big.substr(4097, 200000));
+                    });
+    }
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerTest);

@@ -48,6 +48,8 @@ enum class OpCode : std::uint8_t {
     symlinkat,  // buf = the target, aux = the link's path
     splice_in,  // socket `fd` -> pipe write end `aux`, up to `len` bytes; 0 = EOF
     splice_out, // pipe read end `aux` -> socket `fd`, up to `len` bytes
+    sendfile,   // file `aux` from `offset` -> socket `fd`: all `len` bytes, fewer at end of file
+    send_zc,    // send without copying (buf, len, all); completes once the kernel lets go of buf
 };
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).

@@ -20,7 +20,7 @@
 namespace galay::detail {
 
 /// How many OpCode values there are (the per-kind arrays' size).
-inline constexpr std::size_t kOpKinds = static_cast<std::size_t>(OpCode::splice_out) + 1;
+inline constexpr std::size_t kOpKinds = static_cast<std::size_t>(OpCode::send_zc) + 1;
 /// Buckets of the completions-per-turn histogram: 0, 1, 2-3, 4-7, ..., 128-255, 256 and more.
 inline constexpr std::size_t kTurnBuckets = 10;
 

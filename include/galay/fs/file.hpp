@@ -15,6 +15,7 @@
 // task that awaits it (when_any, CancelSource); a cancelled or timed-out operation has finished in
 // the kernel before the awaiting coroutine resumes, so the buffer is never written after that.
 // Several operations can be submitted at once with `fs::Batch` (galay/fs/batch.hpp).
+// `send_to(stream, offset, len)` sends a range of the file to a TcpStream with sendfile(2).
 //
 // How each backend runs them:
 //  - io_uring: every operation is one SQE (IORING_OP_READ/WRITE/READV/WRITEV/FSYNC/FALLOCATE),
@@ -62,6 +63,10 @@
 #include <span>
 #include <string>
 #include <utility>
+
+namespace galay {
+class TcpStream;
+} // namespace galay
 
 namespace galay::fs {
 
@@ -199,6 +204,18 @@ public:
     /// pwritev(2): gather several buffers into one write; may be short like write_at.
     [[nodiscard]] detail::FileTransferAwaitable writev_at(std::span<const iovec> iov,
                                                           std::uint64_t offset) const noexcept;
+
+    /// sendfile(2): send `len` bytes of the file, from `offset`, to `stream` without copying
+    /// them through user space (the socket's readiness is awaited on both backends, then
+    /// sendfile runs on the worker's thread until the socket is full). The result is the bytes
+    /// sent: `len`, or fewer when the file ends first (shorter than `offset + len`, or truncated
+    /// while being sent; a caller that promised `len` bytes must then close the connection).
+    /// Reading the file happens inside sendfile: a page-cache miss waits for the disk on the
+    /// worker's thread, as nginx's `sendfile on` does. More than 2 GiB - 4 KiB in one call is
+    /// `errc::transfer_too_large`, before any I/O. A peer gone is `EPIPE`/`ECONNRESET` (never
+    /// SIGPIPE). Bytes already sent when a timeout or cancellation ends it are not reported.
+    [[nodiscard]] detail::FileTransferAwaitable
+    send_to(const TcpStream& stream, std::uint64_t offset, std::uint64_t len) const noexcept;
 
     /// Flush data and metadata to the device.
     [[nodiscard]] detail::FileSyncAwaitable fsync() const noexcept;

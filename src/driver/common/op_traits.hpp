@@ -65,10 +65,12 @@ inline constexpr OpTraits kOpTraits[] = {
     {OpCode::symlinkat,    true,  false, false, false, false,  true,   false},
     {OpCode::splice_in,    false, false, true,  true,  false,  false,  false},
     {OpCode::splice_out,   false, false, false, true,  false,  false,  false},
+    {OpCode::sendfile,     false, false, false, true,  false,  false,  false},
+    {OpCode::send_zc,      false, false, false, false, false,  true,   true},
 };
 // clang-format on
 
-static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::splice_out) + 1,
+static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::send_zc) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
 static_assert(std::size(kOpTraits) == kOpKinds, "the metrics count every OpCode (kOpKinds)");

@@ -6,6 +6,7 @@
 #include "driver/common/op_traits.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/process_ops.hpp"
+#include "driver/zero_copy.hpp"
 #include "runtime/drivers.hpp"
 
 #include <sys/eventfd.h>
@@ -139,6 +140,9 @@ void EpollDriver::cancel(IoOp& op) {
         return;
     }
     if (!op.pending) return;
+    // A zero-copy send whose bytes are out: the kernel may still read the buffer until its
+    // notification, which completes the op (with its real result).
+    if (op.code == OpCode::send_zc && op.aux != 0) return;
     if (!starved_.remove(op)) {
         if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
         FdState& st = fds_[op.fd];
@@ -291,6 +295,7 @@ const DriverEntry epoll_driver_entry{
 // 100 connections ~3% in CPU per request.)
 
 bool EpollDriver::attempt(IoOp& op) noexcept {
+    if (op.code == OpCode::send_zc) return attempt_send_zc(op); // driver/zero_copy.hpp
     for (;;) {
         ssize_t r;
         std::size_t len = op.code == OpCode::recv_pooled ? pool_.size() : op.remaining();
@@ -372,6 +377,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::sendmmsg:
         case OpCode::splice_in:
         case OpCode::splice_out:
+        case OpCode::sendfile:
             return attempt_mmsg(op);
         case OpCode::read:
         case OpCode::write:

@@ -13,6 +13,7 @@
 #include "driver/common/buffer_pool.hpp"
 #include "driver/common/op_queue.hpp"
 #include "driver/epoll/file_engine.hpp"
+#include "driver/zero_copy.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/scheduler_access.hpp"
 
@@ -45,6 +46,7 @@ public:
 
     Backend backend() const noexcept override { return Backend::epoll; }
     const char* name() const noexcept override { return "epoll"; }
+    bool zero_copy_send() const noexcept override { return msg_zerocopy_supported(); }
     std::size_t in_flight() const noexcept override {
         return waiting_ + (files_ ? files_->in_flight() : 0);
     }

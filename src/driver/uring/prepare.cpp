@@ -135,6 +135,12 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
     case OpCode::send:
         io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
         break;
+    case OpCode::send_zc: // send_zc.cpp; a plain send where the kernel lacks SEND_ZC
+        if (uring_send_zc_supported())
+            io_uring_prep_send_zc(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL, 0);
+        else
+            io_uring_prep_send(e, op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
+        break;
     case OpCode::recvmsg:
         io_uring_prep_recvmsg(e, op.fd, static_cast<msghdr*>(op.buf), op.msg_flags);
         break;
@@ -172,6 +178,7 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
         break;
     case OpCode::sendmmsg:
     case OpCode::splice_out:
+    case OpCode::sendfile:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
         break;
     case OpCode::read:

@@ -152,7 +152,10 @@ unsigned UringDriver::reap() {
             on_files_update(ud, cqe->res);
             continue;
         }
-        on_op_cqe(reinterpret_cast<IoOp*>(ud), cqe->res, true);
+        auto* op = reinterpret_cast<IoOp*>(ud);
+        std::int32_t res = cqe->res;
+        if (op->code == OpCode::send_zc && !send_zc_cqe(*op, res, cqe->flags)) continue;
+        on_op_cqe(op, res, true);
     }
     io_uring_cq_advance(&ring_, seen);
     return seen;

@@ -39,6 +39,8 @@ int setup_ring(io_uring& ring, unsigned entries, unsigned* flags_used);
 /// Tell ThreadSanitizer that a ring was mapped / is about to be unmapped (nothing otherwise).
 void ring_mapped();
 void ring_unmapping();
+/// IORING_OP_SEND_ZC is available (probed once per process; send_zc.cpp).
+bool uring_send_zc_supported() noexcept;
 /// Why io_uring set-up failed, beyond the errno: the sysctl, the memlock limit ("" if neither).
 std::string sysctl_note();
 std::string memlock_note();
@@ -124,6 +126,7 @@ public:
     Backend backend() const noexcept override { return Backend::io_uring; }
     const char* name() const noexcept override { return "io_uring"; }
     std::size_t in_flight() const noexcept override { return in_flight_; }
+    bool zero_copy_send() const noexcept override { return uring_send_zc_supported(); }
     std::size_t pool_buffers_in_use() const noexcept override {
         if (buf_ring_ == nullptr) return pool_->count() - pool_->available();
         return provisioned_ - ring_free_; // taken by the kernel and not given back
@@ -242,6 +245,9 @@ private:
         std::int32_t res;
     };
     void on_op_cqe(IoOp* op, std::int32_t res, bool may_delay);
+    /// A CQE of a send_zc op (send_zc.cpp): true when the op goes on to on_op_cqe with `res`
+    /// (the notification came, or none will), false while it waits for the notification.
+    static bool send_zc_cqe(IoOp& op, std::int32_t& res, std::uint32_t flags) noexcept;
     static bool mmsg_ready(IoOp& op, int res) noexcept;
 
     // recv_ring.cpp, and the hot helpers inline

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Static-file benchmark: GET of one file at 100 connections, galay's http_server against nginx.
+
+    python3 bench/static_files.py --bin build/release/bin --sizes 65536,1048576 -c 100 --rounds 5
+
+Servers, each alone on --server-cpu (taskset), loaded by wrk (one thread) on --client-cpu:
+  galay-sendfile-uring  http_server --root DIR --backend io_uring    (sendfile, the default)
+  galay-sendfile-epoll  http_server --root DIR --backend epoll
+  galay-copy-uring      http_server ... --file-send copy    (read into the write buffer, send)
+  nginx                 Debian's nginx, one worker, `sendfile on` (nginx's default is off)
+
+Every round runs every server once, in an order rotated from round to round; each run is a fresh
+server on a fresh port, checked with one real GET (status and every byte of the body) before
+the load, then --warmup seconds of wrk, then -d seconds measured. Per run: requests/s, MB/s of
+file bodies, and server CPU per request (the server's process tree's time on a CPU over the
+measured wrk, /proc/PID/task/*/schedstat). Ratios are galay / nginx taken within a round, quoted
+as median [min-max] over the rounds with a verdict (faster/slower only when the whole spread is
+on one side of 1.00). Any wrk error (socket errors, non-2xx answers), a server that dies or
+fails the check: said loudly, and the exit status is 1. --json prints one JSON object; --out
+writes it.
+"""
+import argparse
+import http.client
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # noqa: E402
+                     spread, stop, tree_cpu_s, verdict, wait_accepting)
+
+GALAY = {
+    "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
+    "galay-sendfile-epoll": "http_server {port} --root {root} --backend epoll",
+    "galay-copy-uring": "http_server {port} --root {root} --backend io_uring --file-send copy",
+}
+SERVERS = list(GALAY) + ["nginx"]
+
+
+def nginx_conf(prefix, port, root):
+    user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
+    return f"""{user}
+daemon off;
+master_process on;
+worker_processes 1;
+error_log stderr warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    sendfile on;
+    default_type application/octet-stream;
+    keepalive_requests 100000000;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    server {{
+        listen {port} backlog=4096;
+        location / {{ root {root}; }}
+    }}
+}}
+"""
+
+
+def server_argv(args, name, port, work):
+    if name == "nginx":
+        prefix = tempfile.mkdtemp(prefix="nginx-", dir=work)
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(nginx_conf(prefix, port, args.root))
+        return [args.nginx, "-p", prefix, "-c", conf]
+    return resolve(GALAY[name].replace("{root}", args.root), args.bin, port)
+
+
+def check_get(port, path, expected):
+    """One GET: None when the answer is 200 with exactly the file's bytes, else what is wrong."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+    except (OSError, http.client.HTTPException) as e:
+        return f"GET {path}: {e}"
+    if r.status != 200 or body != expected:
+        return f"GET {path}: status {r.status}, {len(body)} bytes (want 200, {len(expected)})"
+    return None
+
+
+def parse_wrk(text):
+    """requests, seconds and errors from wrk's standard output."""
+    out = {"requests": None, "seconds": None, "errors": 0, "error_detail": ""}
+    m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
+    if m:
+        scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(3)]
+        out["requests"], out["seconds"] = int(m.group(1)), float(m.group(2)) * scale
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        out["errors"] += sum(int(x) for x in m.groups())
+        out["error_detail"] += m.group(0) + " "
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        out["errors"] += int(m.group(1))
+        out["error_detail"] += m.group(0)
+    return out
+
+
+def run_one(args, name, size, conns, work):
+    path = f"/file_{size}.bin"
+    with open(os.path.join(args.root, path[1:]), "rb") as f:
+        expected = f.read()
+    port = free_port()
+    rec = {"server": name, "size": size, "connections": conns, "ok": False, "problems": []}
+    argv = ["taskset", "-c", str(args.server_cpu)] + server_argv(args, name, port, work)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    try:
+        if not wait_accepting(proc, port, 10):
+            err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
+            rec["problems"].append(f"{' '.join(argv)} did not accept: {err.strip()[-300:]}")
+            return rec
+        bad = check_get(port, path, expected)
+        if bad:
+            rec["problems"].append(bad)
+            return rec
+        url = f"http://127.0.0.1:{port}{path}"
+        wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}", "--timeout",
+               "5s"]
+        if args.warmup > 0:
+            subprocess.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
+        cpu0 = tree_cpu_s(proc.pid)
+        cp = subprocess.run(wrk + [f"-d{args.duration}s", url], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=args.duration + 60)
+        cpu = tree_cpu_s(proc.pid) - cpu0
+        w = parse_wrk(cp.stdout)
+        if cp.returncode != 0 or not w["requests"]:
+            rec["problems"].append(f"wrk exit {cp.returncode}: {cp.stderr.strip()[-300:]}")
+            return rec
+        if w["errors"]:
+            rec["problems"].append(f"wrk: {w['error_detail'].strip()}")
+        if proc.poll() is not None:
+            rec["problems"].append(f"server exited with status {proc.returncode}")
+        rec["requests"] = w["requests"]
+        rec["rps"] = w["requests"] / w["seconds"]
+        rec["mb_s"] = rec["rps"] * size / 1e6
+        rec["cpu_us_per_req"] = 1e6 * cpu / w["requests"]
+        rec["errors"] = w["errors"]
+        rec["ok"] = not rec["problems"]
+        return rec
+    finally:
+        stop(proc)
+
+
+def make_root(root, sizes):
+    for size in sizes:
+        p = os.path.join(root, f"file_{size}.bin")
+        with open(p, "wb") as f:
+            f.write(bytes((i * 131 + 7) % 251 for i in range(size)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="build/release/bin")
+    ap.add_argument("--sizes", default="65536,1048576", help="file sizes, bytes")
+    ap.add_argument("-c", "--connections", default="100")
+    ap.add_argument("--servers", default=",".join(SERVERS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("-d", "--duration", type=int, default=4, help="measured seconds per run")
+    ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk before measuring")
+    ap.add_argument("--server-cpu", default="1")
+    ap.add_argument("--client-cpu", default="0")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    raise_nofile()
+    servers = args.servers.split(",")
+    for s in servers:
+        if s not in SERVERS:
+            sys.exit(f"static_files.py: unknown server {s!r} (known: {', '.join(SERVERS)})")
+    if shutil.which("wrk") is None:
+        sys.exit("static_files.py: wrk is not installed (apt-get install wrk)")
+    args.nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if "nginx" in servers and not os.access(args.nginx, os.X_OK):
+        print("static_files.py: nginx is not installed (apt-get install nginx-light): skipped",
+              file=sys.stderr)
+        servers.remove("nginx")
+    if not os.access(resolve("http_server", args.bin, 0)[0], os.X_OK):
+        sys.exit(f"static_files.py: no http_server in {args.bin} (build it: make release)")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    work = tempfile.mkdtemp(prefix="galay-static-")
+    args.root = os.path.join(work, "www")
+    os.makedirs(args.root)
+    make_root(args.root, sizes)
+    failed = False
+    report = {"load_start": loadavg(), "scenarios": []}
+    try:
+        for size in sizes:
+            for conns in [int(c) for c in args.connections.split(",")]:
+                rounds = []
+                for rnd in range(args.rounds):
+                    order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
+                    runs = {}
+                    for name in order:
+                        rec = run_one(args, name, size, conns, work)
+                        runs[name] = rec
+                        state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
+                        print(f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
+                              f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
+                              f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req  {state}",
+                              file=sys.stderr, flush=True)
+                        failed |= not rec["ok"]
+                    rounds.append(runs)
+                report["scenarios"].append(summarise(size, conns, servers, rounds))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["load_end"] = loadavg()
+    print_table(report)
+    if args.json:
+        print(json.dumps(report))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    return 1 if failed else 0
+
+
+def summarise(size, conns, servers, rounds):
+    sc = {"size": size, "connections": conns, "rounds": rounds, "ratios": {}, "medians": {}}
+    for name in servers:
+        def med(key):
+            vals = sorted(r[name][key] for r in rounds if r[name]["ok"])
+            return vals[len(vals) // 2] if vals else None
+        sc["medians"][name] = {"cpu_us_per_req": med("cpu_us_per_req"), "mb_s": med("mb_s")}
+        for ref in ("nginx", "galay-copy-uring"):
+            if ref not in servers or ref == name or name == "nginx":
+                continue
+            def ratio(key, rd):
+                a, b = rd[name], rd[ref]
+                if not (a["ok"] and b["ok"]) or not a.get(key) or not b.get(key):
+                    return None
+                return a[key] / b[key]
+            sc["ratios"][f"{name}/{ref}"] = {
+                "cpu_per_req": spread([ratio("cpu_us_per_req", rd) for rd in rounds]),
+                "mb_s": spread([ratio("mb_s", rd) for rd in rounds]),
+            }
+    return sc
+
+
+def print_table(report):
+    print(f"load average: {report['load_start']:.2f} at the start, {report['load_end']:.2f} "
+          f"at the end")
+    for sc in report["scenarios"]:
+        print(f"\nGET {sc['size']} B file, {sc['connections']} connections "
+              f"({len(sc['rounds'])} rounds)")
+        print(f"  {'server':<22}{'CPU us/req':>11}{'MB/s':>9}")
+        for name, m in sc["medians"].items():
+            cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] else "n/a"
+            mbs = f"{m['mb_s']:.0f}" if m["mb_s"] else "n/a"
+            print(f"  {name:<22}{cpu:>11}{mbs:>9}")
+        for key, r in sc["ratios"].items():
+            print(f"  {key:<38} CPU/req {fmt_spread(r['cpu_per_req'])} "
+                  f"({verdict(r['cpu_per_req'])}), MB/s {fmt_spread(r['mb_s'])} "
+                  f"({verdict(r['mb_s'], lower_is_better=False)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
