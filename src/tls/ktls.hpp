@@ -65,8 +65,11 @@ struct KtlsKeys {
     std::array<unsigned char, 8> rec_seq{}; ///< big-endian
 };
 
-/// Follow the handshake of `ssl` into `track` (key log and message callback).
-void ktls_follow(ssl_st* ssl, KtlsTrack* track);
+/// Follow the handshake of `c` (key log and message callback) into a new `c.ktls_track`.
+void ktls_follow(Core& c);
+/// `n` ciphertext bytes of `c` went to the peer (during the handshake, the hand-off needs TLS
+/// 1.2's last explicit nonce).
+void ktls_sent(Core& c, const char* p, std::size_t n) noexcept;
 /// Stop following it (the state is frozen at the hand-off moment).
 void ktls_unfollow(ssl_st* ssl);
 /// The context's key-log callback, which feeds the tracks of its connections.

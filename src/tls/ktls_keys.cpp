@@ -160,9 +160,15 @@ void KtlsTrack::sent(const unsigned char* p, std::size_t n) noexcept {
     }
 }
 
-void ktls_follow(SSL* ssl, KtlsTrack* track) {
-    SSL_set_msg_callback_arg(ssl, track);
-    SSL_set_msg_callback(ssl, on_message);
+void ktls_follow(Core& c) {
+    c.ktls_track = std::make_unique<KtlsTrack>();
+    SSL_set_msg_callback_arg(c.ssl, c.ktls_track.get());
+    SSL_set_msg_callback(c.ssl, on_message);
+}
+
+void ktls_sent(Core& c, const char* p, std::size_t n) noexcept {
+    if (c.ktls_track && !c.handshaken)
+        c.ktls_track->sent(reinterpret_cast<const unsigned char*>(p), n);
 }
 
 void ktls_unfollow(SSL* ssl) {

@@ -59,8 +59,7 @@ galay::detail::CachedTask<Result<void>> flush_slow(galay::detail::FrameCache&, C
         auto op = c.tcp.send_all(std::span<const char>(data, static_cast<std::size_t>(n)));
         if (deadline_ns != 0) (void)std::move(op).deadline(time_point(deadline_ns));
         Result<std::size_t> sent = co_await op;
-        if (c.ktls_track && !c.handshaken) // (the hand-off needs TLS 1.2's last nonce)
-            c.ktls_track->sent(reinterpret_cast<unsigned char*>(data), op.transferred());
+        ktls_sent(c, data, op.transferred());
         if (op.transferred() > 0) BIO_nread(c.net, &data, static_cast<int>(op.transferred()));
         if (!sent) co_return std::unexpected(sent.error());
     }
@@ -109,10 +108,7 @@ Core::Core(std::shared_ptr<ContextState> context, TcpStream stream, bool is_serv
     SSL_set_bio(ssl, inner, inner);
     SSL_set_app_data(ssl, this);
     scratch = std::make_unique_for_overwrite<char[]>(kRecordPlain);
-    if (ctx->ktls != Ktls::off) {
-        ktls_track = std::make_unique<KtlsTrack>();
-        ktls_follow(ssl, ktls_track.get());
-    }
+    if (ctx->ktls != Ktls::off) ktls_follow(*this);
 }
 
 Core::~Core() {

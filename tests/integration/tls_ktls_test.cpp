@@ -295,6 +295,105 @@ TEST_P(TlsKtlsTest, the_fallback_is_said_once_per_process_with_the_reason) {
     }
 }
 
+// After a hand-off the socket carries plaintext and galay uses its ordinary socket operations.
+// Without kernel TLS here, a stream whose handshake is done is switched to that path by hand and
+// talks to the plain socket underneath its peer: what the kernel's TLS socket looks like for
+// application data, and what the close_notify it would encrypt is made of.
+TEST_P(TlsKtlsTest, after_the_hand_off_plaintext_moves_through_the_sockets_own_operations) {
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    run([&]() -> Task<void> {
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        // The client takes what the server sent in TLS (its session tickets) before the switch.
+        auto [one, got_one] = co_await when_all(as_task(h.server.send_all(std::string_view("x"))),
+                                                recv_exactly(h.client, 1));
+        CO_ASSERT(one && got_one);
+        auto& server = const_cast<tls::detail::Core&>(core(h.server));
+        server.ktls_tx = server.ktls_rx = true;
+        EXPECT_TRUE(h.server.ktls());
+        TcpStream& peer = h.client.tcp(); // (plaintext from here)
+        const std::string big = pattern(300000, 6);
+        auto [sent, got] = co_await when_all(as_task(h.server.send_all(std::span(big))),
+                                             [&]() -> Task<Result<std::size_t>> {
+                                                 std::string in(big.size(), '\0');
+                                                 auto r = co_await peer.recv_exact(std::span(in));
+                                                 if (r && in != big)
+                                                     ADD_FAILURE() << "bytes differ";
+                                                 co_return r;
+                                             }());
+        CO_ASSERT(sent && got);
+        const std::string hello = "hello through the socket";
+        auto w = co_await peer.send_all(std::span(hello));
+        CO_ASSERT(w.has_value());
+        auto back = co_await recv_exactly(h.server, hello.size());
+        CO_ASSERT(back.has_value());
+        EXPECT_EQ(*back, hello);
+        const iovec parts[] = {{const_cast<char*>("ab"), 2}, {const_cast<char*>("cde"), 3}};
+        auto v = co_await h.server.writev(parts).timeout(5s);
+        CO_ASSERT(v.has_value());
+        // close_notify: the alert's two bytes (warning, close_notify) as one record of type 21,
+        // which a plain socket passes as they are; then the TCP write shutdown.
+        auto down = co_await h.server.shutdown().timeout(5s);
+        CO_ASSERT(down.has_value());
+        std::string rest(*v + 2, '\0');
+        auto tail = co_await peer.recv_exact(std::span(rest)).timeout(5s);
+        CO_ASSERT(tail.has_value());
+        EXPECT_EQ(rest.substr(0, *v), std::string("abcde").substr(0, *v));
+        EXPECT_EQ(rest.substr(*v), std::string("\x01\x00", 2));
+        char c;
+        auto eof = co_await peer.recv(std::span(&c, 1)).timeout(5s);
+        CO_ASSERT(eof.has_value());
+        EXPECT_EQ(*eof, 0u);
+        // The peer ends without close_notify: truncation, as in user space.
+        (void)peer.shutdown(Shutdown::write);
+        auto cut = co_await h.server.recv(std::span(&c, 1)).timeout(5s);
+        CO_ASSERT(!cut.has_value());
+        EXPECT_EQ(cut.error(), tls::errc::truncated);
+    }());
+}
+
+// What the kernel passes up that is not application data arrives in pieces as large as the
+// caller's buffer: alerts and handshake messages are reassembled across them.
+TEST(TlsKtlsControl, alerts_and_handshake_messages_are_read_across_any_split) {
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    Scheduler sched;
+    sched.block_on([&]() -> Task<void> {
+        auto control = [](tls::Stream& s, unsigned char type, std::string bytes) {
+            auto& c = const_cast<tls::detail::Core&>(core(s));
+            std::optional<Result<std::size_t>> last;
+            for (char b : bytes) { // one byte at a time: the worst split
+                const auto u = static_cast<unsigned char>(b);
+                last = tls::detail::ktls_control(c, type, &u, 1);
+                if (last) break;
+            }
+            return last;
+        };
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        // Two NewSessionTickets (type 4, 3-byte length, body) are skipped; a close_notify ends.
+        std::string tickets =
+            std::string("\x04\x00\x00\x05", 4) + "12345" + std::string("\x04\x00\x00\x01", 4) + "x";
+        EXPECT_FALSE(control(h.client, 22, tickets).has_value());
+        auto end = control(h.client, 21, std::string("\x01\x00", 2));
+        CO_ASSERT(end.has_value() && end->has_value());
+        EXPECT_EQ(**end, 0u);
+        // A KeyUpdate cannot be given to the kernel: the stream ends with the reason.
+        auto update = control(h.server, 22, std::string("\x18\x00\x00\x01\x00", 5));
+        CO_ASSERT(update.has_value() && !update->has_value());
+        EXPECT_EQ(update->error(), tls::errc::protocol_error);
+        EXPECT_NE(h.server.last_error().find("KeyUpdate"), std::string::npos);
+        // A fatal alert (bad_record_mac, 20) says which.
+        Handshaken h2 = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h2.client_result && h2.server_result);
+        auto fatal = control(h2.client, 21, std::string("\x02\x14", 2));
+        CO_ASSERT(fatal.has_value() && !fatal->has_value());
+        EXPECT_NE(h2.client.last_error().find("alert 20"), std::string::npos)
+            << h2.client.last_error();
+    }());
+}
+
 TEST_P(TlsKtlsTest, with_kernel_tls_the_kernel_carries_the_records) {
     const tls::KtlsProbe& probe = tls::probe_ktls();
     if (!probe.available)
