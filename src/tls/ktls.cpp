@@ -114,30 +114,51 @@ std::string ktls_install(int fd, const KtlsKeys& tx, const KtlsKeys& rx, bool& t
     return "";
 }
 
+namespace {
+
+// A hand-off put off this many times (receives that found a partial record in OpenSSL's buffer)
+// is given up: the connection stays in user space.
+constexpr int kMaxAttempts = 16;
+
+/// Whether the kernel can take the socket exactly here: every ciphertext byte OpenSSL made is
+/// sent, and OpenSSL holds nothing received (no partial record, no plaintext not yet read).
+bool exact_moment(Core& c) {
+    return BIO_ctrl_pending(c.net) == 0 && BIO_ctrl_pending(SSL_get_rbio(c.ssl)) == 0 &&
+           SSL_has_pending(c.ssl) == 0 && !c.write_lock.is_locked();
+}
+
+} // namespace
+
 void ktls_hand_off(Core& c) {
     if (!c.ktls_track) {
         c.ktls_why = "kTLS not used: the context turns it off (Ktls::off)";
         return;
     }
-    ktls_unfollow(c.ssl);
     std::string why;
     const KtlsProbe& probe = probe_ktls();
-    if (!probe.available) {
+    if (!exact_moment(c)) {
+        if (++c.ktls_track->attempts <= kMaxAttempts) {
+            c.ktls_why = "kTLS waits: OpenSSL still holds records received with the handshake";
+            return; // (a later receive tries again)
+        }
+        why = "OpenSSL kept holding part of a received record";
+    } else if (!probe.available) {
         why = probe.reason;
-    } else if (BIO_ctrl_pending(SSL_get_rbio(c.ssl)) > 0 || SSL_has_pending(c.ssl) == 1 ||
-               BIO_ctrl_pending(c.net) > 0) {
-        // The kernel would see the socket from the middle of a record, or records OpenSSL
-        // already took would be skipped: not exact, so not at all.
-        why = "records that arrived with the end of the handshake are still in OpenSSL's buffers";
     } else {
         std::optional<KtlsKeys> tx = ktls_keys(c, true, why);
         std::optional<KtlsKeys> rx = tx ? ktls_keys(c, false, why) : std::nullopt;
         if (tx && rx) why = ktls_install(c.tcp.fd(), *tx, *rx, c.ktls_tx, c.ktls_rx);
     }
+    ktls_unfollow(c);
+    c.ktls_why.clear();
     if (why.empty()) return;
-    c.ktls_why = "kTLS not used: " + why;
-    if (c.ktls_rx) c.ktls_why = "kTLS for received records only: " + why;
+    c.ktls_why = (c.ktls_rx ? "kTLS for received records only: " : "kTLS not used: ") + why;
     if (c.ctx->ktls == Ktls::preferred) note_ktls_fallback(c.ktls_why);
+}
+
+bool ktls_retry(Core& c) {
+    if (c.ktls_track && c.ktls_track->following && c.handshaken) ktls_hand_off(c);
+    return c.ktls_rx;
 }
 
 } // namespace detail

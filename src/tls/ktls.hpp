@@ -34,6 +34,8 @@ struct KtlsTrack {
     std::array<unsigned char, 64> client_secret{}, server_secret{};
     std::size_t client_secret_len = 0, server_secret_len = 0;
     bool key_update = false; // a KeyUpdate went either way: the _0 secrets are stale
+    bool following = true;   // counting records: until the hand-off is done or refused
+    int attempts = 0;        // hand-offs put off because OpenSSL still held received bytes
     // The outgoing byte stream, parsed to find TLS 1.2's last explicit nonce (OpenSSL starts
     // its GCM nonce counter at a random value and never says where it is).
     std::array<unsigned char, 5> header{};
@@ -71,7 +73,7 @@ void ktls_follow(Core& c);
 /// 1.2's last explicit nonce).
 void ktls_sent(Core& c, const char* p, std::size_t n) noexcept;
 /// Stop following it (the state is frozen at the hand-off moment).
-void ktls_unfollow(ssl_st* ssl);
+void ktls_unfollow(Core& c);
 /// The context's key-log callback, which feeds the tracks of its connections.
 void ktls_keylog(ssl_ctx_st* ctx);
 
@@ -101,7 +103,11 @@ galay::detail::CachedTask<Result<void>> ktls_shutdown_slow(galay::detail::FrameC
                                                            Shutdown how, std::int64_t deadline_ns);
 
 /// After a handshake: hand the keys of `c` to the kernel when the option, the kernel and the
-/// connection's state allow it exactly; otherwise stay in user space and keep the reason.
+/// connection's state allow it exactly; otherwise stay in user space and keep the reason. When
+/// only bytes OpenSSL still holds are in the way, the hand-off is put off to a later receive.
 void ktls_hand_off(Core& c);
+/// At a receive that has to wait: try a put-off hand-off again. True when the kernel now has
+/// the received records.
+bool ktls_retry(Core& c);
 
 } // namespace galay::tls::detail

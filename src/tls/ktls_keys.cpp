@@ -167,12 +167,13 @@ void ktls_follow(Core& c) {
 }
 
 void ktls_sent(Core& c, const char* p, std::size_t n) noexcept {
-    if (c.ktls_track && !c.handshaken)
+    if (c.ktls_track && c.ktls_track->following)
         c.ktls_track->sent(reinterpret_cast<const unsigned char*>(p), n);
 }
 
-void ktls_unfollow(SSL* ssl) {
-    SSL_set_msg_callback(ssl, nullptr);
+void ktls_unfollow(Core& c) {
+    SSL_set_msg_callback(c.ssl, nullptr);
+    c.ktls_track->following = false;
 }
 
 void ktls_keylog(SSL_CTX* ctx) {

@@ -121,11 +121,6 @@ Core::~Core() {
     if (net != nullptr) BIO_free(net);
 }
 
-std::error_code Core::mark_broken(std::error_code e) noexcept {
-    if (!broken) broken = e;
-    return e;
-}
-
 void Core::take_ssl_errors(std::string_view what) {
     std::string reason = drain_ssl_errors();
     error_text.assign(what);
@@ -203,7 +198,8 @@ galay::detail::CachedTask<Result<void>> handshake_slow(galay::detail::FrameCache
 
 galay::detail::CachedTask<Result<std::size_t>>
 recv_slow(galay::detail::FrameCache&, Core& c, std::span<char> buf, std::int64_t deadline_ns) {
-    if (c.ktls_rx) co_return co_await ktls_recv_slow(c.read_fill_frames, c, buf, deadline_ns);
+    if (c.ktls_rx || ktls_retry(c))
+        co_return co_await ktls_recv_slow(c.read_fill_frames, c, buf, deadline_ns);
     for (;;) {
         // What reading produced (a KeyUpdate answer, an alert) goes out with the next writer's
         // flush, or here when no writer is busy.

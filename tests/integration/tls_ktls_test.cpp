@@ -5,6 +5,7 @@
 // it and carry data through it; where it has not (this kernel), that test skips with the reason
 // and the user-space fallback is checked, including that it is said once per process.
 #include "support/process.hpp"
+#include "support/raw_tls.hpp"
 #include "support/tls_pair.hpp"
 
 #include "../src/tls/ktls.hpp" // (the hand-off's derivation, checked against the wire)
@@ -293,6 +294,66 @@ TEST_P(TlsKtlsTest, the_fallback_is_said_once_per_process_with_the_reason) {
     if (!probe.available) {
         EXPECT_NE(r.err.find(probe.reason), std::string::npos) << r.err;
     }
+}
+
+// A client's first request often arrives with its Finished, so OpenSSL holds it when the
+// server's handshake ends: the hand-off waits until the application has read it and happens at
+// the next receive that has to wait, with the sequence numbers of that moment.
+TEST_P(TlsKtlsTest, a_hand_off_put_off_by_a_request_happens_at_the_next_waiting_receive) {
+    const tls::KtlsProbe& probe = tls::probe_ktls();
+    const tls::Context sctx = server_context(pki().server());
+    run([&]() -> Task<void> {
+        auto [c, s] = co_await connected_pair();
+        tls::Stream server = tls::Stream::server(sctx, std::move(s));
+        RawTlsClient raw(pki().ca().cert);
+        auto client = [&]() -> Task<bool> { // its Finished and a request in one send
+            char buf[16384];
+            for (;;) {
+                const int r = SSL_do_handshake(raw.ssl());
+                std::string out = raw.take_output();
+                if (r == 1) out += raw.encrypt("request");
+                if (!out.empty() && !co_await c.send_all(out).timeout(10s)) co_return false;
+                if (r == 1) co_return true;
+                if (SSL_get_error(raw.ssl(), r) != SSL_ERROR_WANT_READ) co_return false;
+                auto n = co_await c.recv(std::span(buf)).timeout(10s);
+                if (!n || *n == 0) co_return false;
+                raw.feed(std::span<const char>(buf, *n));
+            }
+        };
+        auto [hs, sent] = co_await when_all(as_task(server.handshake().timeout(10s)), client());
+        CO_ASSERT(hs.has_value() && sent);
+        EXPECT_NE(server.ktls_status().find("kTLS waits"), std::string::npos)
+            << server.ktls_status();
+        auto first = co_await recv_exactly(server, 7); // from OpenSSL's buffer
+        CO_ASSERT(first.has_value());
+        EXPECT_EQ(*first, "request");
+        char b;
+        auto idle = co_await server.recv(std::span(&b, 1)).timeout(1ms); // (nothing comes)
+        EXPECT_EQ(idle.error(), std::errc::timed_out);
+        if (probe.available) {
+            EXPECT_TRUE(server.ktls()) << server.ktls_status();
+            const std::string more = raw.encrypt("third");
+            CO_ASSERT(co_await c.send_all(more).timeout(10s));
+            auto third = co_await recv_exactly(server, 5);
+            CO_ASSERT(third.has_value());
+            EXPECT_EQ(*third, "third");
+            co_return;
+        }
+        EXPECT_NE(server.ktls_status().find(probe.reason), std::string::npos)
+            << server.ktls_status();
+        const tls::detail::KtlsKeys rx = keys(server, false), tx = keys(server, true);
+        EXPECT_EQ(seq_of(rx), 1u); // the request's record came first
+        CO_ASSERT(co_await c.send_all(raw.encrypt("third")).timeout(10s));
+        std::vector<Record> in = co_await capture(server.tcp(), 1);
+        std::optional<std::string> third = open_record(rx, seq_of(rx), in[0]);
+        CO_ASSERT(third.has_value());
+        EXPECT_EQ(unpad(*third), std::pair(23, std::string("third")));
+        CO_ASSERT(co_await server.send_all(std::string_view("reply")).timeout(10s));
+        std::vector<Record> out = co_await capture(c, seq_of(tx) + 1); // tickets, then reply
+        std::optional<std::string> reply = open_record(tx, seq_of(tx), out.back());
+        CO_ASSERT(reply.has_value());
+        EXPECT_EQ(unpad(*reply), std::pair(23, std::string("reply")));
+    }());
 }
 
 // After a hand-off the socket carries plaintext and galay uses its ordinary socket operations.

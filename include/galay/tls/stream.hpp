@@ -69,7 +69,10 @@ struct Core {
     /// recv from what OpenSSL already has, without waiting: nullopt when it needs more bytes.
     std::optional<Result<std::size_t>> try_recv(std::span<char> buf);
     /// Fail every later operation with `e` (the first reason is kept).
-    std::error_code mark_broken(std::error_code e) noexcept;
+    std::error_code mark_broken(std::error_code e) noexcept {
+        if (!broken) broken = e;
+        return e;
+    }
     /// Keep OpenSSL's queued errors as the reason text (prefix: what was being done).
     void take_ssl_errors(std::string_view what);
 
