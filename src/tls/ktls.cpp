@@ -157,7 +157,8 @@ void ktls_hand_off(Core& c) {
 }
 
 bool ktls_retry(Core& c) {
-    if (c.ktls_track && c.ktls_track->following && c.handshaken) ktls_hand_off(c);
+    // (After the peer's FIN the user-space path says whether a close_notify came first.)
+    if (c.ktls_track && c.ktls_track->following && c.handshaken && !c.peer_eof) ktls_hand_off(c);
     return c.ktls_rx;
 }
 
