@@ -1,6 +1,7 @@
 // tls::Context: building the OpenSSL context from a ServerConfig / ClientConfig, with every input
 // checked up front, and the TLS error category.
 #include "tls/context_state.hpp"
+#include "tls/ktls.hpp"
 
 #include "galay/error.hpp"
 #include "galay/tls/error.hpp"
@@ -125,6 +126,7 @@ std::shared_ptr<detail::ContextState> new_state(bool server, Ktls ktls) {
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (ktls != Ktls::off) detail::ktls_keylog(ctx); // (TLS 1.3 traffic secrets for kTLS)
     return state;
 }
 

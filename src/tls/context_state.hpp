@@ -41,7 +41,7 @@ struct ContextState {
 /// OpenSSL's queued errors as one line ("error:...:reason; error:...") and the queue emptied.
 std::string drain_ssl_errors();
 
-/// Say once per process, on stderr, that kTLS is not used (for Ktls::preferred).
-void note_ktls_fallback(const KtlsProbe& probe);
+/// Say once per process, on stderr, that kTLS is not used and why (for Ktls::preferred).
+void note_ktls_fallback(const std::string& reason);
 
 } // namespace galay::tls::detail

@@ -5,6 +5,7 @@
 #include "galay/tls/stream.hpp"
 
 #include "tls/context_state.hpp"
+#include "tls/ktls.hpp"
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
@@ -58,6 +59,7 @@ galay::detail::CachedTask<Result<void>> flush_slow(galay::detail::FrameCache&, C
         auto op = c.tcp.send_all(std::span<const char>(data, static_cast<std::size_t>(n)));
         if (deadline_ns != 0) (void)std::move(op).deadline(time_point(deadline_ns));
         Result<std::size_t> sent = co_await op;
+        ktls_sent(c, data, op.transferred());
         if (op.transferred() > 0) BIO_nread(c.net, &data, static_cast<int>(op.transferred()));
         if (!sent) co_return std::unexpected(sent.error());
     }
@@ -106,10 +108,7 @@ Core::Core(std::shared_ptr<ContextState> context, TcpStream stream, bool is_serv
     SSL_set_bio(ssl, inner, inner);
     SSL_set_app_data(ssl, this);
     scratch = std::make_unique_for_overwrite<char[]>(kRecordPlain);
-    if (ctx->ktls != Ktls::off) {
-        // Keys are not handed to the kernel (see docs/guide/tls.md): user-space records.
-        if (ctx->ktls == Ktls::preferred) note_ktls_fallback(probe_ktls());
-    }
+    if (ctx->ktls != Ktls::off) ktls_follow(*this);
 }
 
 Core::~Core() {
@@ -122,11 +121,6 @@ Core::~Core() {
     if (net != nullptr) BIO_free(net);
 }
 
-std::error_code Core::mark_broken(std::error_code e) noexcept {
-    if (!broken) broken = e;
-    return e;
-}
-
 void Core::take_ssl_errors(std::string_view what) {
     std::string reason = drain_ssl_errors();
     error_text.assign(what);
@@ -137,6 +131,7 @@ std::optional<Result<std::size_t>> Core::try_recv(std::span<char> buf) {
     if (broken) return std::unexpected(broken);
     if (!handshaken) return std::unexpected(make_error_code(errc::not_connected));
     if (buf.empty()) return std::size_t{0};
+    if (ktls_rx) return std::nullopt; // (the kernel has the records)
     ERR_clear_error();
     const int r =
         SSL_read(ssl, buf.data(), static_cast<int>(std::min<std::size_t>(buf.size(), INT_MAX)));
@@ -171,6 +166,7 @@ galay::detail::CachedTask<Result<void>> handshake_slow(galay::detail::FrameCache
             }
             if (r == 1) {
                 c.handshaken = true;
+                ktls_hand_off(c);
                 co_return Result<void>{};
             }
             if (e == SSL_ERROR_WANT_WRITE) continue;
@@ -202,6 +198,8 @@ galay::detail::CachedTask<Result<void>> handshake_slow(galay::detail::FrameCache
 
 galay::detail::CachedTask<Result<std::size_t>>
 recv_slow(galay::detail::FrameCache&, Core& c, std::span<char> buf, std::int64_t deadline_ns) {
+    if (c.ktls_rx || ktls_retry(c))
+        co_return co_await ktls_recv_slow(c.read_fill_frames, c, buf, deadline_ns);
     for (;;) {
         // What reading produced (a KeyUpdate answer, an alert) goes out with the next writer's
         // flush, or here when no writer is busy.
@@ -256,6 +254,8 @@ galay::detail::CachedTask<Result<std::size_t>> write_slow(galay::detail::FrameCa
                                                           std::int64_t deadline_ns) {
     if (c.broken) co_return std::unexpected(c.broken);
     if (!c.handshaken) co_return std::unexpected(make_error_code(errc::not_connected));
+    if (c.ktls_tx)
+        co_return co_await ktls_write_slow(c.write_flush_frames, c, iov, all, deadline_ns);
     std::size_t total = 0;
     for (const iovec& v : iov)
         total += v.iov_len;
@@ -291,6 +291,7 @@ galay::detail::CachedTask<Result<void>> shutdown_slow(galay::detail::FrameCache&
                                                       Shutdown how, std::int64_t deadline_ns) {
     if (c.broken) co_return std::unexpected(c.broken);
     if (!c.handshaken) co_return std::unexpected(make_error_code(errc::not_connected));
+    if (c.ktls_tx) co_return co_await ktls_shutdown_slow(c.write_flush_frames, c, how, deadline_ns);
     if ((SSL_get_shutdown(c.ssl) & SSL_SENT_SHUTDOWN) == 0) {
         ERR_clear_error();
         if (SSL_shutdown(c.ssl) < 0) {

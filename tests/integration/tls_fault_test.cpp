@@ -410,31 +410,6 @@ TEST_P(TlsFaultTest, renegotiation_is_refused) {
     }());
 }
 
-TEST(TlsKtlsFallback, preferred_says_once_that_it_falls_back_automatic_says_nothing) {
-    const tls::Context quiet =
-        tls::Context::server({.cert_file = pki().server().cert, .key_file = pki().server().key});
-    const tls::Context loud = tls::Context::server({.cert_file = pki().server().cert,
-                                                    .key_file = pki().server().key,
-                                                    .ktls = tls::Ktls::preferred});
-    Scheduler sched;
-    auto streams = [&](const tls::Context& ctx, int n) -> std::string {
-        ::testing::internal::CaptureStderr();
-        sched.block_on([&]() -> Task<void> {
-            for (int i = 0; i < n; ++i) {
-                auto [c, s] = co_await connected_pair();
-                tls::Stream stream = tls::Stream::server(ctx, std::move(s));
-                EXPECT_FALSE(stream.ktls()); // (galay does not hand keys to the kernel)
-            }
-        }());
-        return ::testing::internal::GetCapturedStderr();
-    };
-    EXPECT_EQ(streams(quiet, 2), "");
-    const std::string err = streams(loud, 3);
-    const std::size_t first = err.find("galay tls: kTLS not used");
-    ASSERT_NE(first, std::string::npos) << err;
-    EXPECT_EQ(err.find("galay tls: kTLS not used", first + 1), std::string::npos) << err;
-}
-
 } // namespace
 
 GALAY_INSTANTIATE_BACKENDS(TlsFaultTest);

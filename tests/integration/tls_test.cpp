@@ -262,25 +262,6 @@ TEST_P(TlsTest, copy_bidirectional_proxies_tls_to_plain_tcp) {
     }());
 }
 
-TEST(TlsKtls, the_probe_answers_and_user_space_tls_is_used_without_it) {
-    const tls::KtlsProbe& probe = tls::probe_ktls();
-    if (!probe.available) {
-        EXPECT_FALSE(probe.reason.empty());
-        GTEST_SKIP() << "kTLS unavailable: " << probe.reason;
-    }
-    // With kTLS in the kernel, galay still keeps the record layer in user space (it does not
-    // hand the keys over): the stream says so.
-    const tls::Context sctx = server_context(pki().server());
-    const tls::Context cctx = client_context();
-    Scheduler s;
-    s.block_on([&]() -> Task<void> {
-        Handshaken h = co_await tls_pair(sctx, cctx);
-        CO_ASSERT(h.client_result && h.server_result);
-        EXPECT_FALSE(h.client.ktls());
-        EXPECT_FALSE(h.server.ktls());
-    }());
-}
-
 } // namespace
 
 GALAY_INSTANTIATE_BACKENDS(TlsTest);

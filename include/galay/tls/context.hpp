@@ -29,8 +29,8 @@ struct ssl_session_st;
 
 namespace galay::tls {
 
-/// Kernel TLS (kTLS): where the kernel has it, the record layer could move into the kernel after
-/// the handshake. galay probes for it (probe_ktls()) and uses user-space TLS otherwise.
+/// Kernel TLS (kTLS): after the handshake, a stream hands its AES-GCM keys to the kernel when the
+/// kernel has TLS (probe_ktls()), and the socket then carries plaintext (Stream::ktls()).
 enum class Ktls {
     off,       ///< never
     automatic, ///< when the kernel has it, silently falling back otherwise

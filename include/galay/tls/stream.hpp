@@ -57,6 +57,8 @@ namespace galay::tls {
 
 namespace detail {
 
+struct KtlsTrack;
+
 /// Everything a Stream owns, at a fixed address (operations in flight point to it).
 struct Core {
     Core(std::shared_ptr<ContextState> ctx, TcpStream tcp, bool server);
@@ -67,7 +69,10 @@ struct Core {
     /// recv from what OpenSSL already has, without waiting: nullopt when it needs more bytes.
     std::optional<Result<std::size_t>> try_recv(std::span<char> buf);
     /// Fail every later operation with `e` (the first reason is kept).
-    std::error_code mark_broken(std::error_code e) noexcept;
+    std::error_code mark_broken(std::error_code e) noexcept {
+        if (!broken) broken = e;
+        return e;
+    }
     /// Keep OpenSSL's queued errors as the reason text (prefix: what was being done).
     void take_ssl_errors(std::string_view what);
 
@@ -88,7 +93,12 @@ struct Core {
     bool handshaken = false;
     bool peer_eof = false; // the socket ended (without close_notify, or after it)
     bool read_wants_write = false;
-    bool ktls = false;
+    // kTLS: what the hand-off needs from the handshake (null when the context turns kTLS off),
+    // which directions the kernel took, and why not when it did not.
+    std::unique_ptr<KtlsTrack> ktls_track;
+    bool ktls_tx = false, ktls_rx = false;
+    bool ktls_close_sent = false;
+    std::string ktls_why;
 };
 
 galay::detail::CachedTask<Result<void>> handshake_slow(galay::detail::FrameCache&, Core& c,
@@ -277,8 +287,13 @@ public:
     std::string peer_subject() const;
     /// Whether the handshake resumed an earlier session.
     bool session_reused() const noexcept;
-    /// Whether the kernel does the record layer for this stream (kTLS).
-    bool ktls() const noexcept { return core_ != nullptr && core_->ktls; }
+    /// Whether the kernel does the record layer for this stream (kTLS) in both directions.
+    bool ktls() const noexcept { return core_ != nullptr && core_->ktls_tx && core_->ktls_rx; }
+    /// Why the stream does not use kTLS after its handshake ("kTLS not used: kernel has no kTLS
+    /// (CONFIG_TLS) ..."), "" when it does or before the handshake.
+    std::string_view ktls_status() const noexcept {
+        return core_ ? std::string_view(core_->ktls_why) : std::string_view();
+    }
     /// The reason of the last failure, with OpenSSL's text ("" when none).
     std::string_view last_error() const noexcept {
         return core_ ? std::string_view(core_->error_text) : std::string_view();
