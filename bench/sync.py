@@ -147,7 +147,8 @@ def main():
         for name in order:
             print(f"round {i + 1}/{a.pairs}: {name}", file=sys.stderr)
             runs[name] = run_json(programs[name])
-        merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local")}
+        merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local"),
+                  "galay_runtime": runs["galay"].get("galay_runtime")}
         merged.update({k: v for k, v in runs.get("baselines", {}).items()
                        if k in ("eventfd", "moodycamel", "condvar")})
         if "timerfd" in runs:
@@ -187,6 +188,11 @@ def main():
                 x, y = broadcast_of(r.get("galay"), n), broadcast_of(r.get(other), n)
                 return x / y if x and y else None
             metrics.append((f"broadcast {n} receivers galay/{other}", True, target, f))
+        for mine in ("galay_runtime", "galay_local"):
+            def g(r, n=n, mine=mine):
+                x, y = broadcast_of(r.get(mine), n), broadcast_of(r.get("tokio"), n)
+                return x / y if x and y else None
+            metrics.append((f"broadcast {n} receivers {mine}/tokio", True, None, g))
     for pct in ("p50_ns", "p99_ns"):
         def f(r, pct=pct):
             x, y = get(r, "galay", "interval", pct), get(r, "timerfd", "interval", pct)
@@ -250,7 +256,7 @@ def main():
             if t:
                 line += f"   {p}p {statistics.median(t) / 1e6:7.2f} M msg/s"
         print(line)
-    for name in ("galay", "tokio", "tokio_pinned"):
+    for name in ("galay", "galay_runtime", "galay_local", "tokio", "tokio_pinned"):
         line = ""
         for n in receivers:
             t = [broadcast_of(r.get(name), n) for r in rounds]

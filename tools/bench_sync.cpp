@@ -23,6 +23,9 @@
 //   the first timed send to the last receiver's last value, messages lost (errc::lagged: must be
 //   0, a loss fails the run) and heap allocations per message. The sender keeps within the ring
 //   (it waits, yielding, for the receivers a window behind), as the Tokio control does.
+//   `galay_runtime`: the same tasks spawned on a 2-worker Runtime that places them;
+//   `galay_local`: all of them on one worker, which is where Tokio's multi-thread runtime ends up
+//   running them (it runs a woken task on the worker that woke it).
 // - interval: an Interval of `--interval-period-us` on a worker pinned to the first CPU, ticked
 //   `--interval-ticks` times: p50/p99 of each tick's lateness (resumed minus due), against
 //   raw_timerfd (bench/baselines), a blocking read loop on a periodic timerfd on the same CPU.
@@ -307,7 +310,14 @@ struct BroadcastRun {
 /// same in the Tokio control: the ring is split in two windows; before starting a window the
 /// sender waits (yielding) until every receiver has finished the window before the previous one,
 /// so it is never more than the ring ahead of the slowest receiver and nobody lags.
-BroadcastRun galay_broadcast(const Options& o, const SchedulerOptions& so, unsigned receivers) {
+/// Where the broadcast's tasks run: sender on worker A and receivers on worker B (`pinned`); all
+/// spawned on a 2-worker galay::Runtime with pinned workers, which places them on the least-loaded
+/// worker (`runtime`); or all on one worker (`local`: what Tokio's multi-thread runtime ends up
+/// doing, as it runs a woken task on the worker that woke it).
+enum class Placement { pinned, runtime, local };
+
+BroadcastRun galay_broadcast(const Options& o, const SchedulerOptions& so, unsigned receivers,
+                             Placement where = Placement::pinned) {
     BroadcastRun out;
     out.receivers = receivers;
     const std::uint64_t window = std::max<std::uint64_t>(1, o.capacity / 2);
@@ -382,13 +392,35 @@ BroadcastRun galay_broadcast(const Options& o, const SchedulerOptions& so, unsig
             }
         }
     };
-    Worker b(o.cpus[1], so, receivers_task());
-    Worker a(o.cpus[0], so, sender());
-    for (const std::string& e : {a.join(), b.join()})
-        if (!e.empty()) {
+    if (where == Placement::local) {
+        auto both = [&]() -> Task<void> { co_await when_all(receivers_task(), sender()); };
+        Worker a(o.cpus[0], so, both());
+        if (std::string e = a.join(); !e.empty()) {
             std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
             ++errors;
         }
+    } else if (where == Placement::runtime) {
+        try {
+            Runtime rt({.workers = 2, .scheduler = so, .pin_workers = true});
+            std::vector<JoinHandle<void>> handles;
+            for (unsigned r = 0; r < receivers; ++r)
+                handles.push_back(rt.spawn(receiver(std::move(rxs[r]), r)));
+            handles.push_back(rt.spawn(sender()));
+            for (auto& h : handles)
+                h.join();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.what());
+            ++errors;
+        }
+    } else {
+        Worker b(o.cpus[1], so, receivers_task());
+        Worker a(o.cpus[0], so, sender());
+        for (const std::string& e : {a.join(), b.join()})
+            if (!e.empty()) {
+                std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+                ++errors;
+            }
+    }
     const std::uint64_t alloc_end = allocations();
     Clock::time_point end = start;
     for (const auto& e : ends)
@@ -618,7 +650,7 @@ void print_text(const nlohmann::json& j) {
     }
     std::printf("\n%-14s %10s %16s %8s %14s\n", "broadcast", "receivers", "messages/s", "lost",
                 "allocs/msg");
-    for (const char* name : {"galay", "tokio", "tokio_pinned"}) {
+    for (const char* name : {"galay", "galay_runtime", "galay_local", "tokio", "tokio_pinned"}) {
         if (!j.contains(name) || !j[name].is_object() || !j[name].contains("broadcast")) continue;
         for (const auto& b : j[name]["broadcast"]) {
             std::string allocs = "-";
@@ -711,6 +743,20 @@ std::uint64_t measure_galay(const Options& o, const SchedulerOptions& so, nlohma
 #endif
     }
     if (o.has("broadcast")) {
+        for (auto [name, where] : {std::pair{"galay_runtime", Placement::runtime},
+                                   std::pair{"galay_local", Placement::local}}) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (unsigned r : o.broadcast_receivers) {
+                BroadcastRun b = galay_broadcast(o, so, r, where);
+                errors += b.errors;
+                rows.push_back({{"receivers", r},
+                                {"messages", b.messages},
+                                {"seconds", b.seconds},
+                                {"messages_per_second", b.per_second()},
+                                {"lost", b.lost}});
+            }
+            j[name]["broadcast"] = rows;
+        }
         ours["broadcast"] = nlohmann::json::array();
         for (unsigned r : o.broadcast_receivers) {
             BroadcastRun b = galay_broadcast(o, so, r);
@@ -832,6 +878,9 @@ void add_ratios(const Options& o, nlohmann::json& j) {
         for (const char* name : {"tokio", "tokio_pinned"})
             j["ratios"]["broadcast" + suffix + "_vs_" + name] =
                 ratio(j["galay"], j.value(name, jp::json()), path);
+        for (const char* name : {"galay_runtime", "galay_local"})
+            j["ratios"]["broadcast" + suffix + "_" + std::string(name).substr(6) + "_vs_tokio"] =
+                ratio(j.value(name, jp::json()), j.value("tokio", jp::json()), path);
     }
     for (const char* pct : {"p50_ns", "p99_ns"})
         j["ratios"][std::string("interval_") + pct + "_vs_timerfd"] =
