@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""bench/sync.py: galay's cross-thread Channel and spawn_blocking against their baselines and Tokio,
-in alternating runs.
+"""bench/sync.py: galay's cross-thread Channel, Broadcast, spawn_blocking and Interval against their
+baselines and Tokio, in alternating runs.
 
     python3 bench/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
                           [--messages 2000000] [--capacity 1024] [--blocking-rounds 20000]
                           [--blocking-cpu N] [--cpus 0,1] [--backend auto] [--json results.json]
+                          [--cases pingpong,throughput,blocking] (or broadcast,interval)
+                          [--broadcast-receivers 1,4,16] [--broadcast-messages 1000000]
+                          [--interval-ticks 2000] [--interval-period-us 1000]
 
 Each round runs the three programs one after another, in alternating order (ABC, CBA, ...):
   galay       bench_sync --json --no-baselines   (Channel<u64> between two pinned workers;
                                                   spawn_blocking round trip from a pinned worker)
   baselines   raw_sync --json                    (eventfd ping-pong; moodycamel BlockingConcurrentQueue;
                                                   condvar: a plain thread's hand-off to a pool thread)
-  tokio       tokio_sync --json                  (tokio::sync::mpsc and task::spawn_blocking:
+  timerfd     raw_timerfd --json                 (a periodic timerfd read in a loop: Interval's floor)
+  tokio       tokio_sync --json                  (tokio::sync::mpsc, broadcast and task::spawn_blocking:
                                                   2-worker multi-thread runtime, and pinned
                                                   current-thread runtimes)
 Tokio is built here with cargo (bench/control/tokio_sync, Cargo.lock committed); when cargo is
@@ -20,7 +24,8 @@ missing one line says so and the rest runs.
 Every figure is a ratio within one round (ours / theirs), quoted as median [min-max] over the
 rounds, with a verdict: "faster"/"slower" only when the whole spread is on one side of 1.00,
 otherwise "level". Targets: ping-pong p50 <= 1.10x eventfd and <= Tokio's; throughput
->= Tokio's with 1 and 4 producers; 0 heap allocations per message.
+>= Tokio's with 1 and 4 producers; broadcast >= Tokio's with 1, 4 and 16 receivers, 0 lost; 0 heap
+allocations per message.
 """
 import argparse
 import json
@@ -90,11 +95,21 @@ def main():
                     help="CPU the blocking-pool threads pin themselves to (default: the second of --cpus; -1: not pinned)")
     ap.add_argument("--cpus", default="0,1")
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--cases", default="pingpong,throughput,blocking",
+                    help="bench_sync's cases to run (comma-separated; also broadcast, interval)")
+    ap.add_argument("--broadcast-receivers", default="1,4,16")
+    ap.add_argument("--broadcast-messages", type=int, default=1000000)
+    ap.add_argument("--interval-ticks", type=int, default=2000)
+    ap.add_argument("--interval-period-us", type=int, default=1000)
     ap.add_argument("--json", help="write every run and ratio to this file")
     a = ap.parse_args()
     if a.pairs < 1:
         ap.error("--pairs must be >= 1")
     producers = [int(p) for p in a.producers.split(",")]
+    receivers = [int(r) for r in a.broadcast_receivers.split(",")]
+    cases = a.cases.split(",")
+    channel_cases = [c for c in cases if c in ("pingpong", "throughput", "blocking")]
+    tokio_cases = [c for c in cases if c != "interval"]
 
     common = ["--json", "--rounds", str(a.rounds), "--warmup-rounds", str(a.warmup_rounds),
               "--messages", str(a.messages), "--capacity", str(a.capacity),
@@ -102,16 +117,27 @@ def main():
               "--cpus", a.cpus]
     if a.blocking_cpu is not None:
         common += ["--blocking-cpu", str(a.blocking_cpu)]
+    bcast = ["--broadcast-receivers", a.broadcast_receivers,
+             "--broadcast-messages", str(a.broadcast_messages)]
     programs = {
-        "galay": [os.path.join(a.bin, "bench_sync"), "--no-baselines", "--backend", a.backend] + common,
-        "baselines": [os.path.join(a.bin, "raw_sync")] + common,
+        "galay": [os.path.join(a.bin, "bench_sync"), "--no-baselines", "--backend", a.backend,
+                  "--cases", a.cases, "--interval-ticks", str(a.interval_ticks),
+                  "--interval-period-us", str(a.interval_period_us)] + common + bcast,
     }
+    if channel_cases:
+        programs["baselines"] = [os.path.join(a.bin, "raw_sync")] + common
+    if "interval" in cases:
+        programs["timerfd"] = [os.path.join(a.bin, "raw_timerfd"), "--json",
+                               "--ticks", str(a.interval_ticks),
+                               "--warmup-ticks", str(a.interval_ticks // 20),
+                               "--period-us", str(a.interval_period_us),
+                               "--cpu", a.cpus.split(",")[0]]
     for name, cmd in programs.items():
         if not os.access(cmd[0], os.X_OK):
             sys.exit(f"sync.py: {cmd[0]} not found (build it: cmake --build --preset release)")
-    tokio = build_tokio()
+    tokio = build_tokio() if tokio_cases else None
     if tokio:
-        programs["tokio"] = [tokio] + common
+        programs["tokio"] = [tokio] + common + bcast + ["--cases", ",".join(tokio_cases)]
 
     names = list(programs)
     rounds = []
@@ -121,8 +147,12 @@ def main():
         for name in order:
             print(f"round {i + 1}/{a.pairs}: {name}", file=sys.stderr)
             runs[name] = run_json(programs[name])
-        merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local")}
-        merged.update({k: v for k, v in runs["baselines"].items() if k in ("eventfd", "moodycamel", "condvar")})
+        merged = {"galay": runs["galay"]["galay"], "galay_local": runs["galay"].get("galay_local"),
+                  "galay_runtime": runs["galay"].get("galay_runtime")}
+        merged.update({k: v for k, v in runs.get("baselines", {}).items()
+                       if k in ("eventfd", "moodycamel", "condvar")})
+        if "timerfd" in runs:
+            merged["timerfd"] = runs["timerfd"]["timerfd"]
         if "tokio" in runs:
             merged.update({k: v for k, v in runs["tokio"].items() if k in ("tokio", "tokio_pinned")})
         rounds.append(merged)
@@ -147,6 +177,27 @@ def main():
                 x, y = throughput_of(r.get("galay"), p), throughput_of(r.get(other), p)
                 return x / y if x and y else None
             metrics.append((f"throughput {p}p galay/{other}", True, target, f))
+    def broadcast_of(impl, n):
+        for row in (impl or {}).get("broadcast", []):
+            if row.get("receivers") == n:
+                return row.get("messages_per_second")
+        return None
+    for n in receivers:
+        for other, target in (("tokio", 1.0), ("tokio_pinned", None)):
+            def f(r, n=n, other=other):
+                x, y = broadcast_of(r.get("galay"), n), broadcast_of(r.get(other), n)
+                return x / y if x and y else None
+            metrics.append((f"broadcast {n} receivers galay/{other}", True, target, f))
+        for mine in ("galay_runtime", "galay_local"):
+            def g(r, n=n, mine=mine):
+                x, y = broadcast_of(r.get(mine), n), broadcast_of(r.get("tokio"), n)
+                return x / y if x and y else None
+            metrics.append((f"broadcast {n} receivers {mine}/tokio", True, None, g))
+    for pct in ("p50_ns", "p99_ns"):
+        def f(r, pct=pct):
+            x, y = get(r, "galay", "interval", pct), get(r, "timerfd", "interval", pct)
+            return x / y if x and y else None
+        metrics.append((f"interval lateness {pct[:-3]} galay/timerfd", False, None, f))
     for key, label, higher in (("p50_ns", "p50", False), ("p99_ns", "p99", False),
                                ("round_trips_per_second", "round trips/s", True)):
         for other in ("condvar", "tokio", "tokio_pinned"):
@@ -174,11 +225,20 @@ def main():
         table.append({"metric": label, "median": med, "min": s["min"], "max": s["max"],
                       "verdict": v, "target": target, "higher_is_better": higher})
     allocs = [get(r, "galay", "allocations_per_message", "pingpong") for r in rounds]
-    allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"]["throughput"]]
+    allocs += [row.get("allocations_per_message") for r in rounds for row in r["galay"].get("throughput", [])]
     allocs = [x for x in allocs if x is not None]
     if allocs:
         print(f"{'heap allocations per message (galay)':<48} {max(allocs):8.2g} (max over runs)  "
               f"target 0: {'met' if max(allocs) == 0 else 'MISSED'}")
+    bc_allocs = [row.get("allocations_per_message") for r in rounds for row in r["galay"].get("broadcast", [])]
+    bc_allocs = [x for x in bc_allocs if x is not None]
+    if bc_allocs:
+        print(f"{'heap allocations per broadcast message (galay)':<48} {max(bc_allocs):8.2g} (max over runs)  "
+              f"target 0: {'met' if max(bc_allocs) == 0 else 'MISSED'}")
+    lost = [row.get("lost", 0) for r in rounds for name in ("galay", "tokio", "tokio_pinned")
+            for row in (r.get(name) or {}).get("broadcast", [])]
+    if lost:
+        print(f"{'broadcast messages lost (every stack)':<48} {max(lost):8d} (max over runs)")
     sb_allocs = [get(r, "galay", "spawn_blocking", "allocations_per_round_trip") for r in rounds]
     sb_allocs = [x for x in sb_allocs if x is not None]
     if sb_allocs:
@@ -196,6 +256,21 @@ def main():
             if t:
                 line += f"   {p}p {statistics.median(t) / 1e6:7.2f} M msg/s"
         print(line)
+    for name in ("galay", "galay_runtime", "galay_local", "tokio", "tokio_pinned"):
+        line = ""
+        for n in receivers:
+            t = [broadcast_of(r.get(name), n) for r in rounds]
+            t = [x for x in t if x]
+            if t:
+                line += f"   {n}r {statistics.median(t) / 1e6:7.2f} M msg/s"
+        if line:
+            print(f"  {name:<13} broadcast" + line)
+    for name in ("galay", "timerfd"):
+        p50 = [get(r, name, "interval", "p50_ns") for r in rounds]
+        p99 = [get(r, name, "interval", "p99_ns") for r in rounds]
+        if p50 and None not in p50:
+            print(f"  {name:<13} interval lateness p50 {statistics.median(p50):>8.0f} ns   "
+                  f"p99 {statistics.median(p99):>8.0f} ns")
     for name in ("galay", "condvar", "tokio", "tokio_pinned"):
         p50 = [get(r, name, "spawn_blocking", "p50_ns") for r in rounds]
         p99 = [get(r, name, "spawn_blocking", "p99_ns") for r in rounds]

@@ -1,9 +1,12 @@
-// bench_sync: the cost of galay's cross-thread Channel, next to its baselines, in one run.
+// bench_sync: the cost of galay's cross-thread Channel, Broadcast and Interval, next to their
+// baselines, in one run.
 //
 //   bench_sync [--rounds 100000] [--messages 2000000] [--capacity 1024] [--producers 1,4]
 //              [--blocking-rounds 20000] [--blocking-cpu N] [--cpus 0,1]
 //              [--backend auto|io_uring|epoll] [--json]
-//              [--no-baselines] [--raw-sync PATH] [--tokio PATH]
+//              [--no-baselines] [--raw-sync PATH] [--tokio PATH] [--raw-timerfd PATH]
+//              [--broadcast-receivers 1,4,16] [--broadcast-messages 1000000]
+//              [--interval-ticks 2000] [--interval-period-us 1000] [--cases LIST]
 //
 // Channel shapes, each on two workers (a thread with its own Scheduler) pinned to two CPUs:
 // - ping-pong: worker A sends a number over one Channel<u64>, worker B sends it back over another;
@@ -14,6 +17,19 @@
 //   messages/s. Every value is counted and summed, and a wrong count or sum is an error.
 // - heap allocations per message once the channels exist (a counting operator new; warm-up
 //   excluded), for both shapes.
+// - broadcast: one sender task on worker A sends 1.1 x `--broadcast-messages` values on a
+//   Broadcast<u64> of `--capacity` slots to 1, 4 and 16 receiver tasks on worker B
+//   (`--broadcast-receivers`); every receiver checks it sees every value in order. Messages/s from
+//   the first timed send to the last receiver's last value, messages lost (errc::lagged: must be
+//   0, a loss fails the run) and heap allocations per message. The sender keeps within the ring
+//   (it waits, yielding, for the receivers a window behind), as the Tokio control does.
+//   `galay_runtime`: the same tasks spawned on a 2-worker Runtime that places them;
+//   `galay_local`: all of them on one worker, which is where Tokio's multi-thread runtime ends up
+//   running them (it runs a woken task on the worker that woke it).
+// - interval: an Interval of `--interval-period-us` on a worker pinned to the first CPU, ticked
+//   `--interval-ticks` times: p50/p99 of each tick's lateness (resumed minus due), against
+//   raw_timerfd (bench/baselines), a blocking read loop on a periodic timerfd on the same CPU.
+// - `--cases` picks the cases (default all: pingpong,throughput,blocking,broadcast,interval).
 // - `galay_local`: the same ping-pong between two tasks of one worker (no thread crossed), the
 //   counterpart of Tokio's multi-thread runtime, which keeps such a pair on one worker.
 // - spawn_blocking round trip: a task on a worker pinned to the first CPU awaits
@@ -50,6 +66,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +113,15 @@ struct Options {
     bool baselines = true;
     std::string raw_sync;
     std::string tokio;
+    std::string raw_timerfd;
+    std::vector<unsigned> broadcast_receivers{1, 4, 16};
+    std::uint64_t broadcast_messages = 1'000'000;
+    std::uint64_t interval_ticks = 2000;
+    std::uint64_t interval_period_us = 1000;
+    std::vector<std::string> cases{"pingpong", "throughput", "blocking", "broadcast", "interval"};
+    bool has(const char* c) const {
+        return std::find(cases.begin(), cases.end(), c) != cases.end();
+    }
 };
 
 /// Pin the calling thread to `cpu`; false when the CPU is not allowed here.
@@ -148,7 +174,8 @@ PingPong galay_pingpong(const Options& o, const SchedulerOptions& so, bool local
         for (;;) {
             auto v = co_await there.recv();
             if (!v) co_return; // closed: done
-            if (!co_await back.send(*v)) co_return;
+            auto sent = co_await back.send(*v);
+            if (!sent) co_return;
         }
     };
     auto ping = [&]() -> Task<void> {
@@ -156,7 +183,8 @@ PingPong galay_pingpong(const Options& o, const SchedulerOptions& so, bool local
         for (std::uint64_t i = 0; i < o.warmup_rounds + o.rounds; ++i) {
             if (i == o.warmup_rounds) before = allocations();
             const auto t0 = Clock::now();
-            if (!co_await there.send(i)) {
+            auto sent = co_await there.send(i);
+            if (!sent) {
                 ++out.errors;
                 break;
             }
@@ -234,11 +262,13 @@ Throughput galay_throughput(const Options& o, const SchedulerOptions& so, unsign
         if (count != n || sum != n * (n - 1) / 2) ++out.errors;
     };
     auto producer = [&](unsigned p) -> Task<void> {
-        for (std::uint64_t i = 0; i < per; ++i)
-            if (!co_await ch.send(p * per + i)) {
+        for (std::uint64_t i = 0; i < per; ++i) {
+            auto sent = co_await ch.send(p * per + i);
+            if (!sent) {
                 ++out.errors;
                 co_return;
             }
+        }
     };
     auto producers_task = [&]() -> Task<void> {
         while (!consumer_ready.load(std::memory_order_acquire))
@@ -248,7 +278,8 @@ Throughput galay_throughput(const Options& o, const SchedulerOptions& so, unsign
         TaskGroup group;
         for (unsigned p = 0; p < producers; ++p)
             group.spawn(producer(p));
-        if (!co_await group.wait()) ++out.errors;
+        auto done = co_await group.wait();
+        if (!done) ++out.errors;
     };
     Worker b(o.cpus[1], so, consumer());
     Worker a(o.cpus[0], so, producers_task());
@@ -260,6 +291,178 @@ Throughput galay_throughput(const Options& o, const SchedulerOptions& so, unsign
     out.messages = n - mark;
     out.seconds = std::chrono::duration<double>(end - start).count();
     out.allocations = alloc_end - alloc_mark;
+    return out;
+}
+
+struct BroadcastRun {
+    unsigned receivers = 0;
+    std::uint64_t messages = 0; // timed messages (each seen by every receiver)
+    double seconds = 0;
+    std::uint64_t allocations = 0;
+    std::uint64_t lost = 0; // messages a receiver missed (errc::lagged)
+    std::uint64_t errors = 0;
+    double per_second() const { return seconds > 0 ? double(messages) / seconds : 0; }
+};
+
+/// One sender task on worker A sends 0, 1, 2, ... on a Broadcast<u64>; `receivers` tasks on
+/// worker B each receive every value, in order. Timed from the sender's first timed message
+/// (after a tenth as many warm-up ones) to the last receiver's last message. Flow control, the
+/// same in the Tokio control: the ring is split in two windows; before starting a window the
+/// sender waits (yielding) until every receiver has finished the window before the previous one,
+/// so it is never more than the ring ahead of the slowest receiver and nobody lags.
+/// Where the broadcast's tasks run: sender on worker A and receivers on worker B (`pinned`); all
+/// spawned on a 2-worker galay::Runtime with pinned workers, which places them on the least-loaded
+/// worker (`runtime`); or all on one worker (`local`: what Tokio's multi-thread runtime ends up
+/// doing, as it runs a woken task on the worker that woke it).
+enum class Placement { pinned, runtime, local };
+
+BroadcastRun galay_broadcast(const Options& o, const SchedulerOptions& so, unsigned receivers,
+                             Placement where = Placement::pinned) {
+    BroadcastRun out;
+    out.receivers = receivers;
+    const std::uint64_t window = std::max<std::uint64_t>(1, o.capacity / 2);
+    const std::uint64_t mark = o.broadcast_messages / 10;
+    const std::uint64_t n = mark + o.broadcast_messages;
+    Broadcast<std::uint64_t> bus(2 * window);
+    std::vector<Broadcast<std::uint64_t>::Receiver> rxs;
+    for (unsigned r = 0; r < receivers; ++r)
+        rxs.push_back(bus.subscribe());
+    struct alignas(64) Progress {
+        std::atomic<std::uint64_t> received{0}; // updated at the end of each window
+    };
+    std::vector<Progress> progress(receivers);
+    auto slowest = [&] {
+        std::uint64_t m = n;
+        for (const Progress& p : progress)
+            m = std::min(m, p.received.load(std::memory_order_acquire));
+        return m;
+    };
+    std::atomic<bool> failed{false};
+    std::vector<Clock::time_point> ends(receivers);
+    Clock::time_point start;
+    std::uint64_t alloc_mark = 0;
+    std::atomic<std::uint64_t> lost{0}, errors{0};
+    auto receiver = [&](Broadcast<std::uint64_t>::Receiver rx, unsigned id) -> Task<void> {
+        std::uint64_t next = 0;
+        while (next < n) {
+            auto v = co_await rx.recv();
+            if (!v) {
+                if (v.error() == errc::lagged) {
+                    lost += rx.missed();
+                    next += rx.missed();
+                    continue;
+                }
+                ++errors;
+                failed = true;
+                co_return;
+            }
+            if (*v != next) {
+                ++errors;
+                failed = true;
+                co_return;
+            }
+            if (++next % window == 0) progress[id].received.store(next, std::memory_order_release);
+        }
+        ends[id] = Clock::now();
+    };
+    auto receivers_task = [&]() -> Task<void> {
+        TaskGroup group;
+        for (unsigned r = 0; r < receivers; ++r)
+            group.spawn(receiver(std::move(rxs[r]), r));
+        auto done = co_await group.wait();
+        if (!done) ++errors;
+    };
+    auto sender = [&]() -> Task<void> {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            if (i == mark) {
+                alloc_mark = allocations();
+                start = Clock::now();
+            }
+            if (i % window == 0 && i >= 2 * window) {
+                const std::uint64_t need = (i / window - 1) * window;
+                while (slowest() < need) {
+                    if (failed.load(std::memory_order_relaxed)) co_return;
+                    co_await yield_now();
+                }
+            }
+            auto sent = bus.send(i);
+            if (!sent) {
+                ++errors;
+                co_return;
+            }
+        }
+    };
+    if (where == Placement::local) {
+        auto both = [&]() -> Task<void> { co_await when_all(receivers_task(), sender()); };
+        Worker a(o.cpus[0], so, both());
+        if (std::string e = a.join(); !e.empty()) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+            ++errors;
+        }
+    } else if (where == Placement::runtime) {
+        try {
+            Runtime rt({.workers = 2, .scheduler = so, .pin_workers = true});
+            std::vector<JoinHandle<void>> handles;
+            for (unsigned r = 0; r < receivers; ++r)
+                handles.push_back(rt.spawn(receiver(std::move(rxs[r]), r)));
+            handles.push_back(rt.spawn(sender()));
+            for (auto& h : handles)
+                h.join();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench_sync: %s\n", e.what());
+            ++errors;
+        }
+    } else {
+        Worker b(o.cpus[1], so, receivers_task());
+        Worker a(o.cpus[0], so, sender());
+        for (const std::string& e : {a.join(), b.join()})
+            if (!e.empty()) {
+                std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+                ++errors;
+            }
+    }
+    const std::uint64_t alloc_end = allocations();
+    Clock::time_point end = start;
+    for (const auto& e : ends)
+        end = std::max(end, e);
+    out.messages = n - mark;
+    out.seconds = std::chrono::duration<double>(end - start).count();
+    out.allocations = alloc_end - alloc_mark;
+    out.lost = lost.load();
+    out.errors = errors.load() + out.lost; // a lost message is a failed run of this shape
+    return out;
+}
+
+/// Tick lateness of an Interval on a worker pinned to the first CPU: each tick's resume time
+/// minus the instant it was due, after a twentieth as many warm-up ticks (raw_timerfd measures a
+/// periodic timerfd the same way).
+struct IntervalRun {
+    tools::LatencyHistogram hist;
+    std::uint64_t errors = 0;
+};
+
+IntervalRun galay_interval(const Options& o, const SchedulerOptions& so) {
+    IntervalRun out;
+    const std::uint64_t warmup = o.interval_ticks / 20;
+    auto ticker = [&]() -> Task<void> {
+        Interval every(std::chrono::microseconds(o.interval_period_us));
+        for (std::uint64_t i = 0; i < warmup + o.interval_ticks; ++i) {
+            auto due = co_await every.tick();
+            const auto now = Clock::now();
+            if (!due) {
+                ++out.errors;
+                co_return;
+            }
+            if (i >= warmup)
+                out.hist.record(static_cast<std::uint64_t>(std::max<std::int64_t>(
+                    0, std::chrono::duration_cast<std::chrono::nanoseconds>(now - *due).count())));
+        }
+    };
+    Worker a(o.cpus[0], so, ticker());
+    if (std::string e = a.join(); !e.empty()) {
+        std::fprintf(stderr, "bench_sync: %s\n", e.c_str());
+        ++out.errors;
+    }
     return out;
 }
 
@@ -445,6 +648,33 @@ void print_text(const nlohmann::json& j) {
                         .c_str(),
                     allocs.c_str());
     }
+    std::printf("\n%-14s %10s %16s %8s %14s\n", "broadcast", "receivers", "messages/s", "lost",
+                "allocs/msg");
+    for (const char* name : {"galay", "galay_runtime", "galay_local", "tokio", "tokio_pinned"}) {
+        if (!j.contains(name) || !j[name].is_object() || !j[name].contains("broadcast")) continue;
+        for (const auto& b : j[name]["broadcast"]) {
+            std::string allocs = "-";
+            if (b.contains("allocations_per_message") && !b["allocations_per_message"].is_null())
+                allocs = tools::fixed(b["allocations_per_message"].get<double>(), 4);
+            std::printf("%-14s %10u %16s %8llu %14s\n", name, b["receivers"].get<unsigned>(),
+                        tools::with_commas(
+                            static_cast<std::uint64_t>(b["messages_per_second"].get<double>()))
+                            .c_str(),
+                        static_cast<unsigned long long>(b["lost"].get<std::uint64_t>()),
+                        allocs.c_str());
+        }
+    }
+    std::printf("\n%-14s %12s %12s %12s %12s\n", "interval", "p50 late ns", "p99 late ns",
+                "p99.9 ns", "max ns");
+    for (const char* name : {"galay", "timerfd"}) {
+        if (!j.contains(name) || !j[name].is_object() || !j[name].contains("interval")) continue;
+        const auto& t = j[name]["interval"];
+        std::printf("%-14s %12llu %12llu %12llu %12llu\n", name,
+                    static_cast<unsigned long long>(t["p50_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(t["p99_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(t["p999_ns"].get<std::uint64_t>()),
+                    static_cast<unsigned long long>(t["max_ns"].get<std::uint64_t>()));
+    }
     if (j.contains("notes"))
         for (const auto& n : j["notes"])
             std::printf("\nnote: %s", n.get<std::string>().c_str());
@@ -454,49 +684,108 @@ void print_text(const nlohmann::json& j) {
         if (!v.is_null()) std::printf("  %-36s %.3f\n", k.c_str(), v.get<double>());
 }
 
+/// galay's figures for the channel cases into `ours` (and j["galay_local"]); returns the errors.
+std::uint64_t measure_galay_channel(const Options& o, const SchedulerOptions& so, nlohmann::json& j,
+                                    nlohmann::json& ours) {
+    std::uint64_t errors = 0;
+    if (o.has("pingpong")) {
+        PingPong pp = galay_pingpong(o, so);
+        errors += pp.errors;
+        ours["pingpong"] = pingpong_json(pp);
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+        // Two messages per round trip.
+        ours["allocations_per_message"]["pingpong"] =
+            pp.hist.count() ? double(pp.allocations) / double(2 * pp.hist.count()) : 0.0;
+#else
+        ours["allocations_per_message"]["pingpong"] = nullptr;
+#endif
+        PingPong local = galay_pingpong(o, so, true);
+        errors += local.errors;
+        j["galay_local"]["pingpong"] = pingpong_json(local);
+    }
+    if (o.has("throughput")) {
+        ours["throughput"] = nlohmann::json::array();
+        for (unsigned p : o.producers) {
+            Throughput t = galay_throughput(o, so, p);
+            errors += t.errors;
+            nlohmann::json tj = {{"producers", p},
+                                 {"messages", t.messages},
+                                 {"seconds", t.seconds},
+                                 {"messages_per_second", t.per_second()}};
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+            tj["allocations_per_message"] =
+                t.messages ? double(t.allocations) / double(t.messages) : 0.0;
+#else
+            tj["allocations_per_message"] = nullptr;
+#endif
+            ours["throughput"].push_back(tj);
+        }
+    }
+    return errors;
+}
+
 /// galay's own figures into j["galay"] (and j["galay_local"]); returns the errors counted.
 std::uint64_t measure_galay(const Options& o, const SchedulerOptions& so, nlohmann::json& j) {
-    std::uint64_t errors = 0;
-    PingPong pp = galay_pingpong(o, so);
-    errors += pp.errors;
-    nlohmann::json ours;
-    ours["pingpong"] = pingpong_json(pp);
-#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
-    // Two messages per round trip.
-    ours["allocations_per_message"]["pingpong"] =
-        pp.hist.count() ? double(pp.allocations) / double(2 * pp.hist.count()) : 0.0;
-#else
-    ours["allocations_per_message"]["pingpong"] = nullptr;
+    nlohmann::json ours = nlohmann::json::object();
+#ifndef GALAY_BENCH_COUNTS_ALLOCATIONS
     j["notes"].push_back("allocations are not counted under ASan/TSan");
 #endif
-    PingPong local = galay_pingpong(o, so, true);
-    errors += local.errors;
-    j["galay_local"]["pingpong"] = pingpong_json(local);
-    ours["throughput"] = nlohmann::json::array();
-    for (unsigned p : o.producers) {
-        Throughput t = galay_throughput(o, so, p);
-        errors += t.errors;
-        nlohmann::json tj = {{"producers", p},
-                             {"messages", t.messages},
-                             {"seconds", t.seconds},
-                             {"messages_per_second", t.per_second()}};
+    std::uint64_t errors = measure_galay_channel(o, so, j, ours);
+    if (o.has("blocking")) {
+        BlockingRoundTrips sb = galay_spawn_blocking(o, so);
+        errors += sb.errors;
+        ours["spawn_blocking"] = blocking_json(sb);
 #ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
-        tj["allocations_per_message"] =
-            t.messages ? double(t.allocations) / double(t.messages) : 0.0;
+        ours["spawn_blocking"]["allocations_per_round_trip"] =
+            sb.hist.count() ? double(sb.allocations) / double(sb.hist.count()) : 0.0;
 #else
-        tj["allocations_per_message"] = nullptr;
+        ours["spawn_blocking"]["allocations_per_round_trip"] = nullptr;
 #endif
-        ours["throughput"].push_back(tj);
     }
-    BlockingRoundTrips sb = galay_spawn_blocking(o, so);
-    errors += sb.errors;
-    ours["spawn_blocking"] = blocking_json(sb);
+    if (o.has("broadcast")) {
+        for (auto [name, where] : {std::pair{"galay_runtime", Placement::runtime},
+                                   std::pair{"galay_local", Placement::local}}) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (unsigned r : o.broadcast_receivers) {
+                BroadcastRun b = galay_broadcast(o, so, r, where);
+                errors += b.errors;
+                rows.push_back({{"receivers", r},
+                                {"messages", b.messages},
+                                {"seconds", b.seconds},
+                                {"messages_per_second", b.per_second()},
+                                {"lost", b.lost}});
+            }
+            j[name]["broadcast"] = rows;
+        }
+        ours["broadcast"] = nlohmann::json::array();
+        for (unsigned r : o.broadcast_receivers) {
+            BroadcastRun b = galay_broadcast(o, so, r);
+            errors += b.errors;
+            nlohmann::json bj = {{"receivers", r},
+                                 {"messages", b.messages},
+                                 {"seconds", b.seconds},
+                                 {"messages_per_second", b.per_second()},
+                                 {"lost", b.lost}};
 #ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
-    ours["spawn_blocking"]["allocations_per_round_trip"] =
-        sb.hist.count() ? double(sb.allocations) / double(sb.hist.count()) : 0.0;
+            bj["allocations_per_message"] =
+                b.messages ? double(b.allocations) / double(b.messages) : 0.0;
 #else
-    ours["spawn_blocking"]["allocations_per_round_trip"] = nullptr;
+            bj["allocations_per_message"] = nullptr;
 #endif
+            ours["broadcast"].push_back(bj);
+        }
+    }
+    if (o.has("interval")) {
+        IntervalRun iv = galay_interval(o, so);
+        errors += iv.errors;
+        ours["interval"] = {{"ticks", iv.hist.count()},
+                            {"period_us", o.interval_period_us},
+                            {"p50_ns", iv.hist.percentile_ns(0.50)},
+                            {"p99_ns", iv.hist.percentile_ns(0.99)},
+                            {"p999_ns", iv.hist.percentile_ns(0.999)},
+                            {"mean_ns", iv.hist.mean_ns()},
+                            {"max_ns", iv.hist.max_ns()}};
+    }
     if (errors != 0) ours["errors"] = errors;
     j["galay"] = ours;
     return errors;
@@ -505,19 +794,39 @@ std::uint64_t measure_galay(const Options& o, const SchedulerOptions& so, nlohma
 /// With --baselines: raw_sync's baselines and the Tokio control group into j; returns the errors.
 std::uint64_t measure_baselines(const Options& o, nlohmann::json& j) {
     std::uint64_t errors = 0;
+    if (o.baselines && o.has("interval")) {
+        std::ostringstream args;
+        args << " --json --ticks " << o.interval_ticks << " --warmup-ticks "
+             << o.interval_ticks / 20 << " --period-us " << o.interval_period_us << " --cpu "
+             << o.cpus[0];
+        const std::string raw = o.raw_timerfd.empty() ? exe_dir() + "/raw_timerfd" : o.raw_timerfd;
+        if (auto r = run_program(raw + args.str(), "raw_timerfd"))
+            j["timerfd"] = (*r)["timerfd"];
+        else
+            ++errors;
+    }
     if (o.baselines) {
         std::ostringstream args;
         args << " --json --rounds " << o.rounds << " --warmup-rounds " << o.warmup_rounds
              << " --messages " << o.messages << " --capacity " << o.capacity << " --producers "
              << join(o.producers) << " --blocking-rounds " << o.blocking_rounds
              << " --blocking-cpu " << o.blocking_cpu << " --cpus " << o.cpus[0] << "," << o.cpus[1];
+        const bool channel_cases = o.has("pingpong") || o.has("throughput") || o.has("blocking");
         const std::string raw = o.raw_sync.empty() ? exe_dir() + "/raw_sync" : o.raw_sync;
-        if (auto r = run_program(raw + args.str(), "raw_sync")) {
-            for (const char* name : {"eventfd", "moodycamel", "condvar"})
-                if (r->contains(name)) j[name] = (*r)[name];
-        } else {
-            ++errors;
+        if (channel_cases) {
+            if (auto r = run_program(raw + args.str(), "raw_sync")) {
+                for (const char* name : {"eventfd", "moodycamel", "condvar"})
+                    if (r->contains(name)) j[name] = (*r)[name];
+            } else {
+                ++errors;
+            }
         }
+        std::string cases;
+        for (const std::string& c : o.cases)
+            if (c != "interval") cases += (cases.empty() ? "" : ",") + c;
+        args << " --broadcast-receivers " << join(o.broadcast_receivers) << " --broadcast-messages "
+             << o.broadcast_messages << " --cases " << cases;
+        if (cases.empty()) return errors;
         std::string tokio = o.tokio;
 #ifdef GALAY_SOURCE_DIR
         if (tokio.empty())
@@ -562,6 +871,21 @@ void add_ratios(const Options& o, nlohmann::json& j) {
         j["ratios"][std::string("spawn_blocking_rate_vs_") + name] =
             ratio(j["galay"], j.value(name, jp::json()), sb_rate);
     }
+    for (std::size_t i = 0; i < o.broadcast_receivers.size(); ++i) {
+        const auto path =
+            jp::json::json_pointer("/broadcast/" + std::to_string(i) + "/messages_per_second");
+        const std::string suffix = "_" + std::to_string(o.broadcast_receivers[i]) + "r";
+        for (const char* name : {"tokio", "tokio_pinned"})
+            j["ratios"]["broadcast" + suffix + "_vs_" + name] =
+                ratio(j["galay"], j.value(name, jp::json()), path);
+        for (const char* name : {"galay_runtime", "galay_local"})
+            j["ratios"]["broadcast" + suffix + "_" + std::string(name).substr(6) + "_vs_tokio"] =
+                ratio(j.value(name, jp::json()), j.value("tokio", jp::json()), path);
+    }
+    for (const char* pct : {"p50_ns", "p99_ns"})
+        j["ratios"][std::string("interval_") + pct + "_vs_timerfd"] =
+            ratio(j["galay"], j.value("timerfd", jp::json()),
+                  jp::json::json_pointer(std::string("/interval/") + pct));
     for (std::size_t i = 0; i < o.producers.size(); ++i) {
         const auto path =
             jp::json::json_pointer("/throughput/" + std::to_string(i) + "/messages_per_second");
@@ -589,6 +913,11 @@ int run(const Options& o) {
                    {"blocking_rounds", o.blocking_rounds},
                    {"blocking_cpu", o.blocking_cpu},
                    {"cpus", o.cpus},
+                   {"broadcast_receivers", o.broadcast_receivers},
+                   {"broadcast_messages", o.broadcast_messages},
+                   {"interval_ticks", o.interval_ticks},
+                   {"interval_period_us", o.interval_period_us},
+                   {"cases", o.cases},
                    {"backend", backend_name(*resolved)}};
     j["notes"] = nlohmann::json::array();
     std::uint64_t errors = measure_galay(o, so, j);
@@ -637,6 +966,20 @@ int main(int argc, char** argv) {
     app.add_flag("--no-baselines", no_baselines, "measure galay only");
     app.add_option("--raw-sync", o.raw_sync, "the raw_sync baseline (default: next to bench_sync)");
     app.add_option("--tokio", o.tokio, "the tokio_sync control program");
+    app.add_option("--raw-timerfd", o.raw_timerfd,
+                   "the raw_timerfd baseline (default: next to bench_sync)");
+    std::string receivers = "1,4,16", cases = "pingpong,throughput,blocking,broadcast,interval";
+    app.add_option("--broadcast-receivers", receivers, "receiver counts for the broadcast runs")
+        ->capture_default_str();
+    app.add_option("--broadcast-messages", o.broadcast_messages,
+                   "timed messages per broadcast run (a tenth as many warm up first)")
+        ->capture_default_str();
+    app.add_option("--interval-ticks", o.interval_ticks,
+                   "measured interval ticks (a twentieth as many warm up first)")
+        ->capture_default_str();
+    app.add_option("--interval-period-us", o.interval_period_us, "interval period, microseconds")
+        ->capture_default_str();
+    app.add_option("--cases", cases, "which cases to run (comma-separated)")->capture_default_str();
     try {
         app.parse(argc, argv);
         auto parse_list = [](const std::string& s, auto& out, const char* what) {
@@ -657,6 +1000,23 @@ int main(int argc, char** argv) {
         };
         parse_list(producers, o.producers, "--producers");
         parse_list(cpus, o.cpus, "--cpus");
+        parse_list(receivers, o.broadcast_receivers, "--broadcast-receivers");
+        for (unsigned r : o.broadcast_receivers)
+            if (r == 0) throw CLI::ValidationError("--broadcast-receivers", "counts must be >= 1");
+        o.cases.clear();
+        std::stringstream cs(cases);
+        for (std::string c; std::getline(cs, c, ',');) {
+            static const std::vector<std::string> known{"pingpong", "throughput", "blocking",
+                                                        "broadcast", "interval"};
+            if (std::find(known.begin(), known.end(), c) == known.end())
+                throw CLI::ValidationError("--cases", "unknown case '" + c +
+                                                          "' (pingpong, throughput, blocking, "
+                                                          "broadcast, interval)");
+            o.cases.push_back(c);
+        }
+        if (o.broadcast_messages == 0 || o.interval_ticks == 0 || o.interval_period_us == 0)
+            throw CLI::ValidationError("--broadcast-messages/--interval-ticks/--interval-period-us",
+                                       "must be >= 1");
         if (o.cpus.size() != 2) throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
         for (unsigned p : o.producers)
             if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");

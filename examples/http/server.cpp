@@ -712,7 +712,8 @@ galay::Task<void> Connection<S>::linger_close() {
         }
     } else {
         // close_notify first: the client then knows the answer is whole.
-        if (!co_await conn_.shutdown().deadline(at(until))) co_return;
+        auto notified = co_await conn_.shutdown().deadline(at(until));
+        if (!notified) co_return;
         for (std::size_t dropped = 0; dropped < (64u << 10);) {
             reader_.consume(reader_.buffered().size());
             Result<std::size_t> n = co_await reader_.fill().deadline(at(until));
@@ -774,7 +775,8 @@ galay::Task<void> Server::serve_tls(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
     galay::tls::Stream stream = galay::tls::Stream::server(*config_.tls, std::move(conn));
     // The handshake is bounded like a request head: a client that stalls in it is dropped.
-    if (!co_await stream.handshake().timeout(config_.header_timeout)) {
+    auto shaken = co_await stream.handshake().timeout(config_.header_timeout);
+    if (!shaken) {
         my_counters().refused.fetch_add(1, std::memory_order_relaxed);
         co_return;
     }

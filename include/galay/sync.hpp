@@ -12,5 +12,6 @@
 #include "galay/sync/rwlock.hpp"
 #include "galay/sync/semaphore.hpp"
 #include "galay/sync/task_group.hpp"
+#include "galay/sync/unbounded_channel.hpp"
 #include "galay/sync/waiter.hpp"
 #include "galay/sync/watch.hpp"

@@ -31,6 +31,7 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     CancelSource source;
     CancelToken token;
     Channel<int> ch(1);
+    UnboundedChannel<int> unbounded;
     std::vector<int> many;
     Broadcast<int> bus(1);
     auto bus_rx = bus.subscribe();
@@ -113,6 +114,10 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     rw.read();                                      // EXPECT-NODISCARD
     rw.write();                                     // EXPECT-NODISCARD
     server.drain(std::chrono::steady_clock::now()); // EXPECT-NODISCARD
+    ch.emplace(1);                                  // EXPECT-NODISCARD
+    unbounded.send(1);                              // EXPECT-NODISCARD
+    unbounded.recv();                               // EXPECT-NODISCARD
+    unbounded.recv_many(many, 4);                   // EXPECT-NODISCARD
 
     // TLS
     tls_stream.handshake();   // EXPECT-NODISCARD

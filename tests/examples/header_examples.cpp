@@ -160,6 +160,13 @@ galay::Task<void> body(Request req) {
 }
 } // namespace sync_channel
 
+namespace sync_unbounded_channel {
+void write_all(const std::vector<std::string>& lines);
+galay::Task<void> body() {
+#include "example_sync_unbounded_channel.inc"
+}
+} // namespace sync_unbounded_channel
+
 namespace sync_event {
 galay::Task<void> body() {
 #include "example_sync_event.inc"

@@ -57,10 +57,12 @@ std::string two_cpus() {
 class BenchSyncTest : public galay::test::BackendTest {};
 
 TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
-    const ToolRun r = run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
-                               " --rounds 300 --warmup-rounds 30 --messages 20000 --capacity 64" +
-                               " --blocking-rounds 200" + " --cpus " + two_cpus() +
-                               " --tokio /nonexistent --json");
+    const ToolRun r =
+        run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
+                 " --rounds 300 --warmup-rounds 30 --messages 20000 --capacity 64" +
+                 " --blocking-rounds 200" + " --cpus " + two_cpus() +
+                 " --broadcast-messages 3000 --broadcast-receivers 1,4" +
+                 " --interval-ticks 40 --interval-period-us 500" + " --tokio /nonexistent --json");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["config"]["backend"], galay::backend_name(GetParam()));
@@ -98,6 +100,24 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
     EXPECT_TRUE(j["ratios"]["pingpong_p50_vs_eventfd"].is_number());
     EXPECT_TRUE(j["ratios"]["pingpong_p50_vs_tokio"].is_null());
     EXPECT_FALSE(j.contains("tokio"));
+    // Broadcast: every placement, every receiver count, nothing lost.
+    for (const char* name : {"galay", "galay_runtime", "galay_local"}) {
+        const auto& rows = j[name]["broadcast"];
+        ASSERT_EQ(rows.size(), 2u) << name;
+        EXPECT_EQ(rows[1]["receivers"], 4);
+        EXPECT_EQ(rows[1]["messages"], 3000);
+        EXPECT_EQ(rows[1]["lost"], 0);
+        EXPECT_GT(rows[1]["messages_per_second"].get<double>(), 0);
+    }
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    EXPECT_EQ(j["galay"]["broadcast"][0]["allocations_per_message"], 0.0);
+#endif
+    // Interval lateness, ours and the timerfd loop's.
+    EXPECT_EQ(j["galay"]["interval"]["ticks"], 40);
+    EXPECT_EQ(j["timerfd"]["interval"]["ticks"], 40);
+    EXPECT_GE(j["galay"]["interval"]["p99_ns"].get<double>(),
+              j["galay"]["interval"]["p50_ns"].get<double>());
+    EXPECT_TRUE(j["ratios"]["interval_p50_ns_vs_timerfd"].is_number());
     ASSERT_FALSE(j["notes"].empty());
     EXPECT_NE(j["notes"].dump().find("tokio: not measured"), std::string::npos);
 }
@@ -105,7 +125,8 @@ TEST_P(BenchSyncTest, TinyRunPrintsEveryFigureSideBySide) {
 TEST_P(BenchSyncTest, UsageErrorsExitTwo) {
     for (const char* args :
          {"--cpus 0", "--producers 0", "--producers 1,x", "--rounds 0", "--blocking-rounds 0",
-          "--blocking-cpu -5", "--capacity 0", "--no-such-flag"})
+          "--blocking-cpu -5", "--capacity 0", "--no-such-flag", "--broadcast-receivers 0",
+          "--broadcast-messages 0", "--interval-ticks 0", "--cases nope"})
         EXPECT_EQ(run_tool(args).exit_code, 2) << args;
 }
 

@@ -58,6 +58,36 @@ TEST_P(BroadcastTest, ALaggingReceiverIsToldHowManyItMissedAndGoesOnFromTheOldes
     }());
 }
 
+TEST_P(BroadcastTest, MessagesAReceiveCopiedAheadSurviveTheRingAndLagCountsOnlyTheRest) {
+    // The first receive copies every kept message; the ring then turns over twice. The receiver
+    // still gets the copied ones, then a lag report for exactly those it never copied.
+    Broadcast<int> bus(4);
+    auto rx = bus.subscribe();
+    for (int v = 0; v < 4; ++v)
+        ASSERT_TRUE(bus.send(v));
+    run([&]() -> Task<void> {
+        auto first = co_await rx.recv();
+        CO_ASSERT(first && *first == 0);
+        for (int v = 4; v < 12; ++v)
+            CO_ASSERT(bus.send(v));
+        for (int v = 1; v < 4; ++v) {
+            Result<int> m = fail(EAGAIN);
+            if (v == 2)
+                m = rx.try_recv(); // the copied ones come without waiting too
+            else
+                m = co_await rx.recv();
+            CO_ASSERT(m && *m == v);
+        }
+        auto lag = co_await rx.recv();
+        CO_ASSERT(!lag && lag.error() == errc::lagged);
+        EXPECT_EQ(rx.missed(), 4u); // 4..7 were overwritten before it read them
+        for (int v = 8; v < 12; ++v) {
+            auto m = co_await rx.recv();
+            CO_ASSERT(m && *m == v);
+        }
+    }());
+}
+
 TEST_P(BroadcastTest, AReceiverSubscribedLateSeesOnlyLaterMessages) {
     Broadcast<int> bus(8);
     ASSERT_TRUE(bus.send(1));

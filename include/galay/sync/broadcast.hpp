@@ -13,7 +13,9 @@
 // overwritten ones: its next `recv` fails with `errc::lagged` (`missed()` says how many), and the
 // one after that gives the oldest message still kept, so it continues where it can. Each receiver
 // gets its own copy of every message (`T` is copied once per receiver, under the lock: make it
-// cheap to copy, e.g. a `std::shared_ptr<const Payload>`). `recv` waits only when the receiver has
+// cheap to copy, e.g. a `std::shared_ptr<const Payload>`); a receive copies up to 32 kept
+// messages at once, which the next receives hand out without the lock (a copied message is the
+// receiver's: it is not lost when the ring overwrites it). `recv` waits only when the receiver has
 // seen everything; it is cancellable and takes `.timeout(d)` / `.deadline(t)`. Senders and
 // receivers may live on any threads. The Broadcast must outlive its receivers.
 #pragma once
@@ -46,6 +48,7 @@ public:
             , rx_(o.rx_) {}
         /// Waiter protocol: take a kept message at once (false), or queue (true).
         bool enqueue() {
+            if (rx_->take_ahead(got_)) return false; // no lock
             Broadcast& b = *rx_->bus_;
             std::lock_guard g(b.lock_);
             if (b.take_locked(*rx_, got_, err_)) return false;
@@ -73,7 +76,9 @@ public:
         Receiver(Receiver&& o) noexcept
             : bus_(std::exchange(o.bus_, nullptr))
             , next_(o.next_)
-            , missed_(o.missed_) {}
+            , missed_(o.missed_)
+            , ahead_(std::move(o.ahead_))
+            , ahead_pos_(o.ahead_pos_) {}
         Receiver& operator=(Receiver&&) = delete;
         Receiver(const Receiver&) = delete;
         ~Receiver() {
@@ -91,6 +96,7 @@ public:
         Result<T> try_recv() {
             std::optional<T> got;
             std::error_code err;
+            if (take_ahead(got)) return std::move(*got);
             std::lock_guard g(bus_->lock_);
             if (bus_->take_locked(*this, got, err)) {
                 if (got) return std::move(*got);
@@ -103,12 +109,28 @@ public:
 
     private:
         friend class Broadcast;
-        Receiver(Broadcast& b, std::uint64_t next) noexcept
+        Receiver(Broadcast& b, std::uint64_t next)
             : bus_(&b)
-            , next_(next) {}
+            , next_(next) {
+            ahead_.reserve(kAhead);
+        }
+        /// The next message copied ahead, if any (only the receiving task touches ahead_).
+        bool take_ahead(std::optional<T>& got) {
+            if (ahead_pos_ == ahead_.size()) return false;
+            got.emplace(std::move(ahead_[ahead_pos_++]));
+            if (ahead_pos_ == ahead_.size()) {
+                ahead_.clear();
+                ahead_pos_ = 0;
+            }
+            return true;
+        }
         Broadcast* bus_;
-        std::uint64_t next_;       // sequence number of the next message to read (bus_ lock)
+        std::uint64_t next_;       // sequence number of the next message to copy (bus_ lock)
         std::uint64_t missed_ = 0; // (bus_ lock)
+        // Messages copied under the lock together with the one asked for, handed out by the next
+        // receives without the lock: one lock round trip per batch, not per message.
+        std::vector<T> ahead_;
+        std::size_t ahead_pos_ = 0;
     };
 
     /// A broadcast keeping the last `capacity` (at least 1) messages.
@@ -171,6 +193,9 @@ private:
         if (r.next_ < sent_) {
             got.emplace(*ring_[r.next_ % ring_.size()]);
             ++r.next_;
+            // The receiver's batch is empty here (it is read first): copy what else is kept.
+            for (; r.next_ < sent_ && r.ahead_.size() < kAhead; ++r.next_)
+                r.ahead_.push_back(*ring_[r.next_ % ring_.size()]);
             return true;
         }
         if (closed_) {
@@ -180,6 +205,7 @@ private:
         return false;
     }
 
+    static constexpr std::size_t kAhead = 32; // messages a receive copies at most in one go
     mutable SpinLock lock_;
     std::vector<std::optional<T>> ring_;
     std::uint64_t sent_ = 0; // messages sent so far

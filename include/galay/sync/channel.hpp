@@ -5,6 +5,8 @@
 //     // producers (any tasks, any threads):
 //     auto sent = co_await ch.send(std::move(req)); // full: waits; closed: fails
 //     if (!sent) log(sent.error().code.message());  // and sent.error().value is the request back
+//     auto made = co_await ch.emplace(7);           // a Request{7} built in place: no temporary
+//     if (!made) log(made.error().code.message());
 //     // consumers:
 //     for (;;) {
 //         auto req = co_await ch.recv();             // Result<Request>; empty: waits
@@ -44,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +76,12 @@ public:
         SendAwaiter(Channel& ch, T&& v) noexcept(std::is_nothrow_move_constructible_v<T>)
             : ch_(&ch)
             , value_(std::move(v)) {}
+        /// A send of a `T` made here from `args` (made by `Channel::emplace`): braces for an
+        /// aggregate, parentheses otherwise.
+        template <class... A>
+        SendAwaiter(Channel& ch, std::in_place_t, A&&... args)
+            : ch_(&ch)
+            , value_(make_value(std::forward<A>(args)...)) {}
         /// Only before it is awaited.
         SendAwaiter(SendAwaiter&&) = default;
         ~SendAwaiter() { this->withdraw_if_destroyed_waiting(); } // withdrawn() runs while whole
@@ -102,6 +111,13 @@ public:
 
     private:
         friend class Channel;
+        template <class... A>
+        static T make_value(A&&... args) {
+            if constexpr (std::is_aggregate_v<T>)
+                return T{std::forward<A>(args)...};
+            else
+                return T(std::forward<A>(args)...);
+        }
         void withdrawn(WakeList<WaiterBase>&) noexcept override {
             ch_->waiting_senders_.fetch_sub(1, std::memory_order_relaxed);
         }
@@ -209,6 +225,14 @@ public:
     [[nodiscard]] SendAwaiter send(T value) noexcept(std::is_nothrow_move_constructible_v<T>) {
         return SendAwaiter(*this, std::move(value));
     }
+    /// Send a `T` built from `args` inside the awaitable, as `send` does otherwise. Unlike
+    /// `co_await ch.send(Msg{a, b})`, `co_await ch.emplace(a, b)` leaves no aggregate temporary
+    /// alive across the suspension, which g++ 12 destroys twice (README "Compilers").
+    template <class... A>
+    [[nodiscard]] SendAwaiter emplace(A&&... args) {
+        return SendAwaiter(*this, std::in_place, std::forward<A>(args)...);
+    }
+
     /// Receive the next value, waiting while the channel is empty. `Result<T>`: `errc::closed`
     /// once the channel is closed and drained.
     [[nodiscard]] RecvAwaiter recv() noexcept { return RecvAwaiter(*this); }

@@ -2,7 +2,8 @@
 //!
 //!   tokio_sync [--rounds 100000] [--warmup-rounds 10000] [--messages 2000000]
 //!              [--capacity 1024] [--producers 1,4] [--blocking-rounds 20000]
-//!              [--blocking-cpu N] [--cpus 0,1] [--json]
+//!              [--blocking-cpu N] [--cpus 0,1] [--json] [--broadcast-receivers 1,4,16]
+//!              [--broadcast-messages 1000000] [--cases pingpong,throughput,blocking,broadcast]
 //!
 //! - `tokio`: a multi-thread runtime with 2 workers (pinned to the two CPUs); the ping and pong
 //!   tasks (and the producers and the consumer) are spawned on it and Tokio places them, as a
@@ -18,13 +19,20 @@
 //! tenth as many warm-up ones; under `tokio` the task runs on the 2-worker runtime, under
 //! `tokio_pinned` on a current-thread runtime on a thread pinned to the first CPU. Each
 //! blocking-pool thread pins itself to `--blocking-cpu` (default the second CPU; -1 not pinned)
-//! when it first runs the closure, as bench_sync does with galay's. Exit 1 on a wrong message, 2
-//! on a usage error.
+//! when it first runs the closure, as bench_sync does with galay's.
+//! Broadcast (bench_sync's `broadcast` shape): one sender sends 1.1 x `--broadcast-messages`
+//! values on `tokio::sync::broadcast::channel(capacity)` to 1, 4 and 16 receivers, each checking
+//! it gets every value in order; timed from the first timed send to the last receiver's last
+//! value. The sender stays within the ring as bench_sync's does (before each half-ring window it
+//! yields until every receiver has finished the window before the previous one), so nobody lags;
+//! `lost` counts `Lagged` anyway. Under `tokio` all tasks are spawned on the 2-worker runtime,
+//! under `tokio_pinned` the sender runs on one pinned current-thread runtime and the receivers on
+//! the other. Exit 1 on a wrong message, 2 on a usage error.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 struct Opts {
     rounds: u64,
@@ -36,13 +44,23 @@ struct Opts {
     blocking_cpu: i64,
     cpus: [usize; 2],
     json: bool,
+    broadcast_receivers: Vec<u64>,
+    broadcast_messages: u64,
+    cases: Vec<String>,
+}
+
+impl Opts {
+    fn has(&self, case: &str) -> bool {
+        self.cases.iter().any(|c| c == case)
+    }
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("tokio_sync: {msg}");
     eprintln!(
         "usage: tokio_sync [--rounds N] [--warmup-rounds N] [--messages N] [--capacity N] \
-         [--producers 1,4] [--blocking-rounds N] [--blocking-cpu N] [--cpus 0,1] [--json]"
+         [--producers 1,4] [--blocking-rounds N] [--blocking-cpu N] [--cpus 0,1] [--json] \
+         [--broadcast-receivers 1,4,16] [--broadcast-messages N] [--cases LIST]"
     );
     std::process::exit(2);
 }
@@ -58,6 +76,9 @@ fn parse() -> Opts {
         blocking_cpu: -2,
         cpus: [0, 1],
         json: false,
+        broadcast_receivers: vec![1, 4, 16],
+        broadcast_messages: 1_000_000,
+        cases: ["pingpong", "throughput", "blocking", "broadcast"].iter().map(|s| s.to_string()).collect(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -85,6 +106,18 @@ fn parse() -> Opts {
                 o.cpus = [v[0] as usize, v[1] as usize];
             }
             "--json" => o.json = true,
+            "--broadcast-receivers" => {
+                o.broadcast_receivers = value().split(',').map(|s| num(s.to_string())).collect()
+            }
+            "--broadcast-messages" => o.broadcast_messages = num(value()),
+            "--cases" => {
+                o.cases = value().split(',').map(|s| s.to_string()).collect();
+                for c in &o.cases {
+                    if !["pingpong", "throughput", "blocking", "broadcast"].contains(&c.as_str()) {
+                        usage(&format!("--cases: unknown case '{c}'"));
+                    }
+                }
+            }
             _ => usage(&format!("unknown argument '{a}'")),
         }
     }
@@ -92,7 +125,9 @@ fn parse() -> Opts {
         || o.rounds == 0
         || o.messages == 0
         || o.blocking_rounds == 0
+        || o.broadcast_messages == 0
         || o.producers.iter().any(|&p| p == 0)
+        || o.broadcast_receivers.iter().any(|&r| r == 0)
     {
         usage("counts must be >= 1");
     }
@@ -358,6 +393,169 @@ fn throughput_pinned(o: &Opts, producers: u64) -> f64 {
     (n - mark) as f64 / (end - start).as_secs_f64()
 }
 
+/// What a broadcast run's sender and receivers share: flow control and the tally of losses.
+struct BcastShared {
+    progress: Vec<Padded>, // per receiver: values received, updated at each window's end
+    failed: AtomicBool,
+    lost: AtomicU64,
+}
+
+/// A counter on a cache line of its own.
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+impl BcastShared {
+    fn slowest(&self) -> u64 {
+        self.progress.iter().map(|p| p.0.load(Ordering::Acquire)).min().unwrap_or(u64::MAX)
+    }
+}
+
+/// Receives 0..n in order; returns when it received the last one.
+async fn bcast_receive(
+    mut rx: broadcast::Receiver<u64>,
+    (id, n, window): (usize, u64, u64),
+    sh: Arc<BcastShared>,
+) -> Instant {
+    let mut next = 0u64;
+    while next < n {
+        match rx.recv().await {
+            Ok(v) if v == next => {
+                next += 1;
+                if next % window == 0 {
+                    sh.progress[id].0.store(next, Ordering::Release);
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(k)) => {
+                sh.lost.fetch_add(k, Ordering::Relaxed);
+                next += k;
+            }
+            _ => {
+                ERRORS.fetch_add(1, Ordering::Relaxed);
+                sh.failed.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    Instant::now()
+}
+
+/// Sends 0..n, never more than the ring ahead of the slowest receiver (bench_sync's flow
+/// control: before a window, wait for every receiver to finish the window before the previous
+/// one); returns when it sent the first timed message.
+async fn bcast_send(
+    tx: broadcast::Sender<u64>,
+    (n, mark, window): (u64, u64, u64),
+    sh: Arc<BcastShared>,
+) -> Instant {
+    let mut start = Instant::now();
+    for i in 0..n {
+        if i == mark {
+            start = Instant::now();
+        }
+        if i % window == 0 && i >= 2 * window {
+            let need = (i / window - 1) * window;
+            while sh.slowest() < need {
+                if sh.failed.load(Ordering::Relaxed) {
+                    return start;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+        if tx.send(i).is_err() {
+            ERRORS.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+    }
+    start
+}
+
+/// (n, mark, window): 1.1 x `--broadcast-messages` sent, the last `--broadcast-messages` timed,
+/// the ring of `--capacity` slots in two windows.
+fn bcast_shape(o: &Opts) -> (u64, u64, u64) {
+    let mark = o.broadcast_messages / 10;
+    (mark + o.broadcast_messages, mark, (o.capacity as u64 / 2).max(1))
+}
+
+fn bcast_shared(receivers: u64) -> Arc<BcastShared> {
+    Arc::new(BcastShared {
+        progress: (0..receivers).map(|_| Padded(AtomicU64::new(0))).collect(),
+        failed: AtomicBool::new(false),
+        lost: AtomicU64::new(0),
+    })
+}
+
+/// Messages/s and losses: one sender and `receivers` receivers spawned on a 2-worker runtime.
+fn broadcast_multi(o: &Opts, receivers: u64) -> (f64, u64) {
+    let rt = multi_thread_runtime(o.cpus);
+    let (n, mark, window) = bcast_shape(o);
+    let (tx, _) = broadcast::channel(2 * window as usize);
+    let rxs: Vec<_> = (0..receivers).map(|_| tx.subscribe()).collect();
+    let sh = bcast_shared(receivers);
+    let sh2 = sh.clone();
+    let (start, end) = rt.block_on(async move {
+        let hs: Vec<_> = rxs
+            .into_iter()
+            .enumerate()
+            .map(|(id, rx)| tokio::spawn(bcast_receive(rx, (id, n, window), sh2.clone())))
+            .collect();
+        let start = tokio::spawn(bcast_send(tx, (n, mark, window), sh2.clone()))
+            .await
+            .expect("sender task");
+        let mut end = start;
+        for h in hs {
+            end = end.max(h.await.expect("receiver task"));
+        }
+        (start, end)
+    });
+    ((n - mark) as f64 / (end - start).as_secs_f64(), sh.lost.load(Ordering::Relaxed))
+}
+
+/// The same with the sender on one pinned current-thread runtime and the receivers on another.
+fn broadcast_pinned(o: &Opts, receivers: u64) -> (f64, u64) {
+    let (n, mark, window) = bcast_shape(o);
+    let (tx, _) = broadcast::channel(2 * window as usize);
+    let rxs: Vec<_> = (0..receivers).map(|_| tx.subscribe()).collect();
+    let sh = bcast_shared(receivers);
+    let (cpu_a, cpu_b) = (o.cpus[0], o.cpus[1]);
+    let shb = sh.clone();
+    let b = std::thread::spawn(move || {
+        pin(cpu_b);
+        current_thread_runtime().block_on(async move {
+            let hs: Vec<_> = rxs
+                .into_iter()
+                .enumerate()
+                .map(|(id, rx)| tokio::spawn(bcast_receive(rx, (id, n, window), shb.clone())))
+                .collect();
+            let mut ends = Vec::new();
+            for h in hs {
+                ends.push(h.await.expect("receiver task"));
+            }
+            ends
+        })
+    });
+    let sha = sh.clone();
+    let a = std::thread::spawn(move || {
+        pin(cpu_a);
+        current_thread_runtime().block_on(bcast_send(tx, (n, mark, window), sha))
+    });
+    let start = a.join().expect("sender thread");
+    let end = b.join().expect("receivers thread").into_iter().fold(start, |e, x| e.max(x));
+    ((n - mark) as f64 / (end - start).as_secs_f64(), sh.lost.load(Ordering::Relaxed))
+}
+
+fn broadcast_json(o: &Opts, rows: &[(u64, (f64, u64))]) -> String {
+    let items: Vec<String> = rows
+        .iter()
+        .map(|(r, (rate, lost))| {
+            format!(
+                "{{\"receivers\": {r}, \"messages\": {}, \"messages_per_second\": {rate:.1}, \"lost\": {lost}}}",
+                o.broadcast_messages
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
 thread_local! {
     static PINNED: std::cell::Cell<i64> = const { std::cell::Cell::new(-1) };
 }
@@ -433,48 +631,76 @@ fn throughput_json(rows: &[(u64, u64, f64)]) -> String {
 
 fn main() {
     let o = parse();
-    let multi_pp = pingpong_multi(&o);
-    let pinned_pp = pingpong_pinned(&o);
-    let mut multi_tp = Vec::new();
-    let mut pinned_tp = Vec::new();
-    for &p in &o.producers {
-        multi_tp.push((p, o.messages, throughput_multi(&o, p)));
-        pinned_tp.push((p, o.messages, throughput_pinned(&o, p)));
-    }
-    let multi_sb = blocking_multi(&o);
-    let pinned_sb = blocking_pinned(&o);
-    let errors = ERRORS.load(Ordering::Relaxed);
-    if o.json {
-        println!(
-            "{{\"tokio\": {{\"pingpong\": {}, \"throughput\": {}, \"spawn_blocking\": {}}}, \"tokio_pinned\": {{\"pingpong\": {}, \"throughput\": {}, \"spawn_blocking\": {}}}, \"errors\": {}}}",
-            multi_pp.json(),
-            throughput_json(&multi_tp),
-            blocking_json(&multi_sb),
-            pinned_pp.json(),
-            throughput_json(&pinned_tp),
-            blocking_json(&pinned_sb),
-            errors
-        );
-    } else {
-        for (name, h, tp, sb) in [
-            ("tokio", &multi_pp, &multi_tp, &multi_sb),
-            ("tokio_pinned", &pinned_pp, &pinned_tp, &pinned_sb),
-        ] {
-            println!(
+    // Each runtime's figures as JSON fields, in the order of the cases.
+    let mut fields: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let mut text: Vec<String> = Vec::new();
+    if o.has("pingpong") {
+        for (k, (name, h)) in [("tokio", pingpong_multi(&o)), ("tokio_pinned", pingpong_pinned(&o))]
+            .into_iter()
+            .enumerate()
+        {
+            fields[k].push(format!("\"pingpong\": {}", h.json()));
+            text.push(format!(
                 "{name:<13} ping-pong p50 {} ns, p99 {} ns, p99.9 {} ns",
                 h.percentile(0.5),
                 h.percentile(0.99),
                 h.percentile(0.999)
-            );
+            ));
+        }
+    }
+    if o.has("throughput") {
+        let mut multi_tp = Vec::new();
+        let mut pinned_tp = Vec::new();
+        for &p in &o.producers {
+            multi_tp.push((p, o.messages, throughput_multi(&o, p)));
+            pinned_tp.push((p, o.messages, throughput_pinned(&o, p)));
+        }
+        for (k, (name, tp)) in [("tokio", &multi_tp), ("tokio_pinned", &pinned_tp)].into_iter().enumerate() {
+            fields[k].push(format!("\"throughput\": {}", throughput_json(tp)));
             for (p, _, rate) in tp.iter() {
-                println!("{name:<13} {p} producer(s): {rate:.0} messages/s");
+                text.push(format!("{name:<13} {p} producer(s): {rate:.0} messages/s"));
             }
-            println!(
+        }
+    }
+    if o.has("blocking") {
+        for (k, (name, sb)) in [("tokio", blocking_multi(&o)), ("tokio_pinned", blocking_pinned(&o))]
+            .into_iter()
+            .enumerate()
+        {
+            fields[k].push(format!("\"spawn_blocking\": {}", blocking_json(&sb)));
+            text.push(format!(
                 "{name:<13} spawn_blocking p50 {} ns, p99 {} ns, {:.0} round trips/s",
                 sb.0.percentile(0.5),
                 sb.0.percentile(0.99),
                 sb.1
-            );
+            ));
+        }
+    }
+    if o.has("broadcast") {
+        let mut multi_bc = Vec::new();
+        let mut pinned_bc = Vec::new();
+        for &r in &o.broadcast_receivers {
+            multi_bc.push((r, broadcast_multi(&o, r)));
+            pinned_bc.push((r, broadcast_pinned(&o, r)));
+        }
+        for (k, (name, bc)) in [("tokio", &multi_bc), ("tokio_pinned", &pinned_bc)].into_iter().enumerate() {
+            fields[k].push(format!("\"broadcast\": {}", broadcast_json(&o, bc)));
+            for (r, (rate, lost)) in bc.iter() {
+                text.push(format!("{name:<13} broadcast to {r}: {rate:.0} messages/s, {lost} lost"));
+            }
+        }
+    }
+    let errors = ERRORS.load(Ordering::Relaxed);
+    if o.json {
+        println!(
+            "{{\"tokio\": {{{}}}, \"tokio_pinned\": {{{}}}, \"errors\": {}}}",
+            fields[0].join(", "),
+            fields[1].join(", "),
+            errors
+        );
+    } else {
+        for line in &text {
+            println!("{line}");
         }
     }
     if errors != 0 {
