@@ -81,14 +81,15 @@ galay::Task<int> fetch(const Url& url, const galay::tls::Context& ctx, std::chro
         co_return fail("connect " + url.host + ":" + std::to_string(url.port) + ": " +
                        tcp.error().message());
     galay::tls::Stream tls = galay::tls::Stream::client(ctx, std::move(*tcp), url.host);
-    if (auto hs = co_await tls.handshake().deadline(deadline); !hs)
+    auto hs = co_await tls.handshake().deadline(deadline);
+    if (!hs)
         co_return fail(
             std::string(tls.last_error().empty() ? hs.error().message() : tls.last_error()));
     const std::string request = "GET " + url.path + " HTTP/1.1\r\nHost: " + url.host +
                                 "\r\nUser-Agent: galay-https_get\r\nAccept: */*\r\n"
                                 "Connection: close\r\n\r\n";
-    if (auto sent = co_await tls.send_all(request).deadline(deadline); !sent)
-        co_return fail("send: " + sent.error().message());
+    auto sent = co_await tls.send_all(request).deadline(deadline);
+    if (!sent) co_return fail("send: " + sent.error().message());
     std::string answer;
     char buf[16384];
     bool truncated = false;

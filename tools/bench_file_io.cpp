@@ -248,8 +248,8 @@ Task<void> preallocate(Worker& w, std::uint64_t bytes, std::string& mode, Stats&
         auto r = co_await w.file.write_all_at(zeros.span().first(n), at);
         if (!r) co_return st.error(w.id, at / zeros.size(), "zero-fill", r.error().message());
     }
-    if (auto r = co_await w.file.fdatasync(); !r)
-        st.error(w.id, 0, "fdatasync", r.error().message());
+    auto r = co_await w.file.fdatasync();
+    if (!r) st.error(w.id, 0, "fdatasync", r.error().message());
 }
 
 template <class F>

@@ -185,7 +185,8 @@ Task<std::optional<std::string>> measure(Client& c, const RunOptions& o, const B
     const Clock::time_point w0 = Clock::now();
     std::uint64_t warm = 0;
     do {
-        if (!co_await c.run(d, 1, &persistent, nullptr)) co_return c.error;
+        const bool ok = co_await c.run(d, 1, &persistent, nullptr);
+        if (!ok) co_return c.error;
         ++warm;
     } while (ns_since(w0) < static_cast<std::int64_t>(o.warmup_ms * 1e6));
     const double per_iteration = static_cast<double>(ns_since(w0)) / static_cast<double>(warm);
@@ -194,7 +195,8 @@ Task<std::optional<std::string>> measure(Client& c, const RunOptions& o, const B
     r.iteration_ns.reserve(iterations * static_cast<std::size_t>(o.samples));
     for (int i = 0; i < o.samples; ++i) {
         const Clock::time_point t0 = Clock::now();
-        if (!co_await c.run(d, iterations, &persistent, &r.iteration_ns)) co_return c.error;
+        const bool ok = co_await c.run(d, iterations, &persistent, &r.iteration_ns);
+        if (!ok) co_return c.error;
         r.sample_ns.push_back(ns_since(t0));
         r.sample_iterations.push_back(iterations);
     }
@@ -269,7 +271,8 @@ Task<void> echo_pooled(TcpStream conn) {
     for (;;) {
         auto b = co_await conn.recv_pooled();
         if (!b || b->empty()) co_return;
-        if (!co_await conn.send_all(b->bytes())) co_return;
+        auto sent = co_await conn.send_all(b->bytes());
+        if (!sent) co_return;
     }
 }
 
@@ -278,7 +281,8 @@ Task<void> echo_copy(TcpStream conn) {
     for (;;) {
         auto n = co_await conn.recv(buf);
         if (!n || *n == 0) co_return;
-        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        auto sent = co_await conn.send_all(std::span(buf.data(), *n));
+        if (!sent) co_return;
     }
 }
 
@@ -420,7 +424,8 @@ int run_client(const std::string& host, std::uint16_t port, Backend backend, con
                 if (!only.empty() && std::find(only.begin(), only.end(), d.name) == only.end())
                     continue;
                 BenchResult r;
-                if (auto err = co_await measure(c, o, d, r)) {
+                auto err = co_await measure(c, o, d, r);
+                if (err) {
                     failure = std::string(d.name) + ": " + *err;
                     co_return;
                 }
@@ -502,7 +507,8 @@ Task<void> churn_client(ChurnState& st, const ChurnOptions& o, SocketAddr addr) 
             }
             (void)c->set_nodelay(true);
             fill_message(out, ++seq);
-            if (auto w = co_await c->send_all(out).timeout(kOpTimeout); !w) {
+            auto w = co_await c->send_all(out).timeout(kOpTimeout);
+            if (!w) {
                 fail("send: " + w.error().message());
                 continue;
             }

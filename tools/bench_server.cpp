@@ -57,7 +57,8 @@ Task<void> echo_copy(Stream conn, std::size_t buffer_size) {
     for (;;) {
         auto n = co_await conn.recv(buf);
         if (!n || *n == 0) co_return;
-        if (!co_await conn.send_all(std::span(buf.data(), *n))) co_return;
+        auto sent = co_await conn.send_all(std::span(buf.data(), *n));
+        if (!sent) co_return;
         ++st.echoes;
         if (std::exchange(first, false)) ++st.connections;
         st.bytes += *n;
@@ -72,7 +73,8 @@ Task<void> echo_pooled(TcpStream conn) {
     for (;;) {
         auto b = co_await conn.recv_pooled();
         if (!b || b->empty()) co_return;
-        if (!co_await conn.send_all(b->bytes())) co_return;
+        auto sent = co_await conn.send_all(b->bytes());
+        if (!sent) co_return;
         ++st.echoes;
         if (std::exchange(first, false)) ++st.connections;
         st.bytes += b->size();

@@ -169,7 +169,8 @@ inline Task<void> splice_pump(TcpStream& src, TcpStream& dst, CopyState& st, std
             }
             held = *in;
             st.last_activity_ns = Scheduler::now_ns();
-            if (!co_await drain_pipe(dst, *pipe, held, st, moved)) co_return;
+            const bool drained = co_await drain_pipe(dst, *pipe, held, st, moved);
+            if (!drained) co_return;
             if (*in < pipe->capacity) break; // the socket is drained: give the pipe back
         }
     }
