@@ -214,7 +214,7 @@ Task<void> progress(const udp::LiveCounters& live, bool to_stderr) {
     std::uint64_t last_sent = 0, last_received = 0;
     const auto start = Clock::now();
     for (int sec = 1;; ++sec) {
-        const bool slept = co_await sleep_until(start + std::chrono::seconds(sec));
+        auto slept = co_await sleep_until(start + std::chrono::seconds(sec));
         if (!slept) co_return; // cancelled
         std::FILE* out = to_stderr ? stderr : stdout;
         std::fprintf(out, "[%ds] Sent: %s pkt/s | Received: %s pkt/s\n", sec,
