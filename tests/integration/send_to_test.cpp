@@ -3,8 +3,7 @@
 #include "support/backends.hpp"
 #include "support/files.hpp"
 
-#include "driver/driver.hpp"
-#include "runtime/scheduler_access.hpp"
+#include "support/loopback_pair.hpp"
 
 #include <array>
 #include <fstream>
@@ -14,27 +13,6 @@ using namespace galay;
 using namespace std::chrono_literals;
 
 namespace {
-
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
-
-std::string pattern(std::size_t n, unsigned seed) {
-    std::string s(n, '\0');
-    std::uint32_t x = seed * 2654435761u + 1;
-    for (char& c : s) {
-        x = x * 1103515245u + 12345u;
-        c = static_cast<char>('a' + (x >> 16) % 26);
-    }
-    return s;
-}
 
 /// Reads until EOF (or until `limit` bytes, when given).
 Task<std::string> read_to_eof(TcpStream& s, std::size_t limit = SIZE_MAX) {
@@ -63,19 +41,15 @@ struct FileOf {
     }
 };
 
-std::size_t in_flight() {
-    return detail::SchedulerAccess::driver(*Scheduler::current()).in_flight();
-}
-
 } // namespace
 
 class SendToTest : public test::BackendTest {};
 
 TEST_P(SendToTest, AWholeFileArrivesByteForByte) {
     run([]() -> Task<void> {
-        const std::string content = pattern(3 << 20, 1);
+        const std::string content = test::letters(3 << 20, 1);
         FileOf f(content);
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         auto sender = [&]() -> Task<Result<std::size_t>> {
             auto n = co_await f.file.send_to(server, 0, content.size()).timeout(20s);
             CO_ASSERT(server.shutdown(Shutdown::write));
@@ -85,15 +59,15 @@ TEST_P(SendToTest, AWholeFileArrivesByteForByte) {
         CO_ASSERT(sent);
         EXPECT_EQ(*sent, content.size());
         EXPECT_TRUE(got == content);
-        EXPECT_EQ(in_flight(), 0u);
+        EXPECT_EQ(test::ops_in_flight(), 0u);
     }());
 }
 
 TEST_P(SendToTest, ARangeIsSentAndOnePastTheEndStopsAtTheEnd) {
     run([]() -> Task<void> {
-        const std::string content = pattern(200000, 2);
+        const std::string content = test::letters(200000, 2);
         FileOf f(content);
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         auto sender = [&]() -> Task<std::array<std::size_t, 3>> {
             auto middle = co_await f.file.send_to(server, 12345, 70000).timeout(10s);
             auto tail = co_await f.file.send_to(server, content.size() - 100, 1000).timeout(10s);
@@ -112,9 +86,9 @@ TEST_P(SendToTest, ARangeIsSentAndOnePastTheEndStopsAtTheEnd) {
 
 TEST_P(SendToTest, AFileTruncatedWhileBeingSentEndsShortWithoutAHang) {
     run([]() -> Task<void> {
-        const std::string content = pattern(8 << 20, 3);
+        const std::string content = test::letters(8 << 20, 3);
         FileOf f(content);
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         // Small socket buffers: the sender is blocked on a full socket long before 1 MiB.
         CO_ASSERT(server.set_send_buffer_size(32 << 10));
         CO_ASSERT(client.set_recv_buffer_size(32 << 10));
@@ -139,9 +113,9 @@ TEST_P(SendToTest, AFileTruncatedWhileBeingSentEndsShortWithoutAHang) {
 
 TEST_P(SendToTest, APeerGoneIsAnErrorNotSigpipe) {
     run([]() -> Task<void> {
-        const std::string content = pattern(4 << 20, 4);
+        const std::string content = test::letters(4 << 20, 4);
         FileOf f(content);
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         CO_ASSERT(client.set_linger_reset());
         CO_ASSERT(co_await client.close());
         // (A send may still be taken before the reset is seen: a few tries.)
@@ -156,20 +130,20 @@ TEST_P(SendToTest, APeerGoneIsAnErrorNotSigpipe) {
 
 TEST_P(SendToTest, ATimeoutOnAFullSocketEndsItAndLeavesNothingPending) {
     run([]() -> Task<void> {
-        const std::string content = pattern(8 << 20, 5);
+        const std::string content = test::letters(8 << 20, 5);
         FileOf f(content);
-        auto [client, server] = co_await connected_pair(); // the client never reads
+        auto [client, server] = co_await test::loopback_pair(); // the client never reads
         auto n = co_await f.file.send_to(server, 0, content.size()).timeout(50ms);
         CO_ASSERT(!n);
         EXPECT_EQ(n.error(), std::errc::timed_out);
-        EXPECT_EQ(in_flight(), 0u);
+        EXPECT_EQ(test::ops_in_flight(), 0u);
     }());
 }
 
 TEST_P(SendToTest, BadArgumentsFailBeforeAnyIo) {
     run([]() -> Task<void> {
         FileOf f("abc");
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         auto big = co_await f.file.send_to(server, 0, std::uint64_t{3} << 30);
         CO_ASSERT(!big);
         EXPECT_EQ(big.error(), errc::transfer_too_large);

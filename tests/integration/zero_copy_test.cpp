@@ -1,8 +1,7 @@
 // io::send_all_zc (IORING_OP_SEND_ZC, MSG_ZEROCOPY) on every backend, over real loopback sockets.
 #include "support/backends.hpp"
 
-#include "driver/driver.hpp"
-#include "runtime/scheduler_access.hpp"
+#include "support/loopback_pair.hpp"
 
 #include <array>
 #include <string>
@@ -12,36 +11,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
-
-std::string pattern(std::size_t n, unsigned seed) {
-    std::string s(n, '\0');
-    std::uint32_t x = seed * 2654435761u + 1;
-    for (char& c : s) {
-        x = x * 1103515245u + 12345u;
-        c = static_cast<char>('a' + (x >> 16) % 26);
-    }
-    return s;
-}
-
 Task<std::string> read_exactly(TcpStream& s, std::size_t n) {
     std::string out(n, '\0');
     auto r = co_await s.recv_exact(std::span(out)).timeout(20s);
     if (!r) throw Error(r.error(), "read_exactly");
     co_return out;
-}
-
-std::size_t in_flight() {
-    return detail::SchedulerAccess::driver(*Scheduler::current()).in_flight();
 }
 
 } // namespace
@@ -64,14 +38,14 @@ protected:
 
 TEST_P(ZeroCopyTest, EveryByteArrivesAndNothingIsPendingAfter) {
     run([]() -> Task<void> {
-        const std::string data = pattern(4 << 20, 1);
-        auto [client, server] = co_await connected_pair();
+        const std::string data = test::letters(4 << 20, 1);
+        auto [client, server] = co_await test::loopback_pair();
         auto [sent, got] = co_await when_all(as_task(io::send_all_zc(server, data).timeout(20s)),
                                              read_exactly(client, data.size()));
         CO_ASSERT(sent);
         EXPECT_EQ(*sent, data.size());
         EXPECT_TRUE(got == data);
-        EXPECT_EQ(in_flight(), 0u);
+        EXPECT_EQ(test::ops_in_flight(), 0u);
     }());
 }
 
@@ -84,10 +58,10 @@ TEST_P(ZeroCopyTest, EveryByteArrivesAndNothingIsPendingAfter) {
 TEST_P(ZeroCopyTest, TheSendDoesNotCompleteBeforeTheKernelLetsGoOfTheBuffer) {
     run([]() -> Task<void> {
         constexpr std::size_t kSize = 128 << 10;
-        std::string data = pattern(kSize, 2);
+        std::string data = test::letters(kSize, 2);
         const std::string original = data;
         for (int zero_copy = 0; zero_copy < 2; ++zero_copy) {
-            auto [client, server] = co_await connected_pair();
+            auto [client, server] = co_await test::loopback_pair();
             CO_ASSERT(server.set_send_buffer_size(1 << 20)); // (capped by wmem_max; enough)
             CO_ASSERT(client.set_recv_buffer_size(16 << 10));
             bool done = false;
@@ -119,8 +93,8 @@ TEST_P(ZeroCopyTest, TheSendDoesNotCompleteBeforeTheKernelLetsGoOfTheBuffer) {
 // peer got are the buffer's, in order, as many as the send says went out.
 TEST_P(ZeroCopyTest, ATimeoutWaitsUntilTheKernelLetsGoThenReportsWhatLeft) {
     run([]() -> Task<void> {
-        const std::string data = pattern(8 << 20, 3);
-        auto [client, server] = co_await connected_pair();
+        const std::string data = test::letters(8 << 20, 3);
+        auto [client, server] = co_await test::loopback_pair();
         std::size_t left = 0;
         auto sender = [&]() -> Task<Result<std::size_t>> {
             auto send = io::send_all_zc(server, data).timeout(50ms);
@@ -150,14 +124,14 @@ TEST_P(ZeroCopyTest, ATimeoutWaitsUntilTheKernelLetsGoThenReportsWhatLeft) {
         }
         EXPECT_EQ(got.size(), left);
         EXPECT_TRUE(got == data.substr(0, got.size()));
-        EXPECT_EQ(in_flight(), 0u);
+        EXPECT_EQ(test::ops_in_flight(), 0u);
     }());
 }
 
 TEST_P(ZeroCopyTest, APeerGoneIsAnErrorNotSigpipe) {
     run([]() -> Task<void> {
-        const std::string data = pattern(4 << 20, 4);
-        auto [client, server] = co_await connected_pair();
+        const std::string data = test::letters(4 << 20, 4);
+        auto [client, server] = co_await test::loopback_pair();
         CO_ASSERT(client.set_linger_reset());
         CO_ASSERT(co_await client.close());
         auto r = co_await io::send_all_zc(server, data).timeout(10s);
