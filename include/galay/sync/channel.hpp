@@ -37,6 +37,7 @@
 #pragma once
 
 #include "galay/detail/mpmc_ring.hpp"
+#include "galay/detail/recv_many.hpp"
 #include "galay/sync/waiter.hpp"
 
 #include <atomic>
@@ -159,54 +160,9 @@ public:
     };
 
     /// The awaitable of `recv_many()`: waits for one value like `recv()`, then takes what else is
-    /// buffered without waiting. Takes `.timeout(d)` / `.deadline(t)`.
-    class [[nodiscard]] RecvManyAwaiter {
-    public:
-        /// Up to `max` values from `ch`, appended to `out` (made by `Channel::recv_many`).
-        RecvManyAwaiter(Channel& ch, std::vector<T>& out, std::size_t max) noexcept
-            : ch_(&ch)
-            , first_(ch)
-            , out_(&out)
-            , max_(max) {}
-        /// Give up after `d` when nothing came: `std::errc::timed_out`.
-        [[nodiscard]] RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
-            (void)std::move(first_).timeout(d);
-            return std::move(*this);
-        }
-        /// Same, with an absolute steady-clock deadline.
-        [[nodiscard]] RecvManyAwaiter&& deadline(std::chrono::steady_clock::time_point t) && {
-            (void)std::move(first_).deadline(t);
-            return std::move(*this);
-        }
-        /// Awaiter protocol: only `max == 0` is ready at once.
-        bool await_ready() const noexcept { return max_ == 0; }
-        /// Awaiter protocol: the first value is an ordinary receive.
-        template <class P>
-        bool await_suspend(std::coroutine_handle<P> h) {
-            return first_.await_suspend(h);
-        }
-        /// Awaiter protocol: how many values were appended (at least 1), or the first receive's
-        /// error (`errc::closed`, `timed_out`, `operation_canceled`).
-        Result<std::size_t> await_resume() {
-            if (max_ == 0) return std::size_t{0};
-            Result<T> first = first_.await_resume();
-            if (!first) return std::unexpected(first.error());
-            out_->push_back(std::move(*first));
-            std::size_t n = 1;
-            for (; n < max_; ++n) {
-                Result<T> more = ch_->try_recv();
-                if (!more) break;
-                out_->push_back(std::move(*more));
-            }
-            return n;
-        }
-
-    private:
-        Channel* ch_;
-        RecvAwaiter first_;
-        std::vector<T>* out_;
-        std::size_t max_;
-    };
+    /// buffered without waiting. Takes `.timeout(d)` / `.deadline(t)`; gives
+    /// `Result<std::size_t>`, how many values were appended.
+    using RecvManyAwaiter = detail::RecvManyAwaiter<Channel, T>;
 
     /// A channel that buffers up to `capacity` (>= 1) values; the buffer is allocated here, once.
     explicit Channel(std::size_t capacity)
@@ -306,6 +262,17 @@ public:
     }
 
 private:
+    friend RecvManyAwaiter;
+    // Values already buffered, without waiting (after recv_many's first value).
+    std::size_t take_buffered(std::vector<T>& out, std::size_t max) {
+        std::size_t n = 0;
+        for (; n < max; ++n) {
+            Result<T> more = try_recv();
+            if (!more) break;
+            out.push_back(std::move(*more));
+        }
+        return n;
+    }
     enum class Done { ok, no, closed };
 
     static std::size_t checked_capacity(std::size_t capacity) {

@@ -35,6 +35,7 @@
 // The channel must outlive every wait on it.
 #pragma once
 
+#include "galay/detail/recv_many.hpp"
 #include "galay/sync/channel.hpp"
 #include "galay/sync/waiter.hpp"
 
@@ -175,48 +176,9 @@ public:
     };
 
     /// The awaitable of `recv_many()`: waits for one value like `recv()`, then takes what else is
-    /// buffered (under the same lock, once). Takes `.timeout(d)` / `.deadline(t)`.
-    class [[nodiscard]] RecvManyAwaiter {
-    public:
-        /// Up to `max` values from `ch`, appended to `out` (made by `recv_many`).
-        RecvManyAwaiter(UnboundedChannel& ch, std::vector<T>& out, std::size_t max) noexcept
-            : ch_(&ch)
-            , first_(ch)
-            , out_(&out)
-            , max_(max) {}
-        /// Give up after `d` when nothing came: `std::errc::timed_out`.
-        [[nodiscard]] RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
-            (void)std::move(first_).timeout(d);
-            return std::move(*this);
-        }
-        /// Same, with an absolute steady-clock deadline.
-        [[nodiscard]] RecvManyAwaiter&& deadline(std::chrono::steady_clock::time_point t) && {
-            (void)std::move(first_).deadline(t);
-            return std::move(*this);
-        }
-        /// Awaiter protocol: only `max == 0` is ready at once.
-        bool await_ready() const noexcept { return max_ == 0; }
-        /// Awaiter protocol: the first value is an ordinary receive.
-        template <class P>
-        bool await_suspend(std::coroutine_handle<P> h) {
-            return first_.await_suspend(h);
-        }
-        /// Awaiter protocol: how many values were appended (at least 1), or the first receive's
-        /// error (`errc::closed`, `timed_out`, `operation_canceled`).
-        Result<std::size_t> await_resume() {
-            if (max_ == 0) return std::size_t{0};
-            Result<T> first = first_.await_resume();
-            if (!first) return std::unexpected(first.error());
-            out_->push_back(std::move(*first));
-            return 1 + ch_->take_buffered(*out_, max_ - 1);
-        }
-
-    private:
-        UnboundedChannel* ch_;
-        RecvAwaiter first_;
-        std::vector<T>* out_;
-        std::size_t max_;
-    };
+    /// buffered without waiting. Takes `.timeout(d)` / `.deadline(t)`; gives
+    /// `Result<std::size_t>`, how many values were appended.
+    using RecvManyAwaiter = detail::RecvManyAwaiter<UnboundedChannel, T>;
 
     /// An empty channel; the first block is allocated by the first send that has to buffer.
     UnboundedChannel() = default;
@@ -296,6 +258,7 @@ public:
     }
 
 private:
+    friend RecvManyAwaiter;
     std::size_t take_buffered(std::vector<T>& out, std::size_t max) {
         std::optional<T> v;
         std::size_t n = 0;
