@@ -1,6 +1,7 @@
 // io::BufReader, io::BufWriter and io::copy_bidirectional on every backend, over real loopback
 // sockets.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <array>
 #include <cstring>
@@ -13,17 +14,6 @@ using namespace galay;
 using namespace std::chrono_literals;
 
 namespace {
-
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
 
 /// A TcpStream whose receives return at most `max` bytes each: a real socket read in slices, so
 /// that where a read boundary falls is chosen by the test, not by the kernel's timing. It is also
@@ -65,7 +55,7 @@ class BufReaderTest : public test::BackendTest {};
 
 TEST_P(BufReaderTest, LinesFromAPeerSendingOneByteAtATime) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         const std::string text = "first line\nsecond\r\n\nlast one\n";
         auto sender = [&]() -> Task<void> {
             for (char ch : text) {
@@ -100,7 +90,7 @@ TEST_P(BufReaderTest, DelimiterSplitAcrossReadsAtEveryPosition) {
     run([]() -> Task<void> {
         // "head\r\n\r\nbody": for every slice size the delimiter falls across receives somewhere.
         for (std::size_t slice = 1; slice <= 8; ++slice) {
-            auto [c, s] = co_await connected_pair();
+            auto [c, s] = co_await test::loopback_pair();
             const std::string msg = "head\r\n\r\nbody|";
             CO_ASSERT(co_await c.send_all(msg));
             SlicedStream sliced{s, slice};
@@ -117,7 +107,7 @@ TEST_P(BufReaderTest, DelimiterSplitAcrossReadsAtEveryPosition) {
 
 TEST_P(BufReaderTest, LineLongerThanTheLimitIsAClearErrorAndConsumesNothing) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         const std::string long_line = std::string(100, 'x') + "\nshort\n";
         CO_ASSERT(co_await c.send_all(long_line));
         io::BufReader r(s, 64);
@@ -144,7 +134,7 @@ TEST_P(BufReaderTest, LineLongerThanTheLimitIsAClearErrorAndConsumesNothing) {
 
 TEST_P(BufReaderTest, EofMidLineIsUnexpectedEofAndKeepsThePartialLine) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         CO_ASSERT(co_await c.send_all(std::string_view("complete\npartial")));
         CO_ASSERT(c.shutdown(Shutdown::write));
         io::BufReader r(s, 64);
@@ -164,7 +154,7 @@ TEST_P(BufReaderTest, EofMidLineIsUnexpectedEofAndKeepsThePartialLine) {
 
 TEST_P(BufReaderTest, TimedOutReadLoosesNothingAndTheNextReadCompletes) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufReader r(s, 64);
         CO_ASSERT(co_await c.send_all(std::string_view("no newline yet")));
         auto line = co_await r.read_line().timeout(30ms);
@@ -180,7 +170,7 @@ TEST_P(BufReaderTest, TimedOutReadLoosesNothingAndTheNextReadCompletes) {
 
 TEST_P(BufReaderTest, CancelledReadLoosesNothing) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufReader r(s, 64);
         CO_ASSERT(co_await c.send_all(std::string_view("abc")));
         auto reading = [&]() -> Task<Result<std::string_view>> {
@@ -198,7 +188,7 @@ TEST_P(BufReaderTest, CancelledReadLoosesNothing) {
 
 TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         const std::string data = pattern(300, 1);
         auto sender = [&]() -> Task<void> {
             for (std::size_t off = 0; off < data.size(); off += 7) {
@@ -233,7 +223,7 @@ TEST_P(BufReaderTest, PeekDoesNotConsumeAndReadExactTakesBufferedThenFresh) {
 
 TEST_P(BufReaderTest, ReadExactAtEofSaysWhetherItHadStarted) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         CO_ASSERT(co_await c.send_all(std::string_view("12345")));
         CO_ASSERT(c.shutdown(Shutdown::write));
         io::BufReader r(s, 16);
@@ -250,7 +240,7 @@ TEST_P(BufReaderTest, ReadExactAtEofSaysWhetherItHadStarted) {
 
 TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufReader r(s, 8);
         CO_ASSERT(co_await c.send_all(std::string_view("0123456789")));
         std::size_t got = 0;
@@ -277,7 +267,7 @@ TEST_P(BufReaderTest, FillReportsEofAndAFullBuffer) {
 
 TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         const std::string long_line = pattern(40 * 1024, 7);
         const std::string too_long = pattern(70 * 1024, 8);
         auto send = [](TcpStream& to, std::string data) -> Task<void> {
@@ -302,7 +292,7 @@ TEST_P(BufReaderTest, TheBufferGrowsFromSmallToItsCapacityAndNoFurther) {
 
 TEST_P(BufReaderTest, BytesReceivedIntoThePoolAreAppendedAndReadLikeFilledOnes) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufReader r(s, 32);
         CO_ASSERT(co_await c.send_all(std::string_view("first li")).timeout(10s));
         // Received by recv_pooled, into a pool buffer: put behind whatever the reader holds.
@@ -364,7 +354,7 @@ class BufWriterTest : public test::BackendTest {};
 
 TEST_P(BufWriterTest, SmallWritesWaitForFlushAndArriveInOrder) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufWriter w(c, 1024);
         std::string expect;
         for (int i = 0; i < 50; ++i) {
@@ -388,7 +378,7 @@ TEST_P(BufWriterTest, SmallWritesWaitForFlushAndArriveInOrder) {
 
 TEST_P(BufWriterTest, LargeWritesGoOutWholeWithShortSends) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         (void)c.set_send_buffer_size(4096); // many short writev/send results
         const std::string small = pattern(100, 2), big = pattern(1 << 20, 3), tail = pattern(10, 4);
         auto writer = [&]() -> Task<void> {
@@ -413,7 +403,7 @@ static_assert(io::ExactSendAll<TcpStream> && !io::ExactSendAll<SlicedStream>);
 TEST_P(BufWriterTest, TimedOutFlushKeepsTheUnsentBytes) {
     run([]() -> Task<void> {
         for (const bool direct : {true, false}) {
-            auto [c, s] = co_await connected_pair();
+            auto [c, s] = co_await test::loopback_pair();
             // More than the two socket buffers can hold (a fixed receive buffer, and the
             // sender's, which grows to tcp_wmem's maximum, 4 MiB by default): a flush cannot
             // finish while the peer does not read.
@@ -448,7 +438,7 @@ TEST_P(BufWriterTest, TimedOutFlushKeepsTheUnsentBytes) {
 
 TEST_P(BufWriterTest, SpareAndCommitFormatInPlace) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufWriter w(c, 64);
         std::span<char> room = w.spare();
         CO_ASSERT(room.size() == 64);
@@ -465,7 +455,7 @@ TEST_P(BufWriterTest, SpareAndCommitFormatInPlace) {
 
 TEST_P(BufWriterTest, SpareGrowsForALargeAnswerUpToTheCapacity) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         io::BufWriter w(c, 16 * 1024);
         EXPECT_LT(w.spare().size(), 16u * 1024); // small until something needs more
         const std::string body = pattern(10'000, 3);
@@ -482,8 +472,8 @@ TEST_P(BufWriterTest, SpareGrowsForALargeAnswerUpToTheCapacity) {
 
 TEST_P(BufWriterTest, WritersOfOneThreadShareTheBlocksTheyGiveBackWhenFlushed) {
     run([]() -> Task<void> {
-        auto [c1, s1] = co_await connected_pair();
-        auto [c2, s2] = co_await connected_pair();
+        auto [c1, s1] = co_await test::loopback_pair();
+        auto [c2, s2] = co_await test::loopback_pair();
         io::BufWriter w1(c1, 8192);
         SlicedStream generic{c2, 8192}; // (the writer's own send loop, not send_all)
         io::BufWriter w2(generic, 8192);
@@ -532,8 +522,8 @@ struct Proxied {
     TcpStream client, a, b, upstream;
 };
 Task<Proxied> proxied() {
-    auto [client, a] = co_await connected_pair();
-    auto [b, upstream] = co_await connected_pair();
+    auto [client, a] = co_await test::loopback_pair();
+    auto [b, upstream] = co_await test::loopback_pair();
     co_return Proxied{std::move(client), std::move(a), std::move(b), std::move(upstream)};
 }
 

@@ -7,6 +7,7 @@
 #include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <galay/detail/faults.hpp>
 
@@ -60,16 +61,6 @@ private:
     std::uint64_t x_;
 };
 
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c || !s) throw std::runtime_error("connect/accept failed");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
-
 constexpr std::uint32_t kStreamOps = bit(detail::OpCode::recv) | bit(detail::OpCode::send);
 
 } // namespace
@@ -87,7 +78,7 @@ TEST_P(FaultTest, StreamTransfersRetryInterruptsWouldBlockAndShortTransfers) {
                         .would_block = 0.2,
                         .short_transfer = 0.3});
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         auto sender = [&]() -> Task<void> {
             Sizes sizes(1);
             std::vector<std::byte> chunk(64 << 10);
@@ -137,7 +128,7 @@ TEST_P(StreamErrorTest, InjectedErrorsAreReportedAndNothingIsLostOrDuplicated) {
         std::size_t received = 0;
         int receiver_errors = 0;
         run([&]() -> Task<void> {
-            auto [c, s] = co_await connected_pair();
+            auto [c, s] = co_await test::loopback_pair();
             auto sender = [&]() -> Task<void> {
                 Sizes sizes(seed);
                 std::vector<std::byte> chunk(32 << 10);
@@ -253,7 +244,7 @@ TEST_P(FaultTest, LateAndSpuriouslyCancelledCompletionsLoseNoByte) {
         {.seed = kSeed, .ops = kStreamOps, .short_transfer = 0.2, .canceled = 0.1, .late = 0.5});
     int timeouts = 0, cancels = 0;
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         auto sender = [&]() -> Task<void> {
             Sizes sizes(3);
             std::vector<std::byte> chunk(16 << 10);

@@ -2,6 +2,7 @@
 // virtual time as soon as the scheduler is otherwise idle, and I/O that is ready is never
 // skipped by a jump.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <unistd.h>
 
@@ -27,21 +28,10 @@ std::int64_t since(std::int64_t start) {
     return Scheduler::now_ns() - start;
 }
 
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        [&]() -> Task<Result<TcpStream>> { co_return co_await l->accept(); }());
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
-
 TEST_P(PausedClockTest, AThirtySecondIdleTimeoutFiresAtItsVirtualTime) {
     Scheduler s(paused());
     s.block_on([]() -> Task<void> {
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         const std::int64_t start = Scheduler::now_ns();
         std::array<char, 16> buf;
         auto r = co_await server.recv(buf).timeout(30s); // the client says nothing
@@ -54,7 +44,7 @@ TEST_P(PausedClockTest, AThirtySecondIdleTimeoutFiresAtItsVirtualTime) {
 TEST_P(PausedClockTest, DataThatArrivesBeforeTheDeadlineIsReceived) {
     Scheduler s(paused());
     s.block_on([]() -> Task<void> {
-        auto [client, server] = co_await connected_pair();
+        auto [client, server] = co_await test::loopback_pair();
         const std::int64_t start = Scheduler::now_ns();
         auto talker = [](TcpStream& c) -> Task<void> {
             (void)co_await sleep(10s);

@@ -1,6 +1,7 @@
 // TCP end to end, on every backend: real sockets on loopback ephemeral ports.
 #include "support/address_space.hpp"
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -42,17 +43,6 @@ std::uint64_t fnv1a(std::uint64_t h, std::span<const char> data) {
         h *= 0x100000001b3ull;
     }
     return h;
-}
-
-/// A connected pair (client, server-side) on loopback.
-Task<std::pair<TcpStream, TcpStream>> connected_pair() {
-    TcpListener l = listen_loopback();
-    auto [c, s] =
-        co_await when_all(as_task(TcpStream::connect(SocketAddr::loopback_v4(port_of(l)))),
-                          [&]() -> Task<Result<TcpStream>> { co_return co_await l.accept(); }());
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
 }
 
 /// Echo server: serves `connections` connections, each until EOF.
@@ -115,7 +105,7 @@ TEST_P(TcpTest, SixtyFourMebibyteTransferKeepsEveryByte) {
     constexpr std::size_t kTotal = 64u << 20;
     auto [sent_sum, recv_sum, received] =
         run([]() -> Task<std::tuple<std::uint64_t, std::uint64_t, std::size_t>> {
-            auto [c, s] = co_await connected_pair();
+            auto [c, s] = co_await test::loopback_pair();
             std::vector<char> data(kTotal);
             fill_pattern(data, 1, 2);
             const std::uint64_t expect = fnv1a(0xcbf29ce484222325ull, data);
@@ -146,7 +136,7 @@ TEST_P(TcpTest, SixtyFourMebibyteTransferKeepsEveryByte) {
 
 TEST_P(TcpTest, ShortWritesHappenAndSendAllFinishesThem) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         // Only the sender's buffer is small: tiny windows on both ends would make TCP crawl on
         // its persist/delayed-ACK timers.
         (void)c.set_send_buffer_size(4096);
@@ -180,7 +170,7 @@ TEST_P(TcpTest, ShortWritesHappenAndSendAllFinishesThem) {
 
 TEST_P(TcpTest, PeerResetMidStreamIsConnectionReset) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         std::array<char, 100> buf{};
         EXPECT_TRUE(co_await c.send_all(buf));
         std::array<char, 10> part;
@@ -195,7 +185,7 @@ TEST_P(TcpTest, PeerResetMidStreamIsConnectionReset) {
 
 TEST_P(TcpTest, HalfCloseDeliversEofAndTheOtherDirectionStillWorks) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         std::string msg = "abc";
         EXPECT_TRUE(co_await c.send_all(msg));
         CO_ASSERT(c.shutdown(Shutdown::write));
@@ -236,7 +226,7 @@ TEST_P(TcpTest, ConnectRefusedIsAClearError) {
 
 TEST_P(TcpTest, RecvTimeoutFiresAndTheConnectionStaysUsable) {
     run_paused([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         std::array<char, 16> buf;
         auto r = co_await c.recv(buf).timeout(20ms);
         CO_ASSERT(!(r));
@@ -287,7 +277,7 @@ TEST_P(TcpTest, CancelledAcceptLeavesTheListenerUsable) {
 
 TEST_P(TcpTest, ReadvAndWritevMoveScatteredBuffers) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         char a[] = "hello ", b[] = "vectored ", d[] = "world";
         iovec out[] = {{a, 6}, {b, 9}, {d, 5}};
         auto w = co_await c.writev(out);
@@ -312,7 +302,7 @@ TEST_P(TcpTest, ReadvAndWritevMoveScatteredBuffers) {
 
 TEST_P(TcpTest, FullDuplexOnOneStreamFromTwoTasks) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         constexpr std::size_t kBytes = 4u << 20;
         std::vector<char> up(kBytes), down(kBytes);
         fill_pattern(up, 5, 6);
@@ -342,7 +332,7 @@ TEST_P(TcpTest, FullDuplexOnOneStreamFromTwoTasks) {
 
 TEST_P(TcpTest, AddressesAndOptions) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         EXPECT_EQ(*c.peer_addr(), *s.local_addr());
         EXPECT_EQ(*c.local_addr(), *s.peer_addr());
         EXPECT_TRUE(c.set_nodelay(true));
@@ -353,7 +343,7 @@ TEST_P(TcpTest, AddressesAndOptions) {
 
 TEST_P(TcpTest, AcceptedAndConnectedStreamsHaveNagleOffUnlessAskedFor) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         EXPECT_EQ(c.nodelay(), true); // set on the connecting socket
         EXPECT_EQ(s.nodelay(), true); // inherited from the listener
         EXPECT_TRUE(c.set_nodelay(false));
@@ -405,7 +395,7 @@ TEST_P(TcpTest, SendAllAndRecvExactBeyondFourGibFailBeforeAnyIo) {
     // not report success for the first 4 GiB. The buffer is unreadable address space.
     test::ReservedAddressSpace huge((std::size_t{4} << 30) + 4096);
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         auto w = co_await c.send_all(huge.span());
         CO_ASSERT(!w);
         EXPECT_EQ(w.error(), errc::transfer_too_large) << w.error().message();
@@ -424,7 +414,7 @@ TEST_P(TcpTest, SendAllAndRecvExactBeyondFourGibFailBeforeAnyIo) {
 
 TEST_P(TcpTest, DestroyingAStreamClosesItsFd) {
     int fd = run([]() -> Task<int> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         co_return c.fd();
     }());
     EXPECT_EQ(::fcntl(fd, F_GETFD), -1);
@@ -463,7 +453,7 @@ TEST_P(TcpTest, ConnectByHostNameAndIpv6Loopback) {
 TEST_P(TcpTest, PeekAndRepeatedEofNeverHang) {
     // A short read lets epoll skip the next try-first recv; a peek and EOF must not.
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         std::string msg = "peek";
         CO_ASSERT(co_await c.send_all(msg));
         std::array<char, 64> buf;
@@ -485,7 +475,7 @@ TEST_P(TcpTest, EofRightAfterAShortReadIsSeen) {
     // The reader is already waiting (its fd registered) when data and FIN arrive together: the
     // read comes back short, and the next read must still see EOF (no new edge will come).
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         auto reader = [&]() -> Task<std::string> {
             std::array<char, 64> buf;
             std::string got;
@@ -512,7 +502,7 @@ TEST_P(TcpTest, RecvAfterAShortRecvTakesBytesThatAreAlreadyThere) {
     // readiness instead of trying first. Bytes that arrived in between must still be taken at
     // once (their edge is pending), and EOF after them seen. io_uring runs it too.
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         std::array<char, 64> buf;
         std::string got;
         for (int round = 0; round < 50; ++round) {
@@ -540,7 +530,7 @@ TEST_P(TcpTest, AcceptedAndConnectedStreamsAreNonBlockingAndCloseOnExec) {
     // Both come from galay (accept with SOCK_NONBLOCK, connect on a socket made non-blocking), so
     // the stream trusts them without an fcntl of its own; this checks that trust on each backend.
     run([]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await test::loopback_pair();
         for (int fd : {c.fd(), s.fd()}) {
             const int fl = ::fcntl(fd, F_GETFL);
             const int fdfl = ::fcntl(fd, F_GETFD);

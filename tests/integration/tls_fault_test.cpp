@@ -133,7 +133,7 @@ TEST_P(TlsFaultTest, a_client_stopping_mid_handshake_hits_the_servers_timeout_an
         // descriptors); the second must end where it began.
         for (int round = 0; round < 2; ++round) {
             fds_before = open_fds();
-            auto [c, s] = co_await connected_pair(&l);
+            auto [c, s] = co_await loopback_pair(&l);
             RawTlsClient raw(pki().ca().cert);
             (void)SSL_do_handshake(raw.ssl());
             const std::string hello = raw.take_output();
@@ -180,7 +180,7 @@ TEST_P(TlsFaultTest, a_thousand_silent_connections_do_not_stop_another_client_be
 TEST_P(TlsFaultTest, a_16_kib_record_arriving_one_byte_at_a_time_is_read_whole) {
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await loopback_pair();
         CO_ASSERT(c.set_nodelay(true).has_value());
         RawTlsClient raw(pki().ca().cert);
         tls::Stream server = tls::Stream::server(sctx, std::move(s));
@@ -269,7 +269,7 @@ TEST_P(TlsFaultTest, a_send_that_times_out_after_encrypting_marks_the_stream_bro
 TEST_P(TlsFaultTest, a_handshake_times_out_or_is_cancelled_when_the_peer_says_nothing) {
     const tls::Context cctx = client_context();
     run_paused([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair(); // `s` never answers
+        auto [c, s] = co_await loopback_pair(); // `s` never answers
         tls::Stream client = tls::Stream::client(cctx, std::move(c), "localhost");
         auto r = co_await client.handshake().timeout(100ms);
         CO_ASSERT(!r.has_value());
@@ -318,7 +318,7 @@ TEST_P(TlsFaultTest, an_aborted_task_cancels_the_tls_operation_it_waits_on) {
 TEST_P(TlsFaultTest, join_handle_abort_cancels_a_handshake_in_progress) {
     const tls::Context cctx = client_context();
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair(); // `s` never answers
+        auto [c, s] = co_await loopback_pair(); // `s` never answers
         tls::Stream client = tls::Stream::client(cctx, std::move(c), "localhost");
         bool waiting = false;
         auto handshake = [&]() -> Task<std::error_code> { // (named: outlives the task)
@@ -340,7 +340,7 @@ TEST_P(TlsFaultTest, join_handle_abort_cancels_a_handshake_in_progress) {
 TEST_P(TlsFaultTest, a_key_update_the_peer_requests_is_answered) {
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await loopback_pair();
         RawTlsClient raw(pki().ca().cert);
         tls::Stream server = tls::Stream::server(sctx, std::move(s));
         auto [client_ok, server_ok] =
@@ -374,7 +374,7 @@ TEST_P(TlsFaultTest, a_key_update_the_peer_requests_is_answered) {
 TEST_P(TlsFaultTest, renegotiation_is_refused) {
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await loopback_pair();
         RawTlsClient raw(pki().ca().cert);
         SSL_set_max_proto_version(raw.ssl(), TLS1_2_VERSION); // (TLS 1.3 has no renegotiation)
         tls::Stream server = tls::Stream::server(sctx, std::move(s));

@@ -303,7 +303,7 @@ TEST_P(TlsKtlsTest, a_hand_off_put_off_by_a_request_happens_at_the_next_waiting_
     const tls::KtlsProbe& probe = tls::probe_ktls();
     const tls::Context sctx = server_context(pki().server());
     run([&]() -> Task<void> {
-        auto [c, s] = co_await connected_pair();
+        auto [c, s] = co_await loopback_pair();
         tls::Stream server = tls::Stream::server(sctx, std::move(s));
         RawTlsClient raw(pki().ca().cert);
         auto client = [&]() -> Task<bool> { // its Finished and a request in one send

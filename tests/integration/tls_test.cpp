@@ -221,7 +221,7 @@ TEST_P(TlsTest, copy_bidirectional_proxies_tls_to_plain_tcp) {
         // client --TLS--> proxy (tls side | tcp side) --plain--> upstream echo
         Handshaken h = co_await tls_pair(sctx, cctx);
         CO_ASSERT(h.client_result && h.server_result);
-        auto [to_upstream, upstream] = co_await connected_pair();
+        auto [to_upstream, upstream] = co_await loopback_pair();
         auto echo = [&]() -> Task<void> {
             char buf[8192];
             for (;;) {

@@ -4,6 +4,7 @@
 
 #include "driver/driver.hpp"
 #include "runtime/scheduler_access.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <galay/galay.hpp>
 
@@ -13,18 +14,6 @@
 #include <utility>
 
 namespace galay::test {
-
-/// A client and the server side of one loopback TCP connection.
-inline Task<std::pair<TcpStream, TcpStream>> loopback_pair() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
 
 /// `n` deterministic lowercase letters of stream `seed`.
 inline std::string letters(std::size_t n, unsigned seed) {

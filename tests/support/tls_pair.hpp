@@ -4,6 +4,7 @@
 
 #include "support/backends.hpp"
 #include "support/certs.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <galay/tls/stream.hpp>
 
@@ -33,19 +34,6 @@ inline TcpListener listen_loopback() {
     return std::move(*l);
 }
 
-/// A connected pair over `listener` (a fresh one when null).
-inline Task<std::pair<TcpStream, TcpStream>> connected_pair(TcpListener* listener = nullptr) {
-    TcpListener own;
-    if (listener == nullptr) own = listen_loopback();
-    TcpListener& l = listener ? *listener : own;
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l.local_addr()->port()))),
-        as_task(l.accept()));
-    if (!c) throw Error(c.error(), "connect");
-    if (!s) throw Error(s.error(), "accept");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
-
 struct Handshaken {
     tls::Stream client, server;
     Result<void> client_result, server_result;
@@ -54,7 +42,7 @@ struct Handshaken {
 /// A TCP pair wrapped in TLS, both handshakes run together.
 inline Task<Handshaken> tls_pair(const tls::Context& sctx, const tls::Context& cctx,
                                  std::string host = "localhost", TcpListener* listener = nullptr) {
-    auto [c, s] = co_await connected_pair(listener);
+    auto [c, s] = co_await loopback_pair(listener);
     Handshaken h{tls::Stream::client(cctx, std::move(c), host),
                  tls::Stream::server(sctx, std::move(s)),
                  {},
