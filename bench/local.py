@@ -3,10 +3,12 @@
 each a median over alternating rounds of same-round ratios with their min-max spread:
 
   unix    Unix stream echo, 256-byte ping-pong, 100 and 1,000 connections, on each backend:
-          galay's `bench_server --unix` vs the hand-written epoll server
-          (bench/baselines/raw_unix_echo.cpp) and vs galay's own TCP loopback echo (bench_server
-          on 127.0.0.1, loaded by raw_client). Figure: server CPU per request (goal <= 1.05x the
-          hand-written one). Server pinned to CPU 1, load client to CPU 0.
+          galay's `bench_server --unix` (recv_pooled, and recv into its own buffer) vs the
+          hand-written epoll server (bench/baselines/raw_unix_echo.cpp), vs the hand-written
+          io_uring server on the same socket (raw_uring --unix: multishot recv, provided buffers)
+          and vs galay's own TCP loopback echo (bench_server on 127.0.0.1, recv_pooled, loaded by
+          raw_client). Figure: server CPU per request (goal <= 1.05x the hand-written epoll one).
+          Server pinned to CPU 1, load client to CPU 0.
   fsmeta  per file: create, write 4 KiB, fsync, rename, stat, unlink over 16 directories
           (bench_local fsmeta): galay's fs ops with io_uring opcodes (the default) vs every step
           on the blocking pool vs plain system calls on one thread. Figures: files/s and CPU per
@@ -74,7 +76,7 @@ def one_tcp_run(galay, client, backend, conns, size, secs):
     """bench_server on a TCP port, loaded by raw_client; {"qps", "cpu_per_req_us"} or None."""
     port = harness.free_port()
     proc = subprocess.Popen(["taskset", "-c", "1", galay, str(port), "--backend", backend,
-                             "--bind", "127.0.0.1", "--recv", "copy", "--buffer", "4096"],
+                             "--bind", "127.0.0.1", "--recv", "pooled"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if not harness.wait_accepting(proc, port, 10):
@@ -167,54 +169,78 @@ def main():
 def unix_study(a):
     galay = os.path.join(a.bindir, "bench_server")
     raw = os.path.join(a.bindir, "raw_unix_echo")
+    raw_uring = os.path.join(a.bindir, "raw_uring")
     tcp_client = os.path.join(a.bindir, "raw_client")
     results = []
     with tempfile.TemporaryDirectory(prefix="galay-local-") as tmp:
         path = os.path.join(tmp, "echo.sock")
+        servers = {
+            "galay": lambda b: [galay, "--unix", path, "--backend", b, "--recv", "pooled"],
+            "galay_copy": lambda b: [galay, "--unix", path, "--backend", b, "--recv", "copy",
+                                     "--buffer", "4096"],
+            "raw": lambda b: [raw, "server", path],
+            "raw_uring": lambda b: [raw_uring, "--unix", path],
+        }
+        if not os.access(raw_uring, os.X_OK):
+            sys.stderr.write(f"local.py: {raw_uring} not built: its column is skipped\n")
+            del servers["raw_uring"]
         for backend in a.backends.split(","):
             for conns in [int(c) for c in a.conns.split(",")]:
-                vs_raw, vs_tcp, g_runs, r_runs, t_runs = [], [], [], [], []
+                runs = {k: [] for k in ("galay", "galay_copy", "raw", "raw_uring", "tcp")}
+                ratios = {k: [] for k in ("raw", "copy_raw", "raw_uring", "tcp")}
                 load = harness.loadavg()
                 for _ in range(a.rounds):
-                    g = one_run([galay, "--unix", path, "--backend", backend, "--recv", "copy",
-                                 "--buffer", "4096"], raw, path, conns, 256, a.secs)
-                    r = one_run([raw, "server", path], raw, path, conns, 256, a.secs)
-                    t = one_tcp_run(galay, tcp_client, backend, conns, 256, a.secs)
-                    if g and r:
-                        vs_raw.append(g["cpu_per_req_us"] / r["cpu_per_req_us"])
-                    if g and t:
-                        vs_tcp.append(g["cpu_per_req_us"] / t["cpu_per_req_us"])
-                    for runs, x in ((g_runs, g), (r_runs, r), (t_runs, t)):
+                    got = {k: one_run(argv(backend), raw, path, conns, 256, a.secs)
+                           for k, argv in servers.items()}
+                    got["tcp"] = one_tcp_run(galay, tcp_client, backend, conns, 256, a.secs)
+                    for k, x in got.items():
                         if x:
-                            runs.append(x)
-                s_raw, s_tcp = harness.spread(vs_raw), harness.spread(vs_tcp)
-                results.append({
-                    "backend": backend, "conns": conns, "size": 256,
-                    "galay_cpu_per_req_us": med(g_runs, "cpu_per_req_us"),
-                    "raw_cpu_per_req_us": med(r_runs, "cpu_per_req_us"),
-                    "tcp_cpu_per_req_us": med(t_runs, "cpu_per_req_us"),
-                    "galay_qps": med(g_runs, "qps"), "raw_qps": med(r_runs, "qps"),
-                    "tcp_qps": med(t_runs, "qps"),
-                    "cpu_ratio": s_raw,
-                    "verdict": harness.verdict(s_raw, words=("less CPU", "more CPU")),
-                    "goal_1_05": harness.criterion_verdict(s_raw, 1.05) if s_raw else "no data",
-                    "cpu_ratio_vs_tcp": s_tcp,
-                    "verdict_vs_tcp": harness.verdict(s_tcp, words=("less CPU", "more CPU")),
-                    "load": load})
+                            runs[k].append(x)
+                    g, gc = got["galay"], got["galay_copy"]
+                    for key, num, den in (("raw", g, got["raw"]), ("copy_raw", gc, got["raw"]),
+                                          ("raw_uring", g, got.get("raw_uring")),
+                                          ("tcp", g, got["tcp"])):
+                        if num and den:
+                            ratios[key].append(num["cpu_per_req_us"] / den["cpu_per_req_us"])
+                sp = {k: harness.spread(v) for k, v in ratios.items()}
+                row = {"backend": backend, "conns": conns, "size": 256, "load": load}
+                for k in runs:
+                    row[k + "_cpu_per_req_us"] = med(runs[k], "cpu_per_req_us")
+                    row[k + "_qps"] = med(runs[k], "qps")
+                row.update({
+                    "cpu_ratio": sp["raw"],
+                    "verdict": harness.verdict(sp["raw"], words=("less CPU", "more CPU")),
+                    "goal_1_05": harness.criterion_verdict(sp["raw"], 1.05) if sp["raw"]
+                    else "no data",
+                    "cpu_ratio_copy": sp["copy_raw"],
+                    "cpu_ratio_vs_raw_uring": sp["raw_uring"],
+                    "verdict_vs_raw_uring": harness.verdict(sp["raw_uring"],
+                                                            words=("less CPU", "more CPU")),
+                    "cpu_ratio_vs_tcp": sp["tcp"],
+                    "verdict_vs_tcp": harness.verdict(sp["tcp"], words=("less CPU", "more CPU"))})
+                results.append(row)
     return results
 
 
 def print_unix(results, a):
     print(f"Unix echo, 256 B ping-pong, {a.rounds} alternating rounds of {a.secs:g} s "
-          "(server CPU 1, client CPU 0); server CPU per request")
-    print(f"{'backend':9} {'conns':>6} {'unix us/req':>12} {'raw us/req':>11} {'tcp us/req':>11} "
-          f"{'unix qps':>9}  unix/raw [min-max]            unix/tcp [min-max]        load")
+          "(server CPU 1, client CPU 0); server CPU per request in us. galay: recv_pooled "
+          "(copy: recv into its own buffer); raw: epoll loop; raw_uring: io_uring loop; "
+          "tcp: galay on TCP loopback, recv_pooled")
+    print(f"{'backend':9} {'conns':>6} {'galay':>6} {'copy':>6} {'raw':>6} {'r_uring':>7} "
+          f"{'tcp':>6} {'qps':>7}  galay/raw [min-max] (goal)         copy/raw [min-max]      "
+          "galay/raw_uring [min-max]  galay/tcp [min-max]  load")
     for r in results:
-        print(f"{r['backend']:9} {r['conns']:>6} {f(r['galay_cpu_per_req_us'], '.2f'):>12} "
-              f"{f(r['raw_cpu_per_req_us'], '.2f'):>11} {f(r['tcp_cpu_per_req_us'], '.2f'):>11} "
-              f"{f(r['galay_qps'], '.0f'):>9}  {harness.fmt_spread(r['cpu_ratio'])} "
-              f"(<=1.05x: {r['goal_1_05']})  {harness.fmt_spread(r['cpu_ratio_vs_tcp'])} "
-              f"{r['verdict_vs_tcp']}  {r['load']:.1f}")
+        print(f"{r['backend']:9} {r['conns']:>6} {f(r['galay_cpu_per_req_us'], '.2f'):>6} "
+              f"{f(r['galay_copy_cpu_per_req_us'], '.2f'):>6} "
+              f"{f(r['raw_cpu_per_req_us'], '.2f'):>6} "
+              f"{f(r['raw_uring_cpu_per_req_us'], '.2f'):>7} "
+              f"{f(r['tcp_cpu_per_req_us'], '.2f'):>6} {f(r['galay_qps'], '.0f'):>7}  "
+              f"{harness.fmt_spread(r['cpu_ratio'])} (<=1.05x: {r['goal_1_05']})  "
+              f"{harness.fmt_spread(r['cpu_ratio_copy'])}  "
+              f"{harness.fmt_spread(r['cpu_ratio_vs_raw_uring'])} {r['verdict_vs_raw_uring']}  "
+              f"{harness.fmt_spread(r['cpu_ratio_vs_tcp'])} {r['verdict_vs_tcp']}  "
+              f"{r['load']:.1f}")
 
 
 def fsmeta_study(a):

@@ -47,8 +47,8 @@ WorkerStats& my_stats() {
     return g_stats[static_cast<std::size_t>(this_worker())];
 }
 
-/// Echo through a per-connection buffer: TCP with `--recv copy`, and a Unix stream socket
-/// (`--unix PATH`). Accepted TCP streams have TCP_NODELAY already (galay's default).
+/// Echo through a per-connection buffer (`--recv copy`, TCP or `--unix PATH`). Accepted TCP streams
+/// have TCP_NODELAY already (galay's default).
 template <class Stream>
 Task<void> echo_copy(Stream conn, std::size_t buffer_size) {
     WorkerStats& st = my_stats();
@@ -65,9 +65,11 @@ Task<void> echo_copy(Stream conn, std::size_t buffer_size) {
     }
 }
 
-/// Echo through buffers lent by the scheduler (`--recv pooled`, the default): on io_uring one
-/// multishot recv per connection over a provided-buffer ring; idle connections hold no buffer.
-Task<void> echo_pooled(TcpStream conn) {
+/// Echo through buffers lent by the scheduler (`--recv pooled`, the default, TCP or Unix): on
+/// io_uring one multishot recv per connection over a provided-buffer ring; idle connections hold no
+/// buffer.
+template <class Stream>
+Task<void> echo_pooled(Stream conn) {
     WorkerStats& st = my_stats();
     bool first = true;
     for (;;) {
@@ -81,7 +83,7 @@ Task<void> echo_pooled(TcpStream conn) {
     }
 }
 
-Task<void> accept_unix(UnixListener& listener, std::size_t buffer_size) {
+Task<void> accept_unix(UnixListener& listener, bool pooled, std::size_t buffer_size) {
     for (;;) {
         auto c = co_await listener.accept();
         if (!c) {
@@ -90,7 +92,10 @@ Task<void> accept_unix(UnixListener& listener, std::size_t buffer_size) {
                          c.error().message().c_str());
             continue;
         }
-        spawn(echo_copy(std::move(*c), buffer_size));
+        if (pooled)
+            spawn(echo_pooled(std::move(*c)));
+        else
+            spawn(echo_copy(std::move(*c), buffer_size));
     }
 }
 
@@ -248,7 +253,7 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
 
     std::function<Task<void>(TcpStream)> handler;
     if (a.recv_mode == "pooled")
-        handler = echo_pooled;
+        handler = echo_pooled<TcpStream>;
     else
         handler = [size = a.buffer_size](TcpStream c) { return echo_copy(std::move(c), size); };
     ServeOptions so;
@@ -318,7 +323,7 @@ int serve_unix_until_stopped(const Args& a, detail::SignalAwaiter stop) {
     ro.scheduler.backend = a.backend;
     ro.scheduler.register_files = !a.no_register_files;
     Runtime rt(ro);
-    auto acceptor = rt.spawn(accept_unix(*listener, a.buffer_size));
+    auto acceptor = rt.spawn(accept_unix(*listener, a.recv_mode == "pooled", a.buffer_size));
     std::printf("listening on %s (bench_server, %s, unix)\n", a.unix_path.c_str(),
                 rt.backend_name());
     std::fflush(stdout);

@@ -1,5 +1,7 @@
-// raw_uring [port] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]: the hand-written
-// liburing echo server galay is measured against.
+// raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]: the
+// hand-written liburing echo server galay is measured against. `--unix PATH` serves a Unix
+// stream socket at PATH instead of TCP (the same loop: it shows what io_uring itself costs on
+// AF_UNIX, against the epoll loop of raw_unix_echo).
 //
 // One thread, one ring. Multishot accept (direct descriptors by default), one multishot recv per
 // connection selecting buffers from one shared provided-buffer ring, a plain send of exactly the
@@ -28,6 +30,7 @@
 #include <poll.h>
 #include <string>
 #include <sys/mman.h>
+#include <sys/un.h>
 #include <vector>
 
 namespace {
@@ -337,8 +340,29 @@ const char* setup_name(unsigned flags) {
 int usage() {
     std::fprintf(
         stderr,
-        "usage: raw_uring [port] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]\n");
+        "usage: raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] "
+        "[--bufs N]\n");
     return 2;
+}
+
+/// A listening Unix stream socket at `path` (a stale socket file is removed first).
+int make_unix_listener(const char* path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (std::strlen(path) >= sizeof a.sun_path) {
+        std::fprintf(stderr, "raw_uring: --unix: path longer than %zu bytes\n",
+                     sizeof a.sun_path - 1);
+        std::exit(2);
+    }
+    std::strcpy(a.sun_path, path);
+    ::unlink(path);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) baseline::die("socket");
+    const auto len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(path) + 1);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) baseline::die("bind");
+    if (::listen(fd, SOMAXCONN) != 0) baseline::die("listen");
+    return fd;
 }
 
 } // namespace
@@ -346,11 +370,14 @@ int usage() {
 int main(int argc, char** argv) {
     auto srv = std::make_unique<Server>();
     const char* port_arg = nullptr;
+    const char* unix_path = nullptr;
     bool defer = true;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--no-fixed") {
             srv->fixed = false;
+        } else if (a == "--unix" && i + 1 < argc) {
+            unix_path = argv[++i];
         } else if (a == "--no-defer") {
             defer = false;
         } else if ((a == "--buf-size" || a == "--bufs") && i + 1 < argc) {
@@ -431,11 +458,17 @@ int main(int argc, char** argv) {
 
     srv->sfd = baseline::make_signalfd();
     int port = 0;
-    srv->lfd = baseline::make_listener(want_port, &port);
+    srv->lfd = unix_path != nullptr ? make_unix_listener(unix_path)
+                                    : baseline::make_listener(want_port, &port);
     std::fprintf(stderr, "raw_uring: ring %s, %s, buffer ring up to %u x %u B\n",
                  setup_name(params.flags), srv->fixed ? "direct descriptors" : "plain fds",
                  pool.entries, pool.size);
-    baseline::announce(port, "raw_uring");
+    if (unix_path != nullptr) {
+        std::printf("listening on %s (raw_uring, unix)\n", unix_path);
+        std::fflush(stdout);
+    } else {
+        baseline::announce(port, "raw_uring");
+    }
 
     srv->run();
 
@@ -449,5 +482,6 @@ int main(int argc, char** argv) {
     munmap(rmem, ring_bytes);
     ::close(srv->lfd);
     ::close(srv->sfd);
+    if (unix_path != nullptr) ::unlink(unix_path);
     return 0;
 }

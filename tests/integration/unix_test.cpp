@@ -235,6 +235,48 @@ TEST_P(UnixTest, TimeoutAndCancellationOnAnIdleStream) {
     }());
 }
 
+TEST_P(UnixTest, RecvPooledEchoesAndDropsDescriptorsItCannotHold) {
+    run([]() -> Task<void> {
+        auto p = UnixStream::pair();
+        CO_ASSERT(p.has_value());
+        // Several round trips through pooled buffers, then a timed-out wait that consumes nothing.
+        for (int i = 0; i < 50; ++i) {
+            const std::string msg = "message " + std::to_string(i);
+            CO_ASSERT(co_await p->first.send_all(msg).timeout(5s));
+            std::string got;
+            while (got.size() < msg.size()) {
+                auto b = co_await p->second.recv_pooled().timeout(5s);
+                CO_ASSERT(b.has_value() && !b->empty());
+                got.append(b->data(), b->size());
+            }
+            EXPECT_EQ(got, msg);
+        }
+        auto idle = co_await p->second.recv_pooled().timeout(20ms);
+        CO_ASSERT(!idle);
+        EXPECT_EQ(idle.error(), std::errc::timed_out);
+        // A descriptor sent to a stream that receives with recv_pooled is closed by the kernel
+        // (there is no room for it): the pipe's reader sees EOF once our own copy is gone.
+        int pipe_fds[2];
+        CO_ASSERT(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+        UniqueFd pipe_read(pipe_fds[0]);
+        {
+            UniqueFd pipe_write(pipe_fds[1]);
+            const int fds[] = {pipe_write.get()};
+            CO_ASSERT(co_await p->first.send_with_fds(std::string_view("fd"), fds).timeout(5s));
+        }
+        auto b = co_await p->second.recv_pooled().timeout(5s);
+        CO_ASSERT(b.has_value());
+        EXPECT_EQ(std::string_view(b->data(), b->size()), "fd");
+        char c;
+        EXPECT_EQ(::read(pipe_read.get(), &c, 1), 0);
+        // The peer's close is an empty buffer.
+        p->first = UnixStream();
+        auto eof = co_await p->second.recv_pooled().timeout(5s);
+        CO_ASSERT(eof.has_value());
+        EXPECT_TRUE(eof->empty());
+    }());
+}
+
 TEST_P(UnixTest, BufferedReaderWriterAndCopyBidirectionalWorkOnUnixStreams) {
     static_assert(io::DuplexStream<UnixStream>);
     run([]() -> Task<void> {

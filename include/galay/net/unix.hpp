@@ -214,6 +214,14 @@ public:
         return {detail::OpCode::recv,   fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
                 detail::Transfer::some, flags};
     }
+    /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
+    /// closed), as TcpStream::recv_pooled: on io_uring one multishot recv per connection over a
+    /// provided-buffer ring, so a busy stream costs no submission and no poll arming per receive.
+    /// Once a stream has used it, receive from it only with recv_pooled (the multishot recv stays
+    /// armed and takes what arrives); descriptors sent to it are closed by the kernel, unread.
+    [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
+        return detail::RecvPooledAwaitable(fd_.get());
+    }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
     template <MutableBuffer B>
     [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
