@@ -1,6 +1,8 @@
 //! tokio_spawn PROGRAM SECS [CONCURRENCY]: spawn PROGRAM and wait for it, CONCURRENCY at a time
 //! (default 1), for SECS seconds on a current-thread runtime; prints one JSON object:
-//! {"spawns": N, "secs": S, "per_sec": R}. Every child must exit 0.
+//! {"spawns": N, "secs": S, "per_sec": R, "cpu_us_per_spawn": C}, C being this process's own
+//! user + system CPU (getrusage RUSAGE_SELF: the children's CPU is not counted) per spawn, as
+//! raw_spawn and bench_local report it. Every child must exit 0.
 use std::time::{Duration, Instant};
 
 /// Spawn and wait, one child at a time, until `until`; the number of children.
@@ -18,6 +20,18 @@ async fn spawn_loop(program: String, until: Instant) -> u64 {
         n += 1;
     }
     n
+}
+
+/// User + system CPU seconds of this process so far (its children excluded).
+fn cpu_s() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        eprintln!("tokio_spawn: getrusage: {}", std::io::Error::last_os_error());
+        std::process::exit(1);
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 fn usage(why: &str) -> ! {
@@ -40,6 +54,7 @@ fn main() {
         usage("CONCURRENCY must be a whole number, at least 1");
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let cpu0 = cpu_s();
     let (n, took) = rt.block_on(async move {
         let start = Instant::now();
         let until = start + Duration::from_secs_f64(secs);
@@ -50,5 +65,12 @@ fn main() {
         }
         (total, start.elapsed().as_secs_f64())
     });
-    println!("{{\"spawns\": {}, \"secs\": {:.6}, \"per_sec\": {:.1}}}", n, took, n as f64 / took);
+    let cpu = cpu_s() - cpu0;
+    println!(
+        "{{\"spawns\": {}, \"secs\": {:.6}, \"per_sec\": {:.1}, \"cpu_us_per_spawn\": {:.3}}}",
+        n,
+        took,
+        n as f64 / took,
+        cpu / n.max(1) as f64 * 1e6
+    );
 }
