@@ -82,6 +82,8 @@ Result<FdMessage> FdRecvAwaitable::result() {
             }
         }
     }
+    // (A stream never sets MSG_TRUNC: what does not fit stays queued for the next receive.)
+    m.truncated = (msg_.msg_flags & MSG_TRUNC) != 0;
     // The descriptors that did fit are owned by `m` and close with it.
     if (msg_.msg_flags & MSG_CTRUNC)
         return std::unexpected(make_error_code(errc::control_truncated));

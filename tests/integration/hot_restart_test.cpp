@@ -343,7 +343,12 @@ protected:
     void SetUp() override {
         test::BackendTest::SetUp();
         ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        fds_before_ = open_fds();
     }
+    void TearDown() override {
+        if (!IsSkipped()) EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+    }
+    int fds_before_ = 0;
     std::vector<std::string> args(std::string port = "0") const {
         return {std::move(port), "--backend", backend_name(GetParam())};
     }
@@ -352,7 +357,6 @@ protected:
 } // namespace
 
 TEST_P(HotRestartTest, TwoHandOversUnderContinuousConnectsRefuseAndResetNothing) {
-    const int fds_before = open_fds();
     int out_fd = -1;
     pid_t pid = start_server(args(), &out_fd);
     ASSERT_GT(pid, 0);
@@ -408,7 +412,6 @@ TEST_P(HotRestartTest, TwoHandOversUnderContinuousConnectsRefuseAndResetNothing)
     EXPECT_EQ(lines_with(" exits: "), 3u) << all;
     EXPECT_EQ(all.find("failed"), std::string::npos) << all;
     out.close();
-    EXPECT_EQ(open_fds(), fds_before) << "a descriptor leaked";
 }
 
 TEST_P(HotRestartTest, BadArgumentsAndABusyPortAreClearErrors) {

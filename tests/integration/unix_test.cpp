@@ -480,6 +480,49 @@ TEST_P(UnixTest, DatagramsBoundUnboundConnectedAndTruncated) {
     EXPECT_NE(::access(server_addr.name().c_str(), F_OK), 0) << "the datagram file outlived it";
 }
 
+TEST_P(UnixTest, DatagramWithDescriptorsTruncatedDataOrTooManyFdsIsReportedAndNoneLeaks) {
+    run([]() -> Task<void> {
+        auto pr = UnixDatagram::pair();
+        CO_ASSERT(pr.has_value());
+        int pipe_fds[2];
+        CO_ASSERT(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+        UniqueFd r(pipe_fds[0]), w(pipe_fds[1]);
+        // A datagram larger than the buffer: the descriptor arrives, the truncation is reported.
+        const std::string big(1000, 'D');
+        const int one[] = {w.get()};
+        CO_ASSERT(co_await pr->first.send_with_fds(big, one).timeout(5s));
+        std::array<char, 100> small;
+        auto m = co_await pr->second.recv_with_fds(small, 1).timeout(5s);
+        CO_ASSERT(m.has_value());
+        EXPECT_TRUE(m->truncated);
+        EXPECT_EQ(m->size, small.size());
+        EXPECT_EQ(m->fds.size(), 1u);
+        m->fds.clear();
+        // One that fits is not truncated.
+        CO_ASSERT(co_await pr->first.send(std::string_view("fits")).timeout(5s));
+        auto fits = co_await pr->second.recv_with_fds(small, 1).timeout(5s);
+        CO_ASSERT(fits.has_value());
+        EXPECT_FALSE(fits->truncated);
+        EXPECT_EQ(std::string_view(small.data(), fits->size), "fits");
+        // More descriptors than the receiver allows: control_truncated, and none stays open.
+        const int before = open_fds();
+        std::vector<int> many(8, w.get());
+        CO_ASSERT(co_await pr->first.send_with_fds(std::string_view("many"), many).timeout(5s));
+        auto t = co_await pr->second.recv_with_fds(small, 3).timeout(5s);
+        CO_ASSERT(!t);
+        EXPECT_EQ(t.error(), errc::control_truncated) << t.error().message();
+        EXPECT_EQ(open_fds(), before);
+        w = UniqueFd();
+        char c;
+        EXPECT_EQ(::read(r.get(), &c, 1), 0) << "a passed descriptor is still open somewhere";
+        // The socket still works after it.
+        CO_ASSERT(co_await pr->first.send(std::string_view("after")).timeout(5s));
+        auto after = co_await pr->second.recv_with_fds(small, 1).timeout(5s);
+        CO_ASSERT(after.has_value());
+        EXPECT_EQ(std::string_view(small.data(), after->size), "after");
+    }());
+}
+
 TEST_P(UnixTest, TenThousandConnectionsFromAPythonClient) {
     static constexpr int kConns = 10000;
     rlimit rl{};

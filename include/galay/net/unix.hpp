@@ -109,6 +109,7 @@ struct PeerCred {
 struct FdMessage {
     std::size_t size = 0;      ///< bytes stored in the caller's buffer (0: the peer closed)
     std::vector<UniqueFd> fds; ///< descriptors received (close-on-exec), owned
+    bool truncated = false;    ///< a datagram longer than the buffer: the rest of it is lost
 };
 
 class UnixStream;
