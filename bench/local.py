@@ -321,11 +321,13 @@ def spawn_study(a):
     if tokio:
         variants.append(("tokio", [tokio, "/bin/true", secs]))
     runs = {name: [] for name, _ in variants}
+    per_round = {name: [] for name, _ in variants}  # None where a run failed: rounds stay aligned
     ratios = {name: [] for name, _ in variants}
     load = harness.loadavg()
     for _ in range(a.rounds):
         got = {name: run_json(argv, timeout=int(secs) + 60) for name, argv in variants}
         for name, r in got.items():
+            per_round[name].append(r)
             if r:
                 runs[name].append(r)
             base = got["posix_spawn+waitpid"]
@@ -337,10 +339,23 @@ def spawn_study(a):
         rows.append({"variant": name, "per_sec": med(runs[name], "per_sec"),
                      "cpu_us_per_spawn": med(runs[name], "cpu_us_per_spawn"),
                      "vs_raw": s, "verdict": harness.verdict(s, lower_is_better=False)})
+    # CPU per spawn (the parent's own: every variant reports getrusage RUSAGE_SELF), same-round
+    # ratios against posix_spawn + waitpid and against Tokio.
+    for r in rows:
+        name = r["variant"]
+        for key, base in (("cpu_vs_raw", "posix_spawn+waitpid"), ("cpu_vs_tokio", "tokio")):
+            if name == base or base not in runs:
+                continue
+            vals = [x["cpu_us_per_spawn"] / b["cpu_us_per_spawn"]
+                    for x, b in zip(per_round[name], per_round[base])
+                    if x and b and x.get("cpu_us_per_spawn") and b.get("cpu_us_per_spawn")]
+            r[key] = harness.spread(vals)
+            r[key + "_verdict"] = harness.verdict(r[key], words=("less CPU", "more CPU"))
     tok = next((r for r in rows if r["variant"] == "tokio"), None)
     for r in rows:
         if tok and r["variant"].startswith("galay"):
-            vals = [g["per_sec"] / t["per_sec"] for g, t in zip(runs[r["variant"]], runs["tokio"])]
+            vals = [g["per_sec"] / t["per_sec"]
+                    for g, t in zip(per_round[r["variant"]], per_round["tokio"]) if g and t]
             r["vs_tokio"] = harness.spread(vals)
             r["verdict_vs_tokio"] = harness.verdict(r["vs_tokio"], lower_is_better=False)
     return {"rows": rows, "load": load, "secs": int(secs)}
@@ -349,14 +364,18 @@ def spawn_study(a):
 def print_spawn(r, a):
     print(f"\nspawn + wait of /bin/true, one at a time, {a.rounds} alternating rounds of "
           f"{r['secs']} s")
-    print(f"{'variant':22} {'spawns/s':>9} {'CPU us/spawn':>13}  vs posix_spawn [min-max]"
-          "        vs tokio [min-max]")
+    print(f"{'variant':22} {'spawns/s':>9} {'CPU us/spawn':>13}  spawns/s vs posix_spawn, "
+          "vs tokio; CPU/spawn vs posix_spawn, vs tokio [min-max]")
+
+    def cell(row, key, verdict_key):
+        return (harness.fmt_spread(row[key]) + " " + row[verdict_key]) if row.get(key) else "-"
+
     for row in r["rows"]:
-        vt = (harness.fmt_spread(row["vs_tokio"]) + " " + row["verdict_vs_tokio"]
-              if row.get("vs_tokio") else "")
         print(f"{row['variant']:22} {f(row['per_sec'], '.0f'):>9} "
               f"{f(row['cpu_us_per_spawn'], '.1f'):>13}  {harness.fmt_spread(row['vs_raw'])} "
-              f"{row['verdict']}  {vt}")
+              f"{row['verdict']}; {cell(row, 'vs_tokio', 'verdict_vs_tokio')}; "
+              f"{cell(row, 'cpu_vs_raw', 'cpu_vs_raw_verdict')}; "
+              f"{cell(row, 'cpu_vs_tokio', 'cpu_vs_tokio_verdict')}")
     print(f"  load {r['load']:.1f}")
 
 
