@@ -3,6 +3,8 @@
 #   smoke_test.sh BIN_DIR
 # 1. raw_epoll and raw_uring each serve a 1 s raw_client run (50 connections): requests > 0,
 #    errors == 0, and the server exits 0 on SIGTERM.
+#    raw_unix_echo's server and raw_uring --unix each serve a 1 s raw_unix_echo client run (50
+#    connections, every byte verified), exit 0 on SIGTERM and remove their socket file.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
 # 3. http_turns against two raw_http servers (20 connections each, turns of 0.2 s): both have
 #    requests > 0, errors == 0, a p99 for each of the 5 measured turns and the client's own load
@@ -92,6 +94,40 @@ elif grep -q 'io_uring unavailable' "$TMP/raw_uring.err"; then
 else
     cat "$TMP/raw_uring.err" >&2
     fail "raw_uring failed to start"
+fi
+
+# Unix stream sockets: raw_unix_echo's server and raw_uring --unix each serve 1 s of
+# raw_unix_echo's client (50 connections; it verifies every echoed byte and exits non-zero on a
+# wrong one), exit 0 on SIGTERM and remove their socket file.
+check_unix_server() {
+    local name=$1 rc=0
+    shift
+    local sock=$TMP/$name.sock
+    "$@" "$sock" >"$TMP/$name.unix.out" 2>"$TMP/$name.unix.err" &
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        [[ -S $sock ]] && grep -q '^listening on ' "$TMP/$name.unix.out" && break
+        kill -0 "$SERVER_PID" 2>/dev/null ||
+            { SERVER_PID=; cat "$TMP/$name.unix.err" >&2; fail "$name (unix) failed to start"; }
+        sleep 0.1
+    done
+    [[ -S $sock ]] || fail "$name (unix) did not create $sock within 10 s"
+    timeout 60 "$BIN/raw_unix_echo" client "$sock" -c 50 -d 1 >"$TMP/$name.unix.json" \
+        2>"$TMP/$name.unix.client.err" || rc=$?
+    [[ $rc -eq 0 ]] ||
+        { cat "$TMP/$name.unix.client.err" >&2; fail "raw_unix_echo client against $name: $rc"; }
+    python3 - "$TMP/$name.unix.json" "$name" <<'PY' || fail "unix echo result against $name"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]} (unix): requests={r['requests']} qps={r['qps']:.0f}")
+sys.exit(0 if r["requests"] > 0 else 1)
+PY
+    stop_server "$name (unix)"
+    [[ ! -e $sock ]] || fail "$name left its socket file behind"
+}
+check_unix_server raw_unix_echo "$BIN/raw_unix_echo" server
+if [[ -e $BIN/raw_uring && $uring_skipped -eq 0 ]]; then
+    check_unix_server raw_uring "$BIN/raw_uring" --unix
 fi
 
 # Negative: a port nobody listens on (bound then released; nothing else binds it in between on a
