@@ -346,7 +346,9 @@ protected:
         fds_before_ = open_fds();
     }
     void TearDown() override {
-        if (!IsSkipped()) EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+        if (!IsSkipped()) {
+            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+        }
     }
     int fds_before_ = 0;
     std::vector<std::string> args(std::string port = "0") const {
