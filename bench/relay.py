@@ -7,6 +7,7 @@ Proxies (each a command with {port} and {upstream}):
   galay-splice-uring   tcp_proxy {port} {upstream}                  (GALAY_BACKEND=io_uring)
   galay-splice-epoll   tcp_proxy {port} {upstream}                  (GALAY_BACKEND=epoll)
   galay-copy           tcp_proxy {port} {upstream} --copy           (io_uring, copying path)
+  galay-copy-epoll     tcp_proxy {port} {upstream} --copy           (epoll, copying path)
   tokio                tokio_proxy {port} {upstream}                (bench/control/tokio_proxy)
   raw-splice           raw_splice_relay {port} {upstream}           (bench/baselines: the floor)
 
@@ -16,7 +17,8 @@ upstream and the raw_client load on --client-cpu, the proxy alone on --server-cp
 keeps one message in flight per connection, verifies every echoed byte, and reports the proxy's
 CPU (--server-pid). Printed per run: MiB/s echoed and proxy CPU per MiB echoed (each echoed MiB
 crosses the proxy twice); per scenario: each proxy's median ratio to Tokio and to raw-splice with
-the min-max spread over the rounds. --json prints one JSON object at the end; --out writes it.
+the min-max spread over the rounds (--refs names the proxies the others are compared with: the
+crossover study uses --refs galay-copy,galay-copy-epoll). --json prints one JSON object at the end; --out writes it.
 A client error, a proxy that dies or never accepts: said loudly, and the exit status is 1.
 """
 import argparse
@@ -35,6 +37,7 @@ PROXIES = {
     "galay-splice-uring": ("tcp_proxy {port} {upstream}", {"GALAY_BACKEND": "io_uring"}),
     "galay-splice-epoll": ("tcp_proxy {port} {upstream}", {"GALAY_BACKEND": "epoll"}),
     "galay-copy": ("tcp_proxy {port} {upstream} --copy", {"GALAY_BACKEND": "io_uring"}),
+    "galay-copy-epoll": ("tcp_proxy {port} {upstream} --copy", {"GALAY_BACKEND": "epoll"}),
     "tokio": ("tokio_proxy {port} {upstream}", {}),
     "raw-splice": ("raw_splice_relay {port} {upstream}", {}),
 }
@@ -97,7 +100,10 @@ def main():
     ap.add_argument("--bin", default="build/release/bin")
     ap.add_argument("--sizes", default="65536,1048576", help="message sizes, bytes")
     ap.add_argument("-c", "--connections", default="16,256")
-    ap.add_argument("--proxies", default=",".join(PROXIES))
+    ap.add_argument("--proxies", default="galay-splice-uring,galay-splice-epoll,galay-copy,tokio,"
+                    "raw-splice", help=f"comma-separated, of: {', '.join(PROXIES)}")
+    ap.add_argument("--refs", default="tokio,raw-splice",
+                    help="proxies every other one is compared with (ratios)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-d", "--duration", type=float, default=3)
     ap.add_argument("--warmup", type=float, default=1)
@@ -108,7 +114,8 @@ def main():
     args = ap.parse_args()
     raise_nofile()
     proxies = args.proxies.split(",")
-    for p in proxies:
+    refs = args.refs.split(",")
+    for p in proxies + refs:
         if p not in PROXIES:
             sys.exit(f"relay.py: unknown proxy {p!r} (known: {', '.join(PROXIES)})")
     failed = False
@@ -130,7 +137,7 @@ def main():
                 rounds.append(runs)
             sc = {"size": size, "connections": conns, "rounds": rounds, "ratios": {}}
             for name in proxies:
-                for ref in ("tokio", "raw-splice"):
+                for ref in refs:
                     if ref not in proxies or ref == name:
                         continue
                     def ratio(key, rd):
