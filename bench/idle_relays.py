@@ -11,7 +11,8 @@ counted apart) and resident memory (VmRSS) are read. Then N more connections do 
 open, idle, and the figures are read again: the growth divided by N is what one idle relay costs.
 Pipes are taken only while bytes move, so an idle relay should hold its two sockets and no pipe.
 Not counted: the kernel's socket buffers. The proxy needs 2 descriptors per relay; the
-descriptor limit is raised to what the hard limit allows (a shortfall is said, not hidden).
+descriptor limit is raised as far as permitted (above the hard limit needs CAP_SYS_RESOURCE) and
+a shortfall is said, not hidden: then as many relays as the limit allows are measured.
 --backend runs the proxy on io_uring or epoll; --json prints the figures as one JSON object.
 Exit status 1 when a connection fails or a process dies.
 """
@@ -68,16 +69,16 @@ def main():
     for prog in ("tcp_proxy", "raw_epoll"):
         if not os.access(resolve(prog, args.bin, 0)[0], os.X_OK):
             sys.exit(f"idle_relays.py: no {prog} in {args.bin}")
-    need = 2 * (args.n + 100) + 300
+    need = 2 * (args.n + 100) + 64
     try:  # (above the hard limit only with CAP_SYS_RESOURCE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, need))
     except (ValueError, OSError):
         raise_nofile()
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need:
-        print(f"idle_relays.py: the descriptor limit is {soft}; {args.n} relays need ~{need} in "
-              f"the proxy: measuring {max(0, (soft - 400) // 2 - 100)} instead", file=sys.stderr)
-        args.n = max(0, (soft - 400) // 2 - 100)
+        print(f"idle_relays.py: raising the descriptor limit to {need} is not permitted (hard "
+              f"limit {hard}, no CAP_SYS_RESOURCE); {args.n} relays need 2 each in the proxy: "
+              f"measuring as many as {soft} descriptors allow", file=sys.stderr)
     up_port, px_port = free_port(), free_port()
     upstream = subprocess.Popen(resolve("raw_epoll {port}", args.bin, up_port),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -92,19 +93,25 @@ def main():
         open_relays(px_port, 100, keep)
         fds0, pipes0 = fds_of(proxy.pid)
         rss0 = proc_status(proxy.pid, "VmRSS")
+        room = (soft - fds0 - 4) // 2  # (4 spare: a pipe the pool may still make, the accept)
+        if room < args.n:
+            print(f"idle_relays.py: {args.n} requested, {room} measured (the proxy holds {fds0} "
+                  f"descriptors with the 100 warm relays; its limit is {soft})", file=sys.stderr)
+            args.n = room
         open_relays(px_port, args.n, keep)
         fds1, pipes1 = fds_of(proxy.pid)
         rss1 = proc_status(proxy.pid, "VmRSS")
         if proxy.poll() is not None:
             sys.exit("idle_relays.py: the proxy died")
-        r = {"relays": args.n, "backend": args.backend, "copy": args.copy,
+        r = {"relays": args.n, "relays_held": args.n + 100, "backend": args.backend, "copy": args.copy,
              "fds_per_relay": (fds1 - fds0) / args.n, "pipes_before": pipes0,
              "pipes_after": pipes1, "rss_kb_before": rss0, "rss_kb_after": rss1,
              "bytes_per_relay": (rss1 - rss0) * 1024 / args.n}
         print(f"{args.n} idle relays through tcp_proxy ({args.backend}"
               f"{', --copy' if args.copy else ', splice'}): "
               f"{r['fds_per_relay']:.2f} descriptors and {r['bytes_per_relay']:.0f} bytes of "
-              f"resident memory per relay; pipes held: {pipes0} before, {pipes1} after")
+              f"resident memory per relay; pipes held: {pipes0} before, {pipes1} after; "
+              f"{args.n + 100} relays open at the end")
         if args.json:
             print(json.dumps(r))
         return 0
