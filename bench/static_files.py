@@ -13,7 +13,10 @@ Every round runs every server once, in an order rotated from round to round; eac
 server on a fresh port, checked with one real GET (status and every byte of the body) before
 the load, then --warmup seconds of wrk, then -d seconds measured. Per run: requests/s, MB/s of
 file bodies, and server CPU per request (the server's process tree's time on a CPU over the
-measured wrk, /proc/PID/task/*/schedstat). Ratios are galay / nginx taken within a round, quoted
+measured wrk, /proc/PID/task/*/schedstat); and, because on loopback one response's TCP work is
+done partly in the server's context and partly in the client's, the whole: server + wrk
+(getrusage) + the ksoftirqd threads ("total"), next to /proc/stat's busy time of the two CPUs
+("machine", which also counts any other process). Ratios are galay / nginx taken within a round, quoted
 as median [min-max] over the rounds with a verdict (faster/slower only when the whole spread is
 on one side of 1.00). Any wrk error (socket errors, non-2xx answers), a server that dies or
 fails the check: said loudly, and the exit status is 1. --json prints one JSON object; --out
@@ -31,8 +34,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # noqa: E402
-                     spread, stop, tree_cpu_s, verdict, wait_accepting)
+from harness import (children_cpu_s, cpu_busy_s, fmt_spread, free_port, loadavg,  # noqa: E402
+                     raise_nofile, resolve, spread, stop, task_cpu_s, tree_cpu_s, verdict,
+                     wait_accepting)
 
 GALAY = {
     "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
@@ -112,6 +116,23 @@ def parse_wrk(text):
     return out
 
 
+def ksoftirqd_pids():
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/comm") as f:
+                    if f.read().startswith("ksoftirqd/"):
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def ksoftirqd_cpu_s(pids):
+    return sum(task_cpu_s(p) or 0.0 for p in pids)
+
+
 def run_one(args, name, size, conns, work):
     path = f"/file_{size}.bin"
     with open(os.path.join(args.root, path[1:]), "rb") as f:
@@ -136,10 +157,16 @@ def run_one(args, name, size, conns, work):
         if args.warmup > 0:
             subprocess.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
-        cpu0 = tree_cpu_s(proc.pid)
+        ksoft = ksoftirqd_pids()
+        cpu0, cli0, ks0 = tree_cpu_s(proc.pid), children_cpu_s(), ksoftirqd_cpu_s(ksoft)
+        cpus = {str(args.server_cpu), str(args.client_cpu)}
+        mach0 = cpu_busy_s(cpus)
         cp = subprocess.run(wrk + [f"-d{args.duration}s", url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, timeout=args.duration + 60)
+        mach = cpu_busy_s(cpus) - mach0
         cpu = tree_cpu_s(proc.pid) - cpu0
+        cli = children_cpu_s() - cli0
+        ks = ksoftirqd_cpu_s(ksoft) - ks0
         w = parse_wrk(cp.stdout)
         if cp.returncode != 0 or not w["requests"]:
             rec["problems"].append(f"wrk exit {cp.returncode}: {cp.stderr.strip()[-300:]}")
@@ -152,6 +179,15 @@ def run_one(args, name, size, conns, work):
         rec["rps"] = w["requests"] / w["seconds"]
         rec["mb_s"] = rec["rps"] * size / 1e6
         rec["cpu_us_per_req"] = 1e6 * cpu / w["requests"]
+        # The work of one response is shared: on loopback the receiver's TCP processing runs in
+        # whichever context sends, and segments held back are sent from the context that takes
+        # the ACK. So also: the client's CPU (wrk, getrusage), the softirq threads', and their
+        # sum with the server's ("total"); "machine" is /proc/stat's busy time of the two CPUs
+        # (other processes included, so only a check on the sum).
+        rec["client_us_per_req"] = 1e6 * cli / w["requests"]
+        rec["ksoftirqd_us_per_req"] = 1e6 * ks / w["requests"]
+        rec["total_us_per_req"] = 1e6 * (cpu + cli + ks) / w["requests"]
+        rec["machine_us_per_req"] = 1e6 * mach / w["requests"]
         rec["errors"] = w["errors"]
         rec["ok"] = not rec["problems"]
         return rec
@@ -214,7 +250,11 @@ def main():
                         state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
                         print(f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
                               f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
-                              f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req  {state}",
+                              f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req "
+                              f"(client {rec.get('client_us_per_req') or 0:.1f}, softirqd "
+                              f"{rec.get('ksoftirqd_us_per_req') or 0:.1f}, total "
+                              f"{rec.get('total_us_per_req') or 0:.1f}, machine "
+                              f"{rec.get('machine_us_per_req') or 0:.1f})  {state}",
                               file=sys.stderr, flush=True)
                         failed |= not rec["ok"]
                     rounds.append(runs)
@@ -237,7 +277,8 @@ def summarise(size, conns, servers, rounds):
         def med(key):
             vals = sorted(r[name][key] for r in rounds if r[name]["ok"])
             return vals[len(vals) // 2] if vals else None
-        sc["medians"][name] = {"cpu_us_per_req": med("cpu_us_per_req"), "mb_s": med("mb_s")}
+        sc["medians"][name] = {k: med(k) for k in ("cpu_us_per_req", "mb_s", "client_us_per_req",
+                                                   "total_us_per_req", "machine_us_per_req")}
         for ref in ("nginx", "galay-copy-uring"):
             if ref not in servers or ref == name or name == "nginx":
                 continue
@@ -248,6 +289,7 @@ def summarise(size, conns, servers, rounds):
                 return a[key] / b[key]
             sc["ratios"][f"{name}/{ref}"] = {
                 "cpu_per_req": spread([ratio("cpu_us_per_req", rd) for rd in rounds]),
+                "total_per_req": spread([ratio("total_us_per_req", rd) for rd in rounds]),
                 "mb_s": spread([ratio("mb_s", rd) for rd in rounds]),
             }
     return sc
@@ -259,15 +301,19 @@ def print_table(report):
     for sc in report["scenarios"]:
         print(f"\nGET {sc['size']} B file, {sc['connections']} connections "
               f"({len(sc['rounds'])} rounds)")
-        print(f"  {'server':<22}{'CPU us/req':>11}{'MB/s':>9}")
+        print(f"  {'server':<22}{'CPU us/req':>11}{'MB/s':>9}{'client us':>10}{'total us':>9}"
+              f"{'machine us':>11}")
         for name, m in sc["medians"].items():
-            cpu = f"{m['cpu_us_per_req']:.1f}" if m["cpu_us_per_req"] else "n/a"
-            mbs = f"{m['mb_s']:.0f}" if m["mb_s"] else "n/a"
-            print(f"  {name:<22}{cpu:>11}{mbs:>9}")
+            def f(key, fmt):
+                return format(m[key], fmt) if m.get(key) else "n/a"
+            print(f"  {name:<22}{f('cpu_us_per_req', '.1f'):>11}{f('mb_s', '.0f'):>9}"
+                  f"{f('client_us_per_req', '.1f'):>10}{f('total_us_per_req', '.1f'):>9}"
+                  f"{f('machine_us_per_req', '.1f'):>11}")
         for key, r in sc["ratios"].items():
             print(f"  {key:<38} CPU/req {fmt_spread(r['cpu_per_req'])} "
-                  f"({verdict(r['cpu_per_req'])}), MB/s {fmt_spread(r['mb_s'])} "
-                  f"({verdict(r['mb_s'], lower_is_better=False)})")
+                  f"({verdict(r['cpu_per_req'])}), total CPU/req "
+                  f"{fmt_spread(r['total_per_req'])} ({verdict(r['total_per_req'])}), MB/s "
+                  f"{fmt_spread(r['mb_s'])} ({verdict(r['mb_s'], lower_is_better=False)})")
 
 
 if __name__ == "__main__":
