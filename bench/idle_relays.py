@@ -103,7 +103,8 @@ def main():
         rss1 = proc_status(proxy.pid, "VmRSS")
         if proxy.poll() is not None:
             sys.exit("idle_relays.py: the proxy died")
-        r = {"relays": args.n, "relays_held": args.n + 100, "backend": args.backend, "copy": args.copy,
+        r = {"relays": args.n, "relays_held": args.n + 100, "backend": args.backend,
+             "copy": args.copy,
              "fds_per_relay": (fds1 - fds0) / args.n, "pipes_before": pipes0,
              "pipes_after": pipes1, "rss_kb_before": rss0, "rss_kb_after": rss1,
              "bytes_per_relay": (rss1 - rss0) * 1024 / args.n}

@@ -18,7 +18,8 @@ keeps one message in flight per connection, verifies every echoed byte, and repo
 CPU (--server-pid). Printed per run: MiB/s echoed and proxy CPU per MiB echoed (each echoed MiB
 crosses the proxy twice); per scenario: each proxy's median ratio to Tokio and to raw-splice with
 the min-max spread over the rounds (--refs names the proxies the others are compared with: the
-crossover study uses --refs galay-copy,galay-copy-epoll). --json prints one JSON object at the end; --out writes it.
+crossover study uses --refs galay-copy,galay-copy-epoll). --json prints one JSON object at the
+end; --out writes it.
 A client error, a proxy that dies or never accepts: said loudly, and the exit status is 1.
 """
 import argparse
