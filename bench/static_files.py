@@ -17,10 +17,10 @@ measured wrk, /proc/PID/task/*/schedstat); and, because on loopback one response
 done partly in the server's context and partly in the client's, the whole: server + wrk
 (getrusage) + the ksoftirqd threads ("total"), next to /proc/stat's busy time of the two CPUs
 ("machine", which also counts any other process). Ratios are galay / nginx taken within a
-round, quoted as median [min-max] over the rounds with a verdict (faster/slower only when the whole spread is
-on one side of 1.00). Any wrk error (socket errors, non-2xx answers), a server that dies or
-fails the check: said loudly, and the exit status is 1. --json prints one JSON object; --out
-writes it.
+round, quoted as median [min-max] over the rounds with a verdict (faster/slower only when the
+whole spread is on one side of 1.00). Any wrk error (socket errors, non-2xx answers), a server
+that dies or fails the check: said loudly, and the exit status is 1. --json prints one JSON
+object; --out writes it.
 """
 import argparse
 import http.client
