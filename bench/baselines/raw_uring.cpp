@@ -42,6 +42,7 @@ constexpr uint64_t tag(Op op, uint32_t idx) {
 
 constexpr uint16_t kNone = 0xffff; // buffer ids are < 32768, the kernel's buffer-ring limit
 constexpr int kGroup = 0;
+constexpr unsigned kRecvSendBundle = 1U << 4; // IORING_RECVSEND_BUNDLE (Linux 6.10)
 
 enum : uint8_t {
     kOpen = 1,
@@ -76,9 +77,17 @@ struct BufPool {
     int staged = 0;           // added since the last publish()
     std::vector<uint16_t> next;
     std::vector<uint32_t> len;
+    // --bundle: a completion names only its first buffer; the others are the ring entries that
+    // follow it, so the ring's contents are mirrored (by position) to find them.
+    uint32_t added = 0;             // buffers ever added: the position of the next one
+    std::vector<uint16_t> at;       // at[position & mask]: the buffer id put there
+    std::vector<uint32_t> position; // position[bid]: where it was put last
 
     void put(uint16_t bid) {
         io_uring_buf_ring_add(ring, buf(bid), size, bid, io_uring_buf_ring_mask(entries), staged++);
+        const uint32_t p = added++;
+        at[p & (entries - 1)] = bid;
+        position[bid] = p;
         ++avail;
     }
     // One release-store of the tail makes every buffer returned during the batch visible.
@@ -99,11 +108,12 @@ struct Server {
     std::deque<uint32_t> starved;
     int lfd = -1, sfd = -1;
     bool fixed = true;
+    bool bundle = false; // --bundle: IORING_RECVSEND_BUNDLE receives (Linux 6.10)
     bool stop = false;
     bool accept_paused = false;
     int demand = 0; // buffers asked for during the current batch (consumed or ENOBUFS)
     struct {
-        unsigned long accepted, short_sends, enobufs, rearms;
+        unsigned long accepted, short_sends, enobufs, rearms, bundles;
     } stats{}; // rare paths only; printed at exit so tests can see they were exercised
 
     io_uring_sqe* sqe() {
@@ -134,6 +144,7 @@ struct Server {
         conns[idx].flags |= kRecvArmed;
         io_uring_sqe* s = conn_sqe(idx, kRecv);
         io_uring_prep_recv_multishot(s, static_cast<int>(idx), nullptr, 0, 0);
+        if (bundle) s->ioprio |= kRecvSendBundle;
         s->flags |= IOSQE_BUFFER_SELECT | file_flag();
         s->buf_group = kGroup;
     }
@@ -216,17 +227,31 @@ struct Server {
             ++demand;
         }
         if (res > 0) {
-            const auto bid = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-            if (c.flags & kClosing) {
-                pool.put(bid); // late data for a connection we are tearing down
-            } else {
-                pool.len[bid] = static_cast<uint32_t>(res);
+            const auto first = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            // A bundle fills whole buffers in ring order and the last one partly.
+            const uint32_t count = (static_cast<uint32_t>(res) + pool.size - 1) / pool.size;
+            pool.avail -= static_cast<int>(count - 1);
+            stats.bundles += count > 1;
+            demand += static_cast<int>(count - 1);
+            uint32_t left = static_cast<uint32_t>(res);
+            for (uint32_t k = 0; k < count; ++k) {
+                const uint16_t bid =
+                    k == 0 ? first : pool.at[(pool.position[first] + k) & (pool.entries - 1)];
+                const uint32_t n = std::min(left, pool.size);
+                left -= n;
+                if (c.flags & kClosing) {
+                    pool.put(bid); // late data for a connection we are tearing down
+                    continue;
+                }
+                pool.len[bid] = n;
                 pool.next[bid] = kNone;
                 if (c.tail == kNone)
                     c.head = bid;
                 else
                     pool.next[c.tail] = bid;
                 c.tail = bid;
+            }
+            if (!(c.flags & kClosing)) {
                 if (!(c.flags & kSendInflight)) send_head(idx);
                 // Multishot can end without an error (e.g. CQ overflow): re-arm.
                 if (!(c.flags & kRecvArmed)) {
@@ -338,10 +363,8 @@ const char* setup_name(unsigned flags) {
 }
 
 int usage() {
-    std::fprintf(
-        stderr,
-        "usage: raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] "
-        "[--bufs N]\n");
+    std::fprintf(stderr, "usage: raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] "
+                         "[--buf-size BYTES] [--bufs N] [--bundle]\n");
     return 2;
 }
 
@@ -378,6 +401,8 @@ int main(int argc, char** argv) {
             srv->fixed = false;
         } else if (a == "--unix" && i + 1 < argc) {
             unix_path = argv[++i];
+        } else if (a == "--bundle") {
+            srv->bundle = true;
         } else if (a == "--no-defer") {
             defer = false;
         } else if ((a == "--buf-size" || a == "--bufs") && i + 1 < argc) {
@@ -455,6 +480,8 @@ int main(int argc, char** argv) {
     }
     pool.next.resize(pool.entries);
     pool.len.resize(pool.entries);
+    pool.at.resize(pool.entries);
+    pool.position.resize(pool.entries);
 
     srv->sfd = baseline::make_signalfd();
     int port = 0;
@@ -474,9 +501,9 @@ int main(int argc, char** argv) {
 
     std::fprintf(stderr,
                  "raw_uring: exit: %lu accepted, %lu short sends, %lu ENOBUFS, %lu recv re-arms, "
-                 "%u buffers provisioned\n",
+                 "%u buffers provisioned, %lu receives over several buffers\n",
                  srv->stats.accepted, srv->stats.short_sends, srv->stats.enobufs, srv->stats.rearms,
-                 pool.provisioned);
+                 pool.provisioned, srv->stats.bundles);
     io_uring_queue_exit(&srv->ring); // also closes every direct descriptor
     munmap(bmem, pool_bytes);
     munmap(rmem, ring_bytes);

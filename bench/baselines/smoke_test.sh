@@ -2,7 +2,8 @@
 # Smoke test of the hand-written baselines (registered with ctest as baselines_smoke).
 #   smoke_test.sh BIN_DIR
 # 1. raw_epoll and raw_uring each serve a 1 s raw_client run (50 connections): requests > 0,
-#    errors == 0, and the server exits 0 on SIGTERM.
+#    errors == 0, and the server exits 0 on SIGTERM; raw_uring --bundle too, with 16 KiB messages
+#    into 4 KiB buffers, and some of its receives span several buffers.
 #    raw_unix_echo's server and raw_uring --unix each serve a 1 s raw_unix_echo client run (50
 #    connections, every byte verified), exit 0 on SIGTERM and remove their socket file.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
@@ -39,7 +40,8 @@ fail() {
 # Returns 1 if the server died before announcing itself.
 start_server() {
     local name=$1
-    "$BIN/$name" 0 >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    shift
+    "$BIN/$name" 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     SERVER_PID=$!
     for _ in $(seq 100); do
         if grep -q '^listening on ' "$TMP/$name.out"; then
@@ -63,7 +65,8 @@ stop_server() {
 
 check_server() {
     local name=$1 rc=0
-    timeout 60 "$BIN/raw_client" -p "$PORT" -c 50 -d 1 --json >"$TMP/$name.json" \
+    shift
+    timeout 60 "$BIN/raw_client" -p "$PORT" -c 50 -d 1 "$@" --json >"$TMP/$name.json" \
         2>"$TMP/$name.client.err" || rc=$?
     if [[ $rc -ne 0 ]]; then
         cat "$TMP/$name.client.err" >&2
@@ -88,6 +91,13 @@ if [[ ! -e $BIN/raw_uring ]]; then
     echo "raw_uring: not built (GALAY_WITH_URING=OFF), only the epoll baseline is checked"
 elif start_server raw_uring; then
     check_server raw_uring
+    # --bundle with 4 KiB buffers and 16 KiB messages, so that receives span several buffers.
+    start_server raw_uring --bundle --buf-size 4096 ||
+        { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --bundle failed to start"; }
+    check_server raw_uring -s 16384
+    grep -Eq ', [1-9][0-9]* receives over several buffers' "$TMP/raw_uring.err" ||
+        { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --bundle: no receive spanned two buffers"; }
+    echo "raw_uring --bundle: $(grep -o '[0-9]* receives over several buffers' "$TMP/raw_uring.err")"
 elif grep -q 'io_uring unavailable' "$TMP/raw_uring.err"; then
     echo "SKIP raw_uring: $(cat "$TMP/raw_uring.err")" >&2
     uring_skipped=1
