@@ -1,7 +1,7 @@
-// raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]: the
-// hand-written liburing echo server galay is measured against. `--unix PATH` serves a Unix
-// stream socket at PATH instead of TCP (the same loop: it shows what io_uring itself costs on
-// AF_UNIX, against the epoll loop of raw_unix_echo).
+// raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]
+//           [--bundle | --inc]: the hand-written liburing echo server galay is measured against.
+// `--unix PATH` serves a Unix stream socket at PATH instead of TCP (the same loop: it shows what
+// io_uring itself costs on AF_UNIX, against the epoll loop of raw_unix_echo).
 //
 // One thread, one ring. Multishot accept (direct descriptors by default), one multishot recv per
 // connection selecting buffers from one shared provided-buffer ring, a plain send of exactly the
@@ -12,6 +12,10 @@
 // Per connection there is only a 12-byte state struct; data lives in the shared ring. Buffers are
 // provisioned lazily (the pool grows with demand up to --bufs), so resident memory follows the
 // peak number of buffers in use, not the number of connections.
+//
+// --bundle and --inc try the newest receive paths (receive bundles, Linux 6.10; incrementally
+// consumed buffers, 6.12) in the floor loop, to see whether they move anything before galay's
+// pooled receive takes them (docs/benchmarks/echo.md).
 //
 // Ordering: several recv completions may arrive for one connection before its first send is done
 // (pipelining), and a short send leaves a tail. Sends on one socket are therefore serialised: the
@@ -43,6 +47,8 @@ constexpr uint64_t tag(Op op, uint32_t idx) {
 constexpr uint16_t kNone = 0xffff; // buffer ids are < 32768, the kernel's buffer-ring limit
 constexpr int kGroup = 0;
 constexpr unsigned kRecvSendBundle = 1U << 4; // IORING_RECVSEND_BUNDLE (Linux 6.10)
+constexpr unsigned kPbufRingInc = 2;          // IOU_PBUF_RING_INC (Linux 6.12)
+constexpr unsigned kCqeBufMore = 1U << 4;     // IORING_CQE_F_BUF_MORE
 
 enum : uint8_t {
     kOpen = 1,
@@ -82,6 +88,32 @@ struct BufPool {
     uint32_t added = 0;             // buffers ever added: the position of the next one
     std::vector<uint16_t> at;       // at[position & mask]: the buffer id put there
     std::vector<uint32_t> position; // position[bid]: where it was put last
+
+    // --inc: the kernel consumes a buffer piece by piece (IOU_PBUF_RING_INC), so one buffer holds
+    // the bytes of several receives, of several connections. A connection's queue then links
+    // slices, not buffers (`next` and `len` are indexed by slice id); a buffer goes back to the
+    // ring once the kernel has moved past it and every slice of it has been sent.
+    bool inc = false;
+    std::vector<uint16_t> slice_bid;
+    std::vector<uint32_t> slice_off;
+    std::vector<uint16_t> free_slices;
+    std::vector<uint32_t> filled; // bytes of the buffer the kernel has handed out
+    std::vector<uint32_t> refs;   // its slices not yet sent
+    std::vector<uint8_t> done;    // the kernel has moved on to the next buffer
+
+    char* data(uint16_t id) const { return inc ? buf(slice_bid[id]) + slice_off[id] : buf(id); }
+    /// The bytes of queue entry `id` are sent (or dropped).
+    void release(uint16_t id) {
+        if (!inc) return put(id);
+        const uint16_t bid = slice_bid[id];
+        free_slices.push_back(id);
+        if (--refs[bid] == 0 && done[bid]) recycle(bid);
+    }
+    void recycle(uint16_t bid) {
+        filled[bid] = 0;
+        done[bid] = 0;
+        put(bid);
+    }
 
     void put(uint16_t bid) {
         io_uring_buf_ring_add(ring, buf(bid), size, bid, io_uring_buf_ring_mask(entries), staged++);
@@ -153,14 +185,17 @@ struct Server {
         Conn& c = conns[idx];
         c.flags |= kSendInflight;
         io_uring_sqe* s = conn_sqe(idx, kSend);
-        io_uring_prep_send(s, static_cast<int>(idx), pool.buf(c.head) + c.sent,
+        io_uring_prep_send(s, static_cast<int>(idx), pool.data(c.head) + c.sent,
                            pool.len[c.head] - c.sent, MSG_NOSIGNAL);
         s->flags |= file_flag();
     }
 
     void drop_queue(Conn& c) {
-        for (uint16_t bid = c.head; bid != kNone; bid = pool.next[bid])
-            pool.put(bid);
+        for (uint16_t id = c.head; id != kNone;) {
+            const uint16_t next = pool.next[id];
+            pool.release(id);
+            id = next;
+        }
         c.head = c.tail = kNone;
         c.sent = 0;
     }
@@ -222,6 +257,7 @@ struct Server {
         Conn& c = conns[idx];
         const int res = cqe->res;
         if (!(cqe->flags & IORING_CQE_F_MORE)) c.flags &= ~kRecvArmed;
+        if (pool.inc) return on_recv_inc(idx, cqe);
         if (cqe->flags & IORING_CQE_F_BUFFER) {
             --pool.avail;
             ++demand;
@@ -275,6 +311,59 @@ struct Server {
         maybe_close(idx);
     }
 
+    void on_recv_inc(uint32_t idx, const io_uring_cqe* cqe) {
+        Conn& c = conns[idx];
+        const int res = cqe->res;
+        if (cqe->flags & IORING_CQE_F_BUFFER) {
+            const auto bid = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            const bool kernel_keeps = cqe->flags & kCqeBufMore;
+            const uint32_t off = pool.filled[bid];
+            pool.filled[bid] += static_cast<uint32_t>(std::max(res, 0));
+            if (!kernel_keeps) {
+                --pool.avail;
+                ++demand;
+                pool.done[bid] = 1;
+            }
+            if (res > 0 && !(c.flags & kClosing) && !pool.free_slices.empty()) {
+                const uint16_t id = pool.free_slices.back();
+                pool.free_slices.pop_back();
+                pool.slice_bid[id] = bid;
+                pool.slice_off[id] = off;
+                ++pool.refs[bid];
+                pool.len[id] = static_cast<uint32_t>(res);
+                pool.next[id] = kNone;
+                if (c.tail == kNone)
+                    c.head = id;
+                else
+                    pool.next[c.tail] = id;
+                c.tail = id;
+                if (!(c.flags & kSendInflight)) send_head(idx);
+            } else if (res > 0 && !(c.flags & kClosing)) {
+                std::fprintf(stderr, "raw_uring: out of slices\n");
+                std::exit(1);
+            }
+            if (pool.done[bid] && pool.refs[bid] == 0) pool.recycle(bid);
+        }
+        if (res > 0) {
+            if (!(c.flags & (kClosing | kRecvArmed))) {
+                ++stats.rearms;
+                arm_recv(idx);
+            }
+        } else if (res == -ENOBUFS) {
+            ++demand;
+            ++stats.enobufs;
+            if (!(c.flags & (kClosing | kRecvArmed | kStarved))) {
+                c.flags |= kStarved;
+                starved.push_back(idx);
+            }
+        } else if (res == 0) {
+            c.flags |= kClosing;
+        } else {
+            abort(idx);
+        }
+        maybe_close(idx);
+    }
+
     void on_send(uint32_t idx, int res) {
         Conn& c = conns[idx];
         c.flags &= ~kSendInflight;
@@ -288,7 +377,7 @@ struct Server {
                 c.head = pool.next[bid];
                 if (c.head == kNone) c.tail = kNone;
                 c.sent = 0;
-                pool.put(bid);
+                pool.release(bid);
             } else {
                 ++stats.short_sends;
             }
@@ -364,7 +453,7 @@ const char* setup_name(unsigned flags) {
 
 int usage() {
     std::fprintf(stderr, "usage: raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] "
-                         "[--buf-size BYTES] [--bufs N] [--bundle]\n");
+                         "[--buf-size BYTES] [--bufs N] [--bundle | --inc]\n");
     return 2;
 }
 
@@ -401,6 +490,8 @@ int main(int argc, char** argv) {
             srv->fixed = false;
         } else if (a == "--unix" && i + 1 < argc) {
             unix_path = argv[++i];
+        } else if (a == "--inc") {
+            srv->pool.inc = true;
         } else if (a == "--bundle") {
             srv->bundle = true;
         } else if (a == "--no-defer") {
@@ -473,6 +564,7 @@ int main(int argc, char** argv) {
     reg.ring_addr = reinterpret_cast<uintptr_t>(rmem);
     reg.ring_entries = pool.entries;
     reg.bgid = kGroup;
+    if (pool.inc) reg.pad = kPbufRingInc; // (the flags field of newer headers)
     r = io_uring_register_buf_ring(&srv->ring, &reg, 0);
     if (r < 0) {
         std::fprintf(stderr, "raw_uring: io_uring_register_buf_ring: %s\n", std::strerror(-r));
@@ -480,6 +572,17 @@ int main(int argc, char** argv) {
     }
     pool.next.resize(pool.entries);
     pool.len.resize(pool.entries);
+    if (pool.inc) { // slice ids, as many as a uint16_t names (kNone excluded)
+        pool.next.resize(kNone);
+        pool.len.resize(kNone);
+        pool.slice_bid.resize(kNone);
+        pool.slice_off.resize(kNone);
+        for (uint16_t id = kNone; id-- > 0;)
+            pool.free_slices.push_back(id);
+        pool.filled.resize(pool.entries);
+        pool.refs.resize(pool.entries);
+        pool.done.resize(pool.entries);
+    }
     pool.at.resize(pool.entries);
     pool.position.resize(pool.entries);
 

@@ -3,7 +3,7 @@
 #   smoke_test.sh BIN_DIR
 # 1. raw_epoll and raw_uring each serve a 1 s raw_client run (50 connections): requests > 0,
 #    errors == 0, and the server exits 0 on SIGTERM; raw_uring --bundle too, with 16 KiB messages
-#    into 4 KiB buffers, and some of its receives span several buffers.
+#    into 4 KiB buffers, and some of its receives span several buffers; raw_uring --inc too.
 #    raw_unix_echo's server and raw_uring --unix each serve a 1 s raw_unix_echo client run (50
 #    connections, every byte verified), exit 0 on SIGTERM and remove their socket file.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
@@ -98,6 +98,10 @@ elif start_server raw_uring; then
     grep -Eq ', [1-9][0-9]* receives over several buffers' "$TMP/raw_uring.err" ||
         { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --bundle: no receive spanned two buffers"; }
     echo "raw_uring --bundle: $(grep -o '[0-9]* receives over several buffers' "$TMP/raw_uring.err")"
+    # --inc: several receives share a buffer (IOU_PBUF_RING_INC); every byte still echoed right.
+    start_server raw_uring --inc ||
+        { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --inc failed to start"; }
+    check_server raw_uring -s 1000 -P 4
 elif grep -q 'io_uring unavailable' "$TMP/raw_uring.err"; then
     echo "SKIP raw_uring: $(cat "$TMP/raw_uring.err")" >&2
     uring_skipped=1
