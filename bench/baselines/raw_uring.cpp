@@ -85,6 +85,7 @@ struct BufPool {
     std::vector<uint32_t> len;
     // --bundle: a completion names only its first buffer; the others are the ring entries that
     // follow it, so the ring's contents are mirrored (by position) to find them.
+    bool mirror = false;            // --bundle
     uint32_t added = 0;             // buffers ever added: the position of the next one
     std::vector<uint16_t> at;       // at[position & mask]: the buffer id put there
     std::vector<uint32_t> position; // position[bid]: where it was put last
@@ -117,9 +118,11 @@ struct BufPool {
 
     void put(uint16_t bid) {
         io_uring_buf_ring_add(ring, buf(bid), size, bid, io_uring_buf_ring_mask(entries), staged++);
-        const uint32_t p = added++;
-        at[p & (entries - 1)] = bid;
-        position[bid] = p;
+        if (mirror) {
+            const uint32_t p = added++;
+            at[p & (entries - 1)] = bid;
+            position[bid] = p;
+        }
         ++avail;
     }
     // One release-store of the tail makes every buffer returned during the batch visible.
@@ -265,7 +268,8 @@ struct Server {
         if (res > 0) {
             const auto first = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
             // A bundle fills whole buffers in ring order and the last one partly.
-            const uint32_t count = (static_cast<uint32_t>(res) + pool.size - 1) / pool.size;
+            const uint32_t count =
+                bundle ? (static_cast<uint32_t>(res) + pool.size - 1) / pool.size : 1;
             pool.avail -= static_cast<int>(count - 1);
             stats.bundles += count > 1;
             demand += static_cast<int>(count - 1);
@@ -493,7 +497,7 @@ int main(int argc, char** argv) {
         } else if (a == "--inc") {
             srv->pool.inc = true;
         } else if (a == "--bundle") {
-            srv->bundle = true;
+            srv->bundle = srv->pool.mirror = true;
         } else if (a == "--no-defer") {
             defer = false;
         } else if ((a == "--buf-size" || a == "--bufs") && i + 1 < argc) {
@@ -511,6 +515,7 @@ int main(int argc, char** argv) {
             port_arg = argv[i];
         }
     }
+    if (srv->bundle && srv->pool.inc) return usage(); // (the mirror assumes whole buffers)
     const int want_port = baseline::parse_port(port_arg);
     const rlim_t nofile = baseline::raise_nofile();
 
