@@ -1,6 +1,6 @@
 // TLS against real peers, on every backend: galay's client against `openssl s_server`, galay's
-// server against `openssl s_client` (TLS 1.3 and 1.2) and Python's ssl module, as processes on
-// loopback ephemeral ports.
+// server against `openssl s_client` (TLS 1.3 and 1.2), Python's ssl module and Go's crypto/tls (a
+// TLS stack that shares no code with OpenSSL), as processes on loopback ephemeral ports.
 #include "support/process.hpp"
 #include "support/tls_pair.hpp"
 
@@ -167,6 +167,60 @@ print("ok" if bytes(got) == data else "mismatch", version, alpn)
     EXPECT_EQ(r.out, "ok TLSv1.3 http/1.1\n") << r.err;
     EXPECT_EQ(echoed, 1u << 20);
     EXPECT_EQ(alpn, "http/1.1");
+}
+
+// Go's crypto/tls (bench/control/go_https/client, built by CMake when go is on the PATH): its own
+// handshake, record layer and certificate verification. 1 MiB echoed in one go, both directions
+// at once, then close_notify.
+TEST_P(TlsInteropTest, a_go_crypto_tls_client_echoes_through_the_galay_server) {
+#ifndef GO_TLS_CLIENT_BIN
+    GTEST_SKIP() << "SKIP: go_tls_client was not built (no go on the PATH at configure time; "
+                    "Debian: golang-go)";
+#else
+    const tls::Context sctx = server_context(pki().server(), {"h2", "http/1.1"});
+    TcpListener l = listen_loopback();
+    const std::uint16_t port = l.local_addr()->port();
+    constexpr std::size_t kBytes = std::size_t{1} << 20;
+    std::string echoed;
+    std::string alpn;
+    bool clean_close = false;
+    std::thread server([&] {
+        Scheduler s(options());
+        s.block_on([&]() -> Task<void> {
+            auto conn = co_await l.accept().timeout(30s);
+            CO_ASSERT(conn.has_value());
+            tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
+            auto hs = co_await t.handshake().timeout(30s);
+            EXPECT_TRUE(hs.has_value()) << t.last_error();
+            if (!hs) co_return;
+            alpn = t.alpn();
+            char buf[16384];
+            for (;;) {
+                auto n = co_await t.recv(buf).timeout(30s);
+                CO_ASSERT(n.has_value());
+                if (*n == 0) break; // the client's close_notify
+                echoed.append(buf, *n);
+                CO_ASSERT((co_await t.send_all(std::span(buf, *n)).timeout(30s)));
+            }
+            clean_close = true;
+            (void)co_await t.shutdown().timeout(10s);
+        }());
+    });
+    ProcessResult r = run_process({GO_TLS_CLIENT_BIN, "-addr", "127.0.0.1:" + std::to_string(port),
+                                   "-ca", pki().ca().cert, "-name", "localhost", "-bytes",
+                                   std::to_string(kBytes), "-alpn", "http/1.1", "-timeout", "30s"});
+    server.join();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("ok: 1048576 bytes echoed, TLS 1.3"), std::string::npos) << r.out << r.err;
+    EXPECT_EQ(alpn, "http/1.1");
+    EXPECT_TRUE(clean_close);
+    ASSERT_EQ(echoed.size(), kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i)
+        if (echoed[i] != static_cast<char>('a' + i % 26)) {
+            ADD_FAILURE() << "byte " << i << " differs";
+            break;
+        }
+#endif
 }
 
 } // namespace
