@@ -5,6 +5,7 @@
 #include "support/tls_pair.hpp"
 
 #include <thread>
+#include <vector>
 
 using namespace galay;
 using namespace galay::test;
@@ -28,6 +29,46 @@ std::uint16_t accept_port(const std::string& out) {
     const std::size_t colon = out.find(':', at);
     return static_cast<std::uint16_t>(std::stoi(out.substr(colon + 1)));
 }
+
+/// A galay TLS server on its own thread and scheduler: accepts one connection on `l`, echoes
+/// every byte (read `chunk` bytes at a time: less than a record's 16 KiB reads records in
+/// pieces) until the client's close_notify, then sends its own.
+struct TlsEchoServer {
+    std::string alpn;         ///< what the handshake negotiated
+    std::string echoed;       ///< every byte echoed, in order
+    bool clean_close = false; ///< the client's close_notify arrived
+    Result<void> shutdown;
+    std::thread thread;
+
+    TlsEchoServer(const tls::Context& sctx, TcpListener& l, SchedulerOptions options,
+                  std::size_t chunk)
+        : thread([this, &sctx, &l, options, chunk] {
+            Scheduler s(options);
+            s.block_on(serve(sctx, l, chunk));
+        }) {}
+    void join() { thread.join(); }
+
+private:
+    Task<void> serve(const tls::Context& sctx, TcpListener& l, std::size_t chunk) {
+        auto conn = co_await l.accept().timeout(30s);
+        CO_ASSERT(conn.has_value());
+        tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
+        auto hs = co_await t.handshake().timeout(30s);
+        EXPECT_TRUE(hs.has_value()) << t.last_error();
+        if (!hs) co_return;
+        alpn = t.alpn();
+        std::vector<char> buf(chunk);
+        for (;;) {
+            auto n = co_await t.recv(std::span(buf)).timeout(30s);
+            CO_ASSERT(n.has_value());
+            if (*n == 0) break; // the client's close_notify
+            echoed.append(buf.data(), *n);
+            CO_ASSERT((co_await t.send_all(std::span(buf.data(), *n)).timeout(30s)));
+        }
+        clean_close = true;
+        shutdown = co_await t.shutdown().timeout(10s);
+    }
+};
 
 TEST_P(TlsInteropTest, galay_client_fetches_from_openssl_s_server) {
     for (const char* version : {"-tls1_3", "-tls1_2"}) {
@@ -120,29 +161,7 @@ TEST_P(TlsInteropTest, a_python_ssl_client_echoes_through_the_galay_server) {
     const tls::Context sctx = server_context(pki().server(), {"http/1.1"});
     TcpListener l = listen_loopback();
     const std::uint16_t port = l.local_addr()->port();
-    std::uint64_t echoed = 0;
-    std::string alpn;
-    std::thread server([&] {
-        Scheduler s(options());
-        s.block_on([&]() -> Task<void> {
-            auto conn = co_await l.accept().timeout(30s);
-            CO_ASSERT(conn.has_value());
-            tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
-            auto hs = co_await t.handshake().timeout(30s);
-            EXPECT_TRUE(hs.has_value()) << t.last_error();
-            if (!hs) co_return;
-            alpn = t.alpn();
-            char buf[7000];
-            for (;;) {
-                auto n = co_await t.recv(buf).timeout(30s);
-                CO_ASSERT(n.has_value());
-                if (*n == 0) break; // the client's close_notify (unwrap)
-                CO_ASSERT((co_await t.send_all(std::span(buf, *n)).timeout(30s)));
-                echoed += *n;
-            }
-            CO_ASSERT((co_await t.shutdown().timeout(10s)));
-        }());
-    });
+    TlsEchoServer server(sctx, l, options(), 7000);
     const std::string script = R"(
 import hashlib, socket, ssl, sys
 port, ca = int(sys.argv[1]), sys.argv[2]
@@ -165,8 +184,10 @@ print("ok" if bytes(got) == data else "mismatch", version, alpn)
     server.join();
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "ok TLSv1.3 http/1.1\n") << r.err;
-    EXPECT_EQ(echoed, 1u << 20);
-    EXPECT_EQ(alpn, "http/1.1");
+    EXPECT_EQ(server.echoed.size(), 1u << 20);
+    EXPECT_EQ(server.alpn, "http/1.1");
+    EXPECT_TRUE(server.clean_close);
+    EXPECT_TRUE(server.shutdown.has_value()) << server.shutdown.error().message();
 }
 
 // Go's crypto/tls (bench/control/go_https/client, built by CMake when go is on the PATH): its own
@@ -181,42 +202,18 @@ TEST_P(TlsInteropTest, a_go_crypto_tls_client_echoes_through_the_galay_server) {
     TcpListener l = listen_loopback();
     const std::uint16_t port = l.local_addr()->port();
     constexpr std::size_t kBytes = std::size_t{1} << 20;
-    std::string echoed;
-    std::string alpn;
-    bool clean_close = false;
-    std::thread server([&] {
-        Scheduler s(options());
-        s.block_on([&]() -> Task<void> {
-            auto conn = co_await l.accept().timeout(30s);
-            CO_ASSERT(conn.has_value());
-            tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
-            auto hs = co_await t.handshake().timeout(30s);
-            EXPECT_TRUE(hs.has_value()) << t.last_error();
-            if (!hs) co_return;
-            alpn = t.alpn();
-            char buf[16384];
-            for (;;) {
-                auto n = co_await t.recv(buf).timeout(30s);
-                CO_ASSERT(n.has_value());
-                if (*n == 0) break; // the client's close_notify
-                echoed.append(buf, *n);
-                CO_ASSERT((co_await t.send_all(std::span(buf, *n)).timeout(30s)));
-            }
-            clean_close = true;
-            (void)co_await t.shutdown().timeout(10s);
-        }());
-    });
+    TlsEchoServer server(sctx, l, options(), 16384);
     ProcessResult r = run_process({GO_TLS_CLIENT_BIN, "-addr", "127.0.0.1:" + std::to_string(port),
                                    "-ca", pki().ca().cert, "-name", "localhost", "-bytes",
                                    std::to_string(kBytes), "-alpn", "http/1.1", "-timeout", "30s"});
     server.join();
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("ok: 1048576 bytes echoed, TLS 1.3"), std::string::npos) << r.out << r.err;
-    EXPECT_EQ(alpn, "http/1.1");
-    EXPECT_TRUE(clean_close);
-    ASSERT_EQ(echoed.size(), kBytes);
+    EXPECT_EQ(server.alpn, "http/1.1");
+    EXPECT_TRUE(server.clean_close);
+    ASSERT_EQ(server.echoed.size(), kBytes);
     for (std::size_t i = 0; i < kBytes; ++i)
-        if (echoed[i] != static_cast<char>('a' + i % 26)) {
+        if (server.echoed[i] != static_cast<char>('a' + i % 26)) {
             ADD_FAILURE() << "byte " << i << " differs";
             break;
         }
