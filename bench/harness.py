@@ -26,6 +26,7 @@ import os
 import random
 import resource
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -37,6 +38,19 @@ import time
 # Ports and servers
 # ---------------------------------------------------------------------------------------------
 
+
+
+def cargo_build(crate_dir, binary):
+    """Build the Rust control group in `crate_dir` (its Cargo.lock pinned) with cargo: returns
+    (path of `binary`, None), or (None, why not: no cargo, or the build's last error line)."""
+    if shutil.which("cargo") is None:
+        return None, "cargo not found (Debian: cargo)"
+    r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
+                        os.path.join(crate_dir, "Cargo.toml")], capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        return None, f"cargo build failed ({last})"
+    return os.path.join(crate_dir, "target", "release", binary), None
 
 def free_port():
     """A free port below the ephemeral range, so a client's 10,000 source ports never take it

@@ -24,7 +24,6 @@ each a median over alternating rounds of same-round ratios with their min-max sp
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -297,17 +296,12 @@ def print_fsmeta(r, a):
 
 def build_tokio():
     """The Tokio control program, built with cargo; its path, or None with the reason printed."""
-    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "control", "tokio_spawn")
-    if shutil.which("cargo") is None:
-        sys.stderr.write("local.py: cargo not found: the Tokio control group is skipped\n")
-        return None
-    r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
-                        os.path.join(d, "Cargo.toml")], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.stderr.write("local.py: cargo build failed, the Tokio control group is skipped:\n" +
-                         r.stderr.strip() + "\n")
-        return None
-    return os.path.join(d, "target", "release", "tokio_spawn")
+    path, why = harness.cargo_build(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "control", "tokio_spawn"),
+        "tokio_spawn")
+    if path is None:
+        sys.stderr.write(f"local.py: {why}: the Tokio control group is skipped\n")
+    return path
 
 
 def spawn_study(a):

@@ -459,11 +459,14 @@ def relay_report(ctx):
         lines += [f"relay: {', '.join(missing)} not built, skipped.", ""]
     else:
         proxies = "galay-splice-uring,galay-splice-epoll,galay-copy,raw-splice"
-        if have(a.bin, "tokio_proxy"):
+        tokio, why = harness.cargo_build(os.path.join(here, "control", "tokio_proxy"),
+                                         "tokio_proxy")
+        if tokio is not None: # relay.py finds its proxies in --bin
+            shutil.copy2(tokio, os.path.join(a.bin, "tokio_proxy"))
             proxies += ",tokio"
         else:
-            lines += ["Tokio proxy not built (bench/control/tokio_proxy): no ratios against it.",
-                      ""]
+            lines += [f"Tokio proxy (bench/control/tokio_proxy) not built: {why}; no ratios "
+                      "against it.", ""]
         out = os.path.join(a.out, "relay.json")
         p = subprocess.run([sys.executable, os.path.join(here, "relay.py"), "--bin", a.bin,
                             "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,

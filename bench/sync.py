@@ -30,7 +30,6 @@ allocations per message.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -40,20 +39,14 @@ import harness  # noqa: E402  (spreads and verdicts)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKIO_DIR = os.path.join(ROOT, "bench", "control", "tokio_sync")
-TOKIO_BIN = os.path.join(TOKIO_DIR, "target", "release", "tokio_sync")
 
 
 def build_tokio():
     """Build the Tokio control program; returns its path, or None with the reason printed."""
-    if shutil.which("cargo") is None:
-        print("tokio: cargo not found, the Tokio control group is skipped (install cargo to include it)")
-        return None
-    r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
-                        os.path.join(TOKIO_DIR, "Cargo.toml")], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("tokio: cargo build failed, the Tokio control group is skipped:\n" + r.stderr.strip())
-        return None
-    return TOKIO_BIN
+    path, why = harness.cargo_build(TOKIO_DIR, "tokio_sync")
+    if path is None:
+        print(f"tokio: {why}: the Tokio control group is skipped")
+    return path
 
 
 def run_json(cmd):
