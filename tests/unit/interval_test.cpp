@@ -1,7 +1,8 @@
 // galay::Interval: ticks due on a fixed schedule from the start (no drift from the work between
 // them), the three missed-tick policies after a whole period is missed, reset(), cancellation.
-// Lateness is made by spinning on the clock past a known instant; the assertions are about the
-// instants the ticks report, never about how long anything took.
+// The tests that make a tick late run on the paused clock (virtual time: a sleep jumps it
+// exactly), so lateness is a known number of periods whatever the machine's load; the assertions
+// are about the instants the ticks report, never about how long anything took.
 #include "support/backends.hpp"
 
 #include <chrono>
@@ -13,10 +14,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPeriod = 2ms;
 
-/// Busy until the clock passes `t` (makes a tick late on purpose; not a synchronisation).
-void spin_past(Clock::time_point t) {
-    while (Clock::now() <= t) {
-    }
+/// The scheduler's clock (virtual under run_paused) as a time point.
+Clock::time_point vnow() {
+    return Clock::time_point(std::chrono::nanoseconds(Scheduler::now_ns()));
 }
 } // namespace
 
@@ -37,11 +37,11 @@ TEST_P(IntervalTest, TicksAreDueOnTheScheduleFromTheStartNotFromTheLastTick) {
 }
 
 TEST_P(IntervalTest, BurstDeliversTheMissedTicksThenKeepsTheSchedule) {
-    run([&]() -> Task<void> {
-        const auto start = Clock::now();
+    run_paused([&]() -> Task<void> {
+        const auto start = vnow();
         Interval every(start, kPeriod, MissedTick::burst);
-        CO_ASSERT(co_await every.tick()); // due at start
-        spin_past(start + 3 * kPeriod + kPeriod / 2);
+        CO_ASSERT(co_await every.tick());                // due at start
+        (void)co_await sleep(3 * kPeriod + kPeriod / 2); // late by 3.5 periods
         for (int k = 1; k < 6; ++k) {
             auto t = co_await every.tick();
             CO_ASSERT(t);
@@ -51,12 +51,12 @@ TEST_P(IntervalTest, BurstDeliversTheMissedTicksThenKeepsTheSchedule) {
 }
 
 TEST_P(IntervalTest, SkipDropsTheMissedTicksAndStaysOnTheSchedule) {
-    run([&]() -> Task<void> {
-        const auto start = Clock::now();
+    run_paused([&]() -> Task<void> {
+        const auto start = vnow();
         Interval every(start, kPeriod, MissedTick::skip);
         CO_ASSERT(co_await every.tick());
         const auto late = start + 3 * kPeriod + kPeriod / 2;
-        spin_past(late);
+        (void)co_await sleep(late - vnow());  // now exactly `late`
         auto overdue = co_await every.tick(); // the tick due at start + period comes at once
         CO_ASSERT(overdue);
         EXPECT_EQ(*overdue, start + kPeriod);
@@ -68,12 +68,12 @@ TEST_P(IntervalTest, SkipDropsTheMissedTicksAndStaysOnTheSchedule) {
 }
 
 TEST_P(IntervalTest, DelayShiftsTheScheduleAfterAMissedPeriod) {
-    run([&]() -> Task<void> {
-        const auto start = Clock::now();
+    run_paused([&]() -> Task<void> {
+        const auto start = vnow();
         Interval every(start, kPeriod, MissedTick::delay);
         CO_ASSERT(co_await every.tick());
         const auto late = start + 3 * kPeriod + kPeriod / 2;
-        spin_past(late);
+        (void)co_await sleep(late - vnow()); // now exactly `late`
         auto overdue = co_await every.tick();
         CO_ASSERT(overdue);
         EXPECT_EQ(*overdue, start + kPeriod);
