@@ -3,8 +3,8 @@
 // kernels before 5.19 get (forced here with SchedulerOptions::multishot_accept = false). On epoll
 // the option changes nothing and both variants run the same path.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,16 +48,6 @@ std::size_t fds_available(std::size_t needed) {
         ::getrlimit(RLIMIT_NOFILE, &rl);
     }
     return rl.rlim_cur;
-}
-
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
 }
 
 TcpListener listen_backlogged(int backlog = 4096) {
@@ -155,9 +145,9 @@ TEST_P(AcceptTest, ConnectionsArrivingWhileNobodyAcceptsAreEachDeliveredOnce) {
 
 TEST_P(AcceptTest, ClosingAListenerWithConnectionsWaitingLeaksNoFd) {
     constexpr int kClients = 50;
-    const int before = open_fds();
+    const int before = test::open_fds();
     run([&]() -> Task<void> {
-        const int in_scheduler = open_fds();
+        const int in_scheduler = test::open_fds();
         {
             TcpListener l = listen_backlogged();
             const std::uint16_t port = l.local_addr()->port();
@@ -183,9 +173,9 @@ TEST_P(AcceptTest, ClosingAListenerWithConnectionsWaitingLeaksNoFd) {
             }
         }
         co_await yield_now(); // (io_uring closes streams with the loop's next submission)
-        EXPECT_EQ(open_fds(), in_scheduler);
+        EXPECT_EQ(test::open_fds(), in_scheduler);
     }());
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(test::open_fds(), before);
 }
 
 TEST_P(AcceptTest, TimedOutAcceptLosesNoConnection) {

@@ -8,12 +8,12 @@
 // fs_ops_pool_tests, whose main() makes the io_uring probe say no for every one of them
 // (GALAY_FAKE_URING_NO_OPS=all), so the same tests run each op on the blocking pool instead.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 
 #include <galay/detail/faults.hpp>
 
 #include "driver/fs_ops.hpp" // uring_fs_op_supported: which route each op must take
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,16 +30,6 @@ using namespace std::chrono_literals;
 namespace faults = galay::detail::faults;
 
 namespace {
-
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
-}
 
 std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -70,11 +60,11 @@ protected:
             (std::filesystem::temp_directory_path() / "galay-fs-ops-XXXXXX").string();
         ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
         dir_ = tmpl;
-        fds_before_ = open_fds();
+        fds_before_ = test::open_fds();
     }
     void TearDown() override {
         if (!IsSkipped()) {
-            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
         }
         if (!dir_.empty()) std::filesystem::remove_all(dir_);
     }

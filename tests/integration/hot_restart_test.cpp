@@ -6,9 +6,9 @@
 // This test process is a child subreaper, so a successor whose parent (the old server) exits
 // becomes our child: we reap it and read its exit status too.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -37,16 +37,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
-}
-
 /// A blocking TCP socket listening on 127.0.0.1, port chosen by the kernel; no SOCK_CLOEXEC (as
 /// a descriptor inherited or received from elsewhere may be).
 int raw_listener(std::uint16_t* port) {
@@ -70,11 +60,11 @@ class FromFdTest : public test::BackendTest {
 protected:
     void SetUp() override {
         test::BackendTest::SetUp();
-        fds_before_ = open_fds();
+        fds_before_ = test::open_fds();
     }
     void TearDown() override {
         if (!IsSkipped()) {
-            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
         }
     }
     int fds_before_ = 0;
@@ -343,11 +333,11 @@ protected:
     void SetUp() override {
         test::BackendTest::SetUp();
         ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-        fds_before_ = open_fds();
+        fds_before_ = test::open_fds();
     }
     void TearDown() override {
         if (!IsSkipped()) {
-            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
         }
     }
     int fds_before_ = 0;

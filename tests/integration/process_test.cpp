@@ -4,8 +4,8 @@
 // of ours leaks into a child. Every test counts open descriptors and checks that no child is
 // left (no zombie) at the end.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,16 +25,6 @@ using process::Command;
 using process::Stdio;
 
 namespace {
-
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
-}
 
 /// A command from its argv (built outside `co_await` expressions: g++ 12 miscompiles string
 /// literals in temporaries that live across a suspension).
@@ -56,11 +46,11 @@ class ProcessTest : public test::BackendTest {
 protected:
     void SetUp() override {
         test::BackendTest::SetUp();
-        fds_before_ = open_fds();
+        fds_before_ = test::open_fds();
     }
     void TearDown() override {
         if (!IsSkipped()) {
-            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
             EXPECT_TRUE(no_children()) << "a child was left behind";
         }
     }

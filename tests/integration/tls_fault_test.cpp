@@ -1,10 +1,10 @@
 // TLS bad input and faults, on every backend: garbage instead of a ClientHello, a client that
 // stops mid-handshake, a thousand silent connections, a record arriving one byte at a time,
 // timeouts and cancellation of every operation.
+#include "support/fds.hpp"
 #include "support/raw_tls.hpp"
 #include "support/tls_pair.hpp"
 
-#include <dirent.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -20,16 +20,6 @@ using namespace std::chrono_literals;
 namespace {
 
 class TlsFaultTest : public BackendTest {};
-
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
-}
 
 /// Raise the soft fd limit so that `needed` descriptors fit; returns how many do.
 std::size_t fds_available(std::size_t needed) {
@@ -132,7 +122,7 @@ TEST_P(TlsFaultTest, a_client_stopping_mid_handshake_hits_the_servers_timeout_an
         // The first round sets up what the scheduler keeps for later (io_uring: its lazily made
         // descriptors); the second must end where it began.
         for (int round = 0; round < 2; ++round) {
-            fds_before = open_fds();
+            fds_before = test::open_fds();
             auto [c, s] = co_await loopback_pair(&l);
             RawTlsClient raw(pki().ca().cert);
             (void)SSL_do_handshake(raw.ssl());
@@ -145,7 +135,7 @@ TEST_P(TlsFaultTest, a_client_stopping_mid_handshake_hits_the_servers_timeout_an
             EXPECT_EQ(r.error(), std::errc::timed_out);
             CO_ASSERT((co_await server.close()).has_value());
         }
-        EXPECT_EQ(open_fds(), fds_before);
+        EXPECT_EQ(test::open_fds(), fds_before);
     }());
 }
 
@@ -158,7 +148,7 @@ TEST_P(TlsFaultTest, a_thousand_silent_connections_do_not_stop_another_client_be
     run([&]() -> Task<void> {
         TcpListener l = listen_loopback();
         const std::uint16_t port = l.local_addr()->port();
-        const int fds_before = open_fds();
+        const int fds_before = test::open_fds();
         EchoServer server;
         auto clients = [&]() -> Task<void> {
             std::vector<TcpStream> silent;
@@ -173,7 +163,7 @@ TEST_P(TlsFaultTest, a_thousand_silent_connections_do_not_stop_another_client_be
         co_await when_all(server.run(sctx, l, kSilent + 1), clients());
         EXPECT_EQ(server.ok, 1);
         EXPECT_EQ(server.failed, kSilent);
-        EXPECT_EQ(open_fds(), fds_before);
+        EXPECT_EQ(test::open_fds(), fds_before);
     }());
 }
 

@@ -3,9 +3,9 @@
 // I/O layer, and 10,000 connections from a Python client. Every test counts open descriptors
 // before and after.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 #include "support/process.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -23,16 +23,6 @@ using namespace galay;
 using namespace std::chrono_literals;
 
 namespace {
-
-int open_fds() {
-    int n = 0;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    return n - 1; // (the directory stream itself)
-}
 
 /// A fresh directory for socket files, removed with its contents at the end.
 class TempDir {
@@ -91,11 +81,11 @@ class UnixTest : public test::BackendTest {
 protected:
     void SetUp() override {
         test::BackendTest::SetUp();
-        fds_before_ = open_fds();
+        fds_before_ = test::open_fds();
     }
     void TearDown() override {
         if (!IsSkipped()) {
-            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
         }
     }
     int fds_before_ = 0;
@@ -361,7 +351,7 @@ TEST_P(UnixTest, MoreDescriptorsThanAllowedIsControlTruncatedAndNoneLeaks) {
         int pipe_fds[2];
         CO_ASSERT(::pipe2(pipe_fds, O_CLOEXEC) == 0);
         UniqueFd r(pipe_fds[0]), w(pipe_fds[1]);
-        const int before = open_fds();
+        const int before = test::open_fds();
         std::vector<int> many(16, w.get());
         CO_ASSERT(co_await p->first.send_with_fds(std::string_view("x"), many).timeout(5s));
         std::array<char, 8> buf;
@@ -369,7 +359,7 @@ TEST_P(UnixTest, MoreDescriptorsThanAllowedIsControlTruncatedAndNoneLeaks) {
         CO_ASSERT(!m);
         EXPECT_EQ(m.error(), errc::control_truncated) << m.error().message();
         EXPECT_NE(m.error().message().find("MSG_CTRUNC"), std::string::npos);
-        EXPECT_EQ(open_fds(), before);
+        EXPECT_EQ(test::open_fds(), before);
         // None of the passed copies is alive: closing ours gives the reader EOF.
         w = UniqueFd();
         char c;
@@ -505,13 +495,13 @@ TEST_P(UnixTest, DatagramWithDescriptorsTruncatedDataOrTooManyFdsIsReportedAndNo
         EXPECT_FALSE(fits->truncated);
         EXPECT_EQ(std::string_view(small.data(), fits->size), "fits");
         // More descriptors than the receiver allows: control_truncated, and none stays open.
-        const int before = open_fds();
+        const int before = test::open_fds();
         std::vector<int> many(8, w.get());
         CO_ASSERT(co_await pr->first.send_with_fds(std::string_view("many"), many).timeout(5s));
         auto t = co_await pr->second.recv_with_fds(small, 3).timeout(5s);
         CO_ASSERT(!t);
         EXPECT_EQ(t.error(), errc::control_truncated) << t.error().message();
-        EXPECT_EQ(open_fds(), before);
+        EXPECT_EQ(test::open_fds(), before);
         w = UniqueFd();
         char c;
         EXPECT_EQ(::read(r.get(), &c, 1), 0) << "a passed descriptor is still open somewhere";
