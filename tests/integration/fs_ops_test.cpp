@@ -52,25 +52,21 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 } // namespace
 
-class FsOpsTest : public test::BackendTest {
+class FsOpsTest : public test::FdCheckedTest {
 protected:
     void SetUp() override {
-        test::BackendTest::SetUp();
+        test::FdCheckedTest::SetUp(); // (mkdtemp below leaves no descriptor open)
         std::string tmpl =
             (std::filesystem::temp_directory_path() / "galay-fs-ops-XXXXXX").string();
         ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
         dir_ = tmpl;
-        fds_before_ = test::open_fds();
     }
     void TearDown() override {
-        if (!IsSkipped()) {
-            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
-        }
+        test::FdCheckedTest::TearDown();
         if (!dir_.empty()) std::filesystem::remove_all(dir_);
     }
     std::string at(const std::string& name) const { return dir_ + "/" + name; }
     std::string dir_;
-    int fds_before_ = 0;
 };
 
 TEST_P(FsOpsTest, OpenStatAndErrors) {

@@ -56,19 +56,7 @@ bool is_open(int fd) {
     return ::fcntl(fd, F_GETFD) >= 0;
 }
 
-class FromFdTest : public test::BackendTest {
-protected:
-    void SetUp() override {
-        test::BackendTest::SetUp();
-        fds_before_ = test::open_fds();
-    }
-    void TearDown() override {
-        if (!IsSkipped()) {
-            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
-        }
-    }
-    int fds_before_ = 0;
-};
+class FromFdTest : public test::FdCheckedTest {};
 
 } // namespace
 
@@ -328,19 +316,12 @@ int reap(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-class HotRestartTest : public test::BackendTest {
+class HotRestartTest : public test::FdCheckedTest {
 protected:
     void SetUp() override {
-        test::BackendTest::SetUp();
+        test::FdCheckedTest::SetUp();
         ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-        fds_before_ = test::open_fds();
     }
-    void TearDown() override {
-        if (!IsSkipped()) {
-            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
-        }
-    }
-    int fds_before_ = 0;
     std::vector<std::string> args(std::string port = "0") const {
         return {std::move(port), "--backend", backend_name(GetParam())};
     }

@@ -42,19 +42,14 @@ bool no_children() {
 
 } // namespace
 
-class ProcessTest : public test::BackendTest {
+class ProcessTest : public test::FdCheckedTest {
 protected:
-    void SetUp() override {
-        test::BackendTest::SetUp();
-        fds_before_ = test::open_fds();
-    }
     void TearDown() override {
+        test::FdCheckedTest::TearDown();
         if (!IsSkipped()) {
-            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
             EXPECT_TRUE(no_children()) << "a child was left behind";
         }
     }
-    int fds_before_ = 0;
 };
 
 TEST_P(ProcessTest, PipeCarriesBytesThenEofAndAClosedReaderIsEpipe) {

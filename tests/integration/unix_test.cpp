@@ -77,19 +77,7 @@ Task<std::size_t> echo_once(UnixListener& l) {
 
 } // namespace
 
-class UnixTest : public test::BackendTest {
-protected:
-    void SetUp() override {
-        test::BackendTest::SetUp();
-        fds_before_ = test::open_fds();
-    }
-    void TearDown() override {
-        if (!IsSkipped()) {
-            EXPECT_EQ(test::open_fds(), fds_before_) << "a descriptor leaked";
-        }
-    }
-    int fds_before_ = 0;
-};
+class UnixTest : public test::FdCheckedTest {};
 
 TEST_P(UnixTest, EchoOverAPathListenerThatRemovesItsFileWhenClosed) {
     TempDir dir;

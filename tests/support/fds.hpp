@@ -1,6 +1,8 @@
 // How many descriptors this process has open, for the tests that check nothing leaked.
 #pragma once
 
+#include "support/backends.hpp"
+
 #include <dirent.h>
 
 namespace galay::test {
@@ -15,5 +17,20 @@ inline int open_fds() {
     ::closedir(d);
     return n - 1; // (the directory stream itself)
 }
+
+/// A backend test that fails when it leaves a descriptor open (counted before and after).
+class FdCheckedTest : public BackendTest {
+protected:
+    void SetUp() override {
+        BackendTest::SetUp();
+        fds_before_ = open_fds();
+    }
+    void TearDown() override {
+        if (!IsSkipped()) {
+            EXPECT_EQ(open_fds(), fds_before_) << "a descriptor leaked";
+        }
+    }
+    int fds_before_ = 0;
+};
 
 } // namespace galay::test
