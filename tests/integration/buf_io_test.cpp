@@ -1,11 +1,11 @@
 // io::BufReader, io::BufWriter and io::copy_bidirectional on every backend, over real loopback
 // sockets.
 #include "support/backends.hpp"
+#include "support/fds.hpp"
 #include "support/tcp_pair.hpp"
 
 #include <array>
 #include <cstring>
-#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -655,21 +655,15 @@ TEST_P(CopyTest, IdleSplicedRelaysHoldNoPipe) {
         std::vector<Proxied> relays;
         for (int i = 0; i < kRelays; ++i)
             relays.push_back(co_await proxied());
-        auto open_fds = [] {
-            std::size_t n = 0;
-            for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
-                n += e.path().empty() ? 0 : 1;
-            return n;
-        };
-        const std::size_t before = open_fds();
+        const int before = test::open_fds();
         CancelSource stop;
         std::vector<Task<Result<io::CopyStats>>> copies;
         for (Proxied& p : relays)
             copies.push_back(with_cancel(stop, io::copy_bidirectional(p.a, p.b)));
-        auto check = [&]() -> Task<std::size_t> {
+        auto check = [&]() -> Task<int> {
             for (int i = 0; i < 10; ++i)
                 co_await yield_now(); // every relay reaches its wait for bytes
-            const std::size_t during = open_fds();
+            const int during = test::open_fds();
             stop.cancel();
             co_return during;
         };
