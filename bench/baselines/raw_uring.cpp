@@ -149,7 +149,8 @@ struct Server {
     int demand = 0; // buffers asked for during the current batch (consumed or ENOBUFS)
     struct {
         unsigned long accepted, short_sends, enobufs, rearms, bundles;
-    } stats{}; // rare paths only; printed at exit so tests can see they were exercised
+        unsigned long receives, received, sends; // per-request work (bench/echo_profile.py)
+    } stats{}; // printed at exit, so tests see the rare paths were exercised
 
     io_uring_sqe* sqe() {
         io_uring_sqe* s = io_uring_get_sqe(&ring);
@@ -187,6 +188,7 @@ struct Server {
     void send_head(uint32_t idx) {
         Conn& c = conns[idx];
         c.flags |= kSendInflight;
+        ++stats.sends;
         io_uring_sqe* s = conn_sqe(idx, kSend);
         io_uring_prep_send(s, static_cast<int>(idx), pool.data(c.head) + c.sent,
                            pool.len[c.head] - c.sent, MSG_NOSIGNAL);
@@ -266,6 +268,8 @@ struct Server {
             ++demand;
         }
         if (res > 0) {
+            ++stats.receives;
+            stats.received += static_cast<unsigned long>(res);
             const auto first = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
             // A bundle fills whole buffers in ring order and the last one partly.
             const uint32_t count =
@@ -328,6 +332,7 @@ struct Server {
                 ++demand;
                 pool.done[bid] = 1;
             }
+            if (res > 0) ++stats.receives, stats.received += static_cast<unsigned long>(res);
             if (res > 0 && !(c.flags & kClosing) && !pool.free_slices.empty()) {
                 const uint16_t id = pool.free_slices.back();
                 pool.free_slices.pop_back();
@@ -609,9 +614,11 @@ int main(int argc, char** argv) {
 
     std::fprintf(stderr,
                  "raw_uring: exit: %lu accepted, %lu short sends, %lu ENOBUFS, %lu recv re-arms, "
-                 "%u buffers provisioned, %lu receives over several buffers\n",
+                 "%u buffers provisioned, %lu receives over several buffers, %lu receives, %lu "
+                 "bytes received, %lu sends\n",
                  srv->stats.accepted, srv->stats.short_sends, srv->stats.enobufs, srv->stats.rearms,
-                 pool.provisioned, srv->stats.bundles);
+                 pool.provisioned, srv->stats.bundles, srv->stats.receives, srv->stats.received,
+                 srv->stats.sends);
     io_uring_queue_exit(&srv->ring); // also closes every direct descriptor
     munmap(bmem, pool_bytes);
     munmap(rmem, ring_bytes);
