@@ -91,6 +91,14 @@ if [[ ! -e $BIN/raw_uring ]]; then
     echo "raw_uring: not built (GALAY_WITH_URING=OFF), only the epoll baseline is checked"
 elif start_server raw_uring; then
     check_server raw_uring
+    # Its per-request counters (bench/echo_profile.py reads them): every receive was sent back.
+    python3 - "$TMP/raw_uring.err" <<'EOF' || { cat "$TMP/raw_uring.err" >&2; fail "raw_uring: counters wrong"; }
+import re, sys
+m = re.search(r"(\d+) receives, (\d+) bytes received, (\d+) sends", open(sys.argv[1]).read())
+ok = m is not None and int(m[1]) > 0 and int(m[2]) >= int(m[1]) and int(m[3]) >= int(m[1])
+print(f"raw_uring: {m[0] if m else 'no counters'}")
+sys.exit(0 if ok else 1)
+EOF
     # --bundle with 4 KiB buffers and 16 KiB messages, so that receives span several buffers.
     start_server raw_uring --bundle --buf-size 4096 ||
         { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --bundle failed to start"; }
