@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,6 +178,13 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--json", help="write every run's figures to this file")
     args = ap.parse_args()
+    if not shutil.which("perf"):
+        sys.exit("echo_profile.py: needs perf (Debian package linux-perf)")
+    probe = subprocess.run(["perf", "stat", "-x,", "-e", EVENTS["sqe"], "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0 or "not supported" in probe.stderr:
+        sys.exit("echo_profile.py: perf cannot read the io_uring tracepoints (run as root, or "
+                 "set kernel.perf_event_paranoid to -1): " + probe.stderr.strip()[-200:])
 
     tmp = tempfile.mkdtemp(prefix="echo-profile-")
     runs = []
