@@ -41,10 +41,13 @@ fail() {
 start_server() {
     local name=$1
     shift
+    # The child truncates its output file only once it runs: without this, the loop below could
+    # read the line of an earlier server of the same name.
+    rm -f "$TMP/$name.out"
     "$BIN/$name" 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     SERVER_PID=$!
     for _ in $(seq 100); do
-        if grep -q '^listening on ' "$TMP/$name.out"; then
+        if grep -qs '^listening on ' "$TMP/$name.out"; then
             PORT=$(sed -n 's/^listening on .*:\([0-9]*\) .*/\1/p' "$TMP/$name.out")
             return 0
         fi
