@@ -18,7 +18,8 @@ done partly in the server's context and partly in the client's, the whole: serve
 (getrusage) + the ksoftirqd threads ("total"), next to /proc/stat's busy time of the two CPUs
 ("machine", which also counts any other process). Ratios are galay / nginx taken within a
 round, quoted as median [min-max] over the rounds with a verdict (faster/slower only when the
-whole spread is on one side of 1.00). Any wrk error (socket errors, non-2xx answers), a server
+whole spread is on one side of 1.00); --refs names the servers the others are compared with,
+--galay NAME=COMMAND adds a variant (an A/B of a flag or an environment). Any wrk error (socket errors, non-2xx answers), a server
 that dies or fails the check: said loudly, and the exit status is 1. --json prints one JSON
 object; --out writes it.
 """
@@ -208,6 +209,11 @@ def main():
     ap.add_argument("--sizes", default="65536,1048576", help="file sizes, bytes")
     ap.add_argument("-c", "--connections", default="100")
     ap.add_argument("--servers", default=",".join(SERVERS))
+    ap.add_argument("--galay", action="append", default=[], metavar="NAME=COMMAND",
+                    help="another server to measure, e.g. 'lowat=http_server {port} --root "
+                    "{root} --backend io_uring' (repeatable; add NAME to --servers)")
+    ap.add_argument("--refs", default="nginx,galay-copy-uring",
+                    help="servers every other one is compared with (ratios within a round)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("-d", "--duration", type=int, default=4, help="measured seconds per run")
     ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk before measuring")
@@ -217,6 +223,12 @@ def main():
     ap.add_argument("--out")
     args = ap.parse_args()
     raise_nofile()
+    for spec in args.galay:
+        name, sep, cmd = spec.partition("=")
+        if not sep or not name or not cmd:
+            sys.exit(f"static_files.py: --galay wants NAME=COMMAND, got {spec!r}")
+        GALAY[name] = cmd
+        SERVERS.insert(len(SERVERS) - 1, name)
     servers = args.servers.split(",")
     for s in servers:
         if s not in SERVERS:
@@ -258,7 +270,8 @@ def main():
                               file=sys.stderr, flush=True)
                         failed |= not rec["ok"]
                     rounds.append(runs)
-                report["scenarios"].append(summarise(size, conns, servers, rounds))
+                report["scenarios"].append(summarise(size, conns, servers, rounds,
+                                                     args.refs.split(",")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["load_end"] = loadavg()
@@ -271,7 +284,7 @@ def main():
     return 1 if failed else 0
 
 
-def summarise(size, conns, servers, rounds):
+def summarise(size, conns, servers, rounds, refs):
     sc = {"size": size, "connections": conns, "rounds": rounds, "ratios": {}, "medians": {}}
     for name in servers:
         def med(key):
@@ -279,8 +292,8 @@ def summarise(size, conns, servers, rounds):
             return vals[len(vals) // 2] if vals else None
         sc["medians"][name] = {k: med(k) for k in ("cpu_us_per_req", "mb_s", "client_us_per_req",
                                                    "total_us_per_req", "machine_us_per_req")}
-        for ref in ("nginx", "galay-copy-uring"):
-            if ref not in servers or ref == name or name == "nginx":
+        for ref in refs:
+            if ref not in servers or ref == name or name in refs[:refs.index(ref)]:
                 continue
             def ratio(key, rd):
                 a, b = rd[name], rd[ref]
@@ -289,6 +302,7 @@ def summarise(size, conns, servers, rounds):
                 return a[key] / b[key]
             sc["ratios"][f"{name}/{ref}"] = {
                 "cpu_per_req": spread([ratio("cpu_us_per_req", rd) for rd in rounds]),
+                "client_per_req": spread([ratio("client_us_per_req", rd) for rd in rounds]),
                 "total_per_req": spread([ratio("total_us_per_req", rd) for rd in rounds]),
                 "mb_s": spread([ratio("mb_s", rd) for rd in rounds]),
             }
@@ -311,7 +325,8 @@ def print_table(report):
                   f"{f('machine_us_per_req', '.1f'):>11}")
         for key, r in sc["ratios"].items():
             print(f"  {key:<38} CPU/req {fmt_spread(r['cpu_per_req'])} "
-                  f"({verdict(r['cpu_per_req'])}), total CPU/req "
+                  f"({verdict(r['cpu_per_req'])}), client CPU/req "
+                  f"{fmt_spread(r['client_per_req'])}, total CPU/req "
                   f"{fmt_spread(r['total_per_req'])} ({verdict(r['total_per_req'])}), MB/s "
                   f"{fmt_spread(r['mb_s'])} ({verdict(r['mb_s'], lower_is_better=False)})")
 
