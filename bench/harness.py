@@ -8,6 +8,10 @@ Ports and servers:
   wait_accepting(proc, port)   polls a TCP connect until the server accepts (False if it died)
   stop(proc, sig, timeout)     stops a server, killing it if it does not exit in time
   raise_nofile()               RLIMIT_NOFILE soft limit up to the hard limit
+  start_pinned(cmd, cpu, ...)  a server on one CPU (taskset), returned once it accepts
+Rounds (every contender once per round, ratios taken within a round):
+  run_rounds(names, n, run, describe, rotate)  the rounds, each run printed as it ends
+  round_ratio(rounds, name, ref, key)          spread of name/ref over the rounds
 CPU and memory accounting:
   cpu_busy_s(cpus)             busy seconds of some CPUs (or of the machine) since boot
   proc_cpu_s(pid)              utime+stime of a process (ticks)
@@ -31,6 +35,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 
@@ -113,6 +118,24 @@ def stop(proc, sig=signal.SIGTERM, timeout=5):
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def start_pinned(cmd, cpu, bindir, port, env=None, timeout=10):
+    """Starts a server (a command string for resolve(), or an argv) alone on CPU `cpu`
+    (taskset), stdin and stdout closed, stderr kept, `env` added to the environment; returns it
+    once it accepts on `port`. A server that dies or never accepts is stopped and RuntimeError
+    raised with its command line and the end of its stderr."""
+    argv = ["taskset", "-c", str(cpu)] + (resolve(cmd, bindir, port) if isinstance(cmd, str)
+                                          else list(cmd))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL,
+                            env=None if env is None else dict(os.environ, **env))
+    if not wait_accepting(proc, port, timeout):
+        err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
+        stop(proc)
+        raise RuntimeError(f"{' '.join(argv)} did not accept on port {port}: "
+                           f"{err.strip()[-300:]}")
+    return proc
 
 
 def raise_nofile():
@@ -228,6 +251,42 @@ class RssSampler(threading.Thread):
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Rounds
+# ---------------------------------------------------------------------------------------------
+
+
+def run_rounds(names, rounds, run, describe, rotate=False):
+    """Runs every one of `names` once per round: `run(name, rnd)` returns its record (a dict with
+    "ok" and "problems"), and `describe(name, rnd, rec)` the line printed on stderr as each run
+    ends (followed by "ok" or "FAILED: <problems>"). With `rotate` the order turns by one from
+    round to round, so no contender always runs first. Returns ([{name: record} per round],
+    whether any run failed)."""
+    out, failed = [], False
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)] if rotate else list(names)
+        runs = {}
+        for name in order:
+            rec = run(name, rnd)
+            runs[name] = rec
+            state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
+            print(f"{describe(name, rnd, rec)}  {state}", file=sys.stderr, flush=True)
+            failed |= not rec["ok"]
+        out.append(runs)
+    return out, failed
+
+
+def round_ratio(rounds, name, ref, key):
+    """spread() of record[name][key] / record[ref][key], taken within each round where both runs
+    are ok and have the figure."""
+    def one(rd):
+        a, b = rd[name], rd[ref]
+        if not (a["ok"] and b["ok"]) or not a.get(key) or not b.get(key):
+            return None
+        return a[key] / b[key]
+    return spread([one(rd) for rd in rounds])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (fmt_spread, free_port, loadavg, proc_cpu_s, raise_nofile,  # noqa: E402
-                     resolve, spread, stop, verdict, wait_accepting)
+from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # noqa: E402
+                     round_ratio, run_rounds, start_pinned, stop, verdict)
 
 MIB = 1024 * 1024
 PROXIES = {
@@ -44,26 +44,18 @@ PROXIES = {
 }
 
 
-def start(cmd, cpu, bindir, env_extra, port):
-    argv = ["taskset", "-c", str(cpu)] + resolve(cmd, bindir, port)
-    env = dict(os.environ, **env_extra)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=env)
-    if not wait_accepting(proc, port, 10):
-        err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
-        stop(proc)
-        raise RuntimeError(f"{' '.join(argv)} did not accept on port {port}: {err.strip()}")
-    return proc
-
-
 def run_one(args, name, size, conns):
     cmd, env = PROXIES[name]
     up_port, px_port = free_port(), free_port()
     rec = {"proxy": name, "size": size, "connections": conns, "ok": False, "problems": []}
-    upstream = start("raw_epoll {port}", args.client_cpu, args.bin, {}, up_port)
     try:
-        proxy = start(cmd.replace("{upstream}", f"127.0.0.1:{up_port}"), args.server_cpu,
-                      args.bin, env, px_port)
+        upstream = start_pinned("raw_epoll {port}", args.client_cpu, args.bin, up_port)
+    except RuntimeError as e:
+        rec["problems"].append(str(e))
+        return rec
+    try:
+        proxy = start_pinned(cmd.replace("{upstream}", f"127.0.0.1:{up_port}"), args.server_cpu,
+                             args.bin, px_port, env=env)
     except RuntimeError as e:
         stop(upstream)
         rec["problems"].append(str(e))
@@ -123,32 +115,20 @@ def main():
     report = {"load_start": loadavg(), "scenarios": []}
     for size in [int(s) for s in args.sizes.split(",")]:
         for conns in [int(c) for c in args.connections.split(",")]:
-            rounds = []
-            for rnd in range(args.rounds):
-                runs = {}
-                for name in proxies:
-                    rec = run_one(args, name, size, conns)
-                    runs[name] = rec
-                    state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
-                    print(f"s={size} c={conns} round {rnd + 1}/{args.rounds} {name:<19} "
-                          f"{rec.get('mib_s', 0):9.1f} MiB/s  "
-                          f"{rec.get('cpu_ms_per_mib') or 0:7.3f} ms CPU/MiB  {state}",
-                          file=sys.stderr, flush=True)
-                    failed |= not rec["ok"]
-                rounds.append(runs)
+            rounds, bad = run_rounds(
+                proxies, args.rounds, lambda name, rnd: run_one(args, name, size, conns),
+                lambda name, rnd, rec: (f"s={size} c={conns} round {rnd + 1}/{args.rounds} "
+                                        f"{name:<19} {rec.get('mib_s', 0):9.1f} MiB/s  "
+                                        f"{rec.get('cpu_ms_per_mib') or 0:7.3f} ms CPU/MiB"))
+            failed |= bad
             sc = {"size": size, "connections": conns, "rounds": rounds, "ratios": {}}
             for name in proxies:
                 for ref in refs:
                     if ref not in proxies or ref == name:
                         continue
-                    def ratio(key, rd):
-                        a, b = rd[name], rd[ref]
-                        if not (a["ok"] and b["ok"]) or not a.get(key) or not b.get(key):
-                            return None
-                        return a[key] / b[key]
                     sc["ratios"][f"{name}/{ref}"] = {
-                        "cpu_per_mib": spread([ratio("cpu_ms_per_mib", rd) for rd in rounds]),
-                        "mib_s": spread([ratio("mib_s", rd) for rd in rounds]),
+                        "cpu_per_mib": round_ratio(rounds, name, ref, "cpu_ms_per_mib"),
+                        "mib_s": round_ratio(rounds, name, ref, "mib_s"),
                     }
             report["scenarios"].append(sc)
             print(f"\n## {size} B messages, {conns} connections")

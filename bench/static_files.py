@@ -19,9 +19,9 @@ done partly in the server's context and partly in the client's, the whole: serve
 ("machine", which also counts any other process). Ratios are galay / nginx taken within a
 round, quoted as median [min-max] over the rounds with a verdict (faster/slower only when the
 whole spread is on one side of 1.00); --refs names the servers the others are compared with,
---galay NAME=COMMAND adds a variant (an A/B of a flag or an environment). Any wrk error (socket errors, non-2xx answers), a server
-that dies or fails the check: said loudly, and the exit status is 1. --json prints one JSON
-object; --out writes it.
+--galay NAME=COMMAND adds a variant (an A/B of a flag or an environment). Any wrk error
+(socket errors, non-2xx answers), a server that dies or fails the check: said loudly, and the
+exit status is 1. --json prints one JSON object; --out writes it.
 """
 import argparse
 import http.client
@@ -36,8 +36,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (children_cpu_s, cpu_busy_s, fmt_spread, free_port, loadavg,  # noqa: E402
-                     raise_nofile, resolve, spread, stop, task_cpu_s, tree_cpu_s, verdict,
-                     wait_accepting)
+                     raise_nofile, resolve, round_ratio, run_rounds, start_pinned, stop,
+                     task_cpu_s, tree_cpu_s, verdict)
 
 GALAY = {
     "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
@@ -140,14 +140,12 @@ def run_one(args, name, size, conns, work):
         expected = f.read()
     port = free_port()
     rec = {"server": name, "size": size, "connections": conns, "ok": False, "problems": []}
-    argv = ["taskset", "-c", str(args.server_cpu)] + server_argv(args, name, port, work)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
     try:
-        if not wait_accepting(proc, port, 10):
-            err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
-            rec["problems"].append(f"{' '.join(argv)} did not accept: {err.strip()[-300:]}")
-            return rec
+        proc = start_pinned(server_argv(args, name, port, work), args.server_cpu, None, port)
+    except RuntimeError as e:
+        rec["problems"].append(str(e))
+        return rec
+    try:
         bad = check_get(port, path, expected)
         if bad:
             rec["problems"].append(bad)
@@ -252,24 +250,17 @@ def main():
     try:
         for size in sizes:
             for conns in [int(c) for c in args.connections.split(",")]:
-                rounds = []
-                for rnd in range(args.rounds):
-                    order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
-                    runs = {}
-                    for name in order:
-                        rec = run_one(args, name, size, conns, work)
-                        runs[name] = rec
-                        state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
-                        print(f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
-                              f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
-                              f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req "
-                              f"(client {rec.get('client_us_per_req') or 0:.1f}, softirqd "
-                              f"{rec.get('ksoftirqd_us_per_req') or 0:.1f}, total "
-                              f"{rec.get('total_us_per_req') or 0:.1f}, machine "
-                              f"{rec.get('machine_us_per_req') or 0:.1f})  {state}",
-                              file=sys.stderr, flush=True)
-                        failed |= not rec["ok"]
-                    rounds.append(runs)
+                rounds, bad = run_rounds(
+                    servers, args.rounds, lambda name, rnd: run_one(args, name, size, conns, work),
+                    lambda name, rnd, rec: (
+                        f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
+                        f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
+                        f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req "
+                        f"(client {rec.get('client_us_per_req') or 0:.1f}, softirqd "
+                        f"{rec.get('ksoftirqd_us_per_req') or 0:.1f}, total "
+                        f"{rec.get('total_us_per_req') or 0:.1f}, machine "
+                        f"{rec.get('machine_us_per_req') or 0:.1f})"), rotate=True)
+                failed |= bad
                 report["scenarios"].append(summarise(size, conns, servers, rounds,
                                                      args.refs.split(",")))
     finally:
@@ -295,16 +286,11 @@ def summarise(size, conns, servers, rounds, refs):
         for ref in refs:
             if ref not in servers or ref == name or name in refs[:refs.index(ref)]:
                 continue
-            def ratio(key, rd):
-                a, b = rd[name], rd[ref]
-                if not (a["ok"] and b["ok"]) or not a.get(key) or not b.get(key):
-                    return None
-                return a[key] / b[key]
             sc["ratios"][f"{name}/{ref}"] = {
-                "cpu_per_req": spread([ratio("cpu_us_per_req", rd) for rd in rounds]),
-                "client_per_req": spread([ratio("client_us_per_req", rd) for rd in rounds]),
-                "total_per_req": spread([ratio("total_us_per_req", rd) for rd in rounds]),
-                "mb_s": spread([ratio("mb_s", rd) for rd in rounds]),
+                "cpu_per_req": round_ratio(rounds, name, ref, "cpu_us_per_req"),
+                "client_per_req": round_ratio(rounds, name, ref, "client_us_per_req"),
+                "total_per_req": round_ratio(rounds, name, ref, "total_us_per_req"),
+                "mb_s": round_ratio(rounds, name, ref, "mb_s"),
             }
     return sc
 

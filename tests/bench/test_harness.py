@@ -1,6 +1,8 @@
 """bench/harness.py: the spread and verdict every study is judged by, on ratios small enough to
 check by hand, and the port, server and CPU helpers against a real server process on loopback.
 Run by ctest."""
+import contextlib
+import io
 import os
 import signal
 import socket
@@ -84,6 +86,40 @@ class Verdicts(unittest.TestCase):
                         .startswith("undecided"))
 
 
+class Rounds(unittest.TestCase):
+    def test_every_name_runs_once_per_round_rotated_when_asked(self):
+        calls = []
+
+        def run(name, rnd):
+            calls.append((rnd, name))
+            return {"ok": name != "b" or rnd != 1, "problems": ["b broke"], "x": rnd + 1}
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rounds, failed = harness.run_rounds(["a", "b", "c"], 3, run,
+                                                lambda n, r, rec: f"{r}:{n}", rotate=True)
+        self.assertEqual(calls, [(0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
+                                 (2, "c"), (2, "a"), (2, "b")])
+        self.assertTrue(failed)
+        self.assertEqual([sorted(r) for r in rounds], [["a", "b", "c"]] * 3)
+        self.assertIn("1:b  FAILED: b broke", err.getvalue())
+        self.assertIn("0:a  ok", err.getvalue())
+        with contextlib.redirect_stderr(io.StringIO()):
+            _, failed = harness.run_rounds(["a", "c"], 2, run, lambda n, r, rec: n)
+        self.assertFalse(failed)
+        self.assertEqual(calls[-4:], [(0, "a"), (0, "c"), (1, "a"), (1, "c")])
+
+    def test_round_ratio_is_taken_within_each_round_over_runs_that_are_ok(self):
+        rounds = [{"a": {"ok": True, "cpu": 2.0}, "b": {"ok": True, "cpu": 4.0}},
+                  {"a": {"ok": True, "cpu": 3.0}, "b": {"ok": True, "cpu": 3.0}},
+                  {"a": {"ok": False, "cpu": 9.0}, "b": {"ok": True, "cpu": 1.0}},
+                  {"a": {"ok": True}, "b": {"ok": True, "cpu": 1.0}}]
+        s = harness.round_ratio(rounds, "a", "b", "cpu")
+        self.assertEqual(s["values"], [0.5, 1.0])
+        self.assertEqual((s["median"], s["min"], s["max"]), (0.75, 0.5, 1.0))
+        self.assertIsNone(harness.round_ratio(rounds[2:], "a", "b", "cpu"))
+
+
 class Servers(unittest.TestCase):
     def test_resolve_fills_the_port_and_finds_the_binary_in_bindir(self):
         bindir = os.path.dirname(sys.executable)
@@ -125,6 +161,27 @@ class Servers(unittest.TestCase):
         port = harness.free_port()
         p = start_server(port, ignore_term=True)
         self.assertEqual(harness.stop(p, timeout=0.5), -signal.SIGKILL)
+
+    def test_start_pinned_returns_a_server_that_accepts_on_its_cpu(self):
+        port = harness.free_port()
+        p = harness.start_pinned([sys.executable, "-c", SERVER, str(port), "0"], 0, None, port,
+                                 env={"GALAY_TEST_MARK": "1"})
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                allowed = [l.split()[1] for l in f if l.startswith("Cpus_allowed_list:")]
+            self.assertEqual(allowed, ["0"])
+            with open(f"/proc/{p.pid}/environ", "rb") as f:
+                self.assertIn(b"GALAY_TEST_MARK=1", f.read().split(b"\0"))
+        finally:
+            harness.stop(p)
+
+    def test_start_pinned_says_why_a_server_did_not_accept(self):
+        port = harness.free_port()
+        cmd = [sys.executable, "-c", "import sys; sys.exit('no such root: /nowhere')"]
+        with self.assertRaises(RuntimeError) as e:
+            harness.start_pinned(cmd, 0, None, port, timeout=5)
+        self.assertIn(f"did not accept on port {port}", str(e.exception))
+        self.assertIn("no such root: /nowhere", str(e.exception))
 
     def test_machine_and_cpu_busy_time_count_up(self):
         whole, cpu0 = harness.cpu_busy_s(), harness.cpu_busy_s({"0"})
