@@ -97,6 +97,12 @@ struct WorkerMetrics {
     std::uint64_t pooled_buffers_in_use = 0; ///< gauge: pool buffers not free
     std::uint64_t enobufs = 0;               ///< pooled receives that found no free buffer
     std::uint64_t stalls = 0;                ///< turns or resumes over the stall threshold
+    /// `SchedulerOptions::idle_spin`: spins that ended with work to do (a completion, a post
+    /// from another thread, a due timer), so the thread did not sleep.
+    std::uint64_t idle_spins_found_work = 0;
+    /// Spins that found nothing and ended in a sleep: their time was spent for nothing.
+    std::uint64_t idle_spins_slept = 0;
+    std::uint64_t idle_spin_ns = 0; ///< time spent spinning (part of `busy_ns`)
     /// Per operation kind, indexed by `detail::OpCode`.
     std::array<OpMetrics, detail::kOpKinds> ops{};
     /// Completions per turn: bucket 0 counts turns with none, bucket b turns with 2^(b-1) to

@@ -125,6 +125,16 @@ struct SchedulerOptions {
     /// in between a long batch has evicted it. So on, a busy HTTP server and a request/response
     /// echo take more CPU per request, for no lower p99 (docs/benchmarks/experiments.md).
     bool fair_completions = false;
+    /// Latency for CPU: when the loop runs out of work after a turn that did some, it polls the
+    /// kernel without waiting (and watches for posts from other threads) for up to this long,
+    /// never past the next timer, before it sleeps in the kernel. A reply that arrives within
+    /// the spin is taken without the thread being put to sleep and woken again, which on a
+    /// virtual machine is most of a loopback round trip. A spin that finds nothing ends in the
+    /// sleep, so an idle scheduler spins at most once per wake-up. 0 (the default): never spin.
+    /// Negative: the Scheduler constructor throws. Off on the paused clock. Whether it pays:
+    /// `metrics::WorkerMetrics::idle_spins_found_work` against `idle_spins_slept`
+    /// (docs/guide/operating.md).
+    std::chrono::microseconds idle_spin{0};
 
     // --- observability (galay/metrics.hpp, docs/guide/operating.md) ---------------------------
     /// Report a loop turn, or a single resume of a task, that takes longer than this through
@@ -260,6 +270,9 @@ private:
     void observe_options(const SchedulerOptions& options);
     void run_ready_observed();
     void poll_counted(std::int64_t timeout_ns);
+    /// SchedulerOptions::idle_spin: poll without waiting until work comes, the spin's time is up,
+    /// a timer is due or `deadline_ns` passes. True when the loop has something to do (no wait).
+    bool spin_for_work(std::int64_t deadline_ns);
     void publish_gauges() noexcept;
 
     std::unique_ptr<detail::Driver> driver_;
@@ -278,6 +291,8 @@ private:
     std::size_t resumed_since_poll_ = 0; // coroutines resumed since the driver was last polled
     std::uint64_t polls_ = 0;            // times the loop polled the driver (tests)
     bool fair_completions_ = false;      // SchedulerOptions::fair_completions: flush long batches
+    bool spin_armed_ = false;            // a turn ran coroutines since the last spin
+    std::int64_t idle_spin_ns_ = 0;      // SchedulerOptions::idle_spin
 
     // --- observability ---
     detail::WorkerCounters counters_;

@@ -92,6 +92,9 @@ WorkerMetrics& WorkerMetrics::operator+=(const WorkerMetrics& o) noexcept {
     pooled_buffers_in_use += o.pooled_buffers_in_use;
     enobufs += o.enobufs;
     stalls += o.stalls;
+    idle_spins_found_work += o.idle_spins_found_work;
+    idle_spins_slept += o.idle_spins_slept;
+    idle_spin_ns += o.idle_spin_ns;
     for (std::size_t k = 0; k < ops.size(); ++k) {
         ops[k].started += o.ops[k].started;
         ops[k].completed += o.ops[k].completed;
@@ -138,6 +141,9 @@ WorkerMetrics snapshot(const Scheduler& s) {
     m.pooled_buffers_in_use = c.pool_in_use.get();
     m.enobufs = c.enobufs.get();
     m.stalls = c.stalls.get();
+    m.idle_spins_found_work = c.spins_found.get();
+    m.idle_spins_slept = c.spins_slept.get();
+    m.idle_spin_ns = c.spin_ns.get();
     for (std::size_t b = 0; b < detail::kTurnBuckets; ++b)
         m.completions_per_turn[b] = c.turn_completions[b].get();
     m.completions_sum = c.turn_completions_sum.get();
@@ -274,6 +280,14 @@ std::string prometheus_text(const RuntimeMetrics& m) {
     per_worker(t, m, "stalls_total", "counter",
                "Loop turns or task resumes longer than the stall threshold.",
                &WorkerMetrics::stalls);
+    per_worker(t, m, "idle_spins_found_work_total", "counter",
+               "Idle spins (SchedulerOptions::idle_spin) that found work before sleeping.",
+               &WorkerMetrics::idle_spins_found_work);
+    per_worker(t, m, "idle_spins_slept_total", "counter",
+               "Idle spins that found nothing and ended in a sleep.",
+               &WorkerMetrics::idle_spins_slept);
+    per_worker_seconds(t, m, "idle_spin_seconds_total", "Time the worker spent in idle spins.",
+                       &WorkerMetrics::idle_spin_ns);
     per_kind(t, m, "ops_started_total", "counter", "Operations handed to the driver.",
              [](const OpMetrics& o) { return o.started; });
     per_kind(t, m, "ops_completed_total", "counter", "Operations completed (failures included).",

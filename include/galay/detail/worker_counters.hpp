@@ -54,6 +54,10 @@ struct WorkerCounters {
     Counter pool_in_use;    // gauge: pooled receive buffers not free, at the last turn
     Counter enobufs;        // pooled receives that found no free buffer
     Counter stalls;         // turns or resumes over the stall threshold
+    Counter spins_started;  // idle spins begun (what a test waits on to post during one)
+    Counter spins_found;    // idle spins that ended with work to do (no sleep)
+    Counter spins_slept;    // idle spins that found nothing and ended in a sleep
+    Counter spin_ns;        // time spent in idle spins
     std::array<Counter, kOpKinds> ops_started;
     std::array<Counter, kOpKinds> ops_completed;
     std::array<Counter, kOpKinds> ops_failed;           // completed with an error
