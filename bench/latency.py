@@ -2,6 +2,7 @@
 """The io_uring latency study, finished on Linux with its control groups.
 
     python3 bench/latency.py [--bin build/release/bin] [--rounds 3] [-n 30] [--sample-ms 5]
+                             [--spin 50]
 
 Runs the study's five benchmarks for galay (bench_latency on io_uring and on epoll, both ends
 galay) and for every control group that can be built here (bench/control/: blocking POSIX
@@ -17,6 +18,11 @@ every implementation alike, and this prints:
       spread is on one side of 1.00, otherwise level within noise,
   (c) the study's four success criteria, judged for io_uring vs epoll and for galay vs Tokio,
       with the numbers behind each verdict, and galay's own targets against the references.
+
+--spin US adds galay-io_uring-spin and galay-epoll-spin: the same, with
+SchedulerOptions::idle_spin = US microseconds on both ends (bench_latency --idle-spin), and a
+table of their time / the same backend's without the spin, with the round trip's targets judged
+for them too.
 
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
@@ -61,7 +67,17 @@ TARGETS = [
 ]
 
 
-def implementations(bindir, build_dir, build=True, only=None):
+# With --spin: galay with SchedulerOptions::idle_spin against the same backend without it, and
+# the single round trip's targets (time / the reference's, at most this).
+SPIN_TARGETS = [
+    ("network_latency_100B", "blocking", 1.05), ("network_latency_100B", "galay-epoll", 1.00),
+    ("network_latency_100B", "galay-epoll-spin", 1.00),
+    ("throughput_100_messages", "blocking", 1.05), ("throughput_100_messages", "galay-epoll", 1.00),
+    ("throughput_100_messages", "galay-epoll-spin", 1.00),
+]
+
+
+def implementations(bindir, build_dir, build=True, only=None, spin_us=0):
     """[(name, server argv with {port}, client argv with {port}, env)] and one line per missing
     implementation."""
     impls, missing = [], []
@@ -72,6 +88,10 @@ def implementations(bindir, build_dir, build=True, only=None):
             continue
         impls.append((f"galay-{be}", [bl, "server", "-p", "{port}", "--backend", be],
                       [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", be], None))
+        if spin_us > 0:
+            spin = ["--idle-spin", str(spin_us)]
+            impls.append((f"galay-{be}-spin", [bl, "server", "-p", "{port}", "--backend", be] + spin,
+                          [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", be] + spin, None))
     lb = os.path.join(bindir, "latency_blocking")
     if os.access(lb, os.X_OK):
         impls.append(("blocking", [lb, "server", "-p", "{port}"],
@@ -249,16 +269,29 @@ def analyze(runs, resamples=10000):
         overall = ("succeeded" if met >= 2 else
                    "failed" if met + undecided < 2 else "undecided")
         criteria.append({"a": a, "b": b, "rows": rows, "met": met, "overall": overall})
-    targets = []
-    for bench, ref, limit in TARGETS:
-        s = paired_ratios(runs, "galay-io_uring", ref, bench)
-        if s is None:
-            continue
-        verdict = ("met" if s["max"] <= limit else "missed" if s["min"] > limit
-                   else "met by the median" if s["median"] <= limit else "missed by the median")
-        targets.append({"benchmark": bench, "reference": ref, "limit": limit, "ratio": s,
-                        "verdict": verdict})
-    return {"tables": tables, "ratios": ratios, "criteria": criteria, "targets": targets}
+    targets = [judged("galay-io_uring", bench, ref, limit, runs) for bench, ref, limit in TARGETS]
+    spin = {}
+    for be in ("io_uring", "epoll"):
+        for b in latstats.STUDY_BENCHMARKS:
+            s = paired_ratios(runs, f"galay-{be}-spin", f"galay-{be}", b)
+            if s:
+                spin.setdefault(f"galay-{be}-spin", {})[b] = s
+    spin_targets = [judged("galay-io_uring-spin", bench, ref, limit, runs)
+                    for bench, ref, limit in SPIN_TARGETS]
+    return {"tables": tables, "ratios": ratios, "criteria": criteria,
+            "targets": [t for t in targets if t], "spin": spin,
+            "spin_targets": [t for t in spin_targets if t]}
+
+
+def judged(name, bench, ref, limit, runs):
+    """`name`'s time / `ref`'s on `bench` against `limit`, or None when either did not run."""
+    s = paired_ratios(runs, name, ref, bench)
+    if s is None:
+        return None
+    verdict = ("met" if s["max"] <= limit else "missed" if s["min"] > limit
+               else "met by the median" if s["median"] <= limit else "missed by the median")
+    return {"name": name, "benchmark": bench, "reference": ref, "limit": limit, "ratio": s,
+            "verdict": verdict}
 
 
 def study_table_lines(name, rows, rounds):
@@ -331,6 +364,25 @@ def report_lines(analysis, runs, missing, problems, short=False):
             lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
                          f" | <= {t['limit']:.2f} | {t['verdict']} |")
         lines.append("")
+    if analysis.get("spin"):
+        names = list(analysis["spin"])
+        lines += [f"Time per iteration with the idle spin / the same backend's without it, median "
+                  f"[min-max] over {rounds} round(s):", "",
+                  "| benchmark | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        for b in latstats.STUDY_BENCHMARKS:
+            cells = []
+            for n in names:
+                s = analysis["spin"][n].get(b)
+                cells.append(f"{harness.fmt_spread(s)} {harness.verdict(s)}" if s else "-")
+            lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if analysis.get("spin_targets"):
+        lines += ["Round-trip targets, galay-io_uring-spin's time / the reference's:", "",
+                  "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
+        for t in analysis["spin_targets"]:
+            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
+                         f" | <= {t['limit']:.2f} | {t['verdict']} |")
+        lines.append("")
     for p in problems:
         lines.append(f"- FAILED: {p}")
     return lines
@@ -372,7 +424,11 @@ def add_arguments(ap):
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--only", help="comma-separated implementations (galay-io_uring, galay-epoll, "
-                                   "blocking, tokio, go)")
+                                   "blocking, tokio, go; with --spin also galay-io_uring-spin, "
+                                   "galay-epoll-spin)")
+    ap.add_argument("--spin", type=int, default=0, metavar="US",
+                    help="also run galay on both backends with SchedulerOptions::idle_spin = US "
+                         "microseconds (0: not)")
     ap.add_argument("--no-build", action="store_true",
                     help="do not run cargo/go build (use what was built before)")
 
@@ -389,8 +445,11 @@ def main():
     if not shutil.which("taskset"):
         sys.exit("latency.py: taskset (util-linux) is required for CPU pinning")
     build_dir = os.path.dirname(os.path.abspath(args.bin))
+    if args.spin < 0:
+        sys.exit("latency.py: --spin must be >= 0 microseconds")
     impls, missing = implementations(args.bin, build_dir, not args.no_build,
-                                     set(args.only.split(",")) if args.only else None)
+                                     set(args.only.split(",")) if args.only else None,
+                                     args.spin)
     for m in missing:
         print(m)
     if not impls:

@@ -2,10 +2,10 @@
 // client against an echo server on the other core, with the study's criterion-style statistics;
 // plus the server itself and a connection-churn client.
 //
-//   bench_latency [--backend io_uring|epoll] [-n 30] [--sample-ms 5] [--json]
+//   bench_latency [--backend io_uring|epoll] [-n 30] [--sample-ms 5] [--idle-spin US] [--json]
 //                 (starts `bench_latency server` on CPU 0 and runs the client on CPU 1)
 //   bench_latency -h 127.0.0.1 -p 9000 ...       against any echo server
-//   bench_latency server [-p 9000] [--backend ...] [--cpu 0]
+//   bench_latency server [-p 9000] [--backend ...] [--cpu 0] [--idle-spin US]
 //   bench_latency churn -h 127.0.0.1 -p 9000 -c 50 -d 2 [-n 1000000] [--server-pid PID] [--json]
 //
 // Benchmarks (each iteration is timed; a sample times enough iterations to last --sample-ms):
@@ -15,6 +15,10 @@
 //   throughput_100_messages              100 round trips of 256 B on a persistent connection
 // Every echoed byte is compared with what was sent. A server that closes early, echoes other
 // bytes or stays silent for 5 s ends the run with a message naming it and exit status 1.
+//
+// --idle-spin US sets SchedulerOptions::idle_spin on the client's scheduler and on the server it
+// starts (the server subcommand takes it too): the loop polls for up to US microseconds before
+// it sleeps.
 //
 // --json prints one object in the schema every control group (bench/control/) writes, raw
 // samples and per-iteration times included, so that bench/latency.py computes every statistic
@@ -302,7 +306,7 @@ Task<void> accept_loop(TcpListener listener, bool pooled) {
     }
 }
 
-int run_server(std::uint16_t port, Backend backend, int cpu, bool pooled) {
+int run_server(std::uint16_t port, Backend backend, int cpu, bool pooled, unsigned spin_us) {
     if (!pin_to_cpu(cpu, "server")) return 1;
     tools::raise_fd_limit_to_max();
     std::signal(SIGPIPE, SIG_IGN);
@@ -316,9 +320,9 @@ int run_server(std::uint16_t port, Backend backend, int cpu, bool pooled) {
     int one = 1;
     ::setsockopt(l->fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     try {
-        Scheduler sched({.backend = backend});
-        std::printf("listening on 0.0.0.0:%u (bench_latency server, %s)\n", l->local_addr()->port(),
-                    sched.backend_name());
+        Scheduler sched({.backend = backend, .idle_spin = std::chrono::microseconds(spin_us)});
+        std::printf("listening on 0.0.0.0:%u (bench_latency server, %s, idle spin %u us)\n",
+                    l->local_addr()->port(), sched.backend_name(), spin_us);
         std::fflush(stdout);
         sched.block_on(accept_loop(std::move(*l), pooled));
     } catch (const std::exception& e) {
@@ -334,7 +338,7 @@ struct ChildServer {
     std::uint16_t port = 0;
     std::string error;
 
-    ChildServer(Backend backend, int cpu, bool pooled) {
+    ChildServer(Backend backend, int cpu, bool pooled, unsigned spin_us) {
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) {
             error = std::string("pipe: ") + std::strerror(errno);
@@ -347,7 +351,8 @@ struct ChildServer {
                                       "--port",        "0",
                                       "--backend",     backend_name(backend),
                                       "--cpu",         std::to_string(cpu),
-                                      "--recv",        pooled ? "pooled" : "copy"};
+                                      "--recv",        pooled ? "pooled" : "copy",
+                                      "--idle-spin",   std::to_string(spin_us)};
         std::vector<char*> argv;
         for (std::string& a : args)
             argv.push_back(a.data());
@@ -383,12 +388,12 @@ struct ChildServer {
 
 int run_client(const std::string& host, std::uint16_t port, Backend backend, const RunOptions& o,
                const std::vector<std::string>& only, bool json, int server_cpu, int client_cpu,
-               bool pooled) {
+               bool pooled, unsigned spin_us) {
     std::signal(SIGPIPE, SIG_IGN);
     std::optional<ChildServer> child;
     std::string server_desc;
     if (port == 0) {
-        child.emplace(backend, server_cpu, pooled);
+        child.emplace(backend, server_cpu, pooled, spin_us);
         if (!child->error.empty()) {
             std::fprintf(stderr, "bench_latency: %s\n", child->error.c_str());
             return 1;
@@ -410,8 +415,9 @@ int run_client(const std::string& host, std::uint16_t port, Backend backend, con
     std::string failure;
     std::string backend_used;
     try {
-        Scheduler sched({.backend = backend});
+        Scheduler sched({.backend = backend, .idle_spin = std::chrono::microseconds(spin_us)});
         backend_used = sched.backend_name();
+        if (spin_us > 0) server_desc += ", idle spin " + std::to_string(spin_us) + " us";
         if (!json)
             std::printf("bench_latency: galay %s client against %s; %d samples of ~%g ms after "
                         "%g ms warm-up per benchmark\n",
@@ -442,9 +448,13 @@ int run_client(const std::string& host, std::uint16_t port, Backend backend, con
     }
     if (json) {
         nlohmann::json j = {
-            {"schema", "galay-latency/1"},   {"implementation", "galay-" + backend_used},
-            {"server", server_desc},         {"samples", o.samples},
-            {"sample_ms", o.sample_ms},      {"warmup_ms", o.warmup_ms},
+            {"schema", "galay-latency/1"},
+            {"implementation", "galay-" + backend_used + (spin_us > 0 ? "-spin" : "")},
+            {"idle_spin_us", spin_us},
+            {"server", server_desc},
+            {"samples", o.samples},
+            {"sample_ms", o.sample_ms},
+            {"warmup_ms", o.warmup_ms},
             {"benchmarks", to_json(results)}};
         std::printf("%s\n", j.dump().c_str());
     } else {
@@ -674,6 +684,7 @@ int main(int argc, char** argv) {
     std::string only;
     int server_cpu = 0, client_cpu = 1;
     std::string recv_mode = "pooled";
+    unsigned spin_us = 0;
     app.add_option("-h,--host", host, "echo server address (with -p)")->capture_default_str();
     app.add_option("-p,--port", port, "echo server port; 0 = start bench_latency server")
         ->capture_default_str();
@@ -695,6 +706,11 @@ int main(int argc, char** argv) {
     app.add_option("--recv", recv_mode, "the started server's receive: pooled or copy")
         ->check(CLI::IsMember({"pooled", "copy"}))
         ->capture_default_str();
+    app.add_option(
+           "--idle-spin", spin_us,
+           "SchedulerOptions::idle_spin in microseconds, client and started server (0: off)")
+        ->check(CLI::Range(0u, 10'000'000u))
+        ->capture_default_str();
     app.add_flag("--json", json, "print one JSON object with the raw samples");
     tools::add_backend_flag(app, &backend);
 
@@ -703,10 +719,14 @@ int main(int argc, char** argv) {
     int cpu = -1;
     Backend server_backend = Backend::automatic;
     std::string server_recv = "pooled";
+    unsigned server_spin_us = 0;
     server->add_option("-p,--port", server_port, "port (0: any free port)")->capture_default_str();
     server->add_option("--cpu", cpu, "pin to this CPU (-1: not pinned)")->capture_default_str();
     server->add_option("--recv", server_recv, "pooled (recv_pooled) or copy (recv into a buffer)")
         ->check(CLI::IsMember({"pooled", "copy"}))
+        ->capture_default_str();
+    server->add_option("--idle-spin", server_spin_us, "SchedulerOptions::idle_spin in microseconds")
+        ->check(CLI::Range(0u, 10'000'000u))
         ->capture_default_str();
     tools::add_backend_flag(*server, &server_backend);
 
@@ -738,7 +758,9 @@ int main(int argc, char** argv) {
     // Help: 0; usage errors: one line and 2, as every tool (tools/common/cli.hpp).
     if (auto e = tools::parse_args(app, tools::args_from(argc, argv), "bench_latency"))
         return tools::print_exit(*e);
-    if (*server) return run_server(server_port, server_backend, cpu, server_recv == "pooled");
+    if (*server)
+        return run_server(server_port, server_backend, cpu, server_recv == "pooled",
+                          server_spin_us);
     if (*churn) return run_churn(co);
     std::vector<std::string> names = split_commas(only);
     for (const std::string& n : names) {
@@ -751,5 +773,5 @@ int main(int argc, char** argv) {
         }
     }
     return run_client(host, port, backend, ro, names, json, server_cpu, port == 0 ? client_cpu : -1,
-                      recv_mode == "pooled");
+                      recv_mode == "pooled", spin_us);
 }

@@ -15,7 +15,8 @@
 //
 // --metrics PORT serves GET /metrics (the Prometheus text of galay/metrics.hpp) on the bind
 // address; --empty-hooks installs task hooks that do nothing and --stall-ms MS the stall
-// detector, to measure what they cost (bench/echo.py --observe).
+// detector, to measure what they cost (bench/echo.py --observe). --idle-spin US sets
+// SchedulerOptions::idle_spin (each worker polls up to US microseconds before it sleeps).
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -143,6 +144,7 @@ struct Args {
     bool no_register_files = false, pin = false, json = false, empty_hooks = false;
     int metrics_port = -1; // -1: no metrics endpoint
     unsigned stall_ms = 0; // 0: no stall detector
+    unsigned spin_us = 0;  // SchedulerOptions::idle_spin
     Backend backend = Backend::automatic;
 };
 
@@ -181,6 +183,12 @@ void add_options(CLI::App& app, Args& a) {
     app.add_option("--stall-ms", a.stall_ms,
                    "report loop turns and task resumes longer than this (0: off)")
         ->check(CLI::Range(0u, 60'000u))
+        ->capture_default_str();
+    app.add_option(
+           "--idle-spin", a.spin_us,
+           "poll up to this many microseconds before sleeping (SchedulerOptions::idle_spin; "
+           "0: off)")
+        ->check(CLI::Range(0u, 10'000'000u))
         ->capture_default_str();
     tools::add_backend_flag(app, &a.backend);
 }
@@ -249,6 +257,7 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
     };
     if (a.empty_hooks) ro.scheduler.hooks = &empty_hooks;
     ro.scheduler.stall_threshold = std::chrono::milliseconds(a.stall_ms);
+    ro.scheduler.idle_spin = std::chrono::microseconds(a.spin_us);
     Runtime rt(ro);
 
     std::function<Task<void>(TcpStream)> handler;
@@ -322,6 +331,7 @@ int serve_unix_until_stopped(const Args& a, detail::SignalAwaiter stop) {
     ro.pin_workers = a.pin;
     ro.scheduler.backend = a.backend;
     ro.scheduler.register_files = !a.no_register_files;
+    ro.scheduler.idle_spin = std::chrono::microseconds(a.spin_us);
     Runtime rt(ro);
     auto acceptor = rt.spawn(accept_unix(*listener, a.recv_mode == "pooled", a.buffer_size));
     std::printf("listening on %s (bench_server, %s, unix)\n", a.unix_path.c_str(),
