@@ -133,7 +133,7 @@ struct SchedulerOptions {
     /// sleep, so an idle scheduler spins at most once per wake-up. 0 (the default): never spin.
     /// Negative: the Scheduler constructor throws. Off on the paused clock. Whether it pays:
     /// `metrics::WorkerMetrics::idle_spins_found_work` against `idle_spins_slept`
-    /// (docs/guide/operating.md).
+    /// (docs/guide/runtime.md).
     std::chrono::microseconds idle_spin{0};
 
     // --- observability (galay/metrics.hpp, docs/guide/operating.md) ---------------------------
