@@ -104,6 +104,8 @@ TEST(BenchLatencyCli, UsageErrorsExitTwo) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("unknown benchmark 'no_such_benchmark'"), std::string::npos) << r.err;
     EXPECT_EQ(run_tool({"churn"}).exit_code, 2); // -p is required
+    EXPECT_EQ(run_tool({"--idle-spin", "-1"}).exit_code, 2);
+    EXPECT_EQ(run_tool({"server", "--idle-spin", "soon"}).exit_code, 2);
     EXPECT_EQ(run_tool({"--help"}).exit_code, 0);
 }
 
@@ -169,6 +171,19 @@ TEST_P(BenchLatencyBackend, StartsItsOwnServerAndPrintsTheStudyTable) {
           "connection_strategy/reuse", "throughput_100_messages"})
         EXPECT_NE(r.out.find(name), std::string::npos) << name;
     EXPECT_NE(r.out.find("±"), std::string::npos);
+}
+
+TEST_P(BenchLatencyBackend, WithAnIdleSpinBothEndsSpinAndEveryByteIsChecked) {
+    const std::string be = galay::backend_name(GetParam());
+    ToolRun r = run_tool(with(kTiny, {"--backend", be, "--server-cpu", "-1", "--client-cpu", "-1",
+                                      "--idle-spin", "50", "--json"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["implementation"], "galay-" + be + "-spin");
+    EXPECT_EQ(j["idle_spin_us"], 50);
+    EXPECT_NE(j["server"].get<std::string>().find("idle spin 50 us"), std::string::npos)
+        << j["server"];
+    EXPECT_EQ(j["benchmarks"].size(), 5u);
 }
 
 TEST_P(BenchLatencyBackend, ChurnCountsConnectionsAndTheServersFds) {

@@ -184,6 +184,7 @@ TEST(BenchServerFlags, UsageErrorsExitTwo) {
                                                {"--listen", "roundrobin"},
                                                {"--bind", "not-an-ip"},
                                                {"--backend", "kqueue"},
+                                               {"--idle-spin", "-5"},
                                                {"99999"}}) {
         ServerProcess s(a);
         EXPECT_EQ(s.wait(), 2) << a[0] << " -> " << s.err();
@@ -204,6 +205,18 @@ TEST_P(BenchServerTest, PortZeroPrintsThePortItGotAndEchoes) {
         ::close(fd);
         EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
     }
+}
+
+TEST_P(BenchServerTest, WithAnIdleSpinItEchoes) {
+    ServerProcess s(args({"0", "--threads", "2", "--idle-spin", "50"}));
+    const std::uint16_t port = ServerProcess::port_of(s.line());
+    ASSERT_NE(port, 0) << s.err();
+    const int fd = connect_loopback(port);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < 20; ++i)
+        EXPECT_TRUE(echoes(fd, "hello " + std::to_string(i)));
+    ::close(fd);
+    EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
 }
 
 TEST_P(BenchServerTest, ASecondServerOnABusyPortExitsOneWithAClearMessage) {
