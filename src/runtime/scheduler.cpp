@@ -69,7 +69,12 @@ Scheduler::Scheduler(SchedulerOptions options)
     detail::faults::install_from_environment();
     if (options.idle_spin.count() < 0)
         throw Error(errno_code(EINVAL), "galay: SchedulerOptions::idle_spin must not be negative");
-    idle_spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(options.idle_spin).count();
+    // (Capped at a day, which is "until a timer or work": nanoseconds of any longer could
+    // overflow.)
+    idle_spin_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::min<std::chrono::microseconds>(options.idle_spin, std::chrono::hours(24)))
+            .count();
     Result<Backend> b = resolve_backend(options.backend);
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
     driver_ = detail::find_backend(*b)->entry->make(*this, options);

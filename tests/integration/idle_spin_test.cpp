@@ -228,6 +228,17 @@ TEST_P(IdleSpinTest, TimerDueDuringAVeryLongSpinFires) {
     EXPECT_EQ(m.idle_spins_slept, 0u);
 }
 
+TEST_P(IdleSpinTest, TheLongestSpinThatCanBeAskedStillStopsAtTheTimer) {
+    Scheduler s(spinning(std::chrono::microseconds::max())); // (no overflow in its arithmetic)
+    bool fired = false;
+    s.block_on([&]() -> Task<void> {
+        co_await sleep(1ms);
+        fired = true;
+    }());
+    EXPECT_TRUE(fired);
+    EXPECT_EQ(metrics::snapshot(s).idle_spins_slept, 0u);
+}
+
 TEST_P(IdleSpinTest, OperationTimeoutDuringAVeryLongSpinFires) {
     // A receive that never completes, with a timeout: the spin ends at the timeout's deadline.
     Scheduler s(spinning(std::chrono::hours(1)));
