@@ -9,11 +9,13 @@ Ports and servers:
   stop(proc, sig, timeout)     stops a server, killing it if it does not exit in time
   raise_nofile()               RLIMIT_NOFILE soft limit up to the hard limit
   start_pinned(cmd, cpu, ...)  a server on one CPU (taskset), returned once it accepts
+  veth_netns(srv_cpu, cli_cpu) a network namespace joined by a veth pair, RPS steered (a with)
 Rounds (every contender once per round, ratios taken within a round):
   run_rounds(names, n, run, describe, rotate)  the rounds, each run printed as it ends
   round_ratio(rounds, name, ref, key)          spread of name/ref over the rounds
 CPU and memory accounting:
   cpu_busy_s(cpus)             busy seconds of some CPUs (or of the machine) since boot
+  cpu_irq_s(cpu)               irq + softirq seconds of one CPU since boot (/proc/stat)
   proc_cpu_s(pid)              utime+stime of a process (ticks)
   task_cpu_s(pid)              time on a CPU of a process's live threads (schedstat: nanoseconds)
   tree_pids(pid), tree_cpu_s(pid)  a process and its descendants, and their CPU seconds
@@ -26,8 +28,11 @@ Spreads and verdicts (a ratio is quoted as median [min-max] over alternating rou
   verdict(s)                   "faster"/"slower" only when the whole spread is on one side of 1.00
   criterion_verdict(s, t)      a threshold criterion read off the whole spread
 """
+import contextlib
+import gzip
 import os
 import random
+import re
 import resource
 import shlex
 import shutil
@@ -94,14 +99,14 @@ def label_of(cmd):
     return " ".join(cmd.replace("{port}", "").split())
 
 
-def wait_accepting(proc, port, timeout):
-    """Polls a TCP connect until the server accepts; False if it died or timed out."""
+def wait_accepting(proc, port, timeout, host="127.0.0.1"):
+    """Polls a TCP connect to `host` until the server accepts; False if it died or timed out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return True
         except OSError:
             time.sleep(0.05)
@@ -120,22 +125,123 @@ def stop(proc, sig=signal.SIGTERM, timeout=5):
     return proc.returncode
 
 
-def start_pinned(cmd, cpu, bindir, port, env=None, timeout=10):
+def start_pinned(cmd, cpu, bindir, port, env=None, timeout=10, host="127.0.0.1", prefix=()):
     """Starts a server (a command string for resolve(), or an argv) alone on CPU `cpu`
     (taskset), stdin and stdout closed, stderr kept, `env` added to the environment; returns it
-    once it accepts on `port`. A server that dies or never accepts is stopped and RuntimeError
-    raised with its command line and the end of its stderr."""
-    argv = ["taskset", "-c", str(cpu)] + (resolve(cmd, bindir, port) if isinstance(cmd, str)
-                                          else list(cmd))
+    once it accepts on `host`:`port`. `prefix` goes before taskset and must exec, not fork
+    (veth_netns()'s `ip netns exec NAME`), so the process returned is the server itself. A
+    server that dies or never accepts is stopped and RuntimeError raised with its command line
+    and the end of its stderr."""
+    argv = list(prefix) + ["taskset", "-c", str(cpu)] + (
+        resolve(cmd, bindir, port) if isinstance(cmd, str) else list(cmd))
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL,
                             env=None if env is None else dict(os.environ, **env))
-    if not wait_accepting(proc, port, timeout):
+    if not wait_accepting(proc, port, timeout, host):
         err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
         stop(proc)
         raise RuntimeError(f"{' '.join(argv)} did not accept on port {port}: "
                            f"{err.strip()[-300:]}")
     return proc
+
+
+class NetnsError(RuntimeError):
+    """A network namespace could not be set up: no `ip`, no CAP_NET_ADMIN, no veth or RPS."""
+
+
+class Netns:
+    """What veth_netns() yields: the namespace's name, the two ends of the veth pair and their
+    addresses, and `prefix`, the argv that runs a command inside the namespace."""
+
+    def __init__(self, name, host_if, ns_if, host_addr, ns_addr):
+        self.name, self.host_if, self.ns_if = name, host_if, ns_if
+        self.host_addr, self.ns_addr = host_addr, ns_addr
+        self.prefix = ["ip", "netns", "exec", name]
+
+
+NETNS_TAG = "gkv"  # names are gkv<pid>-<2 hex>: the pid of the run that made them
+
+
+def _ip(*args, check=True):
+    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise NetnsError(f"ip {' '.join(args)}: {r.stderr.strip() or f'exit {r.returncode}'}")
+    return r
+
+
+def _sweep_stale_netns():
+    """Deletes namespaces a run that has died left behind (its pid is gone); deleting one
+    destroys its veth pair too."""
+    r = _ip("netns", "list", check=False)
+    for line in r.stdout.splitlines():
+        m = re.match(rf"({NETNS_TAG}(\d+)-[0-9a-f]{{2}})\b", line)
+        if m and not os.path.exists(f"/proc/{m.group(2)}"):
+            _ip("netns", "del", m.group(1), check=False)
+
+
+def _free_subnet():
+    """A /30 in 10.213.0.0/16 that no interface here uses."""
+    used = _ip("-4", "-o", "addr", "show", check=False).stdout
+    for _ in range(100):
+        a, b = random.randrange(256), random.randrange(0, 256, 4)
+        if f"10.213.{a}.{b + 1}/" not in used and f"10.213.{a}.{b + 2}/" not in used:
+            return f"10.213.{a}.{b + 1}", f"10.213.{a}.{b + 2}"
+    raise NetnsError("no free /30 in 10.213.0.0/16")
+
+
+def _set_rps(prefix, dev, cpu):
+    """Steers `dev`'s receive processing to CPU `cpu` (RPS), writing its rx queue's mask from
+    inside the namespace `prefix` runs in (sysfs shows a namespace's own devices)."""
+    path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
+    r = subprocess.run(list(prefix) + ["sh", "-c", f'echo {1 << int(cpu):x} > "$0"', path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise NetnsError(f"RPS on {dev} (writing {path}): {r.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def veth_netns(server_cpu, client_cpu):
+    """A network namespace joined to this one by a veth pair with private addresses (a /30 in
+    10.213.0.0/16), for a server to run in (`ip netns exec`, Netns.prefix) and a client here to
+    reach at Netns.ns_addr. RPS on each end steers receive processing to the receiver's CPU:
+    the namespace's end (the server receiving) to `server_cpu`, this namespace's end (the client
+    receiving) to `client_cpu`. Yields a Netns; always torn down on leaving, on an error,
+    Ctrl-C or SIGTERM. Names carry this process's pid, so a run that was killed -9 never blocks
+    the next one, which deletes what it left. Raises NetnsError (one line: why) without `ip`,
+    CAP_NET_ADMIN or veth."""
+    if shutil.which("ip") is None:
+        raise NetnsError("ip (iproute2) is not installed")
+    _sweep_stale_netns()
+    name = f"{NETNS_TAG}{os.getpid()}-{random.randrange(256):02x}"
+    host_if, ns_if = name + "h", name + "n"
+    host_addr, ns_addr = _free_subnet()
+    old_term = None
+    if threading.current_thread() is threading.main_thread():
+        def on_term(signum, frame):
+            raise SystemExit(128 + signum)
+        old_term = signal.signal(signal.SIGTERM, on_term)
+    made = False
+    try:
+        r = _ip("netns", "add", name, check=False)
+        if r.returncode != 0:
+            raise NetnsError(f"ip netns add: {r.stderr.strip()} (needs root or CAP_NET_ADMIN)")
+        made = True
+        ns = Netns(name, host_if, ns_if, host_addr, ns_addr)
+        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", name)
+        _ip("addr", "add", host_addr + "/30", "dev", host_if)
+        _ip("link", "set", host_if, "up")
+        _ip("-n", name, "addr", "add", ns_addr + "/30", "dev", ns_if)
+        _ip("-n", name, "link", "set", ns_if, "up")
+        _ip("-n", name, "link", "set", "lo", "up")
+        _set_rps(ns.prefix, ns_if, server_cpu)
+        _set_rps((), host_if, client_cpu)
+        yield ns
+    finally:
+        if made:
+            _ip("netns", "del", name, check=False)  # takes the veth pair with it
+            _ip("link", "del", host_if, check=False)  # already gone unless the move failed
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 def raise_nofile():
@@ -162,6 +268,35 @@ def cpu_busy_s(cpus=None):
                 v = [int(x) for x in vals]
                 busy += (sum(v[:8]) - v[3] - v[4]) / tick  # user..steal minus idle, iowait
     return busy
+
+
+def cpu_irq_s(cpu):
+    """irq + softirq seconds of CPU `cpu` since boot, from /proc/stat: work done in interrupt
+    context, which /proc/stat counts there (by the tick that lands in it) whether the CPU was
+    running a task (whose own time then includes it too, unless the kernel has
+    CONFIG_IRQ_TIME_ACCOUNTING) or idle (then charged to no task at all)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *vals = line.split()
+            if name == f"cpu{cpu}":
+                return (int(vals[5]) + int(vals[6])) / tick
+    raise ValueError(f"no cpu{cpu} in /proc/stat")
+
+
+def irq_time_accounted():
+    """True when the kernel takes interrupt time out of tasks' time
+    (CONFIG_IRQ_TIME_ACCOUNTING), False when it does not, None when its config is not readable."""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            return "CONFIG_IRQ_TIME_ACCOUNTING=y" in f.read()
+    except OSError:
+        pass
+    try:
+        with open(f"/boot/config-{os.uname().release}") as f:
+            return "CONFIG_IRQ_TIME_ACCOUNTING=y" in f.read()
+    except OSError:
+        return None
 
 
 def proc_cpu_s(pid):

@@ -22,8 +22,21 @@ whole spread is on one side of 1.00); --refs names the servers the others are co
 --galay NAME=COMMAND adds a variant (an A/B of a flag or an environment). Any wrk error
 (socket errors, non-2xx answers), a server that dies or fails the check: said loudly, and the
 exit status is 1. --json prints one JSON object; --out writes it.
+
+--net veth runs each server in a network namespace of its own, joined to this one by a veth pair
+(harness.veth_netns): wrk connects to the namespace's address, and RPS steers each side's
+receive processing to the receiver's CPU (the server's receive to --server-cpu, wrk's to
+--client-cpu), as a NIC's interrupt and softirq would run on the receiver's CPU, where on
+loopback the receiver's work runs in the sender's context. That work runs in softirq, charged
+to whatever task runs on that CPU or to none when it was idle; so per CPU the irq + softirq
+time of /proc/stat is a column of its own ("softirq S" on the server's CPU, "softirq C" on the
+client's), and "total" adds both to the server's, wrk's and ksoftirqd's time. Where the kernel
+does not take interrupt time out of tasks' time (no CONFIG_IRQ_TIME_ACCOUNTING, said in the
+output) softirq run inside a task is counted twice, so "total" is an upper bound and "tasks"
+(server + wrk + ksoftirqd) a lower bound. Without `ip` or CAP_NET_ADMIN: one line, exit 1.
 """
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -35,9 +48,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (children_cpu_s, cpu_busy_s, fmt_spread, free_port, loadavg,  # noqa: E402
-                     raise_nofile, resolve, round_ratio, run_rounds, start_pinned, stop,
-                     task_cpu_s, tree_cpu_s, verdict)
+from harness import (NetnsError, children_cpu_s, cpu_busy_s, cpu_irq_s,  # noqa: E402
+                     fmt_spread, free_port, irq_time_accounted, loadavg, raise_nofile, resolve,
+                     round_ratio, run_rounds, start_pinned, stop, task_cpu_s, tree_cpu_s,
+                     veth_netns, verdict)
 
 GALAY = {
     "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
@@ -84,10 +98,10 @@ def server_argv(args, name, port, work):
     return resolve(GALAY[name].replace("{root}", args.root), args.bin, port)
 
 
-def check_get(port, path, expected):
+def check_get(host, port, path, expected):
     """One GET: None when the answer is 200 with exactly the file's bytes, else what is wrong."""
     try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c = http.client.HTTPConnection(host, port, timeout=10)
         c.request("GET", path)
         r = c.getresponse()
         body = r.read()
@@ -141,16 +155,17 @@ def run_one(args, name, size, conns, work):
     port = free_port()
     rec = {"server": name, "size": size, "connections": conns, "ok": False, "problems": []}
     try:
-        proc = start_pinned(server_argv(args, name, port, work), args.server_cpu, None, port)
+        proc = start_pinned(server_argv(args, name, port, work), args.server_cpu, None, port,
+                            host=args.host, prefix=args.prefix)
     except RuntimeError as e:
         rec["problems"].append(str(e))
         return rec
     try:
-        bad = check_get(port, path, expected)
+        bad = check_get(args.host, port, path, expected)
         if bad:
             rec["problems"].append(bad)
             return rec
-        url = f"http://127.0.0.1:{port}{path}"
+        url = f"http://{args.host}:{port}{path}"
         wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}", "--timeout",
                "5s"]
         if args.warmup > 0:
@@ -160,9 +175,12 @@ def run_one(args, name, size, conns, work):
         cpu0, cli0, ks0 = tree_cpu_s(proc.pid), children_cpu_s(), ksoftirqd_cpu_s(ksoft)
         cpus = {str(args.server_cpu), str(args.client_cpu)}
         mach0 = cpu_busy_s(cpus)
+        sirq0 = (cpu_irq_s(args.server_cpu), cpu_irq_s(args.client_cpu))
         cp = subprocess.run(wrk + [f"-d{args.duration}s", url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, timeout=args.duration + 60)
         mach = cpu_busy_s(cpus) - mach0
+        sirq_s = cpu_irq_s(args.server_cpu) - sirq0[0]
+        sirq_c = cpu_irq_s(args.client_cpu) - sirq0[1]
         cpu = tree_cpu_s(proc.pid) - cpu0
         cli = children_cpu_s() - cli0
         ks = ksoftirqd_cpu_s(ksoft) - ks0
@@ -181,11 +199,18 @@ def run_one(args, name, size, conns, work):
         # The work of one response is shared: on loopback the receiver's TCP processing runs in
         # whichever context sends, and segments held back are sent from the context that takes
         # the ACK. So also: the client's CPU (wrk, getrusage), the softirq threads', and their
-        # sum with the server's ("total"); "machine" is /proc/stat's busy time of the two CPUs
-        # (other processes included, so only a check on the sum).
-        rec["client_us_per_req"] = 1e6 * cli / w["requests"]
-        rec["ksoftirqd_us_per_req"] = 1e6 * ks / w["requests"]
-        rec["total_us_per_req"] = 1e6 * (cpu + cli + ks) / w["requests"]
+        # sum with the server's ("tasks"); the irq + softirq time of each CPU, which on veth
+        # with RPS is the receiver's TCP work and may have run on an idle CPU, charged to no
+        # task; "total" adds both; "machine" is /proc/stat's busy time of the two CPUs (other
+        # processes included, so only a check on the sum).
+        n = w["requests"]
+        rec["client_us_per_req"] = 1e6 * cli / n
+        rec["ksoftirqd_us_per_req"] = 1e6 * ks / n
+        rec["softirq_server_cpu_us_per_req"] = 1e6 * sirq_s / n
+        rec["softirq_client_cpu_us_per_req"] = 1e6 * sirq_c / n
+        rec["server_softirq_us_per_req"] = 1e6 * (cpu + sirq_s) / n
+        rec["tasks_us_per_req"] = 1e6 * (cpu + cli + ks) / n
+        rec["total_us_per_req"] = 1e6 * (cpu + cli + ks + sirq_s + sirq_c) / n
         rec["machine_us_per_req"] = 1e6 * mach / w["requests"]
         rec["errors"] = w["errors"]
         rec["ok"] = not rec["problems"]
@@ -217,6 +242,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk before measuring")
     ap.add_argument("--server-cpu", default="1")
     ap.add_argument("--client-cpu", default="0")
+    ap.add_argument("--net", choices=("loopback", "veth"), default="loopback",
+                    help="loopback, or the server in a network namespace reached over a veth "
+                    "pair with RPS steering each side's receive to the receiver's CPU")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -246,23 +274,22 @@ def main():
     os.makedirs(args.root)
     make_root(args.root, sizes)
     failed = False
-    report = {"load_start": loadavg(), "scenarios": []}
+    report = {"load_start": loadavg(), "net": args.net, "server_cpu": args.server_cpu,
+              "client_cpu": args.client_cpu, "irq_time_accounting": irq_time_accounted(),
+              "scenarios": []}
+    net = contextlib.nullcontext() if args.net == "loopback" else veth_netns(args.server_cpu,
+                                                                              args.client_cpu)
     try:
-        for size in sizes:
-            for conns in [int(c) for c in args.connections.split(",")]:
-                rounds, bad = run_rounds(
-                    servers, args.rounds, lambda name, rnd: run_one(args, name, size, conns, work),
-                    lambda name, rnd, rec: (
-                        f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
-                        f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
-                        f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req "
-                        f"(client {rec.get('client_us_per_req') or 0:.1f}, softirqd "
-                        f"{rec.get('ksoftirqd_us_per_req') or 0:.1f}, total "
-                        f"{rec.get('total_us_per_req') or 0:.1f}, machine "
-                        f"{rec.get('machine_us_per_req') or 0:.1f})"), rotate=True)
-                failed |= bad
-                report["scenarios"].append(summarise(size, conns, servers, rounds,
-                                                     args.refs.split(",")))
+        with net as ns:
+            args.host = ns.ns_addr if ns else "127.0.0.1"
+            args.prefix = ns.prefix if ns else ()
+            if ns:
+                print(f"net: veth, server in namespace {ns.name} at {ns.ns_addr}, wrk at "
+                      f"{ns.host_addr}", file=sys.stderr, flush=True)
+            failed = run_scenarios(args, servers, sizes, work, report)
+    except NetnsError as e:
+        print(f"static_files.py: --net veth: {e}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["load_end"] = loadavg()
@@ -275,19 +302,46 @@ def main():
     return 1 if failed else 0
 
 
+def run_scenarios(args, servers, sizes, work, report):
+    failed = False
+    for size in sizes:
+        for conns in [int(c) for c in args.connections.split(",")]:
+            rounds, bad = run_rounds(
+                servers, args.rounds, lambda name, rnd: run_one(args, name, size, conns, work),
+                lambda name, rnd, rec: (
+                    f"size={size} c={conns} round {rnd + 1}/{args.rounds} {name:<21}"
+                    f"{rec.get('rps', 0):9.0f} req/s {rec.get('mb_s', 0):8.1f} MB/s "
+                    f"{rec.get('cpu_us_per_req') or 0:8.1f} us CPU/req "
+                    f"(client {rec.get('client_us_per_req') or 0:.1f}, ksoftirqd "
+                    f"{rec.get('ksoftirqd_us_per_req') or 0:.1f}, softirq S "
+                    f"{rec.get('softirq_server_cpu_us_per_req') or 0:.1f} C "
+                    f"{rec.get('softirq_client_cpu_us_per_req') or 0:.1f}, total "
+                    f"{rec.get('total_us_per_req') or 0:.1f}, machine "
+                    f"{rec.get('machine_us_per_req') or 0:.1f})"), rotate=True)
+            failed |= bad
+            report["scenarios"].append(summarise(size, conns, servers, rounds,
+                                                 args.refs.split(",")))
+    return failed
+
+
 def summarise(size, conns, servers, rounds, refs):
     sc = {"size": size, "connections": conns, "rounds": rounds, "ratios": {}, "medians": {}}
     for name in servers:
         def med(key):
             vals = sorted(r[name][key] for r in rounds if r[name]["ok"])
             return vals[len(vals) // 2] if vals else None
-        sc["medians"][name] = {k: med(k) for k in ("cpu_us_per_req", "mb_s", "client_us_per_req",
-                                                   "total_us_per_req", "machine_us_per_req")}
+        sc["medians"][name] = {k: med(k) for k in (
+            "cpu_us_per_req", "softirq_server_cpu_us_per_req", "server_softirq_us_per_req",
+            "mb_s", "client_us_per_req", "softirq_client_cpu_us_per_req", "tasks_us_per_req",
+            "total_us_per_req", "machine_us_per_req")}
         for ref in refs:
             if ref not in servers or ref == name or name in refs[:refs.index(ref)]:
                 continue
             sc["ratios"][f"{name}/{ref}"] = {
                 "cpu_per_req": round_ratio(rounds, name, ref, "cpu_us_per_req"),
+                "server_softirq_per_req": round_ratio(rounds, name, ref,
+                                                      "server_softirq_us_per_req"),
+                "tasks_per_req": round_ratio(rounds, name, ref, "tasks_us_per_req"),
                 "client_per_req": round_ratio(rounds, name, ref, "client_us_per_req"),
                 "total_per_req": round_ratio(rounds, name, ref, "total_us_per_req"),
                 "mb_s": round_ratio(rounds, name, ref, "mb_s"),
@@ -298,21 +352,42 @@ def summarise(size, conns, servers, rounds, refs):
 def print_table(report):
     print(f"load average: {report['load_start']:.2f} at the start, {report['load_end']:.2f} "
           f"at the end")
+    srv, cli = report["server_cpu"], report["client_cpu"]
+    if report["net"] == "veth":
+        print(f"net: veth (server in a network namespace, RPS steering each receiver's work to "
+              f"its CPU): softirq S = CPU {srv}'s irq+softirq (the server receiving requests "
+              f"and ACKs), softirq C = CPU {cli}'s (wrk receiving the responses)")
+    else:
+        print(f"net: loopback (the receiver's TCP work runs in the sender's context): "
+              f"softirq S = CPU {srv}'s irq+softirq (the server's CPU), softirq C = CPU {cli}'s "
+              f"(wrk's CPU)")
+    if report["irq_time_accounting"] is not True:
+        print("  this kernel does not take irq time out of tasks' time (no "
+              "CONFIG_IRQ_TIME_ACCOUNTING): softirq run while a task was on the CPU is in that "
+              "task's time too, so 'total' (tasks + softirq S + C) is an upper bound and "
+              "'tasks' (server + wrk + ksoftirqd) a lower bound")
+    cols = [("CPU us/req", "cpu_us_per_req", ".1f"),
+            ("softirq S", "softirq_server_cpu_us_per_req", ".1f"),
+            ("srv+S", "server_softirq_us_per_req", ".1f"), ("MB/s", "mb_s", ".0f"),
+            ("client us", "client_us_per_req", ".1f"),
+            ("softirq C", "softirq_client_cpu_us_per_req", ".1f"),
+            ("tasks us", "tasks_us_per_req", ".1f"), ("total us", "total_us_per_req", ".1f"),
+            ("machine us", "machine_us_per_req", ".1f")]
     for sc in report["scenarios"]:
         print(f"\nGET {sc['size']} B file, {sc['connections']} connections "
               f"({len(sc['rounds'])} rounds)")
-        print(f"  {'server':<22}{'CPU us/req':>11}{'MB/s':>9}{'client us':>10}{'total us':>9}"
-              f"{'machine us':>11}")
+        print(f"  {'server':<22}" + "".join(f"{h:>11}" for h, _, _ in cols))
         for name, m in sc["medians"].items():
-            def f(key, fmt):
-                return format(m[key], fmt) if m.get(key) else "n/a"
-            print(f"  {name:<22}{f('cpu_us_per_req', '.1f'):>11}{f('mb_s', '.0f'):>9}"
-                  f"{f('client_us_per_req', '.1f'):>10}{f('total_us_per_req', '.1f'):>9}"
-                  f"{f('machine_us_per_req', '.1f'):>11}")
+            print(f"  {name:<22}" + "".join(
+                f"{format(m[k], fmt) if m.get(k) is not None else 'n/a':>11}"
+                for _, k, fmt in cols))
         for key, r in sc["ratios"].items():
             print(f"  {key:<38} CPU/req {fmt_spread(r['cpu_per_req'])} "
-                  f"({verdict(r['cpu_per_req'])}), client CPU/req "
-                  f"{fmt_spread(r['client_per_req'])}, total CPU/req "
+                  f"({verdict(r['cpu_per_req'])}), server+softirq S/req "
+                  f"{fmt_spread(r['server_softirq_per_req'])} "
+                  f"({verdict(r['server_softirq_per_req'])}), client CPU/req "
+                  f"{fmt_spread(r['client_per_req'])}, tasks/req "
+                  f"{fmt_spread(r['tasks_per_req'])}, total CPU/req "
                   f"{fmt_spread(r['total_per_req'])} ({verdict(r['total_per_req'])}), MB/s "
                   f"{fmt_spread(r['mb_s'])} ({verdict(r['mb_s'], lower_is_better=False)})")
 
