@@ -18,7 +18,14 @@ Printed per server and per MiB sent. Needs perf (Debian: linux-perf) and permiss
 the whole machine (root, or kernel.perf_event_paranoid <= 0). One profile per server, no
 rounds: the figures explain the ratios bench/static_files.py measures, they do not replace them.
 --json prints the figures as one JSON object. Exit 1 when a server fails its check or a run
-fails; 2 for bad arguments or a missing tool.
+fails, or --net veth cannot make its namespace; 2 for bad arguments or a missing tool.
+
+--net veth: the server in a network namespace over a veth pair, RPS steering each receiver's
+work to its CPU (as bench/static_files.py --net veth). Then the segments cross the veth's two
+ends (counted there only, not on lo), the server's ss runs inside the namespace, and a
+transmission is also said by the context it ran in when that is neither the server nor wrk:
+the softirq of a receive that RPS steered to an idle CPU runs in the idle task ("swapper"),
+or in ksoftirqd.
 """
 import argparse
 import json
@@ -33,8 +40,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contextlib  # noqa: E402
 import static_files  # noqa: E402  (servers, nginx's configuration, the GET check, wrk's output)
-from harness import free_port, loadavg, raise_nofile, start_pinned, stop  # noqa: E402
+from harness import (NetnsError, free_port, loadavg, raise_nofile, start_pinned,  # noqa: E402
+                     stop, veth_netns)
 
 SERVERS = ["galay-sendfile-uring", "galay-sendfile-epoll", "nginx"]
 SERVER_COMMS = ("galay-", "nginx", "http_server")
@@ -70,9 +79,10 @@ def tcp_counters():
     return out
 
 
-def ss_figures(port, side):
-    """Medians over the connections of one side (the server's: sport; wrk's: dport)."""
-    r = subprocess.run(["ss", "-tmi", "state", "established", f"( {side} = :{port} )"],
+def ss_figures(port, side, prefix=()):
+    """Medians over the connections of one side (the server's: sport; wrk's: dport), `prefix`
+    running ss in the server's namespace."""
+    r = subprocess.run(list(prefix) + ["ss", "-tmi", "state", "established", f"( {side} = :{port} )"],
                        capture_output=True, text=True)
     text = r.stdout
     fig = {}
@@ -114,9 +124,11 @@ def classify_samples(data):
     return total, counts
 
 
-def transmissions(data):
-    """Data skbs and small skbs (ACKs, heads) by context, and the bytes sendfile returned."""
-    tx = {"server": [0, 0, 0], "client": [0, 0, 0]}  # data skbs, data bytes, small skbs
+def transmissions(data, devs=None):
+    """Data skbs and small skbs (ACKs, heads) by context (the server, wrk, any other: idle or
+    ksoftirqd), counted on the devices `devs` only (all when None), and the bytes sendfile
+    returned."""
+    tx = {"server": [0, 0, 0], "client": [0, 0, 0], "other": [0, 0, 0]}  # data skbs, bytes, small
     sent, calls, eagain = 0, 0, 0
     pat = re.compile(r"\s*(\S+)\s+\[\d+\]\s+[\d.]+:\s+(\S+):\s(.*)$")
     for line in perf_script(data, "comm,cpu,time,event,trace").splitlines():
@@ -125,7 +137,10 @@ def transmissions(data):
             continue
         comm, event, rest = m.groups()
         if event == "net:net_dev_xmit":
-            who = "server" if is_server(comm) else "client" if comm == "wrk" else None
+            dev = re.search(r"dev=(\S+)", rest)
+            if devs is not None and (not dev or dev.group(1) not in devs):
+                continue
+            who = "server" if is_server(comm) else "client" if comm == "wrk" else "other"
             n = re.search(r"len=(\d+)", rest)
             if who and n:
                 length = int(n.group(1))
@@ -152,16 +167,16 @@ def profile(args, name, work):
     port = free_port()
     try:
         proc = start_pinned(static_files.server_argv(args, name, port, work), args.server_cpu,
-                            None, port)
+                            None, port, host=args.host, prefix=args.prefix)
     except RuntimeError as e:
         rec["problems"].append(str(e))
         return rec
     try:
-        bad = static_files.check_get(port, path, expected)
+        bad = static_files.check_get(args.host, port, path, expected)
         if bad:
             rec["problems"].append(bad)
             return rec
-        url = f"http://127.0.0.1:{port}{path}"
+        url = f"http://{args.host}:{port}{path}"
         wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{args.connections}",
                "--timeout", "5s"]
         subprocess.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
@@ -174,7 +189,7 @@ def profile(args, name, work):
         time.sleep(0.5)
         ss = {}
         snap = threading.Timer(args.duration / 2, lambda: ss.update(
-            server=ss_figures(port, "sport"), client=ss_figures(port, "dport")))
+            server=ss_figures(port, "sport", args.prefix), client=ss_figures(port, "dport")))
         snap.start()
         subprocess.run(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-o", data, "--",
                         "sleep", str(args.duration)], stdout=subprocess.DEVNULL,
@@ -200,14 +215,14 @@ def profile(args, name, work):
                         str(min(args.duration, 2))], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
         load.wait(timeout=args.duration + 60)
-        tx, sent, calls, eagain = transmissions(data)
+        tx, sent, calls, eagain = transmissions(data, args.devs)
         if proc.poll() is not None:
             rec["problems"].append(f"server exited with status {proc.returncode}")
             return rec
     finally:
         stop(proc)
     mib = sent / (1 << 20)
-    data_bytes = tx["server"][1] + tx["client"][1]
+    data_bytes = tx["server"][1] + tx["client"][1] + tx["other"][1]
     reqs = w["requests"]
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in
              ("TcpExtTCPLossProbes", "TcpRetransSegs", "TcpExtTCPDSACKRecv")}
@@ -219,7 +234,9 @@ def profile(args, name, work):
         "sendfile_eagain": eagain,
         "server_data_share": tx["server"][1] / data_bytes if data_bytes else None,
         "client_data_share": tx["client"][1] / data_bytes if data_bytes else None,
-        "data_skbs_per_mib": (tx["server"][0] + tx["client"][0]) / mib if mib else None,
+        "other_data_share": tx["other"][1] / data_bytes if data_bytes else None,
+        "data_skbs_per_mib": (tx["server"][0] + tx["client"][0] + tx["other"][0]) / mib
+        if mib else None,
         "client_acks_per_mib": tx["client"][2] / mib if mib else None,
         "loss_probes_per_response": delta["TcpExtTCPLossProbes"] / reqs,
         "retransmits_per_response": delta["TcpRetransSegs"] / reqs,
@@ -234,7 +251,7 @@ def fmt(v, spec, scale=1.0):
     return "n/a" if v is None else format(v * scale, spec)
 
 
-def print_tables(recs):
+def print_tables(recs, net="loopback"):
     ok = [r for r in recs if r["ok"]]
     if not ok:
         return
@@ -246,6 +263,10 @@ def print_tables(recs):
     for name, _ in CLASSES:
         print(f"| {name} | " + " | ".join(f"{100 * r['server_split'][name]:.1f}%" for r in ok)
               + " |")
+    if net == "veth":
+        print("\n(over veth the receive inside sendfile is not wrk's: it is the server's own "
+              "receive of wrk's ACKs, steered to its CPU by RPS and run when sendfile enables "
+              "softirqs)")
     print("\nPer response / per MiB sent:\n")
     print(head)
     print(rule)
@@ -258,6 +279,8 @@ def print_tables(recs):
         ("data bytes transmitted in the server's context",
          lambda r: fmt(r["server_data_share"], ".1%")),
         ("data bytes transmitted in wrk's context", lambda r: fmt(r["client_data_share"], ".1%")),
+        ("data bytes transmitted in another context (idle softirq, ksoftirqd)",
+         lambda r: fmt(r["other_data_share"], ".1%")),
         ("data skbs per MiB", lambda r: fmt(r["data_skbs_per_mib"], ".1f")),
         ("ACKs (small skbs) sent by wrk per MiB", lambda r: fmt(r["client_acks_per_mib"], ".1f")),
         ("tail-loss probes per response", lambda r: fmt(r["loss_probes_per_response"], ".2f")),
@@ -285,6 +308,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk before profiling")
     ap.add_argument("--server-cpu", default="1")
     ap.add_argument("--client-cpu", default="0")
+    ap.add_argument("--net", choices=("loopback", "veth"), default="loopback",
+                    help="as bench/static_files.py --net")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     servers = args.servers.split(",")
@@ -305,19 +330,28 @@ def main():
     args.root = os.path.join(work, "www")
     os.makedirs(args.root)
     static_files.make_root(args.root, [args.size])
-    report = {"load_start": loadavg(), "size": args.size, "servers": []}
+    report = {"load_start": loadavg(), "size": args.size, "net": args.net, "servers": []}
+    net = contextlib.nullcontext() if args.net == "loopback" else veth_netns(args.server_cpu,
+                                                                              args.client_cpu)
     try:
-        for name in servers:
-            rec = profile(args, name, work)
-            state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
-            print(f"{name}: {state}", file=sys.stderr, flush=True)
-            report["servers"].append(rec)
+        with net as ns:
+            args.host = ns.ns_addr if ns else "127.0.0.1"
+            args.prefix = ns.prefix if ns else ()
+            args.devs = {ns.host_if, ns.ns_if} if ns else None
+            for name in servers:
+                rec = profile(args, name, work)
+                state = "ok" if rec["ok"] else "FAILED: " + "; ".join(rec["problems"])
+                print(f"{name}: {state}", file=sys.stderr, flush=True)
+                report["servers"].append(rec)
+    except NetnsError as e:
+        print(f"static_profile.py: --net veth: {e}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["load_end"] = loadavg()
-    print(f"GET {args.size} B at {args.connections} connections; load average "
+    print(f"GET {args.size} B at {args.connections} connections over {args.net}; load average "
           f"{report['load_start']:.2f} at the start, {report['load_end']:.2f} at the end\n")
-    print_tables(report["servers"])
+    print_tables(report["servers"], args.net)
     if args.json:
         print(json.dumps(report))
     return 0 if all(r["ok"] for r in report["servers"]) else 1
