@@ -15,7 +15,8 @@ Rounds (every contender once per round, ratios taken within a round):
   round_ratio(rounds, name, ref, key)          spread of name/ref over the rounds
 CPU and memory accounting:
   cpu_busy_s(cpus)             busy seconds of some CPUs (or of the machine) since boot
-  cpu_irq_s(cpu)               irq + softirq seconds of one CPU since boot (/proc/stat)
+  cpu_irq_s(cpus)              irq + softirq seconds of some CPUs since boot (/proc/stat)
+  irq_time_accounted()         whether the kernel takes irq time out of tasks' time
   proc_cpu_s(pid)              utime+stime of a process (ticks)
   task_cpu_s(pid)              time on a CPU of a process's live threads (schedstat: nanoseconds)
   tree_pids(pid), tree_cpu_s(pid)  a process and its descendants, and their CPU seconds
@@ -189,11 +190,21 @@ def _free_subnet():
     raise NetnsError("no free /30 in 10.213.0.0/16")
 
 
-def _set_rps(prefix, dev, cpu):
-    """Steers `dev`'s receive processing to CPU `cpu` (RPS), writing its rx queue's mask from
-    inside the namespace `prefix` runs in (sysfs shows a namespace's own devices)."""
+def _cpu_list(cpus):
+    """CPU numbers of a taskset-style list ("1", "0,2", "0-3")."""
+    out = []
+    for part in str(cpus).split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def _set_rps(prefix, dev, cpus):
+    """Steers `dev`'s receive processing to the CPUs `cpus` (RPS), writing its rx queue's mask
+    from inside the namespace `prefix` runs in (sysfs shows a namespace's own devices)."""
     path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
-    r = subprocess.run(list(prefix) + ["sh", "-c", f'echo {1 << int(cpu):x} > "$0"', path],
+    mask = sum(1 << c for c in _cpu_list(cpus))
+    r = subprocess.run(list(prefix) + ["sh", "-c", f'echo {mask:x} > "$0"', path],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise NetnsError(f"RPS on {dev} (writing {path}): {r.stderr.strip()}")
@@ -271,17 +282,22 @@ def cpu_busy_s(cpus=None):
 
 
 def cpu_irq_s(cpu):
-    """irq + softirq seconds of CPU `cpu` since boot, from /proc/stat: work done in interrupt
-    context, which /proc/stat counts there (by the tick that lands in it) whether the CPU was
-    running a task (whose own time then includes it too, unless the kernel has
-    CONFIG_IRQ_TIME_ACCOUNTING) or idle (then charged to no task at all)."""
+    """irq + softirq seconds of the CPUs `cpu` (a taskset-style list) since boot, from
+    /proc/stat: work done in interrupt context, which /proc/stat counts there (by the tick that
+    lands in it) whether the CPU was running a task (whose own time then includes it too,
+    unless the kernel has CONFIG_IRQ_TIME_ACCOUNTING) or idle (then charged to no task)."""
+    want = {f"cpu{c}" for c in _cpu_list(cpu)}
     tick = os.sysconf("SC_CLK_TCK")
+    total, seen = 0, set()
     with open("/proc/stat") as f:
         for line in f:
             name, *vals = line.split()
-            if name == f"cpu{cpu}":
-                return (int(vals[5]) + int(vals[6])) / tick
-    raise ValueError(f"no cpu{cpu} in /proc/stat")
+            if name in want:
+                total += int(vals[5]) + int(vals[6])
+                seen.add(name)
+    if seen != want:
+        raise ValueError(f"no {', '.join(sorted(want - seen))} in /proc/stat")
+    return total / tick
 
 
 def irq_time_accounted():

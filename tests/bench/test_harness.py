@@ -192,6 +192,32 @@ class Servers(unittest.TestCase):
         self.assertGreater(harness.children_cpu_s(), before)
         self.assertGreaterEqual(harness.loadavg(), 0.0)
 
+    def test_irq_time_of_a_cpu_list_is_the_sum_of_its_cpus(self):
+        # /proc/stat moves between reads: the list's figure lies between its parts' sums read
+        # before and after it.
+        before = harness.cpu_irq_s(0) + harness.cpu_irq_s(1)
+        both = harness.cpu_irq_s("0-1")
+        after = harness.cpu_irq_s(0) + harness.cpu_irq_s(1)
+        self.assertLessEqual(before, both)
+        self.assertLessEqual(both, after)
+        self.assertEqual(harness.cpu_irq_s("0,1") >= both, True)
+        with self.assertRaises(ValueError) as e:
+            harness.cpu_irq_s("0,4096")
+        self.assertIn("no cpu4096 in /proc/stat", str(e.exception))
+        self.assertIn(harness.irq_time_accounted(), (True, False, None))
+
+    def test_start_pinned_runs_the_server_under_a_prefix_that_execs(self):
+        port = harness.free_port()
+        p = harness.start_pinned([sys.executable, "-c", SERVER, str(port), "0"], 0, None, port,
+                                 prefix=["env", "GALAY_TEST_PREFIX=1"])
+        try:
+            with open(f"/proc/{p.pid}/environ", "rb") as f:
+                self.assertIn(b"GALAY_TEST_PREFIX=1", f.read().split(b"\0"))
+            with open(f"/proc/{p.pid}/comm") as f:
+                self.assertTrue(f.read().startswith("python"))
+        finally:
+            harness.stop(p)
+
 
 if __name__ == "__main__":
     unittest.main()
