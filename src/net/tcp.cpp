@@ -109,17 +109,22 @@ Result<TcpStream> ConnectAwaitable::result() {
     return TcpStream(std::exchange(op_.fd, -1), TcpStream::NonBlocking{}); // (make_socket)
 }
 
-} // namespace detail
-
-void PooledBuffer::give_back(Scheduler& owner, std::uint16_t id) noexcept {
-    detail::SchedulerAccess::driver(owner).give_back(id);
-}
-
-TcpStream::TcpStream(int fd) noexcept
+StreamSocket::StreamSocket(int fd) noexcept
     : fd_(fd) {
     if (fd < 0) return;
     int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+Result<void> StreamSocket::shutdown(Shutdown how) noexcept {
+    if (::shutdown(fd_.get(), static_cast<int>(how)) < 0) return fail(errno);
+    return {};
+}
+
+} // namespace detail
+
+void PooledBuffer::give_back(Scheduler& owner, std::uint16_t id) noexcept {
+    detail::SchedulerAccess::driver(owner).give_back(id);
 }
 
 Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
@@ -139,11 +144,6 @@ Task<Result<TcpStream>> TcpStream::connect(std::string host, std::uint16_t port,
         last = s.error();
     }
     co_return std::unexpected(last);
-}
-
-Result<void> TcpStream::shutdown(Shutdown how) noexcept {
-    if (::shutdown(fd_.get(), static_cast<int>(how)) < 0) return fail(errno);
-    return {};
 }
 
 Result<void> TcpStream::set_nodelay(bool on) noexcept {

@@ -200,13 +200,6 @@ Result<RecvInfo> UnixRecvFromAwaitable::result() {
 
 // --- UnixStream ----------------------------------------------------------------------------------
 
-UnixStream::UnixStream(int fd) noexcept
-    : fd_(fd) {
-    if (fd < 0) return;
-    int fl = ::fcntl(fd, F_GETFL);
-    if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 Result<std::pair<UnixStream, UnixStream>> UnixStream::pair() noexcept {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
@@ -214,10 +207,6 @@ Result<std::pair<UnixStream, UnixStream>> UnixStream::pair() noexcept {
     return std::pair{UnixStream(sv[0], NonBlocking{}), UnixStream(sv[1], NonBlocking{})};
 }
 
-Result<void> UnixStream::shutdown(Shutdown how) noexcept {
-    if (::shutdown(fd_.get(), static_cast<int>(how)) < 0) return fail(errno);
-    return {};
-}
 Result<PeerCred> UnixStream::peer_cred() const noexcept {
     return cred_of(fd_.get());
 }

@@ -182,12 +182,86 @@ private:
 /// Which direction `TcpStream::shutdown` ends (shutdown(2)'s SHUT_RD, SHUT_WR, SHUT_RDWR).
 enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
-/// A connected TCP socket. Move-only; destroying it closes the socket.
-class TcpStream {
+namespace detail {
+
+/// The connected stream socket under TcpStream and UnixStream: its descriptor and the operations
+/// on it that do not depend on the address family. Each stream adds its own constructors,
+/// addresses and options.
+class StreamSocket {
+public:
+    /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
+    template <MutableBuffer B>
+    [[nodiscard]] TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
+        return {OpCode::recv,           fd_.get(),      std::ranges::data(buf),
+                std::ranges::size(buf), Transfer::some, flags};
+    }
+    /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
+    /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
+    template <MutableBuffer B>
+    [[nodiscard]] TransferAwaitable recv_exact(B&& buf) noexcept {
+        return {OpCode::recv,           fd_.get(),       std::ranges::data(buf),
+                std::ranges::size(buf), Transfer::exact, 0};
+    }
+    /// Send some of `buf`; returns how many bytes the kernel took.
+    template <ConstBuffer B>
+    [[nodiscard]] TransferAwaitable send(const B& buf, int flags = 0) noexcept {
+        return {OpCode::send,           fd_.get(),      buffer_data(buf),
+                std::ranges::size(buf), Transfer::some, flags};
+    }
+    /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
+    /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
+    template <ConstBuffer B>
+    [[nodiscard]] TransferAwaitable send_all(const B& buf) noexcept {
+        return {OpCode::send,           fd_.get(),     buffer_data(buf),
+                std::ranges::size(buf), Transfer::all, 0};
+    }
+    /// Scatter read into several buffers (one system call / one SQE).
+    [[nodiscard]] VectorAwaitable readv(std::span<const iovec> iov) noexcept {
+        return {OpCode::recvmsg, fd_.get(), iov};
+    }
+    /// Gather write from several buffers; may be short like send().
+    [[nodiscard]] VectorAwaitable writev(std::span<const iovec> iov) noexcept {
+        return {OpCode::sendmsg, fd_.get(), iov};
+    }
+
+    /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
+    Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
+    /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
+    [[nodiscard]] CloseAwaitable close() noexcept { return CloseAwaitable(fd_.take()); }
+
+    /// True while it holds an open socket.
+    bool is_open() const noexcept { return fd_.is_open(); }
+    /// The socket's file descriptor, still owned by the stream (-1 when empty).
+    int fd() const noexcept { return fd_.get(); }
+    /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
+    /// files), and closing it is now the caller's job.
+    int release() noexcept { return fd_.release(); }
+
+protected:
+    StreamSocket() noexcept = default;
+    /// Adopt a connected socket (made non-blocking if it is not).
+    explicit StreamSocket(int fd) noexcept;
+    struct NonBlocking {}; // the fd is known to be O_NONBLOCK (galay made it): no fcntl
+    StreamSocket(int fd, NonBlocking) noexcept
+        : fd_(fd) {}
+    StreamSocket(StreamSocket&& o) noexcept = default;
+    StreamSocket& operator=(StreamSocket&& o) noexcept = default;
+    ~StreamSocket() = default;
+
+    OwnedFd fd_;
+};
+
+} // namespace detail
+
+/// A connected TCP socket. Move-only; destroying it closes the socket. It receives with recv,
+/// recv_exact, recv_pooled or readv, sends with send, send_all or writev, and ends with shutdown
+/// or close: the byte-stream operations it shares with UnixStream.
+class TcpStream : public detail::StreamSocket {
 public:
     TcpStream() noexcept = default;
     /// Adopt a connected socket (made non-blocking if it is not).
-    explicit TcpStream(int fd) noexcept;
+    explicit TcpStream(int fd) noexcept
+        : StreamSocket(fd) {}
     /// Takes over the socket of `o`, which is empty after.
     TcpStream(TcpStream&& o) noexcept = default;
     /// Closes its own socket, then takes over the one of `o`.
@@ -204,12 +278,6 @@ public:
     [[nodiscard]] static Task<Result<TcpStream>> connect(std::string host, std::uint16_t port,
                                                          std::chrono::nanoseconds per_attempt = {});
 
-    /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
-    template <MutableBuffer B>
-    [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
-        return {detail::OpCode::recv,   fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
-                detail::Transfer::some, flags};
-    }
     /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
     /// closed). On io_uring this is one multishot recv per connection over a provided-buffer
     /// ring: no submission per receive, and no memory held by idle connections. A timed-out or
@@ -219,41 +287,6 @@ public:
     /// (to keep bytes across calls, `io::BufReader::append` them).
     [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
         return detail::RecvPooledAwaitable(fd_.get());
-    }
-    /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
-    /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
-    template <MutableBuffer B>
-    [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
-        return {detail::OpCode::recv,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
-                detail::Transfer::exact, 0};
-    }
-    /// Send some of `buf`; returns how many bytes the kernel took.
-    template <ConstBuffer B>
-    [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
-        return {detail::OpCode::send,   fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
-                detail::Transfer::some, flags};
-    }
-    /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
-    /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
-    template <ConstBuffer B>
-    [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
-        return {detail::OpCode::send,  fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
-                detail::Transfer::all, 0};
-    }
-    /// Scatter read into several buffers (one system call / one SQE).
-    [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::recvmsg, fd_.get(), iov};
-    }
-    /// Gather write from several buffers; may be short like send().
-    [[nodiscard]] detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::sendmsg, fd_.get(), iov};
-    }
-
-    /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
-    Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
-    /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
     }
 
     /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle off). On by
@@ -274,22 +307,11 @@ public:
     /// The local address (getsockname).
     Result<SocketAddr> local_addr() const noexcept;
 
-    /// True while it holds an open socket.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// The socket's file descriptor, still owned by the stream (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
-    /// files), and closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
-
 private:
     friend class detail::AcceptAwaitable;
     friend class detail::ConnectAwaitable;
-    struct NonBlocking {}; // the fd is known to be O_NONBLOCK (galay made it): no fcntl
     TcpStream(int fd, NonBlocking) noexcept
-        : fd_(fd) {}
-
-    detail::OwnedFd fd_;
+        : StreamSocket(fd, NonBlocking{}) {}
 };
 
 /// Socket options for TcpListener::bind and bind_sharded.

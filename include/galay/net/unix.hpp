@@ -195,11 +195,12 @@ private:
 
 /// A connected Unix stream socket. Move-only; destroying it closes it. Same operations as
 /// TcpStream, plus descriptor passing and peer credentials.
-class UnixStream {
+class UnixStream : public detail::StreamSocket {
 public:
     UnixStream() noexcept = default;
     /// Adopt a connected Unix stream socket (made non-blocking if it is not).
-    explicit UnixStream(int fd) noexcept;
+    explicit UnixStream(int fd) noexcept
+        : StreamSocket(fd) {}
 
     /// Connect to `addr`: `co_await UnixStream::connect(addr).timeout(2s)` -> Result<UnixStream>.
     /// No listener at a path is `ECONNREFUSED` (socket file left behind) or `ENOENT`.
@@ -209,12 +210,6 @@ public:
     /// Two connected streams (socketpair(2)), for talking to a thread or a child process.
     static Result<std::pair<UnixStream, UnixStream>> pair() noexcept;
 
-    /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
-    template <MutableBuffer B>
-    [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
-        return {detail::OpCode::recv,   fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
-                detail::Transfer::some, flags};
-    }
     /// Receive whatever has arrived into a buffer lent by the scheduler's pool (empty = the peer
     /// closed), as TcpStream::recv_pooled: on io_uring one multishot recv per connection over a
     /// provided-buffer ring, so a busy stream costs no submission and no poll arming per receive.
@@ -222,32 +217,6 @@ public:
     /// armed and takes what arrives); descriptors sent to it are closed by the kernel, unread.
     [[nodiscard]] detail::RecvPooledAwaitable recv_pooled() noexcept {
         return detail::RecvPooledAwaitable(fd_.get());
-    }
-    /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
-    template <MutableBuffer B>
-    [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
-        return {detail::OpCode::recv,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
-                detail::Transfer::exact, 0};
-    }
-    /// Send some of `buf`; returns how many bytes the kernel took.
-    template <ConstBuffer B>
-    [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
-        return {detail::OpCode::send,   fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
-                detail::Transfer::some, flags};
-    }
-    /// Send all of `buf`, finishing short writes.
-    template <ConstBuffer B>
-    [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
-        return {detail::OpCode::send,  fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
-                detail::Transfer::all, 0};
-    }
-    /// Scatter read into several buffers.
-    [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::recvmsg, fd_.get(), iov};
-    }
-    /// Gather write from several buffers; may be short like send().
-    [[nodiscard]] detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
-        return {detail::OpCode::sendmsg, fd_.get(), iov};
     }
 
     /// Send `buf` (at least one byte: a descriptor travels with data) and the descriptors `fds`
@@ -266,12 +235,6 @@ public:
         return {fd_.get(), std::ranges::data(buf), std::ranges::size(buf), max_fds};
     }
 
-    /// shutdown(2): the peer sees EOF after a write shutdown.
-    Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
-    /// Close asynchronously. The stream is empty afterwards.
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
-    }
     /// The other end's pid, uid and gid (SO_PEERCRED).
     Result<PeerCred> peer_cred() const noexcept;
     /// The remote address (unnamed for a socketpair or an unbound client).
@@ -279,21 +242,11 @@ public:
     /// The local address.
     Result<UnixAddr> local_addr() const noexcept;
 
-    /// True while it holds an open socket.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// The socket's descriptor, still owned by the stream (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Give up ownership of the descriptor: closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
-
 private:
     friend class detail::UnixAcceptAwaitable;
     friend class detail::UnixConnectAwaitable;
-    struct NonBlocking {};
     UnixStream(int fd, NonBlocking) noexcept
-        : fd_(fd) {}
-
-    detail::OwnedFd fd_;
+        : StreamSocket(fd, NonBlocking{}) {}
 };
 
 /// A listening Unix stream socket. A path listener removes its socket file when it is closed or
