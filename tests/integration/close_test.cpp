@@ -4,9 +4,8 @@
 // the ring's registered-file table and may have a multishot recv armed; both hold the socket open,
 // so close(2) alone sends no FIN and frees no port until the ring lets go.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,24 +20,6 @@ using namespace galay;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// A blocking loopback client (plain system calls, usable with no scheduler running) whose
-/// receives time out after 10 s, so that a FIN that never comes fails the test instead of hanging.
-int connect_blocking(std::uint16_t port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    timeval tv{.tv_sec = 10, .tv_usec = 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 /// What the peer reads next: 0 at EOF, -errno on error (EAGAIN: timed out waiting for the FIN).
 ssize_t read_after_close(int fd) {
@@ -73,21 +54,35 @@ Task<TcpStream> accept_and_exchange(TcpListener& l, Use use) {
 
 class CloseTest : public test::BackendTest {
 protected:
+    /// `peer`: a blocking client of `l` that has sent "ping" (what accept_and_exchange receives).
+    static void connect_and_ping(const TcpListener& l, int& peer) {
+        peer = test::connect_blocking(l.local_addr()->port());
+        ASSERT_GE(peer, 0);
+        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+    }
+    /// The peer receives the "pong" accept_and_exchange sent.
+    static void read_pong(int peer) {
+        char buf[4];
+        ASSERT_EQ(::recv(peer, buf, 4, MSG_WAITALL), 4);
+    }
+    /// The peer's next read is the stream's FIN; then the peer is closed.
+    static void expect_fin_and_close(int peer) {
+        EXPECT_EQ(read_after_close(peer), 0) << "the peer saw no FIN (-11 = timed out)";
+        ::close(peer);
+    }
+
     /// The stream is destroyed after block_on returned, on the scheduler's own thread, with the
     /// scheduler alive and idle: the peer must still see EOF at once.
     void destroyed_outside_a_task_sends_fin(Use use) {
         Scheduler sched(options());
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         ASSERT_TRUE(l);
-        int peer = connect_blocking(l->local_addr()->port());
-        ASSERT_GE(peer, 0);
-        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+        int peer = -1;
+        ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
         TcpStream s = sched.block_on(accept_and_exchange(*l, use));
-        char buf[4];
-        ASSERT_EQ(::recv(peer, buf, 4, MSG_WAITALL), 4);
+        ASSERT_NO_FATAL_FAILURE(read_pong(peer));
         { TcpStream gone = std::move(s); } // closed here, outside any task
-        EXPECT_EQ(read_after_close(peer), 0) << "the peer saw no FIN (-11 = timed out)";
-        ::close(peer);
+        expect_fin_and_close(peer);
     }
 };
 
@@ -106,15 +101,12 @@ TEST_P(CloseTest, StreamDestroyedOnAnotherThreadWhileItsSchedulerIdlesSendsFin) 
         Scheduler sched(options());
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         ASSERT_TRUE(l);
-        int peer = connect_blocking(l->local_addr()->port());
-        ASSERT_GE(peer, 0);
-        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+        int peer = -1;
+        ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
         TcpStream s = sched.block_on(accept_and_exchange(*l, use));
-        char buf[4];
-        ASSERT_EQ(::recv(peer, buf, 4, MSG_WAITALL), 4);
+        ASSERT_NO_FATAL_FAILURE(read_pong(peer));
         std::thread([gone = std::move(s)]() mutable { TcpStream g = std::move(gone); }).join();
-        EXPECT_EQ(read_after_close(peer), 0) << "the peer saw no FIN (-11 = timed out)";
-        ::close(peer);
+        expect_fin_and_close(peer);
     }
 }
 
@@ -128,9 +120,8 @@ TEST_P(CloseTest, StreamDestroyedInsideATaskSendsFinWithinTheLoopTurn) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
     ASSERT_TRUE(l);
     for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
-        int peer = connect_blocking(l->local_addr()->port());
-        ASSERT_GE(peer, 0);
-        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+        int peer = -1;
+        ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
         ssize_t seen = sched.block_on([&]() -> Task<ssize_t> {
             {
                 TcpStream s = co_await accept_and_exchange(*l, use);
@@ -150,16 +141,13 @@ TEST_P(CloseTest, StreamDestroyedAsTheLastActOfBlockOnIsClosedWhenItReturns) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
     ASSERT_TRUE(l);
     for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
-        int peer = connect_blocking(l->local_addr()->port());
-        ASSERT_GE(peer, 0);
-        ASSERT_EQ(::send(peer, "ping", 4, 0), 4);
+        int peer = -1;
+        ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
         sched.block_on([&]() -> Task<void> {
             TcpStream s = co_await accept_and_exchange(*l, use);
         }()); // (destroyed when the task returns, just before block_on does)
-        char buf[4];
-        ASSERT_EQ(::recv(peer, buf, 4, MSG_WAITALL), 4);
-        EXPECT_EQ(read_after_close(peer), 0) << "the peer saw no FIN (-11 = timed out)";
-        ::close(peer);
+        ASSERT_NO_FATAL_FAILURE(read_pong(peer));
+        expect_fin_and_close(peer);
     }
 }
 

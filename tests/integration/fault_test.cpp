@@ -7,6 +7,7 @@
 #include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
+#include "support/pooled_echo.hpp"
 #include "support/tcp_pair.hpp"
 
 #include <galay/detail/faults.hpp>
@@ -184,23 +185,6 @@ TEST_P(FaultTest, PooledRecvSurvivesAnEmptyRingAndEndedMultishots) {
         if (!l) throw Error(l.error(), "bind");
         const auto addr = SocketAddr::loopback_v4(l->local_addr()->port());
         constexpr int kConns = 16, kMsgs = 100;
-        auto serve = [](TcpStream s) -> Task<void> {
-            (void)s.set_nodelay(true);
-            for (;;) {
-                auto b = co_await s.recv_pooled();
-                if (!b || b->empty()) co_return;
-                if (!co_await s.send_all(b->bytes())) co_return;
-            }
-        };
-        auto server = [&]() -> Task<void> {
-            std::vector<Task<void>> conns;
-            for (int i = 0; i < kConns; ++i) {
-                auto s = co_await l->accept();
-                if (!s) throw Error(s.error(), "accept");
-                conns.push_back(serve(std::move(*s)));
-            }
-            co_await when_all(std::move(conns));
-        };
         auto client = [&](int id) -> Task<std::uint64_t> {
             auto s = co_await TcpStream::connect(addr);
             if (!s) throw Error(s.error(), "connect");
@@ -219,11 +203,8 @@ TEST_P(FaultTest, PooledRecvSurvivesAnEmptyRingAndEndedMultishots) {
         std::vector<Task<std::uint64_t>> clients;
         for (int i = 0; i < kConns; ++i)
             clients.push_back(client(i));
-        auto [counts, _] = co_await when_all(when_all(std::move(clients)), server());
-        std::uint64_t total = 0;
-        for (auto c : counts)
-            total += c;
-        co_return total;
+        co_return co_await test::sum_with_server(std::move(clients),
+                                                 test::pooled_echo_server(*l, kConns));
     }());
     EXPECT_EQ(ok, 16u * 100u);
     const faults::Counts n = faults::counts();

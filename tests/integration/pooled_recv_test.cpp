@@ -2,6 +2,8 @@
 // provided-buffer ring; epoll: a free list), on both backends.
 #include "runtime/scheduler_access.hpp" // (the driver's op and pool counts)
 #include "support/backends.hpp"
+#include "support/pooled_echo.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,16 +21,6 @@ using namespace galay;
 using namespace std::chrono_literals;
 
 namespace {
-
-Task<std::pair<TcpStream, TcpStream>> pair_on_loopback() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c || !s) throw std::runtime_error("connect/accept failed");
-    co_return std::pair{std::move(*c), std::move(*s)};
-}
 
 /// Reads from `s` with recv_pooled until `n` bytes have arrived.
 Task<std::string> read_pooled(TcpStream& s, std::size_t n) {
@@ -59,23 +51,6 @@ TEST_P(PooledRecvTest, EchoServerOnPooledBuffersKeepsEveryByte) {
         if (!l) throw Error(l.error(), "bind");
         const auto addr = SocketAddr::loopback_v4(l->local_addr()->port());
         constexpr int kConns = 50, kMsgs = 200;
-        auto serve = [](TcpStream s) -> Task<void> {
-            (void)s.set_nodelay(true); // the echo leaves in pieces: don't let Nagle hold them
-            for (;;) {
-                auto b = co_await s.recv_pooled();
-                if (!b || b->empty()) co_return;
-                if (!co_await s.send_all(b->bytes())) co_return;
-            }
-        };
-        auto server = [&]() -> Task<void> {
-            std::vector<Task<void>> conns;
-            for (int i = 0; i < kConns; ++i) {
-                auto s = co_await l->accept();
-                if (!s) throw Error(s.error(), "accept");
-                conns.push_back(serve(std::move(*s)));
-            }
-            co_await when_all(std::move(conns));
-        };
         auto client = [&](int id) -> Task<std::uint64_t> {
             auto s = co_await TcpStream::connect(addr);
             if (!s) throw Error(s.error(), "connect");
@@ -95,18 +70,15 @@ TEST_P(PooledRecvTest, EchoServerOnPooledBuffersKeepsEveryByte) {
         std::vector<Task<std::uint64_t>> clients;
         for (int i = 0; i < kConns; ++i)
             clients.push_back(client(i));
-        auto [counts, _] = co_await when_all(when_all(std::move(clients)), server());
-        std::uint64_t total = 0;
-        for (auto c : counts)
-            total += c;
-        co_return total;
+        co_return co_await test::sum_with_server(std::move(clients),
+                                                 test::pooled_echo_server(*l, kConns));
     }());
     EXPECT_EQ(ok, 50u * 200u);
 }
 
 TEST_P(PooledRecvTest, TimeoutConsumesNothingAndLaterBytesArrive) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await pair_on_loopback();
+        auto [c, s] = co_await test::loopback_pair();
         auto r = co_await s.recv_pooled().timeout(10ms);
         CO_ASSERT(!r);
         EXPECT_EQ(r.error(), std::errc::timed_out);
@@ -118,7 +90,7 @@ TEST_P(PooledRecvTest, TimeoutConsumesNothingAndLaterBytesArrive) {
 
 TEST_P(PooledRecvTest, CancelledWaitLosesNoBytes) {
     run([]() -> Task<void> {
-        auto [c, s] = co_await pair_on_loopback();
+        auto [c, s] = co_await test::loopback_pair();
         for (int round = 0; round < 20; ++round) {
             // The wait loses the race against an immediate task and is cancelled...
             auto w =
@@ -135,7 +107,7 @@ TEST_P(PooledRecvTest, CancelledWaitLosesNoBytes) {
 TEST_P(PooledRecvTest, ExhaustedPoolWaitsForAReturnedBuffer) {
     Scheduler sched(small_pool());
     sched.block_on([]() -> Task<void> {
-        auto [c, s] = co_await pair_on_loopback();
+        auto [c, s] = co_await test::loopback_pair();
         // Hold every buffer of the pool (8 x 512), one receive at a time.
         std::vector<PooledBuffer> held;
         std::string sent;
@@ -174,7 +146,7 @@ TEST_P(PooledRecvTest, EofIsAnEmptyBufferAndClosedStreamsReturnTheirBuffers) {
     Scheduler sched(small_pool());
     for (int i = 0; i < 40; ++i) { // more connections than buffers: leaks would exhaust the pool
         sched.block_on([]() -> Task<void> {
-            auto [c, s] = co_await pair_on_loopback();
+            auto [c, s] = co_await test::loopback_pair();
             std::string msg = "bye";
             CO_ASSERT(co_await c.send_all(msg));
             CO_ASSERT(c.shutdown(Shutdown::write));
@@ -192,7 +164,7 @@ TEST_P(PooledRecvTest, ClosingWhileARecvIsArmedSendsFinToThePeer) {
     Scheduler sched(small_pool());
     sched.block_on([]() -> Task<void> {
         for (int round = 0; round < 3; ++round) {
-            auto [c, s] = co_await pair_on_loopback();
+            auto [c, s] = co_await test::loopback_pair();
             CO_ASSERT(co_await c.send_all(std::string_view("hi")));
             EXPECT_EQ(co_await read_pooled(s, 2), "hi"); // arms the multishot recv
             {
@@ -238,25 +210,6 @@ TEST_P(PooledRecvTest, AReusedFdNumberIsNotCancelledByTheOldClose) {
     }());
 }
 
-namespace {
-/// A blocking loopback client socket (plain system calls: it lives on a thread with no
-/// scheduler), with a receive timeout so that a missing FIN fails the test instead of hanging it.
-int blocking_client(std::uint16_t port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{.tv_sec = 10, .tv_usec = 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-} // namespace
-
 // On io_uring a stream that has transferred data sits in its scheduler's registered-file table,
 // which holds the socket open by itself. Destroying the stream on another thread (here one with
 // no scheduler at all) must still get the slot cleared, or the peer would never see the FIN.
@@ -282,8 +235,8 @@ TEST_P(PooledRecvTest, AStreamDestroyedOnAnotherThreadStillSendsFin) {
             EXPECT_TRUE(n && *n == 0);
         }());
     });
-    int data = blocking_client(port);
-    int control = blocking_client(port);
+    int data = test::connect_blocking(port);
+    int control = test::connect_blocking(port);
     ASSERT_GE(data, 0);
     ASSERT_GE(control, 0);
     ASSERT_EQ(::send(data, "hi", 2, 0), 2);
@@ -311,7 +264,7 @@ TEST_P(PooledRecvTest, AStreamDestroyedOnAnotherThreadStillSendsFin) {
 TEST_P(PooledRecvTest, AReleasedFdClosedByTheCallerSendsFin) {
     Scheduler sched(small_pool());
     sched.block_on([]() -> Task<void> {
-        auto [c, s] = co_await pair_on_loopback();
+        auto [c, s] = co_await test::loopback_pair();
         CO_ASSERT(co_await c.send_all(std::string_view("hi")));
         EXPECT_EQ(co_await read_pooled(s, 2), "hi");
         CO_ASSERT(co_await s.send_all(std::string_view("ok")));
@@ -428,7 +381,7 @@ TEST_P(GreedyClientTest, AStalledConnectionLosesNoByteWhenItResumes) {
     constexpr std::size_t kTotal = 4 << 20;
     auto byte_at = [](std::size_t i) { return static_cast<char>((i * 7 + i / 4093) & 0xff); };
     sched.block_on([&]() -> Task<void> {
-        auto [c, s] = co_await pair_on_loopback();
+        auto [c, s] = co_await test::loopback_pair();
         auto sender = [&]() -> Task<void> {
             std::vector<char> chunk(1 << 20);
             for (std::size_t off = 0; off < kTotal; off += chunk.size()) {
