@@ -5,8 +5,6 @@
 #include "support/backends.hpp"
 #include "support/fds.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -38,18 +36,6 @@ protected:
     }
 };
 
-/// Raise the soft fd limit so that `needed` descriptors fit; returns how many do.
-std::size_t fds_available(std::size_t needed) {
-    rlimit rl{};
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < needed && rl.rlim_max > rl.rlim_cur) {
-        rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, needed);
-        ::setrlimit(RLIMIT_NOFILE, &rl);
-        ::getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    return rl.rlim_cur;
-}
-
 TcpListener listen_backlogged(int backlog = 4096) {
     auto l = TcpListener::bind(SocketAddr::loopback_v4(0), {.backlog = backlog});
     if (!l) throw Error(l.error(), "bind");
@@ -78,7 +64,7 @@ Task<void> echo_once(TcpStream s, int& served, int& finished) {
 TEST_P(AcceptTest, StormOfAThousandConnectionsIsAllServed) {
     constexpr int kClients = 1000;
     // Each connection holds two fds (client and server side) in this one process.
-    const std::size_t limit = fds_available(2 * kClients + 64);
+    const std::size_t limit = test::fds_available(2 * kClients + 64);
     const int concurrent = static_cast<int>(std::min<std::size_t>(kClients, (limit - 64) / 2));
     ASSERT_GT(concurrent, 100) << "RLIMIT_NOFILE too low for an accept storm: " << limit;
     int served = 0, finished = 0, ok = 0;
@@ -114,7 +100,7 @@ TEST_P(AcceptTest, ConnectionsArrivingWhileNobodyAcceptsAreEachDeliveredOnce) {
     // server accepts nothing, more than the 256 the driver queues before it pauses. Every one
     // must come out of accept() exactly once, carrying its own client's bytes.
     constexpr int kClients = 600;
-    ASSERT_GE(fds_available(2 * kClients + 64), std::size_t{2 * kClients + 64});
+    ASSERT_GE(test::fds_available(2 * kClients + 64), std::size_t{2 * kClients + 64});
     run([&]() -> Task<void> {
         TcpListener l = listen_backlogged();
         const std::uint16_t port = l.local_addr()->port();

@@ -7,7 +7,6 @@
 
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 
 #include <cstring>
 
@@ -20,18 +19,6 @@ using namespace std::chrono_literals;
 namespace {
 
 class TlsFaultTest : public BackendTest {};
-
-/// Raise the soft fd limit so that `needed` descriptors fit; returns how many do.
-std::size_t fds_available(std::size_t needed) {
-    rlimit rl{};
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < needed && rl.rlim_max > rl.rlim_cur) {
-        rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, needed);
-        ::setrlimit(RLIMIT_NOFILE, &rl);
-        ::getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    return rl.rlim_cur;
-}
 
 /// Serve TLS echo on `l`: accept `count` connections; each handshakes within `handshake_timeout`
 /// and echoes until the peer ends. Results of the handshakes are counted.
@@ -141,7 +128,7 @@ TEST_P(TlsFaultTest, a_client_stopping_mid_handshake_hits_the_servers_timeout_an
 
 TEST_P(TlsFaultTest, a_thousand_silent_connections_do_not_stop_another_client_being_served) {
     constexpr int kSilent = 1000;
-    if (fds_available(2 * kSilent + 200) < 2 * kSilent + 200)
+    if (test::fds_available(2 * kSilent + 200) < 2 * kSilent + 200)
         GTEST_SKIP() << "RLIMIT_NOFILE too low for " << kSilent << " silent connections";
     const tls::Context sctx = server_context(pki().server());
     const tls::Context cctx = client_context();

@@ -1,9 +1,14 @@
-// How many descriptors this process has open, for the tests that check nothing leaked.
+// How many descriptors this process has open, for the tests that check nothing leaked, and how
+// many it may open, for the tests that open thousands.
 #pragma once
 
 #include "support/backends.hpp"
 
 #include <dirent.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstddef>
 
 namespace galay::test {
 
@@ -16,6 +21,18 @@ inline int open_fds() {
         if (e->d_name[0] != '.') ++n;
     ::closedir(d);
     return n - 1; // (the directory stream itself)
+}
+
+/// Raise the soft fd limit so that `needed` descriptors fit; returns how many do.
+inline std::size_t fds_available(std::size_t needed) {
+    rlimit rl{};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < needed && rl.rlim_max > rl.rlim_cur) {
+        rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, needed);
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+        ::getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur;
 }
 
 /// A backend test that fails when it leaves a descriptor open (counted before and after).
