@@ -32,15 +32,7 @@ constexpr int kStressScale = 4; // the instrumented builds are several times slo
 constexpr int kStressScale = 1;
 #endif
 
-class RuntimeTest : public test::BackendTest {
-protected:
-    RuntimeOptions rt_options(unsigned workers) const {
-        RuntimeOptions o;
-        o.workers = workers;
-        o.scheduler = options();
-        return o;
-    }
-};
+class RuntimeTest : public test::BackendTest {};
 
 /// Counts live instances (frames destroyed at shutdown must destroy their locals).
 struct Counted {

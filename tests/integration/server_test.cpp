@@ -19,15 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class ServerTest : public test::BackendTest {
-protected:
-    RuntimeOptions rt_options(unsigned workers) const {
-        RuntimeOptions o;
-        o.workers = workers;
-        o.scheduler = options();
-        return o;
-    }
-};
+class ServerTest : public test::BackendTest {};
 
 /// A blocking client socket connected to `to` (the kernel completes the handshake from the
 /// backlog, whether or not the server has accepted yet).

@@ -29,6 +29,13 @@ protected:
         }
     }
     SchedulerOptions options() const { return {.backend = GetParam()}; }
+    /// A Runtime of `workers` workers, each a scheduler on this backend.
+    RuntimeOptions rt_options(unsigned workers) const {
+        RuntimeOptions o;
+        o.workers = workers;
+        o.scheduler = options();
+        return o;
+    }
     template <class T>
     T run(Task<T> t) {
         Scheduler s(options());

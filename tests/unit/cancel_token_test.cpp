@@ -12,15 +12,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class CancelTokenTest : public test::BackendTest {
-protected:
-    RuntimeOptions rt_options(unsigned workers) const {
-        RuntimeOptions o;
-        o.workers = workers;
-        o.scheduler = options();
-        return o;
-    }
-};
+class CancelTokenTest : public test::BackendTest {};
 
 /// 1 when its sleep was cancelled, 0 when it slept an hour.
 Task<int> sleeps_until_cancelled(std::atomic<int>& started) {
