@@ -12,17 +12,14 @@
 //                  pending buffer exists (an epoll_ctl only on the rare short write).
 //   --et           edge-triggered; EPOLLIN|EPOLLOUT registered once, never modified. A read that
 //                  returns less than the buffer drained the socket, so no extra read to EAGAIN.
-#include "common.hpp"
+#include "epoll_server.hpp"
 
 #include <cstdint>
 #include <memory>
-#include <sys/epoll.h>
-#include <vector>
 
 namespace {
 
 constexpr size_t kReadBuf = 64 * 1024;
-constexpr int kMaxEvents = 1024;
 
 struct Conn {
     std::unique_ptr<char[]> pend; // unsent echo bytes; allocated on the first short write only
@@ -30,20 +27,11 @@ struct Conn {
     bool open = false;
 };
 
-struct Server {
-    int ep = -1, lfd = -1, sfd = -1;
+struct Server : baseline::EpollServer<Conn> {
     bool edge = false;
     bool accept_paused = false;
-    unsigned long accepted = 0, short_writes = 0; // printed at exit
-    std::vector<Conn> conns; // indexed by fd: no lookup, no pointer in epoll_data
+    unsigned long short_writes = 0; // printed at exit, with accepted
     alignas(64) char buf[kReadBuf];
-
-    void ctl(int op, int fd, uint32_t events) {
-        epoll_event ev{};
-        ev.events = events;
-        ev.data.fd = fd;
-        if (epoll_ctl(ep, op, fd, &ev) != 0) baseline::die("epoll_ctl");
-    }
 
     void close_conn(int fd) {
         Conn& c = conns[fd];
@@ -145,27 +133,6 @@ struct Server {
         while (echo_once(fd, c) == kReadBuf && conns[fd].open) {
         }
     }
-
-    void run() {
-        epoll_event evs[kMaxEvents];
-        for (;;) {
-            int n = epoll_wait(ep, evs, kMaxEvents, -1);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                baseline::die("epoll_wait");
-            }
-            for (int i = 0; i < n; ++i) {
-                int fd = evs[i].data.fd;
-                if (fd == lfd) {
-                    accept_all();
-                } else if (fd == sfd) {
-                    return;
-                } else {
-                    on_event(fd, evs[i].events);
-                }
-            }
-        }
-    }
 };
 
 } // namespace
@@ -185,20 +152,11 @@ int main(int argc, char** argv) {
             port_arg = argv[i];
         }
     }
-    const rlim_t nofile = baseline::raise_nofile();
     auto srv = std::make_unique<Server>();
     srv->edge = edge;
-    srv->conns.resize(nofile < 1u << 20 ? nofile : 1u << 20);
-    srv->sfd = baseline::make_signalfd();
-    int port = 0;
-    srv->lfd = baseline::make_listener(baseline::parse_port(port_arg), &port);
-    srv->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (srv->ep < 0) baseline::die("epoll_create1");
-    srv->ctl(EPOLL_CTL_ADD, srv->lfd, EPOLLIN);
-    srv->ctl(EPOLL_CTL_ADD, srv->sfd, EPOLLIN);
-    baseline::announce(port, "raw_epoll");
+    srv->open(port_arg, "raw_epoll");
 
-    srv->run();
+    Server::run(*srv);
 
     std::fprintf(stderr, "raw_epoll: exit: %lu accepted, %lu short writes\n", srv->accepted,
                  srv->short_writes);

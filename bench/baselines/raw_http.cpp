@@ -12,20 +12,16 @@
 // A short write parks the rest in a per-connection buffer and switches the connection to
 // EPOLLOUT until it is gone (reads stop meanwhile: back-pressure), as raw_epoll does.
 // SIGINT/SIGTERM: exit 0 with a one-line summary on stderr.
-#include "common.hpp"
-
-#include <sys/epoll.h>
+#include "epoll_server.hpp"
 
 #include <cstdint>
 #include <ctime>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace {
 
 constexpr size_t kReadBuf = 64 * 1024;
-constexpr int kMaxEvents = 1024;
 constexpr char kBody[] = "Hello, World!";
 
 struct Conn {
@@ -59,20 +55,11 @@ private:
     std::string text_;
 };
 
-struct Server {
-    int ep = -1, lfd = -1, sfd = -1;
-    unsigned long accepted = 0, requests = 0, short_writes = 0;
-    std::vector<Conn> conns; // indexed by fd
+struct Server : baseline::EpollServer<Conn> {
+    unsigned long requests = 0, short_writes = 0; // printed at exit, with accepted
     Answer answer;
     std::string out; // the answers of one read
     alignas(64) char buf[kReadBuf];
-
-    void ctl(int op, int fd, uint32_t events) {
-        epoll_event ev{};
-        ev.events = events;
-        ev.data.fd = fd;
-        if (epoll_ctl(ep, op, fd, &ev) != 0) baseline::die("epoll_ctl");
-    }
 
     void close_conn(int fd) {
         Conn& c = conns[fd];
@@ -168,31 +155,14 @@ struct Server {
         ctl(EPOLL_CTL_MOD, fd, EPOLLOUT);
     }
 
-    void run() {
-        epoll_event evs[kMaxEvents];
-        for (;;) {
-            int n = epoll_wait(ep, evs, kMaxEvents, -1);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                baseline::die("epoll_wait");
-            }
-            for (int i = 0; i < n; ++i) {
-                int fd = evs[i].data.fd;
-                if (fd == lfd) {
-                    accept_all();
-                } else if (fd == sfd) {
-                    return;
-                } else {
-                    Conn& c = conns[fd];
-                    if (!c.open) continue;
-                    if (!c.pending.empty()) {
-                        flush(fd, c);
-                        continue;
-                    }
-                    on_readable(fd, c);
-                }
-            }
+    void on_event(int fd, uint32_t) {
+        Conn& c = conns[fd];
+        if (!c.open) return;
+        if (!c.pending.empty()) {
+            flush(fd, c);
+            return;
         }
+        on_readable(fd, c);
     }
 };
 
@@ -203,18 +173,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: raw_http [port]\n");
         return 2;
     }
-    const rlim_t nofile = baseline::raise_nofile();
     auto srv = std::make_unique<Server>();
-    srv->conns.resize(nofile < 1u << 20 ? nofile : 1u << 20);
-    srv->sfd = baseline::make_signalfd();
-    int port = 0;
-    srv->lfd = baseline::make_listener(baseline::parse_port(argc == 2 ? argv[1] : nullptr), &port);
-    srv->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (srv->ep < 0) baseline::die("epoll_create1");
-    srv->ctl(EPOLL_CTL_ADD, srv->lfd, EPOLLIN);
-    srv->ctl(EPOLL_CTL_ADD, srv->sfd, EPOLLIN);
-    baseline::announce(port, "raw_http");
-    srv->run();
+    srv->open(argc == 2 ? argv[1] : nullptr, "raw_http");
+    Server::run(*srv);
     std::fprintf(stderr, "raw_http: %lu connections, %lu requests, %lu short writes\n",
                  srv->accepted, srv->requests, srv->short_writes);
     return 0;

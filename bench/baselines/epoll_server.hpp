@@ -1,0 +1,73 @@
+// The epoll skeleton raw_epoll and raw_http share: one epoll set holding the listener and the
+// signalfd (SIGINT/SIGTERM end the loop), a connection table indexed by fd, and the loop that
+// waits and dispatches. Each server adds what it does with a connection (accept_all, on_event).
+// Like common.hpp, independent of galay.
+#pragma once
+
+#include "common.hpp"
+
+#include <sys/epoll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace baseline {
+
+template <class Conn>
+struct EpollServer {
+    static constexpr int kMaxEvents = 1024;
+
+    int ep = -1, lfd = -1, sfd = -1;
+    unsigned long accepted = 0;
+    std::vector<Conn> conns; // indexed by fd: no lookup, no pointer in epoll_data
+
+    void ctl(int op, int fd, uint32_t events) {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.fd = fd;
+        if (epoll_ctl(ep, op, fd, &ev) != 0) die("epoll_ctl");
+    }
+
+    // Room for every fd the process may open (up to 2^20), the listener on port_arg's port
+    // (common.hpp's parse_port), the signalfd, both in the epoll set; then the "listening on"
+    // line the harness waits for.
+    void open(const char* port_arg, const char* name) {
+        const rlim_t nofile = raise_nofile();
+        conns.resize(nofile < 1u << 20 ? nofile : 1u << 20);
+        sfd = make_signalfd();
+        int port = 0;
+        lfd = make_listener(parse_port(port_arg), &port);
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        if (ep < 0) die("epoll_create1");
+        ctl(EPOLL_CTL_ADD, lfd, EPOLLIN);
+        ctl(EPOLL_CTL_ADD, sfd, EPOLLIN);
+        announce(port, name);
+    }
+
+    // Until a signal: the listener's readiness goes to s.accept_all(), a connection's to
+    // s.on_event(fd, events). (A template on the server, so both calls are inlined.)
+    template <class Server>
+    static void run(Server& s) {
+        epoll_event evs[kMaxEvents];
+        for (;;) {
+            int n = epoll_wait(s.ep, evs, kMaxEvents, -1);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                die("epoll_wait");
+            }
+            for (int i = 0; i < n; ++i) {
+                int fd = evs[i].data.fd;
+                if (fd == s.lfd) {
+                    s.accept_all();
+                } else if (fd == s.sfd) {
+                    return;
+                } else {
+                    s.on_event(fd, evs[i].events);
+                }
+            }
+        }
+    }
+};
+
+} // namespace baseline
