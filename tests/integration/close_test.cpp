@@ -71,9 +71,10 @@ protected:
         ::close(peer);
     }
 
-    /// The stream is destroyed after block_on returned, on the scheduler's own thread, with the
-    /// scheduler alive and idle: the peer must still see EOF at once.
-    void destroyed_outside_a_task_sends_fin(Use use) {
+    /// A stream that exchanged ping and pong the `use` way is handed to `destroy` after block_on
+    /// returned, with its scheduler alive and idle: the peer must still see EOF at once.
+    template <class Destroy>
+    void destroyed_after_block_on_sends_fin(Use use, Destroy destroy) {
         Scheduler sched(options());
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         ASSERT_TRUE(l);
@@ -81,8 +82,12 @@ protected:
         ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
         TcpStream s = sched.block_on(accept_and_exchange(*l, use));
         ASSERT_NO_FATAL_FAILURE(read_pong(peer));
-        { TcpStream gone = std::move(s); } // closed here, outside any task
+        destroy(std::move(s));
         expect_fin_and_close(peer);
+    }
+    /// Destroyed on the scheduler's own thread, outside any task.
+    void destroyed_outside_a_task_sends_fin(Use use) {
+        destroyed_after_block_on_sends_fin(use, [](TcpStream) {}); // closed here
     }
 };
 
@@ -98,15 +103,9 @@ TEST_P(CloseTest, PooledStreamDestroyedOutsideATaskSendsFinAtOnce) {
 // (its thread is outside block_on): nothing will poll that ring for a while.
 TEST_P(CloseTest, StreamDestroyedOnAnotherThreadWhileItsSchedulerIdlesSendsFin) {
     for (Use use : {Use::plain_transfer, Use::pooled_recv}) {
-        Scheduler sched(options());
-        auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-        ASSERT_TRUE(l);
-        int peer = -1;
-        ASSERT_NO_FATAL_FAILURE(connect_and_ping(*l, peer));
-        TcpStream s = sched.block_on(accept_and_exchange(*l, use));
-        ASSERT_NO_FATAL_FAILURE(read_pong(peer));
-        std::thread([gone = std::move(s)]() mutable { TcpStream g = std::move(gone); }).join();
-        expect_fin_and_close(peer);
+        ASSERT_NO_FATAL_FAILURE(destroyed_after_block_on_sends_fin(use, [](TcpStream s) {
+            std::thread([gone = std::move(s)]() mutable { TcpStream g = std::move(gone); }).join();
+        }));
     }
 }
 

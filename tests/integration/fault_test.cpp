@@ -183,28 +183,10 @@ TEST_P(FaultTest, PooledRecvSurvivesAnEmptyRingAndEndedMultishots) {
     const std::uint64_t ok = sched.block_on([]() -> Task<std::uint64_t> {
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         if (!l) throw Error(l.error(), "bind");
-        const auto addr = SocketAddr::loopback_v4(l->local_addr()->port());
-        constexpr int kConns = 16, kMsgs = 100;
-        auto client = [&](int id) -> Task<std::uint64_t> {
-            auto s = co_await TcpStream::connect(addr);
-            if (!s) throw Error(s.error(), "connect");
-            std::array<std::byte, 700> out, in;
-            std::uint64_t ok = 0;
-            for (int m = 0; m < kMsgs; ++m) {
+        co_return co_await test::pooled_echo_round_trips(
+            *l, 16, 100, [](std::span<std::byte> out, int id, int m) {
                 fill_stream(out, 100 + id, static_cast<std::uint64_t>(m) * out.size());
-                if (!co_await s->send_all(out)) throw std::runtime_error("send");
-                if (!co_await s->recv_exact(in).timeout(10s)) throw std::runtime_error("recv");
-                if (std::memcmp(in.data(), out.data(), in.size()) != 0)
-                    throw std::runtime_error("mismatch");
-                ++ok;
-            }
-            co_return ok;
-        };
-        std::vector<Task<std::uint64_t>> clients;
-        for (int i = 0; i < kConns; ++i)
-            clients.push_back(client(i));
-        co_return co_await test::sum_with_server(std::move(clients),
-                                                 test::pooled_echo_server(*l, kConns));
+            });
     }());
     EXPECT_EQ(ok, 16u * 100u);
     const faults::Counts n = faults::counts();

@@ -49,29 +49,11 @@ TEST_P(PooledRecvTest, EchoServerOnPooledBuffersKeepsEveryByte) {
     std::uint64_t ok = sched.block_on([]() -> Task<std::uint64_t> {
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         if (!l) throw Error(l.error(), "bind");
-        const auto addr = SocketAddr::loopback_v4(l->local_addr()->port());
-        constexpr int kConns = 50, kMsgs = 200;
-        auto client = [&](int id) -> Task<std::uint64_t> {
-            auto s = co_await TcpStream::connect(addr);
-            if (!s) throw Error(s.error(), "connect");
-            std::array<char, 700> out, in; // bigger than one pool buffer: arrives in pieces
-            std::uint64_t ok = 0;
-            for (int m = 0; m < kMsgs; ++m) {
+        co_return co_await test::pooled_echo_round_trips(
+            *l, 50, 200, [](std::span<std::byte> out, int id, int m) {
                 for (std::size_t i = 0; i < out.size(); ++i)
-                    out[i] = static_cast<char>(id * 31 + m * 7 + static_cast<int>(i));
-                if (!co_await s->send_all(out)) throw std::runtime_error("send");
-                if (!co_await s->recv_exact(in)) throw std::runtime_error("recv");
-                if (std::memcmp(in.data(), out.data(), in.size()) != 0)
-                    throw std::runtime_error("mismatch");
-                ++ok;
-            }
-            co_return ok;
-        };
-        std::vector<Task<std::uint64_t>> clients;
-        for (int i = 0; i < kConns; ++i)
-            clients.push_back(client(i));
-        co_return co_await test::sum_with_server(std::move(clients),
-                                                 test::pooled_echo_server(*l, kConns));
+                    out[i] = static_cast<std::byte>(id * 31 + m * 7 + static_cast<int>(i));
+            });
     }());
     EXPECT_EQ(ok, 50u * 200u);
 }
