@@ -19,8 +19,9 @@
 // opens leaks into a child: every descriptor galay makes is close-on-exec.
 #pragma once
 
-#include "galay/detail/fd_handle.hpp"
+#include "galay/detail/close_op.hpp"
 #include "galay/detail/io_awaitable.hpp"
+#include "galay/detail/owned_fd.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/task.hpp"
 
@@ -37,7 +38,7 @@ namespace galay {
 
 /// The read end of a pipe. Move-only; destroying it closes it. Has `recv` too, so io::BufReader
 /// reads lines from it.
-class PipeReader : public detail::FdHandle {
+class PipeReader {
 public:
     PipeReader() noexcept = default;
     /// Adopt a pipe's read end. It is put in blocking mode (a child may share it); galay itself
@@ -61,11 +62,24 @@ public:
         return {detail::OpCode::read,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
                 detail::Transfer::exact, 0};
     }
+    /// Close asynchronously; empty at once.
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
+        return detail::CloseAwaitable(fd_.take());
+    }
+    /// True while it holds a descriptor.
+    bool is_open() const noexcept { return fd_.is_open(); }
+    /// The descriptor, still owned (-1 when empty).
+    int fd() const noexcept { return fd_.get(); }
+    /// Give up ownership: closing it is now the caller's job.
+    int release() noexcept { return fd_.release(); }
+
+private:
+    detail::OwnedFd fd_;
 };
 
 /// The write end of a pipe. Move-only; destroying it closes it (the reader then sees EOF).
 /// Writing to a pipe nobody reads is `EPIPE` (galay ignores SIGPIPE once it makes a pipe).
-class PipeWriter : public detail::FdHandle {
+class PipeWriter {
 public:
     PipeWriter() noexcept = default;
     /// Adopt a pipe's write end (put in blocking mode, as PipeReader's).
@@ -83,6 +97,19 @@ public:
         return {detail::OpCode::write, fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
                 detail::Transfer::all, 0};
     }
+    /// Close asynchronously; empty at once (the reader sees EOF).
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
+        return detail::CloseAwaitable(fd_.take());
+    }
+    /// True while it holds a descriptor.
+    bool is_open() const noexcept { return fd_.is_open(); }
+    /// The descriptor, still owned (-1 when empty).
+    int fd() const noexcept { return fd_.get(); }
+    /// Give up ownership: closing it is now the caller's job.
+    int release() noexcept { return fd_.release(); }
+
+private:
+    detail::OwnedFd fd_;
 };
 
 /// Both ends of a new pipe.

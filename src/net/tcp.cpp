@@ -110,7 +110,7 @@ Result<TcpStream> ConnectAwaitable::result() {
 }
 
 StreamSocket::StreamSocket(int fd) noexcept
-    : FdHandle(fd) {
+    : fd_(fd) {
     if (fd < 0) return;
     int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);

@@ -28,7 +28,6 @@
 
 #include "galay/detail/buffers.hpp"
 #include "galay/detail/close_op.hpp"
-#include "galay/detail/fd_handle.hpp"
 #include "galay/detail/io_awaitable.hpp"
 #include "galay/detail/owned_fd.hpp"
 #include "galay/net/socket_addr.hpp"
@@ -185,9 +184,10 @@ enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
 namespace detail {
 
-/// The connected stream socket under TcpStream and UnixStream: the operations on it that do not
-/// depend on the address family. Each stream adds its own constructors, addresses and options.
-class StreamSocket : public FdHandle {
+/// The connected stream socket under TcpStream and UnixStream: its descriptor and the operations
+/// on it that do not depend on the address family. Each stream adds its own constructors,
+/// addresses and options.
+class StreamSocket {
 public:
     /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
     template <MutableBuffer B>
@@ -226,6 +226,16 @@ public:
 
     /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
     Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
+    /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
+    [[nodiscard]] CloseAwaitable close() noexcept { return CloseAwaitable(fd_.take()); }
+
+    /// True while it holds an open socket.
+    bool is_open() const noexcept { return fd_.is_open(); }
+    /// The socket's file descriptor, still owned by the stream (-1 when empty).
+    int fd() const noexcept { return fd_.get(); }
+    /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
+    /// files), and closing it is now the caller's job.
+    int release() noexcept { return fd_.release(); }
 
 protected:
     StreamSocket() noexcept = default;
@@ -233,10 +243,12 @@ protected:
     explicit StreamSocket(int fd) noexcept;
     struct NonBlocking {}; // the fd is known to be O_NONBLOCK (galay made it): no fcntl
     StreamSocket(int fd, NonBlocking) noexcept
-        : FdHandle(fd) {}
+        : fd_(fd) {}
     StreamSocket(StreamSocket&& o) noexcept = default;
     StreamSocket& operator=(StreamSocket&& o) noexcept = default;
     ~StreamSocket() = default;
+
+    OwnedFd fd_;
 };
 
 } // namespace detail
