@@ -109,6 +109,8 @@ Result<TcpStream> ConnectAwaitable::result() {
     return TcpStream(std::exchange(op_.fd, -1), TcpStream::NonBlocking{}); // (make_socket)
 }
 
+} // namespace detail
+
 StreamSocket::StreamSocket(int fd) noexcept
     : fd_(fd) {
     if (fd < 0) return;
@@ -120,8 +122,6 @@ Result<void> StreamSocket::shutdown(Shutdown how) noexcept {
     if (::shutdown(fd_.get(), static_cast<int>(how)) < 0) return fail(errno);
     return {};
 }
-
-} // namespace detail
 
 void PooledBuffer::give_back(Scheduler& owner, std::uint16_t id) noexcept {
     detail::SchedulerAccess::driver(owner).give_back(id);

@@ -182,52 +182,53 @@ private:
 /// Which direction `TcpStream::shutdown` ends (shutdown(2)'s SHUT_RD, SHUT_WR, SHUT_RDWR).
 enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
-namespace detail {
-
-/// The connected stream socket under TcpStream and UnixStream: its descriptor and the operations
-/// on it that do not depend on the address family. Each stream adds its own constructors,
-/// addresses and options.
+/// A connected byte-stream socket: the base of TcpStream and UnixStream, with its descriptor and
+/// the operations on it that do not depend on the address family (receive, send, shutdown,
+/// close). Each stream adds its own constructors, addresses and options; a function that only
+/// moves bytes can take a `StreamSocket&` and serve both.
 class StreamSocket {
 public:
     /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
     template <MutableBuffer B>
-    [[nodiscard]] TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
-        return {OpCode::recv,           fd_.get(),      std::ranges::data(buf),
-                std::ranges::size(buf), Transfer::some, flags};
+    [[nodiscard]] detail::TransferAwaitable recv(B&& buf, int flags = 0) noexcept {
+        return {detail::OpCode::recv,   fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
+                detail::Transfer::some, flags};
     }
     /// Receive exactly `buf.size()` bytes; EOF before that is `galay::errc::unexpected_eof`.
     /// More than 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is received).
     template <MutableBuffer B>
-    [[nodiscard]] TransferAwaitable recv_exact(B&& buf) noexcept {
-        return {OpCode::recv,           fd_.get(),       std::ranges::data(buf),
-                std::ranges::size(buf), Transfer::exact, 0};
+    [[nodiscard]] detail::TransferAwaitable recv_exact(B&& buf) noexcept {
+        return {detail::OpCode::recv,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
+                detail::Transfer::exact, 0};
     }
     /// Send some of `buf`; returns how many bytes the kernel took.
     template <ConstBuffer B>
-    [[nodiscard]] TransferAwaitable send(const B& buf, int flags = 0) noexcept {
-        return {OpCode::send,           fd_.get(),      buffer_data(buf),
-                std::ranges::size(buf), Transfer::some, flags};
+    [[nodiscard]] detail::TransferAwaitable send(const B& buf, int flags = 0) noexcept {
+        return {detail::OpCode::send,   fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
+                detail::Transfer::some, flags};
     }
     /// Send all of `buf`, finishing short writes; returns buf.size() on success. More than
     /// 4 GiB - 1 bytes in one call is `errc::transfer_too_large` (nothing is sent).
     template <ConstBuffer B>
-    [[nodiscard]] TransferAwaitable send_all(const B& buf) noexcept {
-        return {OpCode::send,           fd_.get(),     buffer_data(buf),
-                std::ranges::size(buf), Transfer::all, 0};
+    [[nodiscard]] detail::TransferAwaitable send_all(const B& buf) noexcept {
+        return {detail::OpCode::send,  fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
+                detail::Transfer::all, 0};
     }
     /// Scatter read into several buffers (one system call / one SQE).
-    [[nodiscard]] VectorAwaitable readv(std::span<const iovec> iov) noexcept {
-        return {OpCode::recvmsg, fd_.get(), iov};
+    [[nodiscard]] detail::VectorAwaitable readv(std::span<const iovec> iov) noexcept {
+        return {detail::OpCode::recvmsg, fd_.get(), iov};
     }
     /// Gather write from several buffers; may be short like send().
-    [[nodiscard]] VectorAwaitable writev(std::span<const iovec> iov) noexcept {
-        return {OpCode::sendmsg, fd_.get(), iov};
+    [[nodiscard]] detail::VectorAwaitable writev(std::span<const iovec> iov) noexcept {
+        return {detail::OpCode::sendmsg, fd_.get(), iov};
     }
 
     /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
     Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
     /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
-    [[nodiscard]] CloseAwaitable close() noexcept { return CloseAwaitable(fd_.take()); }
+    [[nodiscard]] detail::CloseAwaitable close() noexcept {
+        return detail::CloseAwaitable(fd_.take());
+    }
 
     /// True while it holds an open socket.
     bool is_open() const noexcept { return fd_.is_open(); }
@@ -241,22 +242,26 @@ protected:
     StreamSocket() noexcept = default;
     /// Adopt a connected socket (made non-blocking if it is not).
     explicit StreamSocket(int fd) noexcept;
-    struct NonBlocking {}; // the fd is known to be O_NONBLOCK (galay made it): no fcntl
+    /// Tag: the fd is known to be O_NONBLOCK (galay made it), so no fcntl.
+    struct NonBlocking {};
+    /// Adopt a socket galay made non-blocking.
     StreamSocket(int fd, NonBlocking) noexcept
         : fd_(fd) {}
+    /// Move: the socket goes with it, `o` is left empty.
     StreamSocket(StreamSocket&& o) noexcept = default;
+    /// Move-assign: closes what this held, takes `o`'s socket.
     StreamSocket& operator=(StreamSocket&& o) noexcept = default;
     ~StreamSocket() = default;
 
-    OwnedFd fd_;
+    /// The owned descriptor (closed on destruction).
+    detail::OwnedFd fd_;
 };
-
-} // namespace detail
 
 /// A connected TCP socket. Move-only; destroying it closes the socket. It receives with recv,
 /// recv_exact, recv_pooled or readv, sends with send, send_all or writev, and ends with shutdown
-/// or close: the byte-stream operations it shares with UnixStream.
-class TcpStream : public detail::StreamSocket {
+/// or close: the byte-stream operations of its base, StreamSocket, which it shares with
+/// UnixStream.
+class TcpStream : public StreamSocket {
 public:
     TcpStream() noexcept = default;
     /// Adopt a connected socket (made non-blocking if it is not).

@@ -195,7 +195,7 @@ private:
 
 /// A connected Unix stream socket. Move-only; destroying it closes it. Same operations as
 /// TcpStream, plus descriptor passing and peer credentials.
-class UnixStream : public detail::StreamSocket {
+class UnixStream : public StreamSocket {
 public:
     UnixStream() noexcept = default;
     /// Adopt a connected Unix stream socket (made non-blocking if it is not).
