@@ -255,6 +255,21 @@ def veth_netns(server_cpu, client_cpu):
             signal.signal(signal.SIGTERM, old_term)
 
 
+@contextlib.contextmanager
+def bench_network(args):
+    """The network a static-file run uses: `args.net` "loopback" (nothing to set up) or "veth"
+    (veth_netns on args.server_cpu and args.client_cpu). Sets args.host (the address the client
+    connects to) and args.prefix (the argv that runs the server there); yields the Netns, or None
+    on loopback."""
+    if args.net == "loopback":
+        args.host, args.prefix = "127.0.0.1", ()
+        yield None
+        return
+    with veth_netns(args.server_cpu, args.client_cpu) as ns:
+        args.host, args.prefix = ns.ns_addr, ns.prefix
+        yield ns
+
+
 def raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -479,9 +494,12 @@ def median_of(runs, key):
 
 
 def verdict(s, lower_is_better=True, words=("faster", "slower"), level="level within noise"):
-    """'faster'/'slower' only when the whole spread of the ratio is on one side of 1.00."""
+    """'faster'/'slower' only when the whole spread of the ratio is on one side of 1.00; a single
+    ratio has no spread, so it gets no verdict."""
     if s is None:
         return "no data"
+    if len(s.get("values", ())) == 1:
+        return "one round: no verdict"
     better, worse = words
     if s["max"] < 1.0:
         return better if lower_is_better else worse

@@ -36,7 +36,6 @@ output) softirq run inside a task is counted twice, so "total" is an upper bound
 (server + wrk + ksoftirqd) a lower bound. Without `ip` or CAP_NET_ADMIN: one line, exit 1.
 """
 import argparse
-import contextlib
 import http.client
 import json
 import os
@@ -48,10 +47,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NetnsError, children_cpu_s, cpu_busy_s, cpu_irq_s,  # noqa: E402
+from harness import (NetnsError, bench_network, children_cpu_s, cpu_busy_s, cpu_irq_s,  # noqa: E402
                      fmt_spread, free_port, irq_time_accounted, loadavg, raise_nofile, resolve,
                      round_ratio, run_rounds, start_pinned, stop, task_cpu_s, tree_cpu_s,
-                     veth_netns, verdict)
+                     verdict)
 
 GALAY = {
     "galay-sendfile-uring": "http_server {port} --root {root} --backend io_uring",
@@ -277,12 +276,8 @@ def main():
     report = {"load_start": loadavg(), "net": args.net, "server_cpu": args.server_cpu,
               "client_cpu": args.client_cpu, "irq_time_accounting": irq_time_accounted(),
               "scenarios": []}
-    net = contextlib.nullcontext() if args.net == "loopback" else veth_netns(args.server_cpu,
-                                                                              args.client_cpu)
     try:
-        with net as ns:
-            args.host = ns.ns_addr if ns else "127.0.0.1"
-            args.prefix = ns.prefix if ns else ()
+        with bench_network(args) as ns:
             if ns:
                 print(f"net: veth, server in namespace {ns.name} at {ns.ns_addr}, wrk at "
                       f"{ns.host_addr}", file=sys.stderr, flush=True)

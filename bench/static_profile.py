@@ -40,10 +40,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import contextlib  # noqa: E402
 import static_files  # noqa: E402  (servers, nginx's configuration, the GET check, wrk's output)
-from harness import (NetnsError, free_port, loadavg, raise_nofile, start_pinned,  # noqa: E402
-                     stop, veth_netns)
+from harness import (NetnsError, bench_network, free_port, loadavg, raise_nofile, start_pinned,  # noqa: E402
+                     stop)
 
 SERVERS = ["galay-sendfile-uring", "galay-sendfile-epoll", "nginx"]
 SERVER_COMMS = ("galay-", "nginx", "http_server")
@@ -331,12 +330,8 @@ def main():
     os.makedirs(args.root)
     static_files.make_root(args.root, [args.size])
     report = {"load_start": loadavg(), "size": args.size, "net": args.net, "servers": []}
-    net = contextlib.nullcontext() if args.net == "loopback" else veth_netns(args.server_cpu,
-                                                                              args.client_cpu)
     try:
-        with net as ns:
-            args.host = ns.ns_addr if ns else "127.0.0.1"
-            args.prefix = ns.prefix if ns else ()
+        with bench_network(args) as ns:
             args.devs = {ns.host_if, ns.ns_if} if ns else None
             for name in servers:
                 rec = profile(args, name, work)

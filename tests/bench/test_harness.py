@@ -73,6 +73,7 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(harness.verdict(harness.spread([0.9, 1.1])), "level within noise")
         self.assertEqual(harness.verdict(harness.spread([1.0, 1.1])), "level within noise")
         self.assertEqual(harness.verdict(None), "no data")
+        self.assertEqual(harness.verdict(harness.spread([0.5])), "one round: no verdict")
 
     def test_own_words_for_each_side_and_for_level(self):
         s = harness.spread([0.8, 0.9])
