@@ -63,6 +63,22 @@ def cargo_build(crate_dir, binary):
         return None, f"cargo build failed ({last})"
     return os.path.join(crate_dir, "target", "release", binary), None
 
+def go_build(src_dir, out, package="."):
+    """Build the Go control group `package` of the module in `src_dir` (its go.sum pinned, the
+    local toolchain only, no cgo) into `out`: returns (out, None), or (None, why not: no go, or
+    the end of the build's output)."""
+    go = shutil.which("go")
+    if go is None:
+        return None, "no Go toolchain on PATH"
+    env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
+    r = subprocess.run([go, "build", "-o", out, package], cwd=src_dir, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        name = os.path.relpath(src_dir, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return None, f"build of {name} failed: {r.stdout.strip()[-200:]}"
+    return out, None
+
+
 def free_port():
     """A free port below the ephemeral range, so a client's 10,000 source ports never take it
     between this check and the server's bind."""

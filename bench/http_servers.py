@@ -214,19 +214,10 @@ class Servers:
             self.missing.append(f"raw_http: {raw} not built: skipped")
 
     def _build_go(self):
-        go = shutil.which("go")
-        if not go:
-            self.missing.append("go: no Go toolchain on PATH: the Go server is skipped")
-            return None
-        out = os.path.join(self.work, "go_http")
-        src = os.path.join(HERE, "control", "go_http")
-        env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0")
-        cp = subprocess.run([go, "build", "-o", out, "."], cwd=src, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if cp.returncode != 0:
-            self.missing.append("go: build of bench/control/go_http failed: "
-                                + cp.stdout.strip()[-200:])
-            return None
+        out, why = harness.go_build(os.path.join(HERE, "control", "go_http"),
+                                    os.path.join(self.work, "go_http"))
+        if out is None:
+            self.missing.append(f"go: {why}: the Go server is skipped")
         return out
 
     def _nginx(self, nginx, port):

@@ -228,15 +228,10 @@ class Servers:
                 return built
             self.missing.append("go: no Go toolchain on PATH: the Go server is skipped")
             return None
-        out = os.path.join(self.work, "go_https_server")
-        env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
-        cp = subprocess.run([go, "build", "-o", out, "./server"],
-                            cwd=os.path.join(HERE, "control", "go_https"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if cp.returncode != 0:
-            self.missing.append("go: build of bench/control/go_https failed: "
-                                + cp.stdout.strip()[-200:])
-            return None
+        out, why = harness.go_build(os.path.join(HERE, "control", "go_https"),
+                                    os.path.join(self.work, "go_https_server"), "./server")
+        if out is None:
+            self.missing.append(f"go: {why}: the Go server is skipped")
         return out
 
     def _nginx(self, nginx, port):

@@ -220,5 +220,28 @@ class Servers(unittest.TestCase):
             harness.stop(p)
 
 
+class GoBuild(unittest.TestCase):
+    def test_a_go_control_builds_or_says_why_not(self):
+        import shutil
+        import tempfile
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                           "control", "go_http")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "missing_pkg")
+            path, why = harness.go_build(src, out, "./no_such_package")
+            self.assertIsNone(path)
+            self.assertTrue(why == "no Go toolchain on PATH" or "failed" in why, why)
+            if shutil.which("go") is None:
+                self.skipTest("no Go toolchain: only the message was checked")
+            version = subprocess.run(["go", "env", "GOVERSION"], capture_output=True,
+                                     text=True).stdout.strip()
+            minor = version.removeprefix("go1.").split(".")[0]
+            if not minor.isdigit() or int(minor) < 21:
+                self.skipTest(f"{version} is older than the controls' go.mod asks (1.21)")
+            path, why = harness.go_build(src, os.path.join(d, "go_http"))
+            self.assertEqual(path, os.path.join(d, "go_http"), why)
+            self.assertTrue(os.access(path, os.X_OK))
+
+
 if __name__ == "__main__":
     unittest.main()
