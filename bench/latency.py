@@ -330,11 +330,10 @@ def report_lines(analysis, runs, missing, problems, short=False):
                              f"±{rows[0]['spread_pct']:.1f}%" if rows else "-")
             lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
         lines.append("")
-    for ref, per_impl in analysis["ratios"].items():
+    def ratio_table(title, per_impl):
         names = list(per_impl)
-        lines += [f"Time per iteration / {ref}'s, median [min-max] over {rounds} round(s) "
-                  "(lower is faster):", "",
-                  "| benchmark | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        lines.extend([title, "", "| benchmark | " + " | ".join(names) + " |",
+                      "|---|" + "---|" * len(names)])
         for b in latstats.STUDY_BENCHMARKS:
             cells = []
             for n in names:
@@ -342,6 +341,18 @@ def report_lines(analysis, runs, missing, problems, short=False):
                 cells.append(f"{harness.fmt_spread(s)} {harness.verdict(s)}" if s else "-")
             lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
         lines.append("")
+
+    def target_table(title, targets):
+        lines.extend([title, "", "| benchmark | reference | ratio | target | verdict |",
+                      "|---|---|---|---|---|"])
+        for t in targets:
+            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
+                         f" | <= {t['limit']:.2f} | {t['verdict']} |")
+        lines.append("")
+
+    for ref, per_impl in analysis["ratios"].items():
+        ratio_table(f"Time per iteration / {ref}'s, median [min-max] over {rounds} round(s) "
+                    "(lower is faster):", per_impl)
     for c in analysis["criteria"]:
         lines += [f"Success criteria, {c['a']} (A) vs {c['b']} (B): {c['met']} of 4 met, "
                   f"validation **{c['overall']}** (the study asks for any 2)", "",
@@ -358,31 +369,13 @@ def report_lines(analysis, runs, missing, problems, short=False):
                          f"{r['verdict']} |")
         lines.append("")
     if analysis["targets"] and not short:
-        lines += ["Targets, galay io_uring's time / the reference's:", "",
-                  "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
-        for t in analysis["targets"]:
-            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
-                         f" | <= {t['limit']:.2f} | {t['verdict']} |")
-        lines.append("")
+        target_table("Targets, galay io_uring's time / the reference's:", analysis["targets"])
     if analysis.get("spin"):
-        names = list(analysis["spin"])
-        lines += [f"Time per iteration with the idle spin / the same backend's without it, median "
-                  f"[min-max] over {rounds} round(s):", "",
-                  "| benchmark | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-        for b in latstats.STUDY_BENCHMARKS:
-            cells = []
-            for n in names:
-                s = analysis["spin"][n].get(b)
-                cells.append(f"{harness.fmt_spread(s)} {harness.verdict(s)}" if s else "-")
-            lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
-        lines.append("")
+        ratio_table("Time per iteration with the idle spin / the same backend's without it, "
+                    f"median [min-max] over {rounds} round(s):", analysis["spin"])
     if analysis.get("spin_targets"):
-        lines += ["Round-trip targets, galay-io_uring-spin's time / the reference's:", "",
-                  "| benchmark | reference | ratio | target | verdict |", "|---|---|---|---|---|"]
-        for t in analysis["spin_targets"]:
-            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
-                         f" | <= {t['limit']:.2f} | {t['verdict']} |")
-        lines.append("")
+        target_table("Round-trip targets, galay-io_uring-spin's time / the reference's:",
+                     analysis["spin_targets"])
     for p in problems:
         lines.append(f"- FAILED: {p}")
     return lines
