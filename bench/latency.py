@@ -145,9 +145,9 @@ def build_go(build_dir, build):
         return "go not found; skipped"
     if not build:
         return os.path.abspath(out) if os.access(out, os.X_OK) else "not built; skipped"
-    return _build(["go", "build", "-o", os.path.abspath(out), "."],
-                  os.path.join(HERE, "control", "go_latency"), out, "go build",
-                  env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+    path, why = harness.go_build(os.path.join(HERE, "control", "go_latency"),
+                                 os.path.abspath(out))
+    return path if path else f"go {why}; skipped"
 
 
 def run_one(impl, args):
