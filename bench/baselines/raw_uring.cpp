@@ -303,7 +303,16 @@ struct Server {
                     arm_recv(idx);
                 }
             }
-        } else if (res == -ENOBUFS) {
+        } else {
+            on_recv_ended(idx, res);
+        }
+        maybe_close(idx);
+    }
+
+    // A receive that brought no bytes: the pool ran dry, the peer finished, or an error.
+    void on_recv_ended(uint32_t idx, int res) {
+        Conn& c = conns[idx];
+        if (res == -ENOBUFS) {
             // The shared ring ran dry; re-arming now would spin. Wait for buffers to return.
             ++demand;
             ++stats.enobufs;
@@ -316,7 +325,6 @@ struct Server {
         } else {
             abort(idx); // ECONNRESET and friends
         }
-        maybe_close(idx);
     }
 
     void on_recv_inc(uint32_t idx, const io_uring_cqe* cqe) {
@@ -358,17 +366,8 @@ struct Server {
                 ++stats.rearms;
                 arm_recv(idx);
             }
-        } else if (res == -ENOBUFS) {
-            ++demand;
-            ++stats.enobufs;
-            if (!(c.flags & (kClosing | kRecvArmed | kStarved))) {
-                c.flags |= kStarved;
-                starved.push_back(idx);
-            }
-        } else if (res == 0) {
-            c.flags |= kClosing;
         } else {
-            abort(idx);
+            on_recv_ended(idx, res);
         }
         maybe_close(idx);
     }
