@@ -706,11 +706,7 @@ int main(int argc, char** argv) {
     app.add_option("--recv", recv_mode, "the started server's receive: pooled or copy")
         ->check(CLI::IsMember({"pooled", "copy"}))
         ->capture_default_str();
-    app.add_option(
-           "--idle-spin", spin_us,
-           "SchedulerOptions::idle_spin in microseconds, client and started server (0: off)")
-        ->check(CLI::Range(0u, 10'000'000u))
-        ->capture_default_str();
+    tools::add_idle_spin_flag(app, &spin_us, "the client and the server it starts");
     app.add_flag("--json", json, "print one JSON object with the raw samples");
     tools::add_backend_flag(app, &backend);
 
@@ -725,9 +721,7 @@ int main(int argc, char** argv) {
     server->add_option("--recv", server_recv, "pooled (recv_pooled) or copy (recv into a buffer)")
         ->check(CLI::IsMember({"pooled", "copy"}))
         ->capture_default_str();
-    server->add_option("--idle-spin", server_spin_us, "SchedulerOptions::idle_spin in microseconds")
-        ->check(CLI::Range(0u, 10'000'000u))
-        ->capture_default_str();
+    tools::add_idle_spin_flag(*server, &server_spin_us, "the server");
     tools::add_backend_flag(*server, &server_backend);
 
     CLI::App* churn = app.add_subcommand("churn", "connection churn: connect, one round trip, "

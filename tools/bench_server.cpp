@@ -184,12 +184,7 @@ void add_options(CLI::App& app, Args& a) {
                    "report loop turns and task resumes longer than this (0: off)")
         ->check(CLI::Range(0u, 60'000u))
         ->capture_default_str();
-    app.add_option(
-           "--idle-spin", a.spin_us,
-           "poll up to this many microseconds before sleeping (SchedulerOptions::idle_spin; "
-           "0: off)")
-        ->check(CLI::Range(0u, 10'000'000u))
-        ->capture_default_str();
+    tools::add_idle_spin_flag(app, &a.spin_us, "every worker");
     tools::add_backend_flag(app, &a.backend);
 }
 

@@ -26,6 +26,15 @@ void add_backend_flag(CLI::App& app, Backend* out) {
         ->type_name("auto|io_uring|epoll");
 }
 
+void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to) {
+    app.add_option("--idle-spin", *us,
+                   std::string("poll up to this many microseconds before sleeping "
+                               "(SchedulerOptions::idle_spin; 0: off): ") +
+                       applies_to)
+        ->check(CLI::Range(0u, 10'000'000u))
+        ->capture_default_str();
+}
+
 bool ensure_fd_limit(std::uint64_t needed, const char* tool) {
     rlimit rl{};
     if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return true;

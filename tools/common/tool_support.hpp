@@ -22,6 +22,10 @@ namespace galay::tools {
 /// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
 void add_backend_flag(CLI::App& app, Backend* out);
 
+/// Adds `--idle-spin US` (SchedulerOptions::idle_spin in microseconds, 0 = off, at most 10 s) to
+/// `app`; `applies_to` ends its help ("the client and the server it starts", say).
+void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to);
+
 /// Make sure at least `needed` file descriptors can be open. Raises the soft limit (and the hard
 /// limit when privileged). On failure prints what is needed and what is allowed, returns false.
 bool ensure_fd_limit(std::uint64_t needed, const char* tool);
