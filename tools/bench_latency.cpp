@@ -21,8 +21,8 @@
 // it sleeps.
 //
 // --json prints one object in the schema every control group (bench/control/) writes, raw
-// samples and per-iteration times included, so that bench/latency.py computes every statistic
-// with one piece of code (bench/latstats.py).
+// samples and per-iteration times included, so that bench/studies/latency.py computes every
+// statistic with one piece of code (bench/harness/latstats.py).
 //
 // churn: clients that connect, do one round trip (256 B by default) and close, as fast as they
 // can: connections/s, connect+echo+close latency percentiles, server CPU per connection and the

@@ -1,6 +1,6 @@
-// bench_local: the local-resource workloads of bench/local.py, run by galay (and, for the
+// bench_local: the local-resource workloads of bench/studies/local.py, run by galay (and, for the
 // metadata workload, by the blocking pool and by plain system calls, for comparison). Prints one
-// JSON object; bench/local.py alternates the variants and computes the ratios.
+// JSON object; bench/studies/local.py alternates the variants and computes the ratios.
 //
 //   bench_local spawn PROGRAM SECS [--concurrency C] [--backend B]
 //       process::Command(PROGRAM).spawn() + wait(), C children at a time, for SECS seconds:

@@ -15,7 +15,7 @@
 //
 // --metrics PORT serves GET /metrics (the Prometheus text of galay/metrics.hpp) on the bind
 // address; --empty-hooks installs task hooks that do nothing and --stall-ms MS the stall
-// detector, to measure what they cost (bench/echo.py --observe). --idle-spin US sets
+// detector, to measure what they cost (bench/studies/echo.py --observe). --idle-spin US sets
 // SchedulerOptions::idle_spin (each worker polls up to US microseconds before it sleeps).
 #include "common/tool_support.hpp"
 

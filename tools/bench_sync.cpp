@@ -47,11 +47,11 @@
 //   BlockingConcurrentQueue with a blocking consumer, in the same shapes; `condvar`: a plain
 //   thread handing a trivial job to a pool thread over a mutex + condition variable and waiting
 //   for the answer on a condition variable (the floor for a blocking-pool hand-off);
-// - `tokio` and `tokio_pinned` (bench/control/tokio_sync, built by bench/sync.py when cargo is
-//   installed): tokio::sync::mpsc on a 2-worker multi-thread runtime, and on two current-thread
-//   runtimes pinned like ours; tokio::task::spawn_blocking awaited from a task of each (the
-//   pinned one: a current-thread runtime on the first CPU, bench_sync's shape). When it is not
-//   built, one line says so and the run goes on.
+// - `tokio` and `tokio_pinned` (bench/control/tokio_sync, built by bench/studies/sync.py when
+//   cargo is installed): tokio::sync::mpsc on a 2-worker multi-thread runtime, and on two
+//   current-thread runtimes pinned like ours; tokio::task::spawn_blocking awaited from a task of
+//   each (the pinned one: a current-thread runtime on the first CPU, bench_sync's shape). When it
+//   is not built, one line says so and the run goes on.
 // `--json` prints one object with every figure, ours and the baselines' side by side, plus the
 // ratios the targets are stated in. Exit 0 on success, 1 on a runtime failure (a lost or wrong
 // message, a baseline that failed), 2 on a usage error.
@@ -842,8 +842,8 @@ std::uint64_t measure_baselines(const Options& o, nlohmann::json& j) {
             }
         } else {
             const std::string note =
-                "tokio: not measured, bench/control/tokio_sync is not built (bench/sync.py builds "
-                "it with cargo when cargo is installed)";
+                "tokio: not measured, bench/control/tokio_sync is not built (bench/studies/sync.py "
+                "builds it with cargo when cargo is installed)";
             j["notes"].push_back(note);
             if (!o.json) std::fprintf(stderr, "bench_sync: %s\n", note.c_str());
         }

@@ -1,6 +1,6 @@
 // http_turns: an HTTP/1.1 load generator (closed loop, or open at --rate) that loads several
 // servers in turns, for latency comparisons on a machine whose speed drifts
-// (bench/http_servers.py --mode turns).
+// (bench/studies/http_servers.py --mode turns).
 //
 //   http_turns --target galay=127.0.0.1:8080 --target nginx=127.0.0.1:8081 -c 100 -d 5
 //              --warmup 1 --slice 0.5 [--rate 50000] [--path /] [--rounds-order rotate] [--json]

@@ -1,4 +1,5 @@
-// tls_load: TLS load on raw OpenSSL 3 over epoll, one thread (bench/tls.py's load generator).
+// tls_load: TLS load on raw OpenSSL 3 over epoll, one thread (bench/studies/tls.py's load
+// generator).
 //
 //   tls_load HOST PORT [--mode get|keepalive|echo] [-c N] [-d SECONDS] [--warmup SECONDS]
 //   [--resume]

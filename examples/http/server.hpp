@@ -26,7 +26,8 @@
 // read_buffer as a head needs). Answers go into one io::BufWriter (2 KiB on first use, grown toward
 // write_buffer for a file; an idle writer gives its block back). Nothing is allocated per request,
 // heads are parsed into one Request per thread, and a connection waiting for its next request
-// holds no read or write buffer: bench/idle_memory.py measures what it costs (~2 KB on epoll).
+// holds no read or write buffer: bench/studies/idle_memory.py measures what it costs (~2 KB on
+// epoll).
 #pragma once
 
 #include "http/request_parser.hpp"

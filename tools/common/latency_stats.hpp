@@ -1,7 +1,7 @@
 // Criterion-style statistics of latency samples, as bench_latency prints them (the figures the
 // io_uring latency study printed: `1.1409 ms ±0.58%`, outliers per benchmark). The same arithmetic
-// is in bench/latstats.py, which bench/latency.py uses for every implementation alike; both are
-// tested against the same hand-computed samples.
+// is in bench/harness/latstats.py, which bench/studies/latency.py uses for every implementation
+// alike; both are tested against the same hand-computed samples.
 //
 // A sample times `iterations` back-to-back iterations; its per-iteration time is the sample's
 // time divided by its iterations. Over those per-iteration times: mean with a 95% bootstrap

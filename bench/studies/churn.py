@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Connection churn A/B: clients that connect, do one round trip and close, as fast as they can.
 
-    python3 bench/churn.py --a "bench_latency server -p {port} --backend io_uring" \\
+    python3 bench/studies/churn.py --a "bench_latency server -p {port} --backend io_uring" \\
         --b "raw_uring {port}" [--pairs 3] [-c 50] [-d 2] [-s 256]
-    python3 bench/churn.py --a "bench_latency server -p {port}" --b "raw_epoll {port}" -n 1000000
+    python3 bench/studies/churn.py --a "bench_latency server -p {port}" --b "raw_epoll {port}" \\
+        -n 1000000
 
 Runs A, B, A, B, ... (B, A on even pairs: ABBA), each server on a fresh port pinned to CPU 0 and
 `bench_latency churn` pinned to CPU 1, with --server-pid so that the client reports the server's
@@ -20,8 +21,10 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""bench/sync.py: galay's cross-thread Channel, Broadcast, spawn_blocking and Interval against their
-baselines and Tokio, in alternating runs.
+"""bench/studies/sync.py: galay's cross-thread Channel, Broadcast, spawn_blocking and Interval
+against their baselines and Tokio, in alternating runs.
 
-    python3 bench/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
+    python3 bench/studies/sync.py [--bin build/release/bin] [--pairs 3] [--rounds 100000]
                           [--messages 2000000] [--capacity 1024] [--blocking-rounds 20000]
                           [--blocking-cpu N] [--cpus 0,1] [--backend auto] [--json results.json]
                           [--cases pingpong,throughput,blocking] (or broadcast,interval)
@@ -34,11 +34,14 @@ import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (spreads and verdicts)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOKIO_DIR = os.path.join(ROOT, "bench", "control", "tokio_sync")
+ROOT = os.path.dirname(BENCH)
+TOKIO_DIR = os.path.join(BENCH, "control", "tokio_sync")
 
 
 def build_tokio():
@@ -199,8 +202,8 @@ def main():
                 return x / y if x and y else None
             metrics.append((f"spawn_blocking {label} galay/{other}", higher, None, f))
 
-    print(f"\nbench/sync.py: {a.pairs} alternating rounds, CPUs {a.cpus}, backend {a.backend}, "
-          f"capacity {a.capacity}; ratio = ours / theirs, median [min-max]")
+    print(f"\nbench/studies/sync.py: {a.pairs} alternating rounds, CPUs {a.cpus}, "
+          f"backend {a.backend}, capacity {a.capacity}; ratio = ours / theirs, median [min-max]")
     print(f"{'metric':<48} {'ratio':>24}  {'verdict':<8} target")
     table = []
     for label, higher, target, f in metrics:

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Whose CPU a static 1 MiB response costs: where the server's own time goes and who transmits.
 
-    python3 bench/static_profile.py --bin build/release/bin [--servers galay-sendfile-uring,...]
+    python3 bench/studies/static_profile.py --bin build/release/bin \\
+        [--servers galay-sendfile-uring,...]
 
-The load of bench/static_files.py (one file, wrk -t1 -c100 on --client-cpu, the server alone on
---server-cpu), one run per server, each profiled twice while wrk runs:
+The load of bench/studies/static_files.py (one file, wrk -t1 -c100 on --client-cpu, the server alone
+on --server-cpu), one run per server, each profiled twice while wrk runs:
   1. `perf record -a -g -e cpu-clock` (both CPUs): the server's samples classified by what their
      stacks pass through (sendfile's page-cache part, its skb queueing, its transmission, the
      loopback receive of the transmitted segments into the client's socket; everything else);
@@ -16,13 +17,13 @@ The load of bench/static_files.py (one file, wrk -t1 -c100 on --client-cpu, the 
      each sendfile(2) returned.
 Printed per server and per MiB sent. Needs perf (Debian: linux-perf) and permission to profile
 the whole machine (root, or kernel.perf_event_paranoid <= 0). One profile per server, no
-rounds: the figures explain the ratios bench/static_files.py measures, they do not replace them.
---json prints the figures as one JSON object. Exit 1 when a server fails its check or a run
+rounds: the figures explain the ratios bench/studies/static_files.py measures, they do not replace
+them. --json prints the figures as one JSON object. Exit 1 when a server fails its check or a run
 fails, or --net veth cannot make its namespace; 2 for bad arguments or a missing tool.
 
 --net veth: the server in a network namespace over a veth pair, RPS steering each receiver's
-work to its CPU (as bench/static_files.py --net veth). Then the segments cross the veth's two
-ends (counted there only, not on lo), the server's ss runs inside the namespace, and a
+work to its CPU (as bench/studies/static_files.py --net veth). Then the segments cross the veth's
+two ends (counted there only, not on lo), the server's ss runs inside the namespace, and a
 transmission is also said by the context it ran in when that is neither the server nor wrk:
 the softirq of a receive that RPS steered to an idle CPU runs in the idle task ("swapper"),
 or in ksoftirqd.
@@ -39,7 +40,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import static_files  # noqa: E402  (servers, nginx's configuration, the GET check, wrk's output)
 from harness import (NetnsError, bench_network, free_port, loadavg, raise_nofile, start_pinned,  # noqa: E402
                      stop)
@@ -308,7 +312,7 @@ def main():
     ap.add_argument("--server-cpu", default="1")
     ap.add_argument("--client-cpu", default="0")
     ap.add_argument("--net", choices=("loopback", "veth"), default="loopback",
-                    help="as bench/static_files.py --net")
+                    help="as bench/studies/static_files.py --net")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     servers = args.servers.split(",")

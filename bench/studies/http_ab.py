@@ -2,13 +2,13 @@
 """HTTP CPU-per-request A/B of two server commands, interleaved: both servers run at once, each
 loaded by its own `wrk -t1`, and the two wrks take turns.
 
-    python3 bench/http_ab.py --a "/tmp/old/http_server {port} --backend epoll" \\
+    python3 bench/studies/http_ab.py --a "/tmp/old/http_server {port} --backend epoll" \\
         --b "build/release/bin/http_server {port} --backend epoll" -c 1000 --rounds 8
 
-A round is one run of bench/http_servers.py's interleaved mode (`run_interleaved`) with A and B as
-its two servers: both start on a fresh port each, pinned to --server-cpu, and answer one checked
-request; each is warmed up alone; then one wrk per server runs on --client-cpu, only one at a
-time (the other stopped with SIGSTOP), switching every --slice seconds until each has had -d
+A round is one run of bench/studies/http_servers.py's interleaved mode (`run_interleaved`) with A
+and B as its two servers: both start on a fresh port each, pinned to --server-cpu, and answer one
+checked request; each is warmed up alone; then one wrk per server runs on --client-cpu, only one at
+a time (the other stopped with SIGSTOP), switching every --slice seconds until each has had -d
 seconds. Each server's CPU time (every thread of every process of its tree) over the turns,
 divided by the requests its wrk completed, is its CPU per request; the round's ratio is B / A.
 Both servers see the same moments of a shared machine, so slow drifts cancel out; what is left is
@@ -16,7 +16,7 @@ the round-to-round spread, printed with the median (a verdict only when the whol
 one side of 1.00). This is how an A/B of two builds of http_server is made.
 
 In a command, `{port}` is replaced by its port and `{root}` by a directory holding
-bench/http_servers.py's static file. --scenario fixed requests GET / (its fixed body);
+bench/studies/http_servers.py's static file. --scenario fixed requests GET / (its fixed body);
 --scenario file requests that file (give both servers `--root {root}`). A server that does not
 start or answers wrongly, a wrk that fails or counts errors (socket errors, non-2xx answers): the
 round is reported and not used, exit status 1. Bad flags or no wrk: exit 2. Standard library only.
@@ -30,8 +30,10 @@ import statistics
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import http_servers  # noqa: E402
 
 

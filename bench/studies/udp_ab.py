@@ -7,7 +7,8 @@ run (received pkt/s, server CPU us per echoed packet, loss) and, per galay backe
 the per-round ratios against raw_udp (and, with --raw-offload, against raw_udp using UDP_GRO and
 UDP_SEGMENT like galay's defaults) with their min-max spread.
 
-    bench/udp_ab.py --bin build/release/bin --rounds 3 -- -c 100 -s 256 -P 10 -d 3 --warmup 1
+    bench/studies/udp_ab.py --bin build/release/bin --rounds 3 -- \\
+        -c 100 -s 256 -P 10 -d 3 --warmup 1
 """
 import argparse
 import json
@@ -16,7 +17,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (spreads)
 
 

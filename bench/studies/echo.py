@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TCP echo A/B harness: runs two echo servers alternately against a load client and compares them.
 
-    python3 bench/echo.py --bin build/release/bin \\
+    python3 bench/studies/echo.py --bin build/release/bin \\
         --a "bench_server {port} --backend io_uring" --b "raw_uring {port}" \\
         --client bench_client -c 100,1000 -s 256 --pairs 3
 
@@ -34,7 +34,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import (RssSampler, children_cpu_s, cpu_busy_s, fmt_spread,  # noqa: E402
                      free_port, label_of, median_of, proc_cpu_s, proc_status, resolve, spread,
                      stop, wait_accepting)
@@ -178,7 +181,7 @@ def main():
     sizes = [int(x) for x in args.sizes.split(",") if x]
     logdir = args.logs or tempfile.mkdtemp(prefix="echo-bench-")
     os.makedirs(logdir, exist_ok=True)
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+    out = args.out or os.path.join(BENCH, "results",
                                    time.strftime("echo-%Y%m%d-%H%M%S.json"))
 
     label_a, label_b = label_of(args.a), label_of(args.b)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B comparison of bench_file_io on epoll (+libaio) and io_uring, same settings, alternating.
 
-    bench/file_io_ab.py --bin build/release/bin/bench_file_io --dir /var/tmp --pairs 3 \
+    bench/studies/file_io_ab.py --bin build/release/bin/bench_file_io --dir /var/tmp --pairs 3 \
         --batch 1 8 [-- extra bench_file_io flags]
 
 Runs `bench_file_io --direct --json` (unless --buffered) once per backend per pair, alternating
@@ -23,7 +23,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (CPU accounting, spreads)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The io_uring survey's HTTP comparison, in one command.
 
-    python3 bench/http_servers.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5]
+    python3 bench/studies/http_servers.py [--bin build/release/bin] [-c 100,1000] [--pairs 3] [-d 5]
                                   [--warmup 1] [--scenarios fixed,file] [--mode both]
                                   [--slice 0.5] [--control] [--quick] [--out FILE.json]
 
@@ -100,13 +100,15 @@ import tempfile
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (ports, servers, CPU accounting, spreads and verdicts)
 
 BODY = "Hello, World!"
 FILE_NAME = "page.html"  # (not index.html: Go's FileServer redirects that to ./)
-FILE_BODY = "".join(f"line {i:03d} of the static file bench/http_servers.py serves\n"
+FILE_BODY = "".join(f"line {i:03d} of the static file bench/studies/http_servers.py serves\n"
                     for i in range(30))[:1024]
 
 WRK_LUA = r"""
@@ -214,7 +216,7 @@ class Servers:
             self.missing.append(f"raw_http: {raw} not built: skipped")
 
     def _build_go(self):
-        out, why = harness.go_build(os.path.join(HERE, "control", "go_http"),
+        out, why = harness.go_build(os.path.join(BENCH, "control", "go_http"),
                                     os.path.join(self.work, "go_http"))
         if out is None:
             self.missing.append(f"go: {why}: the Go server is skipped")
@@ -885,8 +887,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
         result["failures"] += survey["failures"]
     else:
         result = measure(bindir, ["fixed", "file"], [100, 1000], pairs, 1, 5, modes=MODES)
-    lines = ["## HTTP/1.1, the survey's comparison (bench/http_servers.py: the load generator, "
-             "http_turns or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
+    lines = ["## HTTP/1.1, the survey's comparison (bench/studies/http_servers.py: the load "
+             "generator, http_turns or wrk with one thread, on CPU 1; the servers on CPU 0)", ""]
     lines += report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
@@ -955,7 +957,7 @@ def main():
                      control=args.control, rate=args.rate)
     print()
     print("\n".join(report_lines(result)))
-    out = args.out or os.path.join(HERE, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))
+    out = args.out or os.path.join(BENCH, "results", time.strftime("http-%Y%m%d-%H%M%S.json"))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump(result, f, indent=1, default=str)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How evenly each listening mode spreads a few long-lived heavy connections over the workers.
 
-    python3 bench/listen_imbalance.py --bin build/release/bin --rounds 5 -c 8 -d 3
+    python3 bench/studies/listen_imbalance.py --bin build/release/bin --rounds 5 -c 8 -d 3
 
 For each round and each mode (sharded: a SO_REUSEPORT listener per worker, the kernel hashes each
 connection; dispatch: one acceptor gives each connection to the worker with the fewest), it starts
@@ -23,7 +23,10 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (free_port, resolve, wait_accepting, stop, spread)
 
 

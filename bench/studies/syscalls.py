@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Syscalls per request of an echo server under load.
 
-    python3 bench/syscalls.py --bin build/release/bin --server "raw_uring {port}" \\
+    python3 bench/studies/syscalls.py --bin build/release/bin --server "raw_uring {port}" \\
         --client raw_client -c 100 -d 3
 
 Starts the server pinned to CPU 0, attaches a counter to it, runs the client (CPU 1) with no
@@ -26,7 +26,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import free_port, label_of, resolve, stop, wait_accepting  # noqa: E402
 
 SYSCALLS = ["io_uring_enter", "epoll_wait", "epoll_pwait", "epoll_ctl", "read", "write", "readv",

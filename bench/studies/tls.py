@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """TLS on galay against nginx, Go and raw OpenSSL, in one command.
 
-    python3 bench/tls.py [--bin build/release/bin] [--parts https,handshake,echo] [-c 100,1000]
-                         [--pairs 3] [-d 5] [--warmup 1] [--https-load tls_load|wrk]
-                         [--hs-conns 100] [--echo-conns 50]
+    python3 bench/studies/tls.py [--bin build/release/bin] [--parts https,handshake,echo]
+                                 [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
+                                 [--https-load tls_load|wrk] [--hs-conns 100] [--echo-conns 50]
                          [--bytes 16384,262144] [--servers NAMES] [--quick] [--json] [--out FILE]
 
 Three parts, every server pinned to CPU 1 (--server-cpu), every load generator to CPU 0
@@ -17,7 +17,8 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              galay-epoll (http_server --tls-cert --tls-key --backend B), nginx (one worker,
              ssl_protocols TLSv1.3, the config made in a temp dir), go (net/http
              ListenAndServeTLS, GOMAXPROCS=1: bench/control/go_https). The survey's columns of
-             bench/http_servers.py (requests/s, server CPU per request, latency percentiles, errors).
+             bench/studies/http_servers.py (requests/s, server CPU per request, latency
+             percentiles, errors).
              The load (--https-load): tls_load --mode keepalive by default, wrk -t1's closed loop
              (one request outstanding per connection) on raw OpenSSL, whose measured window
              begins once every connection has done its handshake; or wrk -t1 on https://
@@ -41,9 +42,9 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              at large messages), every byte compared. Figure: bytes through per
              proxy CPU-second (the upstream's CPU not counted).
 
-Method (bench/http_servers.py's): every round starts every server once, in an order rotated from round
-to round, and runs all of that server's cases on a fresh port after one real request checked
-(HTTPS GET / with the chain and name verified against the CA, or an echo through the proxy);
+Method (bench/studies/http_servers.py's): every round starts every server once, in an order rotated
+from round to round, and runs all of that server's cases on a fresh port after one real request
+checked (HTTPS GET / with the chain and name verified against the CA, or an echo through the proxy);
 each case gets --warmup seconds not counted, then -d measured. Server CPU: time on a CPU of the
 server's process tree over the measured run (/proc/PID/task/*/schedstat). Ratios galay / other
 are per round, quoted as median [min-max] over the rounds, with a verdict only when the whole
@@ -65,8 +66,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (ports, server start/stop, CPU accounting, spreads, verdicts)
 import http_servers as hb  # noqa: E402  (wrk's report hook, records, nginx, tables)
 
@@ -127,10 +130,10 @@ def make_certificates(work):
 
 
 def nginx_tls_conf(prefix, port, root, cert, key):
-    """bench/http_servers.py's nginx configuration with TLS 1.3 on its one listener."""
+    """bench/studies/http_servers.py's nginx configuration with TLS 1.3 on its one listener."""
     plain = f"listen {port} backlog=4096;"
     conf = hb.nginx_conf(prefix, port, root)
-    assert plain in conf, "bench/http_servers.py's nginx_conf changed its listen line"
+    assert plain in conf, "bench/studies/http_servers.py's nginx_conf changed its listen line"
     return conf.replace(plain, f"listen {port} ssl backlog=4096;\n"
                                f"        ssl_certificate {cert};\n"
                                f"        ssl_certificate_key {key};\n"
@@ -228,7 +231,7 @@ class Servers:
                 return built
             self.missing.append("go: no Go toolchain on PATH: the Go server is skipped")
             return None
-        out, why = harness.go_build(os.path.join(HERE, "control", "go_https"),
+        out, why = harness.go_build(os.path.join(BENCH, "control", "go_https"),
                                     os.path.join(self.work, "go_https_server"), "./server")
         if out is None:
             self.missing.append(f"go: {why}: the Go server is skipped")
@@ -870,8 +873,8 @@ def suite_section(bindir, out_dir, quick=True, pairs=3):
     result dict); the result also goes to out_dir/tls.json."""
     args = settings(bindir, quick, pairs)
     result = measure(args, PARTS)
-    lines = ["## TLS (bench/tls.py: servers on CPU 1, tls_load on CPU 0; TLS 1.3, AES-128-GCM, "
-             "X25519, ECDSA P-256)", ""] + report_lines(result)
+    lines = ["## TLS (bench/studies/tls.py: servers on CPU 1, tls_load on CPU 0; TLS 1.3, "
+             "AES-128-GCM, X25519, ECDSA P-256)", ""] + report_lines(result)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, "tls.json"), "w") as f:
@@ -954,7 +957,7 @@ def main():
     else:
         print()
         print("\n".join(report_lines(result)))
-    out = args.out or os.path.join(HERE, "results", time.strftime("tls-%Y%m%d-%H%M%S.json"))
+    out = args.out or os.path.join(BENCH, "results", time.strftime("tls-%Y%m%d-%H%M%S.json"))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump(result, f, indent=1, default=str)

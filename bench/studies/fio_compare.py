@@ -23,8 +23,8 @@ Batching modes (--modes), compared like for like:
 At QD1 both modes are the same job and run once (mode "qd1").
 
 python3 standard library only. Example:
-    python3 bench/fio_compare.py --bin build/release/bin/aio_bench            # 5 s runs, 2 rounds
-    python3 bench/fio_compare.py --runtime 10 --rounds 3 --json results.json
+    python3 bench/studies/fio_compare.py --bin build/release/bin/aio_bench   # 5 s runs, 2 rounds
+    python3 bench/studies/fio_compare.py --runtime 10 --rounds 3 --json results.json
 """
 import argparse
 import json
@@ -35,7 +35,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (spreads)
 
 FIO_RW = {"rand_read": "randread", "rand_write": "randwrite", "rand_rw": "randrw",
@@ -147,7 +150,7 @@ def run_fio(args, engine, pattern, depth, mode):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(BENCH)
     ap.add_argument("--bin", default=os.path.join(root, "build/release/bin/aio_bench"))
     ap.add_argument("--file", default="/var/tmp/aio_bench_fio_compare.dat",
                     help="test file on a disk filesystem (created and filled if missing)")

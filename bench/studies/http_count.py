@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Work per HTTP request, counted: user-space instructions and L1d misses per request of each
-server under load, from valgrind's cachegrind. Deterministic where bench/http_servers.py's timings
-are not (on a shared VM they move 5-10% from round to round): a change of a few hundred
+server under load, from valgrind's cachegrind. Deterministic where bench/studies/http_servers.py's
+timings are not (on a shared VM they move 5-10% from round to round): a change of a few hundred
 instructions or a few cache lines per request shows here in one run.
 
-    python3 bench/http_count.py [--bin build/release/bin] [--servers galay-epoll,raw_http]
+    python3 bench/studies/http_count.py [--bin build/release/bin] [--servers galay-epoll,raw_http]
                                 [-c 1000] [-d 8] [--out FILE.json]
 
 Each server runs under `valgrind --tool=cachegrind --cache-sim=yes` on CPU 0; `wrk -t1` loads it
@@ -31,8 +31,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (free_port, wait_accepting, stop)
 
 SERVERS = {

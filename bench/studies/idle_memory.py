@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Memory per idle keep-alive connection: the HTTP servers of bench/http_servers.py, each holding
-N connections that have made one request and wait for the next.
+"""Memory per idle keep-alive connection: the HTTP servers of bench/studies/http_servers.py, each
+holding N connections that have made one request and wait for the next.
 
-  python3 bench/idle_memory.py [--bin build/release/bin] [-n 5000] [--servers galay-epoll,nginx]
+  python3 bench/studies/idle_memory.py [--bin build/release/bin] [-n 5000]
+                                       [--servers galay-epoll,nginx]
 
 For each server: start it (pinned to --server-cpu, and checked with one request, as
-bench/http_servers.py does), open 100 connections that each make one request (warm-up: the
+bench/studies/http_servers.py does), open 100 connections that each make one request (warm-up: the
 server's first allocations, its thread-local caches), read the resident memory of its process
 tree (VmRSS of every process, nginx's master and worker together), then open N more connections,
 each making one request and reading the whole answer, and read it again. The figure is the growth
@@ -27,8 +28,10 @@ import tempfile
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402
 import http_servers  # noqa: E402
 

@@ -18,8 +18,8 @@ each a median over alternating rounds of same-round ratios with their min-max sp
           backend) vs posix_spawn + waitpid in a loop (bench/baselines/raw_spawn.cpp) vs Tokio's
           process::Command (bench/control/tokio_spawn, built here with cargo when there is one).
 
-    python3 bench/local.py --bindir build/release/bin [--study unix,fsmeta,spawn] [--rounds 3]
-                           [--secs 3] [--files N] [--json]
+    python3 bench/studies/local.py --bindir build/release/bin [--study unix,fsmeta,spawn]
+                                   [--rounds 3] [--secs 3] [--files N] [--json]
 """
 import argparse
 import json
@@ -29,7 +29,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402
 
 
@@ -297,7 +300,7 @@ def print_fsmeta(r, a):
 def build_tokio():
     """The Tokio control program, built with cargo; its path, or None with the reason printed."""
     path, why = harness.cargo_build(
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "control", "tokio_spawn"),
+        os.path.join(BENCH, "control", "tokio_spawn"),
         "tokio_spawn")
     if path is None:
         sys.stderr.write(f"local.py: {why}: the Tokio control group is skipped\n")

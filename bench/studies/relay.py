@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Relay benchmark: TCP proxies between a load client and an echo upstream, compared in one run.
 
-    python3 bench/relay.py --bin build/release/bin --sizes 65536,1048576 -c 16,256 --rounds 3
+    python3 bench/studies/relay.py --bin build/release/bin --sizes 65536,1048576 -c 16,256 \\
+        --rounds 3
 
 Proxies (each a command with {port} and {upstream}):
   galay-splice-uring   tcp_proxy {port} {upstream}                  (GALAY_BACKEND=io_uring)
@@ -29,7 +30,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # noqa: E402
                      round_ratio, run_rounds, start_pinned, stop, verdict)
 

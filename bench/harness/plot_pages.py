@@ -2,7 +2,7 @@
 """Renders the plot data of the benchmark pages, docs/benchmarks/data/<study>.json, into
 docs/benchmarks/img/<name>.png, each with its spread drawn: min-max whiskers over the rounds.
 
-    python3 bench/plot_pages.py [--data docs/benchmarks/data] [--img docs/benchmarks/img]
+    python3 bench/harness/plot_pages.py [--data docs/benchmarks/data] [--img docs/benchmarks/img]
                                 [FILE.json ...]
 
 A data file:
@@ -29,7 +29,7 @@ import os
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class PlotError(ValueError):

@@ -2,7 +2,7 @@
 """What an idle relay costs tcp_proxy: descriptors and memory per connection that moved bytes once
 and now waits.
 
-    python3 bench/idle_relays.py --bin build/release/bin -n 10000 [--copy] [--proxies N]
+    python3 bench/studies/idle_relays.py --bin build/release/bin -n 10000 [--copy] [--proxies N]
 
 A raw_epoll echo upstream and tcp_proxy (examples/tcp_proxy.cpp, io::copy_bidirectional) are
 started; 100 connections through the proxy each send 4 KiB and read the echo back (warm-up: the
@@ -28,7 +28,10 @@ import socket
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import (free_port, proc_status, raise_nofile, resolve, stop,  # noqa: E402
                      wait_accepting)
 

@@ -74,7 +74,8 @@ def go_build(src_dir, out, package="."):
     r = subprocess.run([go, "build", "-o", out, package], cwd=src_dir, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
-        name = os.path.relpath(src_dir, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        name = os.path.relpath(src_dir, root)
         return None, f"build of {name} failed: {r.stdout.strip()[-200:]}"
     return out, None
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What registered buffers and files buy on io_uring: alternating A/B pairs, ratios B/A.
 
-    python3 bench/fixedbufs_ab.py --pairs 4 --runtime 5          # aio_bench and bench_file_io
+    python3 bench/studies/fixedbufs_ab.py --pairs 4 --runtime 5   # aio_bench and bench_file_io
 
 1. aio_bench, io_uring, 4 KiB O_DIRECT random reads at QD32 (by default) on one prepared file:
    A = plain, B = --fixedbufs --registerfiles (fio's io_uring options), both with -M. Per pair the
@@ -23,8 +23,11 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+ROOT = os.path.dirname(BENCH)
 import harness  # noqa: E402  (CPU accounting, spreads)
 from file_io_ab import diskstats_ios  # noqa: E402
 

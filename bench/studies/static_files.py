@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Static-file benchmark: GET of one file at 100 connections, galay's http_server against nginx.
 
-    python3 bench/static_files.py --bin build/release/bin --sizes 65536,1048576 -c 100 --rounds 5
+    python3 bench/studies/static_files.py --bin build/release/bin --sizes 65536,1048576 -c 100 \\
+        --rounds 5
 
 Servers, each alone on --server-cpu (taskset), loaded by wrk (one thread) on --client-cpu:
   galay-sendfile-uring  http_server --root DIR --backend io_uring    (sendfile, the default)
@@ -46,7 +47,10 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import (NetnsError, bench_network, children_cpu_s, cpu_busy_s, cpu_irq_s,  # noqa: E402
                      fmt_spread, free_port, irq_time_accounted, loadavg, raise_nofile, resolve,
                      round_ratio, run_rounds, start_pinned, stop, task_cpu_s, tree_cpu_s,

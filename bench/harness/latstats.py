@@ -16,7 +16,7 @@ bootstrap confidence interval (10,000 resamples), the median and Tukey's outlier
 iteration_ns. Quantiles interpolate between order statistics (type 7, as numpy's default and as
 tools/common/latency_stats.hpp, which is tested against the same hand-computed samples).
 
-Ratios between implementations (spread, verdict) are bench/harness.py's, as for every study.
+Ratios between implementations (spread, verdict) are bench/harness/harness.py's, as for every study.
 Standard library only.
 """
 import math

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The io_uring latency study, finished on Linux with its control groups.
 
-    python3 bench/latency.py [--bin build/release/bin] [--rounds 3] [-n 30] [--sample-ms 5]
+    python3 bench/studies/latency.py [--bin build/release/bin] [--rounds 3] [-n 30] [--sample-ms 5]
                              [--spin 50]
 
 Runs the study's five benchmarks for galay (bench_latency on io_uring and on epoll, both ends
@@ -9,8 +9,8 @@ galay) and for every control group that can be built here (bench/control/: block
 sockets, Tokio current-thread, Go GOMAXPROCS=1), alternately in one invocation: round 1 runs
 every implementation once, round 2 runs them in the reverse order, and so on. Each run starts the
 implementation's own echo server pinned to CPU 0 and its client pinned to CPU 1, on a fresh
-port, and collects the raw samples (--json). bench/latstats.py then computes every figure for
-every implementation alike, and this prints:
+port, and collects the raw samples (--json). bench/harness/latstats.py then computes every figure
+for every implementation alike, and this prints:
 
   (a) the study's results table per implementation (samples of all rounds pooled),
   (b) ratios of mean time per iteration to Tokio and to blocking sockets, median [min-max] over
@@ -37,8 +37,10 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latstats  # noqa: E402
 import plot_pages  # noqa: E402  (the plots, with their spread)
@@ -136,7 +138,7 @@ def build_tokio(build_dir, build):
         return os.path.abspath(out) if os.access(out, os.X_OK) else "not built; skipped"
     return _build(["cargo", "build", "--release", "--quiet", "--target-dir",
                    os.path.abspath(os.path.join(build_dir, "control", "tokio"))],
-                  os.path.join(HERE, "control", "tokio_latency"), out, "cargo build")
+                  os.path.join(BENCH, "control", "tokio_latency"), out, "cargo build")
 
 
 def build_go(build_dir, build):
@@ -145,7 +147,7 @@ def build_go(build_dir, build):
         return "go not found; skipped"
     if not build:
         return os.path.abspath(out) if os.access(out, os.X_OK) else "not built; skipped"
-    path, why = harness.go_build(os.path.join(HERE, "control", "go_latency"),
+    path, why = harness.go_build(os.path.join(BENCH, "control", "go_latency"),
                                  os.path.abspath(out))
     return path if path else f"go {why}; skipped"
 
@@ -382,7 +384,7 @@ def report_lines(analysis, runs, missing, problems, short=False):
 
 
 def percentile_plot(runs, bench="connection_strategy/reuse"):
-    """The plot data (bench/plot_pages.py's schema) of p50..p99.9 of single iterations of
+    """The plot data (bench/harness/plot_pages.py's schema) of p50..p99.9 of single iterations of
     `bench` per implementation: the median over the rounds of each round's percentile, with the
     min-max over the rounds as whiskers. None when no run has that benchmark."""
     ps = latstats.PERCENTILES

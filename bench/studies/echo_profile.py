@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-request work of an echo server under load: CPU split, io_uring events, top symbols.
 
-    python3 bench/echo_profile.py --bin build/release/bin --client-args="-P 16" -c 100 \\
+    python3 bench/studies/echo_profile.py --bin build/release/bin --client-args="-P 16" -c 100 \\
         --server "bench_server {port} --backend io_uring" --server "raw_uring {port}"
 
 For each --server (in turn, --rounds times): start it pinned to CPU 0, run bench_client on CPU 1
@@ -27,7 +27,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the other studies), importable however
+# the script is started; every study opens with these lines.
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 from harness import free_port, label_of, loadavg, resolve, stop, wait_accepting  # noqa: E402
 
 EVENTS = {
