@@ -63,8 +63,8 @@
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
 #include "common.hpp"
-#include "common/format.hpp"        // tools/common: the tools' number formats (no galay code)
-#include "common/latency_stats.hpp" // tools/common: quantile (no galay code)
+#include "common/format.hpp" // bench/programs/common: the tools' number formats (no galay code)
+#include "common/latency_stats.hpp" // bench/programs/common: quantile (no galay code)
 #include "load_common.hpp"
 
 #include <CLI/CLI.hpp>

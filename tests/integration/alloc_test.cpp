@@ -18,7 +18,7 @@
 #include <openssl/crypto.h>
 #include <string>
 
-#include "common/counting_new.hpp" // (tools/common)
+#include "common/counting_new.hpp" // (bench/programs/common)
 using galay::tools::g_allocations;
 
 using namespace galay;

@@ -1,5 +1,5 @@
-// The statistics bench_latency prints (tools/common/latency_stats.hpp), against samples small
-// enough to compute by hand. bench/harness/latstats.py is tested against the same samples
+// The statistics bench_latency prints (bench/programs/common/latency_stats.hpp), against samples
+// small enough to compute by hand. bench/harness/latstats.py is tested against the same samples
 // (tests/bench/test_latstats.py), so both give the same figures.
 #include "common/latency_stats.hpp"
 

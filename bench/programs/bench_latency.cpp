@@ -749,7 +749,7 @@ int main(int argc, char** argv) {
     churn->add_flag("--json", co.json, "print one JSON object");
     tools::add_backend_flag(*churn, &co.backend);
 
-    // Help: 0; usage errors: one line and 2, as every tool (tools/common/cli.hpp).
+    // Help: 0; usage errors: one line and 2, as every tool (bench/programs/common/cli.hpp).
     if (auto e = tools::parse_args(app, tools::args_from(argc, argv), "bench_latency"))
         return tools::print_exit(*e);
     if (*server)

@@ -11,7 +11,7 @@
 // flows instead of deadlocking. The receiver verifies the batch, then the sender sends the next.
 //
 // Ctrl-C (SIGINT) or SIGTERM ends the run early: the summary of the part measured so far is
-// printed, marked interrupted. A second one exits at once (tools/common/signals.hpp).
+// printed, marked interrupted. A second one exits at once (bench/programs/common/signals.hpp).
 #include "args/bench_client.hpp"
 #include "common/histogram.hpp"
 #include "common/tool_support.hpp"

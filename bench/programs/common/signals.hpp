@@ -2,8 +2,8 @@
 //
 // The first SIGINT or SIGTERM asks the tool to stop: `on_first` runs (in the handler, so it must
 // be async-signal-safe), stop_signal() returns the signal, and stop_fd() becomes readable, so a
-// coroutine can wait for it (tools/common/tool_support.hpp: wait_for_stop_signal). The tool then
-// stops measuring, prints what it measured and exits normally.
+// coroutine can wait for it (bench/programs/common/tool_support.hpp: wait_for_stop_signal). The
+// tool then stops measuring, prints what it measured and exits normally.
 //
 // A second one exits at once: `on_forced_exit` runs (async-signal-safe: e.g. unlink the tool's
 // files), then the signal is re-raised with its default action, so the parent sees the process

@@ -5,7 +5,7 @@
 // Exit codes: 0 success; 1 runtime error (target, engine, I/O errors, verify errors); 2 usage
 // error. SIGINT/SIGTERM: stop issuing, drain, report, remove a created file, exit as usual; the
 // duplicate SIGTERM `timeout` sends is ignored; a second signal removes the created file and
-// exits at once (tools/common/signals.hpp).
+// exits at once (bench/programs/common/signals.hpp).
 #include "bench.hpp"
 #include "config.hpp"
 #include "report.hpp"
