@@ -6,7 +6,7 @@
                                   [--slice 0.5] [--control] [--quick] [--out FILE.json]
 
 Servers, each on CPU 0 (taskset), loaded by wrk (one thread) on CPU 1:
-  galay-io_uring  http_server --backend io_uring (examples/http_server.cpp)
+  galay-io_uring  http_server --backend io_uring (apps/http)
   galay-epoll     http_server --backend epoll
   go              Go net/http, GOMAXPROCS=1 (bench/control/go_http), as the survey had it
   nginx           Debian's nginx, one worker, `return 200 "..."` and the same static file

@@ -1,4 +1,4 @@
-// Parsing a Range header (examples/http/range.hpp).
+// Parsing a Range header (apps/http/range.hpp).
 #include "http/range.hpp"
 
 #include "http/request_parser.hpp"

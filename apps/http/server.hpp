@@ -1,4 +1,4 @@
-// The HTTP/1.1 server behind examples/http_server.cpp, as a unit the tests run in-process.
+// The HTTP/1.1 server behind http_server (apps/http/main.cpp), as a unit the tests run in-process.
 //
 //     auto server = http::Server::create({.root = "/srv/www"});
 //     if (!server) ...;                                  // the root directory cannot be opened
