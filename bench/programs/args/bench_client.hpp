@@ -1,4 +1,4 @@
-// bench_client's command line: its options and their parser (also run by fuzz/tool_args_fuzz.cpp).
+// bench_client's command line and its parser (fuzzed by fuzz/bench_client_args_fuzz.cpp).
 #pragma once
 
 #include "common/cli.hpp"

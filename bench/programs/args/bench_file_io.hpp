@@ -1,5 +1,4 @@
-// bench_file_io's command line: its options and their parser (also run by
-// fuzz/tool_args_fuzz.cpp).
+// bench_file_io's command line and its parser (fuzzed by fuzz/bench_file_io_args_fuzz.cpp).
 #pragma once
 
 #include "common/cli.hpp"

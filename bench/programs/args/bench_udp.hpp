@@ -1,4 +1,4 @@
-// bench_udp's command line: its options and their parser (also run by fuzz/tool_args_fuzz.cpp).
+// bench_udp's command line and its parser (fuzzed by fuzz/bench_udp_args_fuzz.cpp).
 #pragma once
 
 #include "common/cli.hpp"
