@@ -63,9 +63,9 @@
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
 // histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
 #include "common.hpp"
-#include "common/format.hpp" // bench/programs/common: the tools' number formats (no galay code)
-#include "common/latency_stats.hpp" // bench/programs/common: quantile (no galay code)
 #include "load_common.hpp"
+#include "measure/format.hpp"        // the suite's number formats (no galay code)
+#include "measure/latency_stats.hpp" // quantile (no galay code)
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

@@ -13,8 +13,8 @@
 // (no new messages; what is in flight must come back within a grace period or it is a
 // "short echo" error). Any error makes the exit code 1.
 #include "common.hpp"
-#include "common/format.hpp" // bench/programs/common: the tools' number formats (no galay code)
 #include "load_common.hpp"
+#include "measure/format.hpp" // the suite's number formats (no galay code)
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

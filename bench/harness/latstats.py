@@ -14,7 +14,7 @@ per-iteration time of a sample = sample_ns / sample_iterations; over those, the 
 bootstrap confidence interval (10,000 resamples), the median and Tukey's outliers (mild beyond
 1.5 IQR from the quartiles, severe beyond 3 IQR); percentiles of single iterations from
 iteration_ns. Quantiles interpolate between order statistics (type 7, as numpy's default and as
-bench/programs/common/latency_stats.hpp, which is tested against the same hand-computed samples).
+bench/measure/latency_stats.hpp, which is tested against the same hand-computed samples).
 
 Ratios between implementations (spread, verdict) are bench/harness/harness.py's, as for every study.
 Standard library only.

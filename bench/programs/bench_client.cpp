@@ -13,8 +13,8 @@
 // Ctrl-C (SIGINT) or SIGTERM ends the run early: the summary of the part measured so far is
 // printed, marked interrupted. A second one exits at once (bench/programs/common/signals.hpp).
 #include "args/bench_client.hpp"
-#include "common/histogram.hpp"
 #include "common/tool_support.hpp"
+#include "measure/histogram.hpp"
 
 #include <galay/galay.hpp>
 

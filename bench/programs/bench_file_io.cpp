@@ -27,8 +27,8 @@
 // the report says how many workers got registered buffers.
 #include "args/bench_file_io.hpp"
 #include "common/fs_type.hpp"
-#include "common/histogram.hpp"
 #include "common/tool_support.hpp"
+#include "measure/histogram.hpp"
 
 #include <galay/galay.hpp>
 

@@ -27,9 +27,9 @@
 // churn: clients that connect, do one round trip (256 B by default) and close, as fast as they
 // can: connections/s, connect+echo+close latency percentiles, server CPU per connection and the
 // server's open fds before and after (--server-pid), every echoed byte verified.
-#include "common/histogram.hpp"
-#include "common/latency_stats.hpp"
 #include "common/tool_support.hpp"
+#include "measure/histogram.hpp"
+#include "measure/latency_stats.hpp"
 
 #include <galay/galay.hpp>
 

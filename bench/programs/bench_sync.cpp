@@ -55,8 +55,8 @@
 // `--json` prints one object with every figure, ours and the baselines' side by side, plus the
 // ratios the targets are stated in. Exit 0 on success, 1 on a runtime failure (a lost or wrong
 // message, a baseline that failed), 2 on a usage error.
-#include "common/histogram.hpp"
 #include "common/tool_support.hpp"
+#include "measure/histogram.hpp"
 
 #include <galay/galay.hpp>
 

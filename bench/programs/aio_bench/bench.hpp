@@ -12,8 +12,8 @@
 // thread's drain.
 #pragma once
 
-#include "common/histogram.hpp"
 #include "config.hpp"
+#include "measure/histogram.hpp"
 #include "perf_counters.hpp"
 #include "target.hpp"
 

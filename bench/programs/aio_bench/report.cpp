@@ -1,6 +1,6 @@
 #include "report.hpp"
 
-#include "common/format.hpp"
+#include "measure/format.hpp"
 
 #include <cmath>
 #include <optional>

@@ -2,8 +2,8 @@
 
 #include "verify.hpp"
 
-#include "common/format.hpp"
 #include "common/fs_type.hpp"
+#include "measure/format.hpp"
 
 #include <fcntl.h>
 #include <linux/fs.h>

@@ -15,7 +15,7 @@
 //   the machine has (memory_limit_bytes) before anything is allocated.
 #pragma once
 
-#include "common/format.hpp" // human_bytes, and every other number format
+#include "measure/format.hpp" // human_bytes, and every other number format
 
 #include <CLI/CLI.hpp>
 

@@ -1,12 +1,12 @@
 // Small things every benchmark tool needs: a --backend flag, raising the fd limit, reading a
 // process's CPU time, waiting for Ctrl-C in a coroutine. (Command lines, exit codes and memory
 // checks: common/cli.hpp; signals: common/signals.hpp; numbers, bytes and times:
-// common/format.hpp.)
+// measure/format.hpp.)
 #pragma once
 
 #include "common/cli.hpp"
-#include "common/format.hpp"
 #include "common/signals.hpp"
+#include "measure/format.hpp"
 
 #include <galay/runtime.hpp>
 #include <galay/task.hpp>
