@@ -1,5 +1,7 @@
-// The latency histogram of every tool (bench_client, bench_file_io, bench_latency, bench_sync,
-// aio_bench, raw_sync): log-linear buckets over nanoseconds (HdrHistogram-style).
+// The latency histogram of every program of the suite, galay's and the hand-written baselines'
+// alike (bench_client and raw_client, bench_file_io, bench_latency, bench_sync and raw_sync,
+// aio_bench, http_turns, tls_load, raw_timerfd), so that a percentile compared between two of
+// them is computed by the same code: log-linear buckets over nanoseconds (HdrHistogram-style).
 //
 // Values below 256 ns have one bucket each. Above, every power-of-two octave [2^k, 2^(k+1)) is
 // split into 128 equal buckets, so a bucket is at most 1/128 of its lower bound wide (every value
