@@ -1,4 +1,4 @@
-// libFuzzer target for the example server's HTTP/1.1 request parser
+// libFuzzer target for http_server's HTTP/1.1 request parser
 // (apps/http/request_parser.hpp). `make fuzz` runs it for FUZZ_SECONDS from fuzz/corpus/.
 //
 // Besides "no crash, no sanitizer report", it checks what the server relies on:

@@ -1,4 +1,4 @@
-// The Range header of a GET (RFC 9110 14.2), for the example server's static files.
+// The Range header of a GET (RFC 9110 14.2), for http_server's static files.
 //
 //     http::ByteRange r = http::parse_range(req.header("Range"), file_size);
 //     // whole: 200 with the whole file; partial: 206, bytes [r.first, r.first + r.length)

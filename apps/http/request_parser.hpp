@@ -1,4 +1,4 @@
-// An HTTP/1.1 request-head parser (RFC 9112) for the example server: the request line and the
+// An HTTP/1.1 request-head parser (RFC 9112) for http_server: the request line and the
 // header fields, with limits, and the HTTP status to answer when a request is refused.
 //
 //     http::RequestParser parser(limits);
@@ -21,9 +21,9 @@
 // malformed or conflicting Content-Length, and a bare CR are all 400. Lenient where the RFC asks:
 // a bare LF ends a line, and empty lines before the request line are skipped.
 //
-// This lives next to the example server rather than in the library: galay is an I/O runtime, and
-// this is only as much HTTP as the example and its benchmark need (no client side, no response
-// parsing, no body decoding), not an API the library should promise.
+// This lives next to the server rather than in the library: galay is an I/O runtime, and this is
+// only as much HTTP as the server and its benchmark need (no client side, no response parsing, no
+// body decoding), not an API the library should promise.
 #pragma once
 
 #include <array>
