@@ -6,34 +6,34 @@ against its baseline measured in the same run, in a few minutes.
 
 A section is one function registered in SECTIONS (at the bottom): it takes the run's context,
 measures, and returns a dict with its report lines (markdown), its data (for suite.json) and its
-plots (bench/plot_pages.py's schema, whiskers min-max over the rounds); failures go to FAILURES.
-Sections (each runs only if its binaries were built):
+plots (bench/harness/plot_pages.py's schema, whiskers min-max over the rounds); failures go to
+FAILURES. Sections (each runs only if its binaries were built):
   tcp      bench_server (io_uring, epoll) vs raw_uring / raw_epoll, bench_client, 256 B, 100, 1000
            and 10,000 connections: QPS and server CPU per request ratios with verdicts, p99, RSS
            per connection, and plots of QPS and of server CPU per request against connections
-  latency  the io_uring latency study (bench/latency.py, short form): galay io_uring/epoll and
-           the control groups (blocking sockets, Tokio, Go), ratios and the success criteria, and
-           a latency-percentile plot (p50..p99.9, log scale)
-  churn    connection churn (bench/churn.py): bench_latency server vs raw_uring / raw_epoll
+  latency  the io_uring latency study (bench/studies/latency.py, short form): galay io_uring/epoll
+           and the control groups (blocking sockets, Tokio, Go), ratios and the success criteria,
+           and a latency-percentile plot (p50..p99.9, log scale)
+  churn    connection churn (bench/studies/churn.py): bench_latency server vs raw_uring / raw_epoll
   udp      bench_udp's server vs raw_udp (split mode, pinned apart): packets/s and loss
   files    bench_file_io --direct on io_uring vs epoll+libaio
   aio      aio_bench --compare: libaio vs io_uring engines, rand_read, QD32
-  sync     bench/sync.py (short): Channel ping-pong/throughput across workers (and ping-pong within
-           one worker, against Tokio) and spawn_blocking
+  sync     bench/studies/sync.py (short): Channel ping-pong/throughput across workers (and
+           ping-pong within one worker, against Tokio) and spawn_blocking
            vs raw_sync (eventfd, moodycamel, condvar) and Tokio
-  http     the survey's HTTP comparison (bench/http_servers.py, short form): http_server on
+  http     the survey's HTTP comparison (bench/studies/http_servers.py, short form): http_server on
            io_uring and epoll vs nginx, Go net/http and raw_http, GET /: the servers taking turns
            under http_turns at 100 and 1000 connections (latencies, CPU per request), then one
            at a time under wrk at 100 connections; plots of requests per server core
-  local    bench/local.py (short): Unix stream echo vs raw_unix_echo and galay TCP, the
+  local    bench/studies/local.py (short): Unix stream echo vs raw_unix_echo and galay TCP, the
            metadata workload (io_uring ops vs blocking pool vs plain calls), spawn + wait of
            /bin/true vs posix_spawn and Tokio
-  tls      bench/tls.py (short): HTTPS keep-alive GET /, new TLS 1.3 connections per server
-           CPU-second with and without resumption, TLS echo through a terminating proxy; galay
-           (io_uring, epoll) vs nginx, Go and raw OpenSSL over epoll
-  relay    bench/relay.py (short: 64 KiB messages, 16 connections; galay splice and copy vs
-           Tokio and the hand-written splice relay) and bench/static_files.py (short: GET 1 MiB
-           at 100 connections; http_server's sendfile vs nginx)
+  tls      bench/studies/tls.py (short): HTTPS keep-alive GET /, new TLS 1.3 connections per
+           server CPU-second with and without resumption, TLS echo through a terminating proxy;
+           galay (io_uring, epoll) vs nginx, Go and raw OpenSSL over epoll
+  relay    bench/studies/relay.py (short: 64 KiB messages, 16 connections; galay splice and copy
+           vs Tokio and the hand-written splice relay) and bench/studies/static_files.py (short:
+           GET 1 MiB at 100 connections; http_server's sendfile vs nginx)
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -56,7 +56,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/harness (the shared modules) and bench/studies (the studies this runs in short form).
+BENCH = os.path.dirname(os.path.abspath(__file__))
+STUDIES = os.path.join(BENCH, "studies")
+sys.path[:0] = [os.path.join(BENCH, "harness"), STUDIES]
 import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
@@ -261,10 +264,11 @@ def latency_report(ctx):
     runs, problems = latency.run_study(la, impls, log=lambda x: print(x, flush=True))
     FAILURES.extend(f"latency {p}" for p in problems)
     analysis = latency.analyze(runs, resamples=2000)
-    lines = [f"## The io_uring latency study (bench/latency.py, short form: {a.pairs} alternating "
-             f"rounds, {a.latency_samples} samples of ~{a.latency_sample_ms:g} ms per benchmark)",
+    lines = [f"## The io_uring latency study (bench/studies/latency.py, short form: {a.pairs} "
+             f"alternating rounds, {a.latency_samples} samples of ~{a.latency_sample_ms:g} ms per "
+             "benchmark)",
              "", "Mean time per iteration ± the 95% bootstrap CI's half-width (samples of all "
-             "rounds pooled); the full tables: `python3 bench/latency.py`.", ""]
+             "rounds pooled); the full tables: `python3 bench/studies/latency.py`.", ""]
     lines += latency.report_lines(analysis, runs, missing, [], short=True)
     plot = latency.percentile_plot(runs)
     return {"lines": lines, "data": {"missing": missing, "analysis": analysis},
@@ -409,7 +413,8 @@ def http_plots(result):
 
 def render_plots(ctx, name, sec):
     """Draws a section's plots into --out and writes their data to --out/data/<study>.json (the
-    schema of docs/benchmarks/data, for bench/plot_pages.py). Returns [(title, PNG file name)]."""
+    schema of docs/benchmarks/data, for bench/harness/plot_pages.py). Returns [(title, PNG file
+    name)]."""
     plots = sec.get("plots") or []
     if not plots:
         return []
@@ -443,15 +448,15 @@ def http_report(ctx):
 
 
 def relay_report(ctx):
-    # bench/relay.py (64 KiB messages, 16 connections) and bench/static_files.py (GET 1 MiB at
-    # 100 connections), short forms: galay's splice relay and sendfile against Tokio's proxy, the
-    # hand-written splice relay and nginx; each runs only when its programs are there.
+    # bench/studies/relay.py (64 KiB messages, 16 connections) and bench/studies/static_files.py
+    # (GET 1 MiB at 100 connections), short forms: galay's splice relay and sendfile against Tokio's
+    # proxy, the hand-written splice relay and nginx; each runs only when its programs are there.
     a = ctx.args
-    here = os.path.dirname(os.path.abspath(__file__))
     os.makedirs(a.out, exist_ok=True)
     seconds = "3" if a.full else "1"
     rounds = str(max(3, a.pairs))
-    lines = ["## Relay and static files (bench/relay.py, bench/static_files.py, short form)", ""]
+    lines = ["## Relay and static files (bench/studies/relay.py, bench/studies/static_files.py, "
+             "short form)", ""]
     data = {}
     need = ("tcp_proxy", "raw_splice_relay", "raw_client", "raw_epoll")
     missing = [n for n in need if not have(a.bin, n)]
@@ -459,7 +464,7 @@ def relay_report(ctx):
         lines += [f"relay: {', '.join(missing)} not built, skipped.", ""]
     else:
         proxies = "galay-splice-uring,galay-splice-epoll,galay-copy,raw-splice"
-        tokio, why = harness.cargo_build(os.path.join(here, "control", "tokio_proxy"),
+        tokio, why = harness.cargo_build(os.path.join(BENCH, "control", "tokio_proxy"),
                                          "tokio_proxy")
         if tokio is not None: # relay.py finds its proxies in --bin
             shutil.copy2(tokio, os.path.join(a.bin, "tokio_proxy"))
@@ -468,12 +473,12 @@ def relay_report(ctx):
             lines += [f"Tokio proxy (bench/control/tokio_proxy) not built: {why}; no ratios "
                       "against it.", ""]
         out = os.path.join(a.out, "relay.json")
-        p = subprocess.run([sys.executable, os.path.join(here, "relay.py"), "--bin", a.bin,
+        p = subprocess.run([sys.executable, os.path.join(STUDIES, "relay.py"), "--bin", a.bin,
                             "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
                             "--warmup", "0.3", "--proxies", proxies, "--out", out],
                            capture_output=True, text=True)
         if p.returncode != 0:
-            FAILURES.append(f"relay: bench/relay.py exited {p.returncode}: "
+            FAILURES.append(f"relay: bench/studies/relay.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
         lines += [l for l in p.stdout.splitlines() if l.startswith(("|", "##", "load"))] + [""]
         data["relay"] = out
@@ -481,11 +486,12 @@ def relay_report(ctx):
         lines += ["static files: http_server or wrk missing, skipped.", ""]
     else:
         out = os.path.join(a.out, "static_files.json")
-        p = subprocess.run([sys.executable, os.path.join(here, "static_files.py"), "--bin", a.bin,
-                            "--sizes", "1048576", "-c", "100", "--rounds", rounds, "-d", seconds,
-                            "--warmup", "1", "--out", out], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, os.path.join(STUDIES, "static_files.py"),
+                            "--bin", a.bin, "--sizes", "1048576", "-c", "100", "--rounds", rounds,
+                            "-d", seconds, "--warmup", "1", "--out", out],
+                           capture_output=True, text=True)
         if p.returncode != 0:
-            FAILURES.append(f"static files: bench/static_files.py exited {p.returncode}: "
+            FAILURES.append(f"static files: bench/studies/static_files.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
         lines += ["```"] + p.stdout.splitlines() + ["```", ""]
         data["static_files"] = out
@@ -493,7 +499,7 @@ def relay_report(ctx):
 
 
 def tls_report(ctx):
-    # bench/tls.py, short form: HTTPS keep-alive, new TLS 1.3 connections (with and without
+    # bench/studies/tls.py, short form: HTTPS keep-alive, new TLS 1.3 connections (with and without
     # resumption) and TLS echo through a terminating proxy; galay, nginx, Go and raw OpenSSL.
     lines, result = tls.suite_section(ctx.args.bin, ctx.args.out, quick=not ctx.args.full,
                                       pairs=ctx.args.pairs)
@@ -502,8 +508,8 @@ def tls_report(ctx):
 
 
 def sync_report(ctx):
-    # bench/sync.py, short form: Channel ping-pong and throughput across two pinned workers and
-    # spawn_blocking round trips, against raw_sync (eventfd, moodycamel, condvar) and Tokio.
+    # bench/studies/sync.py, short form: Channel ping-pong and throughput across two pinned workers
+    # and spawn_blocking round trips, against raw_sync (eventfd, moodycamel, condvar) and Tokio.
     a = ctx.args
     if not (have(a.bin, "bench_sync") and have(a.bin, "raw_sync")):
         print("sync: bench_sync or raw_sync not built, skipping")
@@ -512,11 +518,12 @@ def sync_report(ctx):
     os.makedirs(a.out, exist_ok=True)
     small = [] if a.full else ["--rounds", "20000", "--warmup-rounds", "2000", "--messages",
                                "500000", "--blocking-rounds", "5000"]
-    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync.py"),
+    cmd = [sys.executable, os.path.join(STUDIES, "sync.py"),
            "--bin", a.bin, "--pairs", str(max(3, a.pairs)), "--json", out] + small
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        FAILURES.append(f"sync: bench/sync.py exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        FAILURES.append(f"sync: bench/studies/sync.py exited {p.returncode}: "
+                        f"{p.stderr.strip()[-300:]}")
         return None
     with open(out) as f:
         data = json.load(f)
@@ -538,7 +545,7 @@ def sync_report(ctx):
 
 
 def local_report(ctx):
-    # bench/local.py, short form: fewer files and connections, 1 s runs.
+    # bench/studies/local.py, short form: fewer files and connections, 1 s runs.
     a = ctx.args
     if not all(have(a.bin, b) for b in ("bench_server", "raw_unix_echo", "raw_client",
                                         "bench_local", "raw_spawn")):
@@ -546,15 +553,16 @@ def local_report(ctx):
         return None
     small = [] if a.full else ["--secs", "1", "--conns", "100", "--files", "5000",
                                "--sync-files", "300"]
-    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "local.py"),
+    cmd = [sys.executable, os.path.join(STUDIES, "local.py"),
            "--bindir", a.bin, "--rounds", str(max(3, a.pairs)),
            "--backends", ",".join(ctx.backends), "--json"] + small
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        FAILURES.append(f"local: bench/local.py exited {p.returncode}: {p.stderr.strip()[-300:]}")
+        FAILURES.append(f"local: bench/studies/local.py exited {p.returncode}: "
+                        f"{p.stderr.strip()[-300:]}")
         return None
     data = json.loads(p.stdout)
-    lines = ["## Local resources (bench/local.py: Unix echo, metadata workload, spawn)", "",
+    lines = ["## Local resources (bench/studies/local.py: Unix echo, metadata workload, spawn)", "",
              "| figure (ours / theirs) | median [min-max] | verdict |", "|---|---|---|"]
 
     def row(label, s, verdict):

@@ -4,7 +4,7 @@
 // (galay's default for accepted and connected streams): a relayed message's last short segment
 // must not wait for the peer's delayed ACK.
 // Between two TCP sockets io::copy_bidirectional splices (the bytes never enter user space);
-// --copy makes it copy through a buffer instead (bench/relay.py compares the two).
+// --copy makes it copy through a buffer instead (bench/studies/relay.py compares the two).
 //   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60] [--copy]     then: nc 127.0.0.1 9001
 #include <galay/galay.hpp>
 

@@ -1,5 +1,5 @@
-// libFuzzer target for the example server's HTTP/1.1 request parser
-// (examples/http/request_parser.hpp). `make fuzz` runs it for FUZZ_SECONDS from fuzz/corpus/.
+// libFuzzer target for http_server's HTTP/1.1 request parser
+// (apps/http/request_parser.hpp). `make fuzz` runs it for FUZZ_SECONDS from fuzz/corpus/.
 //
 // Besides "no crash, no sanitizer report", it checks what the server relies on:
 //  - a complete request's views lie inside the input and `consumed` covers them;

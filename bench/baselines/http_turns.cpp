@@ -1,6 +1,6 @@
 // http_turns: an HTTP/1.1 load generator (closed loop, or open at --rate) that loads several
 // servers in turns, for latency comparisons on a machine whose speed drifts
-// (bench/http_servers.py --mode turns).
+// (bench/studies/http_servers.py --mode turns).
 //
 //   http_turns --target galay=127.0.0.1:8080 --target nginx=127.0.0.1:8081 -c 100 -d 5
 //              --warmup 1 --slice 0.5 [--rate 50000] [--path /] [--rounds-order rotate] [--json]
@@ -61,11 +61,13 @@
 // (JSON `socket_latency_us`, `turn_socket_p99_us`; `sock_p99_us` in the table).
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event. The
-// histogram is raw_client's (load_common.hpp); like the other baselines it uses no galay code.
+// histogram is every program's (measure/histogram.hpp); like the other baselines it uses no galay
+// code.
 #include "common.hpp"
-#include "common/format.hpp"        // tools/common: the tools' number formats (no galay code)
-#include "common/latency_stats.hpp" // tools/common: quantile (no galay code)
 #include "load_common.hpp"
+#include "measure/format.hpp"        // the suite's number formats (no galay code)
+#include "measure/histogram.hpp"     // the suite's latency histogram (no galay code)
+#include "measure/latency_stats.hpp" // quantile (no galay code)
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -86,8 +88,8 @@ namespace {
 
 using i64 = int64_t;
 using u64 = uint64_t;
-using baseline::Histogram;
 using baseline::now_ns;
+using galay::tools::LatencyHistogram;
 using galay::tools::with_commas;
 
 constexpr i64 kSec = 1'000'000'000;
@@ -102,8 +104,8 @@ i64 clock_ns(clockid_t clock) {
 
 // One latency measure of a target: every measured request, and each measured turn on its own.
 struct TurnLatencies {
-    Histogram all;
-    Histogram turn;                  // the current measured turn's
+    LatencyHistogram all;
+    LatencyHistogram turn;           // the current measured turn's
     std::vector<double> turn_p99_ns; // each measured turn's p99 (-1: no 2xx response in it)
 
     void record(i64 ns) {
@@ -111,7 +113,9 @@ struct TurnLatencies {
         turn.record(static_cast<u64>(ns));
     }
     void begin_turn() { turn.reset(); }
-    void end_turn() { turn_p99_ns.push_back(turn.count() ? turn.percentile(99) : -1.0); }
+    void end_turn() {
+        turn_p99_ns.push_back(turn.count() ? static_cast<double>(turn.percentile_ns(0.99)) : -1.0);
+    }
 };
 
 enum Err { kConnect, kClosed, kReset, kStatus, kTimeout, kProtocol, kConnClose, kErrKinds };
@@ -880,13 +884,16 @@ void Turns::report(i64 wall_ns) const {
             nlohmann::ordered_json e;
             for (int k = 0; k < kErrKinds; ++k)
                 e[kErrNames[k]] = t.errors[k];
-            auto latency_json = [&](const Histogram& h) {
-                return nlohmann::ordered_json{
-                    {"min", h.min() * us},          {"mean", h.mean() * us},
-                    {"stdev", h.stdev() * us},      {"p50", h.percentile(50) * us},
-                    {"p90", h.percentile(90) * us}, {"p95", h.percentile(95) * us},
-                    {"p99", h.percentile(99) * us}, {"p99_9", h.percentile(99.9) * us},
-                    {"max", h.max() * us}};
+            auto latency_json = [&](const LatencyHistogram& h) {
+                return nlohmann::ordered_json{{"min", h.min_ns() * us},
+                                              {"mean", h.mean_ns() * us},
+                                              {"stdev", h.stddev_ns() * us},
+                                              {"p50", h.percentile_ns(0.50) * us},
+                                              {"p90", h.percentile_ns(0.90) * us},
+                                              {"p95", h.percentile_ns(0.95) * us},
+                                              {"p99", h.percentile_ns(0.99) * us},
+                                              {"p99_9", h.percentile_ns(0.999) * us},
+                                              {"max", h.max_ns() * us}};
             };
             auto per_turn = [&](const std::vector<double>& ns) {
                 nlohmann::ordered_json a = nlohmann::ordered_json::array();
@@ -932,7 +939,7 @@ void Turns::report(i64 wall_ns) const {
                 "stdev_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99.9_us", "max_us",
                 "turn_p99_med", "client_busy", "ev/wait", "sock_p99_us");
     for (const Target& t : targets_) {
-        const Histogram& h = t.latency.all;
+        const LatencyHistogram& h = t.latency.all;
         std::vector<double> turns; // (the turns with a 2xx response)
         for (double v : t.latency.turn_p99_ns)
             if (v >= 0) turns.push_back(v);
@@ -943,11 +950,11 @@ void Turns::report(i64 wall_ns) const {
                     "%9.1f %14.1f %11s %8.1f %12.1f\n",
                     t.name.c_str(), with_commas(t.requests).c_str(),
                     with_commas(t.total_errors()).c_str(), seconds(t.active_ns),
-                    with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min() * us,
-                    h.mean() * us, h.stdev() * us, h.percentile(50) * us, h.percentile(90) * us,
-                    h.percentile(95) * us, h.percentile(99) * us, h.percentile(99.9) * us,
-                    h.max() * us, turn_med * us, busy_cell, per_wait(t),
-                    t.sock.all.percentile(99) * us);
+                    with_commas(static_cast<u64>(std::llround(rps(t)))).c_str(), h.min_ns() * us,
+                    h.mean_ns() * us, h.stddev_ns() * us, h.percentile_ns(0.50) * us,
+                    h.percentile_ns(0.90) * us, h.percentile_ns(0.95) * us,
+                    h.percentile_ns(0.99) * us, h.percentile_ns(0.999) * us, h.max_ns() * us,
+                    turn_med * us, busy_cell, per_wait(t), t.sock.all.percentile_ns(0.99) * us);
     }
 }
 

@@ -13,8 +13,9 @@
 // (no new messages; what is in flight must come back within a grace period or it is a
 // "short echo" error). Any error makes the exit code 1.
 #include "common.hpp"
-#include "common/format.hpp" // tools/common: the tools' number formats (no galay code)
 #include "load_common.hpp"
+#include "measure/format.hpp"    // the suite's number formats (no galay code)
+#include "measure/histogram.hpp" // bench_client's histogram: the same percentiles
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -33,7 +34,6 @@ namespace {
 
 using i64 = int64_t;
 using u64 = uint64_t;
-using baseline::Histogram;
 using baseline::now_ns;
 using galay::tools::mib;
 using galay::tools::with_commas;
@@ -142,7 +142,7 @@ private:
     u64 last_tick_ok_ = 0;
     std::optional<double> cpu_start_, cpu_end_;
 
-    Histogram hist_;
+    galay::tools::LatencyHistogram hist_;
     u64 requests_ = 0, successful_ = 0;
     u64 errors_ = 0, err_connect_ = 0, err_mismatch_ = 0, err_reset_ = 0, err_short_ = 0;
     int errors_printed_ = 0;
@@ -532,11 +532,11 @@ void Client::report() {
         j["bytes"] = bytes;
         j["qps"] = qps;
         j["throughput_mbps"] = mbps;
-        j["latency_us"] = {{"mean", hist_.mean() * us},
-                           {"p50", hist_.percentile(50) * us},
-                           {"p99", hist_.percentile(99) * us},
-                           {"p999", hist_.percentile(99.9) * us},
-                           {"max", hist_.max() * us}};
+        j["latency_us"] = {{"mean", hist_.mean_ns() * us},
+                           {"p50", hist_.percentile_ns(0.50) * us},
+                           {"p99", hist_.percentile_ns(0.99) * us},
+                           {"p999", hist_.percentile_ns(0.999) * us},
+                           {"max", hist_.max_ns() * us}};
         j["server_cpu_s"] = cpu ? nlohmann::ordered_json(*cpu) : nullptr;
         j["server_cpu_us_per_req"] = cpu_per_req ? nlohmann::ordered_json(*cpu_per_req) : nullptr;
         std::printf("%s\n", j.dump().c_str());
@@ -550,11 +550,11 @@ void Client::report() {
     std::printf("Measured Time: %.3f seconds\n", secs);
     std::printf("Average QPS: %s\n", with_commas(static_cast<u64>(std::llround(qps))).c_str());
     std::printf("Average Throughput: %.2f MB/s\n", mbps);
-    std::printf("Latency mean: %.2f us\n", hist_.mean() * us);
-    std::printf("Latency p50: %.2f us\n", hist_.percentile(50) * us);
-    std::printf("Latency p99: %.2f us\n", hist_.percentile(99) * us);
-    std::printf("Latency p99.9: %.2f us\n", hist_.percentile(99.9) * us);
-    std::printf("Latency max: %.2f us\n", hist_.max() * us);
+    std::printf("Latency mean: %.2f us\n", hist_.mean_ns() * us);
+    std::printf("Latency p50: %.2f us\n", hist_.percentile_ns(0.50) * us);
+    std::printf("Latency p99: %.2f us\n", hist_.percentile_ns(0.99) * us);
+    std::printf("Latency p99.9: %.2f us\n", hist_.percentile_ns(0.999) * us);
+    std::printf("Latency max: %.2f us\n", hist_.max_ns() * us);
     if (cpu) {
         std::printf("Server CPU: %.2f seconds (%.1f%% of one core)\n", *cpu, *cpu / secs * 100);
         if (cpu_per_req) std::printf("Server CPU per request: %.3f us\n", *cpu_per_req);

@@ -1,5 +1,5 @@
 // raw_http [port]: the hand-written epoll HTTP/1.1 responder galay's http_server is measured
-// against (bench/http_servers.py): the floor for server CPU per request.
+// against (bench/studies/http_servers.py): the floor for server CPU per request.
 //
 // One thread, non-blocking sockets, level-triggered epoll, one read per readiness event into a
 // shared buffer. It parses only as much HTTP as it must to frame keep-alive and pipelined

@@ -1,4 +1,5 @@
-// raw_splice_relay: a hand-written TCP relay on epoll and splice(2), the floor for bench/relay.py.
+// raw_splice_relay: a hand-written TCP relay on epoll and splice(2), the floor for
+// bench/studies/relay.py.
 //
 //   raw_splice_relay <listen-port> <upstream-ip:port>
 //

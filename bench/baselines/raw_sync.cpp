@@ -20,7 +20,7 @@
 //   `--blocking-rounds` timed after a tenth as many warm-up ones; round trips/s over the measured
 //   loop. The job lives on the caller's stack (no allocation).
 // Every reply and every received value is checked (count and sum); a mismatch exits 1.
-#include "common/histogram.hpp"
+#include "measure/histogram.hpp"
 
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/blockingconcurrentqueue.h>

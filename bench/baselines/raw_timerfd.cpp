@@ -9,7 +9,7 @@
 // When read(2) reports more than one expiration (ticks missed), each missed tick counts with
 // its own lateness, as an Interval in `burst` mode delivers them. Exit 1 on a system error, 2 on
 // a usage error.
-#include "common/histogram.hpp"
+#include "measure/histogram.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

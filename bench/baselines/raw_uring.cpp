@@ -149,7 +149,7 @@ struct Server {
     int demand = 0; // buffers asked for during the current batch (consumed or ENOBUFS)
     struct {
         unsigned long accepted, short_sends, enobufs, rearms, bundles;
-        unsigned long receives, received, sends; // per-request work (bench/echo_profile.py)
+        unsigned long receives, received, sends; // per-request work (bench/studies/echo_profile.py)
     } stats{}; // printed at exit, so tests see the rare paths were exercised
 
     io_uring_sqe* sqe() {

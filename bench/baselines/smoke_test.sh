@@ -94,7 +94,8 @@ if [[ ! -e $BIN/raw_uring ]]; then
     echo "raw_uring: not built (GALAY_WITH_URING=OFF), only the epoll baseline is checked"
 elif start_server raw_uring; then
     check_server raw_uring
-    # Its per-request counters (bench/echo_profile.py reads them): every receive was sent back.
+    # Its per-request counters (bench/studies/echo_profile.py reads them): every receive was sent
+    # back.
     python3 - "$TMP/raw_uring.err" <<'EOF' || { cat "$TMP/raw_uring.err" >&2; fail "raw_uring: counters wrong"; }
 import re, sys
 m = re.search(r"(\d+) receives, (\d+) bytes received, (\d+) sends", open(sys.argv[1]).read())

@@ -1,6 +1,6 @@
 // tls_echo_raw: the hand-written floor for TLS echo, in the manner of `openssl s_server`: raw
 // OpenSSL 3 over epoll, one thread, non-blocking SSL_read/SSL_write on the sockets (OpenSSL's
-// socket BIO). bench/tls.py measures galay's TLS-terminating proxy against it.
+// socket BIO). bench/studies/tls.py measures galay's TLS-terminating proxy against it.
 //
 //   tls_echo_raw [port] --cert CHAIN.pem --key KEY.pem [--upstream HOST:PORT]
 //

@@ -1,4 +1,5 @@
-// tls_load: TLS load on raw OpenSSL 3 over epoll, one thread (bench/tls.py's load generator).
+// tls_load: TLS load on raw OpenSSL 3 over epoll, one thread (bench/studies/tls.py's load
+// generator).
 //
 //   tls_load HOST PORT [--mode get|keepalive|echo] [-c N] [-d SECONDS] [--warmup SECONDS]
 //   [--resume]
@@ -37,6 +38,7 @@
 // flags.
 #include "common.hpp"
 #include "load_common.hpp"
+#include "measure/histogram.hpp" // the suite's latency histogram (no galay code)
 
 #include <netdb.h>
 #include <openssl/err.h>
@@ -281,8 +283,9 @@ private:
     std::vector<char> buf_;
     Counters c_;
     std::string first_error_;
-    std::string negotiated_;      // version, cipher and group of the first handshake
-    baseline::Histogram latency_; // ns: get from connect, keepalive from request, to response
+    std::string negotiated_; // version, cipher and group of the first handshake
+    // ns: get from connect, keepalive from request, to response
+    galay::tools::LatencyHistogram latency_;
     bool wrong_echo_ = false;
     long running_ = 0;      // connections past their handshake (or connect, --plain)
     bool ever_ok_ = false;  // one connection made it (else a run of failures is fatal)
@@ -651,9 +654,10 @@ private:
                       "{\"count\": %llu, \"min\": %.1f, \"mean\": %.1f, \"stdev\": %.1f, "
                       "\"max\": %.1f, \"p50\": %.1f, \"p90\": %.1f, \"p95\": %.1f, "
                       "\"p99\": %.1f, \"p99_9\": %.1f}",
-                      ull(h.count()), h.min() / 1e3, h.mean() / 1e3, h.stdev() / 1e3, h.max() / 1e3,
-                      h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(95) / 1e3,
-                      h.percentile(99) / 1e3, h.percentile(99.9) / 1e3);
+                      ull(h.count()), h.min_ns() / 1e3, h.mean_ns() / 1e3, h.stddev_ns() / 1e3,
+                      h.max_ns() / 1e3, h.percentile_ns(0.50) / 1e3, h.percentile_ns(0.90) / 1e3,
+                      h.percentile_ns(0.95) / 1e3, h.percentile_ns(0.99) / 1e3,
+                      h.percentile_ns(0.999) / 1e3);
         return out;
     }
 

@@ -1,5 +1,5 @@
-"""bench/harness.py: the spread and verdict every study is judged by, on ratios small enough to
-check by hand, and the port, server and CPU helpers against a real server process on loopback.
+"""bench/harness/harness.py: the spread and verdict every study is judged by, on ratios small enough
+to check by hand, and the port, server and CPU helpers against a real server process on loopback.
 Run by ctest."""
 import contextlib
 import io
@@ -10,7 +10,9 @@ import subprocess
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+# bench/harness (the shared modules) and bench/studies, as every study puts them on the path.
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import harness  # noqa: E402
 
 # A loopback server that accepts and burns a little CPU per connection; SIGTERM ends it at once
@@ -224,8 +226,7 @@ class GoBuild(unittest.TestCase):
     def test_a_go_control_builds_or_says_why_not(self):
         import shutil
         import tempfile
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
-                           "control", "go_http")
+        src = os.path.join(BENCH, "control", "go_http")
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "missing_pkg")
             path, why = harness.go_build(src, out, "./no_such_package")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/http_ab.py: bad flags are exit 2 with one line; short real runs of this build's
+"""bench/studies/http_ab.py: bad flags are exit 2 with one line; short real runs of this build's
 http_server against itself (argv[1]: its bin directory), GET / and the static file, print every
 round and a ratio line; a server that never starts fails its round."""
 import os
@@ -9,7 +9,7 @@ import sys
 import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "http_ab.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "http_ab.py")
 BIN = sys.argv[1]
 SERVER = os.path.join(BIN, "http_server")
 

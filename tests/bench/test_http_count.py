@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""bench/http_count.py's error paths: bad flags and a missing tool or server binary are exit 2
-with one line saying what is wrong (no valgrind run needed)."""
+"""bench/studies/http_count.py's error paths: bad flags and a missing tool or server binary are
+exit 2 with one line saying what is wrong (no valgrind run needed)."""
 import os
 
 import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "http_count.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "http_count.py")
 
 
 def expect_exit_2(args, *words):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/idle_memory.py: bad flags are exit 2 with one line; a real run against the galay HTTP
-servers of this build (argv[1]: their bin directory) prints a figure per server, and a figure
+"""bench/studies/idle_memory.py: bad flags are exit 2 with one line; a real run against the galay
+HTTP servers of this build (argv[1]: their bin directory) prints a figure per server, and a figure
 that is a plausible per-connection size (a connection's frames and reader block: not zero, and at
 most argv[2] bytes)."""
 import os
@@ -10,7 +10,7 @@ import sys
 import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "idle_memory.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "idle_memory.py")
 BIN = sys.argv[1]
 MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 65536  # bytes per connection
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/idle_relays.py against this build's tcp_proxy and raw_epoll (argv[1]: their bin
+"""bench/studies/idle_relays.py against this build's tcp_proxy and raw_epoll (argv[1]: their bin
 directory): relays that one proxy's descriptor limit cannot hold are split over several proxy
 processes, said on stderr, and each idle spliced relay costs its two sockets and no pipe."""
 import json
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "idle_relays.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "idle_relays.py")
 BIN = sys.argv[1]
 
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""bench/latency.py --spin without measuring: the spin implementations it adds (both ends get
---idle-spin), their ratios to the same backend without the spin, and the round trip's targets
+"""bench/studies/latency.py --spin without measuring: the spin implementations it adds (both ends
+get --idle-spin), their ratios to the same backend without the spin, and the round trip's targets
 judged for them, from sample runs. Run by ctest."""
 import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+# bench/harness (the shared modules) and bench/studies, as every study puts them on the path.
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import latency  # noqa: E402
 import latstats  # noqa: E402
 

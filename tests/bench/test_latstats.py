@@ -1,10 +1,12 @@
-"""bench/latstats.py against samples small enough to compute by hand (the same ones as
+"""bench/harness/latstats.py against samples small enough to compute by hand (the same ones as
 tests/tools/latency_stats_test.cpp for the C++ statistics bench_latency prints). Run by ctest."""
 import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+# bench/harness (the shared modules) and bench/studies, as every study puts them on the path.
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 import latstats  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/plot_pages.py: renders sample plot data (lines on a log axis with a reference line, and
-grouped bars with missing bounds) into non-empty PNGs; refuses data that does not follow the
+"""bench/harness/plot_pages.py: renders sample plot data (lines on a log axis with a reference line,
+and grouped bars with missing bounds) into non-empty PNGs; refuses data that does not follow the
 schema with exit 1 and the field named; the whiskers are min-max around the median. Exits 77
 (ctest: skipped) when no python with matplotlib is found."""
 import json
@@ -10,8 +10,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "plot_pages.py")
-sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+TOOL = os.path.join(HERE, "..", "..", "bench", "harness", "plot_pages.py")
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "harness"))
 import plot_pages  # noqa: E402
 
 # The whiskers: distances below and above the median; none where a bound is missing.

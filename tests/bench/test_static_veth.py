@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/static_files.py --net veth against this build's http_server (argv[1]: its bin
+"""bench/studies/static_files.py --net veth against this build's http_server (argv[1]: its bin
 directory): a tiny run prints the per-CPU softirq columns and says whose CPU each is, its JSON
 has every figure; the namespace is gone after the run, after Ctrl-C and after SIGTERM, and one
 left by a run that died is deleted by the next; without CAP_NET_ADMIN the tool says so in one
@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "static_files.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "static_files.py")
 BIN = sys.argv[1]
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21  # ip netns add needs both (a mount and a namespace)
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """bench/suite.py's report without measuring: the plot data its sections build (TCP echo QPS and
 CPU per request, HTTP requests per server core, the latency percentiles) follows
-bench/plot_pages.py's schema, with each point the median and min-max of the rounds, and every
-section of report.md names its page in docs/benchmarks/. Run by ctest."""
+bench/harness/plot_pages.py's schema, with each point the median and min-max of the rounds, and
+every section of report.md names its page in docs/benchmarks/. Run by ctest."""
 import argparse
 import json
 import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+# bench/harness (the shared modules) and bench/studies, as every study puts them on the path.
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies"), BENCH]  # and suite.py
 import latency  # noqa: E402
 import plot_pages  # noqa: E402
 import suite  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/tls.py: bad flags are exit 2 with one line; then, when this machine has the tools, a
-tiny real run (argv[1]: the bin directory of this build, with tls_load and tls_echo_raw) against
+"""bench/studies/tls.py: bad flags are exit 2 with one line; then, when this machine has the tools,
+a tiny real run (argv[1]: the bin directory of this build, with tls_load and tls_echo_raw) against
 nginx or Go, the raw-OpenSSL proxy and, when this build has galay's TLS examples (http_server
 --tls-cert, tls_proxy), their epoll servers: every part measured something, with 0 errors, the
 resumed handshakes resumed, and the JSON on stdout. Missing tools: SKIP (exit 77), said in one
@@ -15,7 +15,7 @@ import tempfile
 import tool_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "bench", "tls.py")
+TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "tls.py")
 BIN = sys.argv[1] if len(sys.argv) > 1 else None
 
 

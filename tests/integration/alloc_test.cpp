@@ -5,7 +5,7 @@
 #include "support/backends.hpp"
 #include "support/threads.hpp"
 #include "support/tls_pair.hpp"
-#ifdef GALAY_HAVE_HTTP_EXAMPLE
+#ifdef GALAY_HAVE_HTTP_APP
 #include "http/server.hpp"
 #endif
 
@@ -18,7 +18,7 @@
 #include <openssl/crypto.h>
 #include <string>
 
-#include "common/counting_new.hpp" // (tools/common)
+#include "common/counting_new.hpp" // (bench/programs/common)
 using galay::tools::g_allocations;
 
 using namespace galay;
@@ -120,8 +120,8 @@ Task<std::uint64_t> buffered_line_allocations() {
     co_return after - before;
 }
 
-#ifdef GALAY_HAVE_HTTP_EXAMPLE
-/// The example HTTP server answering keep-alive GET / requests: parser, BufReader, BufWriter,
+#ifdef GALAY_HAVE_HTTP_APP
+/// The HTTP server (apps/http) answering keep-alive GET / requests: parser, BufReader, BufWriter,
 /// the fixed answer formatted in place, one flush per request.
 Task<std::uint64_t> http_allocations() {
     auto server = http::Server::create({});
@@ -233,7 +233,7 @@ Task<TlsAllocations> tls_echo_allocations() {
 
 class AllocationTest : public test::BackendTest {};
 
-#ifdef GALAY_HAVE_HTTP_EXAMPLE
+#ifdef GALAY_HAVE_HTTP_APP
 TEST_P(AllocationTest, HttpKeepAliveRequestsAllocateNothing) {
     EXPECT_EQ(run(http_allocations()), 0u) << measured("requests");
 }

@@ -560,8 +560,8 @@ TEST_P(CopyTest, SixtyFourKibRequestsAndResponsesGoThroughEveryProxySocketWithou
     run([]() -> Task<void> {
         Proxied p = co_await proxied();
         // Nagle would hold the short last segment of each 64 KiB message until the peer's
-        // delayed ACK: every socket of the relay must have it off (bench/relay.py measures the
-        // stall itself).
+        // delayed ACK: every socket of the relay must have it off (bench/studies/relay.py measures
+        // the stall itself).
         for (TcpStream* s : {&p.client, &p.a, &p.b, &p.upstream})
             EXPECT_EQ(s->nodelay(), true);
         constexpr int kMessages = 16;

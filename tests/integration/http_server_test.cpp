@@ -1,4 +1,4 @@
-// The example HTTP/1.1 server (examples/http/server.hpp) end to end, in-process on every backend:
+// The HTTP/1.1 server (apps/http/server.hpp) end to end, in-process on every backend:
 // a real listener on a loopback ephemeral port, real clients, files in a temp dir.
 #include "http/server.hpp"
 #include "support/backends.hpp"
@@ -550,7 +550,7 @@ TEST_P(HttpServerTest, AMalformedFloodNeitherCrashesNorHangsTheServer) {
     });
 }
 
-// Range requests (examples/http/range.hpp): one range is 206 with Content-Range; past the end is
+// Range requests (apps/http/range.hpp): one range is 206 with Content-Range; past the end is
 // 416; malformed, another unit, reversed or several ranges get the whole file (200).
 TEST_P(HttpServerTest, RangeRequestsGet206Or416OrTheWholeFile) {
     WebRoot web;

@@ -1,5 +1,6 @@
 // UDP end to end, on every backend: real sockets on loopback ephemeral ports. Also the loss
-// accounting bench_udp uses (tools/common/udp_echo), against a server that drops datagrams.
+// accounting bench_udp uses (bench/programs/common/udp_echo), against a server that drops
+// datagrams.
 #include "support/backends.hpp"
 
 #include "common/udp_echo.hpp"

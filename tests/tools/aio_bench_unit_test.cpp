@@ -1,6 +1,6 @@
 // Unit tests of aio_bench's parts: size parsing, flag parsing, latency histogram, verify pattern.
-#include "common/histogram.hpp"
 #include "config.hpp"
+#include "measure/histogram.hpp"
 #include "verify.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// The statistics bench_latency prints (tools/common/latency_stats.hpp), against samples small
-// enough to compute by hand. bench/latstats.py is tested against the same samples
+// The statistics bench_latency prints (bench/measure/latency_stats.hpp), against samples
+// small enough to compute by hand. bench/harness/latstats.py is tested against the same samples
 // (tests/bench/test_latstats.py), so both give the same figures.
-#include "common/latency_stats.hpp"
+#include "measure/latency_stats.hpp"
 
 #include <gtest/gtest.h>
 

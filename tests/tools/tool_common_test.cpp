@@ -1,14 +1,14 @@
-// The tools' shared command-line pieces (tools/common/cli, tools/common/signals), their number
-// formats (tools/common/format.hpp), the filesystem names of aio_bench and bench_file_io
-// (tools/common/fs_type.hpp), and each tool's parser called as a function, as the fuzz targets
-// call them.
+// The tools' shared command-line pieces (bench/programs/common/cli, bench/programs/common/signals),
+// their number formats (bench/measure/format.hpp), the filesystem names of aio_bench and
+// bench_file_io (bench/programs/common/fs_type.hpp), and each tool's parser called as a function,
+// as the fuzz targets call them.
 #include "args/bench_client.hpp"
 #include "args/bench_file_io.hpp"
 #include "args/bench_udp.hpp"
 #include "common/cli.hpp"
-#include "common/format.hpp"
 #include "common/fs_type.hpp"
 #include "common/signals.hpp"
+#include "measure/format.hpp"
 
 #include <gtest/gtest.h>
 

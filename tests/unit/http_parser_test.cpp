@@ -1,4 +1,4 @@
-// The example server's HTTP/1.1 request parser (examples/http/request_parser.hpp).
+// The HTTP server's request parser (apps/http/request_parser.hpp).
 #include "http/request_parser.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The example server's Range header parsing (examples/http/range.hpp).
+// The HTTP server's Range header parsing (apps/http/range.hpp).
 #include "http/range.hpp"
 
 #include <gtest/gtest.h>

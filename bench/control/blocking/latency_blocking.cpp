@@ -1,5 +1,6 @@
 // latency_blocking: the latency study's five benchmarks with plain blocking POSIX sockets at both
-// ends, the floor the study's other implementations are measured against (bench/latency.py).
+// ends, the floor the study's other implementations are measured against
+// (bench/studies/latency.py).
 //
 //   latency_blocking server -p 9000                  iterative echo server, one connection at a
 //   time latency_blocking -h 127.0.0.1 -p 9000 [-n 30] [--sample-ms 5] [--warmup-ms 200] [--json]
@@ -224,7 +225,7 @@ int main(int argc, char** argv) {
             sample_iterations.push_back(iterations);
         }
         if (persistent >= 0) ::close(persistent);
-        if (!json) { // (the full statistics come from bench/latstats.py: use --json)
+        if (!json) { // (the full statistics come from bench/harness/latstats.py: use --json)
             double per_iteration = 0;
             for (std::size_t s = 0; s < sample_ns.size(); ++s)
                 per_iteration +=

@@ -1,4 +1,4 @@
-// go_http: the survey's Go comparison server (net/http), for bench/http_servers.py.
+// go_http: the survey's Go comparison server (net/http), for bench/studies/http_servers.py.
 //
 //	GOMAXPROCS=1 go_http -port 8080 [-root DIR]
 //

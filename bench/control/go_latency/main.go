@@ -1,5 +1,5 @@
 // go_latency: the latency study's five benchmarks with Go's net package at both ends, on one OS
-// thread of Go code (GOMAXPROCS=1), a control group of bench/latency.py.
+// thread of Go code (GOMAXPROCS=1), a control group of bench/studies/latency.py.
 //
 //	go_latency server -p 9000
 //	go_latency -h 127.0.0.1 -p 9000 [-n 30] [--sample-ms 5] [--warmup-ms 200] [--json]

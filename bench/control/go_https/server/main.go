@@ -1,4 +1,5 @@
-// go_https: the Go comparison server for HTTPS (net/http with ListenAndServeTLS), for bench/tls.py.
+// go_https: the Go comparison server for HTTPS (net/http with ListenAndServeTLS), for
+// bench/studies/tls.py.
 //
 //	GOMAXPROCS=1 go_https_server -port 8443 -cert CERT.pem -key KEY.pem
 //

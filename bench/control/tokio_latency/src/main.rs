@@ -1,5 +1,5 @@
 //! tokio_latency: the latency study's five benchmarks with Tokio's current-thread runtime at both
-//! ends, a control group of bench/latency.py.
+//! ends, a control group of bench/studies/latency.py.
 //!
 //!     tokio_latency server -p 9000
 //!     tokio_latency -h 127.0.0.1 -p 9000 [-n 30] [--sample-ms 5] [--warmup-ms 200] [--json]

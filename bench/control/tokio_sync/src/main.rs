@@ -12,8 +12,8 @@
 //!   exactly bench_sync's shape (every hand-off crosses threads).
 //! Channels are `tokio::sync::mpsc::channel(capacity)` of u64. Throughput: 1.1 x `--messages`
 //! are sent and the consumer times the last `--messages` (the first tenth warms up). Ping-pong round trips are timed
-//! one by one into a log-linear histogram built like tools/common/histogram.hpp (same buckets,
-//! same percentile rule); throughput counts and sums every value.
+//! one by one into a log-linear histogram built like bench/measure/histogram.hpp (same
+//! buckets, same percentile rule); throughput counts and sums every value.
 //! spawn_blocking round trip (bench_sync's `spawn_blocking` shape): a task awaits
 //! `tokio::task::spawn_blocking(move || i + 1)`, one at a time, `--blocking-rounds` timed after a
 //! tenth as many warm-up ones; under `tokio` the task runs on the 2-worker runtime, under

@@ -1,0 +1,53 @@
+// Small things every benchmark tool needs: a --backend flag, raising the fd limit, reading a
+// process's CPU time, waiting for Ctrl-C in a coroutine. (Command lines, exit codes and memory
+// checks: common/cli.hpp; signals: common/signals.hpp; numbers, bytes and times:
+// measure/format.hpp.)
+#pragma once
+
+#include "common/cli.hpp"
+#include "common/signals.hpp"
+#include "measure/format.hpp"
+
+#include <galay/runtime.hpp>
+#include <galay/task.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace galay::tools {
+
+/// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
+void add_backend_flag(CLI::App& app, Backend* out);
+
+/// Adds `--idle-spin US` (SchedulerOptions::idle_spin in microseconds, 0 = off, at most 10 s) to
+/// `app`; `applies_to` ends its help ("the client and the server it starts", say).
+void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to);
+
+/// Make sure at least `needed` file descriptors can be open. Raises the soft limit (and the hard
+/// limit when privileged). On failure prints what is needed and what is allowed, returns false.
+bool ensure_fd_limit(std::uint64_t needed, const char* tool);
+
+/// Raise the soft fd limit to the hard limit, quietly (servers: accept reports EMFILE itself).
+void raise_fd_limit_to_max();
+
+/// Start `sched` on `backend`. When it cannot start (io_uring missing or refused, say), print
+/// "<tool>: <why>" and return false: the tool then exits 1.
+bool start_scheduler(std::optional<Scheduler>& sched, Backend backend, const char* tool);
+
+/// "<tool>: N error(s) (see above): exit code 1" on stderr, for a run that counted errors.
+void print_error_count(const char* tool, std::uint64_t errors);
+
+/// utime+stime of process `pid` in seconds (from /proc/<pid>/stat), or nullopt.
+std::optional<double> process_cpu_seconds(int pid);
+
+/// Completes when SIGINT/SIGTERM asks the tool to stop (install_stop_handlers must have run);
+/// cancellable, e.g. the loser of a when_any. Returns the signal (0 when cancelled).
+Task<int> wait_for_stop_signal();
+
+/// Resident set size of `pid` in bytes (VmRSS), or nullopt.
+std::optional<std::uint64_t> process_rss_bytes(int pid);
+
+} // namespace galay::tools
