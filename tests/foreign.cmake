@@ -17,4 +17,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME postgres_harness_py
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_postgres_harness.py)
   set_tests_properties(postgres_harness_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+  if(TARGET raw_pg AND TARGET pg_threads)
+    add_test(NAME foreign_pg_clients_py
+             COMMAND ${Python3_EXECUTABLE}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_pg_clients.py
+                     $<TARGET_FILE_DIR:raw_pg>)
+    set_tests_properties(foreign_pg_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+  endif()
 endif()
