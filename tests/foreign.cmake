@@ -24,4 +24,11 @@ if(Python3_Interpreter_FOUND)
                      $<TARGET_FILE_DIR:raw_pg>)
     set_tests_properties(foreign_pg_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
   endif()
+  if(TARGET curl_multi_loop AND TARGET curl_threads)
+    add_test(NAME foreign_curl_clients_py
+             COMMAND ${Python3_EXECUTABLE}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_curl_clients.py
+                     $<TARGET_FILE_DIR:curl_multi_loop>)
+    set_tests_properties(foreign_curl_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+  endif()
 endif()

@@ -3,7 +3,7 @@
 # and report (bench/baselines/foreign_client.hpp). The Rust and Go controls (tokio_postgres,
 # go_pgx) are built by the study and its test with cargo and go.
 include(${PROJECT_SOURCE_DIR}/cmake/foreign_libs.cmake)
-foreach(pair "pg_threads;LIBPQ")
+foreach(pair "pg_threads;LIBPQ" "curl_threads;LIBCURL")
   list(GET pair 0 tool)
   list(GET pair 1 lib)
   if(TARGET PkgConfig::${lib})
