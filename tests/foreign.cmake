@@ -31,4 +31,8 @@ if(Python3_Interpreter_FOUND)
                      $<TARGET_FILE_DIR:curl_multi_loop>)
     set_tests_properties(foreign_curl_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
   endif()
+  # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
+  add_test(NAME foreign_controls_py
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_controls.py)
+  set_tests_properties(foreign_controls_py PROPERTIES TIMEOUT 1200 SKIP_RETURN_CODE 77)
 endif()
