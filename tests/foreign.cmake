@@ -14,25 +14,21 @@ if(TARGET PkgConfig::LIBPQ)
   gtest_discover_tests(postgres_fixture_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
 endif()
 if(Python3_Interpreter_FOUND)
-  add_test(NAME postgres_harness_py
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_postgres_harness.py)
-  set_tests_properties(postgres_harness_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+  # A Python test of tests/bench/ (exit 77: SKIP), given ARGN (a bin directory).
+  function(foreign_py_test name script timeout)
+    add_test(NAME ${name}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/${script} ${ARGN})
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77)
+  endfunction()
+  foreign_py_test(postgres_harness_py test_postgres_harness.py 240)
   if(TARGET raw_pg AND TARGET pg_threads)
-    add_test(NAME foreign_pg_clients_py
-             COMMAND ${Python3_EXECUTABLE}
-                     ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_pg_clients.py
-                     $<TARGET_FILE_DIR:raw_pg>)
-    set_tests_properties(foreign_pg_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+    foreign_py_test(foreign_pg_clients_py test_foreign_pg_clients.py 240
+                    $<TARGET_FILE_DIR:raw_pg>)
   endif()
   if(TARGET curl_multi_loop AND TARGET curl_threads)
-    add_test(NAME foreign_curl_clients_py
-             COMMAND ${Python3_EXECUTABLE}
-                     ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_curl_clients.py
-                     $<TARGET_FILE_DIR:curl_multi_loop>)
-    set_tests_properties(foreign_curl_clients_py PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+    foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
+                    $<TARGET_FILE_DIR:curl_multi_loop>)
   endif()
   # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
-  add_test(NAME foreign_controls_py
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_foreign_controls.py)
-  set_tests_properties(foreign_controls_py PROPERTIES TIMEOUT 1200 SKIP_RETURN_CODE 77)
+  foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)
 endif()

@@ -13,14 +13,13 @@
 // query in flight per connection. `pipeline`: PQenterPipelineMode, batches of --depth queries each
 // followed by PQpipelineSync, --inflight queries in flight across the connections (split evenly),
 // a connection refilled with as many queries as a completed sync freed. Every reply is checked
-// against the parameter sent (pg_query.hpp); a wrong value or an error result is an error.
+// against the parameter sent (pg_client.hpp); a wrong value or an error result is an error.
 //
 // Measured: queries completed, wall time and this process's CPU (getrusage) over --duration
 // seconds after --warmup; then no new query is sent and the ones in flight are waited for (10 s).
 // A connection lost counts every query it had in flight as an error. Exit 0 with no error, 1 with
 // errors or when a connection cannot be made (one line with libpq's message), 2 on bad flags.
-#include "foreign_client.hpp"
-#include "pg_query.hpp"
+#include "pg_client.hpp"
 
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -35,11 +34,9 @@ namespace {
 
 constexpr const char* kTool = "raw_pg";
 
-struct Options {
-    std::string conninfo, mode = "single";
-    int connections = 16, depth = 16, inflight = 1000;
-    double duration = 5, warmup = 1;
-    bool prepared = false, json = false;
+struct Options : foreign::pg::Options {
+    std::string mode = "single";
+    int depth = 16, inflight = 1000;
     bool pipeline() const { return mode == "pipeline"; }
 };
 
@@ -357,32 +354,10 @@ int Client::run() {
                 error("no reply within 10 s after the run");
     if (!fatal_.empty()) error(fatal_);
 
-    nlohmann::json j{{"implementation", kTool},
-                     {"mode", o_.mode},
-                     {"statement", o_.prepared ? "prepared" : "params"},
-                     {"connections", o_.connections},
-                     {"depth", o_.pipeline() ? o_.depth : 1},
-                     {"inflight", o_.pipeline() ? o_.inflight : o_.connections},
-                     {"warmup_s", o_.warmup}};
-    foreign::put_window(j, "queries", from, to);
-    j["total_queries"] = done_;
-    j["errors"] = errors_;
-    j["connections_lost"] = lost_;
-    j["first_error"] = first_error_;
-    char line[512];
-    std::snprintf(
-        line, sizeof line,
-        "%s %s%s: %llu queries in %.2f s: %.0f queries/s, client CPU %.2f us/query, "
-        "%llu errors (%d connections, %d in flight)",
-        kTool, o_.mode.c_str(), o_.prepared ? " prepared" : "",
-        static_cast<unsigned long long>(to.count - from.count), to.wall - from.wall,
-        j["queries_per_s"].get<double>(),
-        j["client_cpu_us_per_query"].is_null() ? 0.0 : j["client_cpu_us_per_query"].get<double>(),
-        static_cast<unsigned long long>(errors_), o_.connections, j["inflight"].get<int>());
-    std::string human = line;
-    if (!first_error_.empty()) human += "; first error: " + first_error_;
-    foreign::print(j, o_.json, human);
-    return errors_ == 0 ? 0 : 1;
+    return foreign::pg::report(kTool, o_,
+                               {o_.mode, o_.pipeline() ? o_.depth : 1,
+                                o_.pipeline() ? o_.inflight : o_.connections, from, to, done_,
+                                errors_, lost_, first_error_});
 }
 
 } // namespace
@@ -391,16 +366,7 @@ int main(int argc, char** argv) {
     Options o;
     CLI::App app{"raw_pg: N non-blocking libpq connections on one epoll loop, SELECT $1::int "
                  "(the floor of the PostgreSQL comparison)"};
-    app.add_option("--conninfo", o.conninfo, "libpq connection string")->required();
-    app.add_option("--connections", o.connections, "connections")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000));
-    app.add_option("--duration", o.duration, "measured seconds")
-        ->capture_default_str()
-        ->check(CLI::Range(0.001, 86400.0));
-    app.add_option("--warmup", o.warmup, "seconds before measuring")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 86400.0));
+    foreign::pg::add_options(app, o);
     app.add_option("--mode", o.mode,
                    "single: one query in flight per connection; pipeline: "
                    "libpq pipeline mode")
@@ -412,9 +378,6 @@ int main(int argc, char** argv) {
     app.add_option("--inflight", o.inflight, "pipeline: queries in flight across the connections")
         ->capture_default_str()
         ->check(CLI::Range(1, 10000000));
-    app.add_flag("--prepared", o.prepared,
-                 "prepare the statement once per connection (PQsendQueryPrepared)");
-    app.add_flag("--json", o.json, "print one JSON object");
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
     if (o.pipeline() && o.inflight < o.connections)
         return foreign::usage_error(kTool, "--inflight: " + std::to_string(o.inflight) +

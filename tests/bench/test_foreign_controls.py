@@ -7,12 +7,9 @@ flags are one line and exit 2; a wrong password is exit 1 with the server's mess
 mid-run ends the run with errors and exit 1. A missing toolchain, or a build that cannot
 download its dependencies, is one line and that control is skipped (exit 77 when both are).
 No timing is asserted. Run by ctest."""
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench")
@@ -20,10 +17,9 @@ sys.path.insert(0, os.path.join(BENCH, "harness"))
 import postgres  # noqa: E402
 sys.path.insert(0, BENCH)
 import harness  # noqa: E402
+from foreign_runs import (check_pg_run, expect_usage, expect_wrong_password,  # noqa: E402
+                          restart_mid_run, run)
 
-FIELDS = {"implementation", "mode", "statement", "connections", "depth", "inflight", "warmup_s",
-          "queries", "seconds", "queries_per_s", "client_cpu_s", "client_cpu_us_per_query",
-          "total_queries", "errors", "connections_lost", "first_error"}
 OFFLINE = ("failed to download", "Could not resolve host", "failed to get", "dial tcp",
            "no such host", "network is unreachable", "timed out")
 
@@ -47,70 +43,26 @@ def build(tmp):
     return {name: path for name, (path, why) in out.items() if path}
 
 
-def run(argv, timeout=120):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def title(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def check_run(argv, **want):
-    r = run(argv + ["--json"])
-    assert r.returncode == 0, (argv, r)
-    res = json.loads(r.stdout)
-    assert set(res) == FIELDS, set(res) ^ FIELDS
-    assert res["errors"] == 0 and res["first_error"] == "" and res["connections_lost"] == 0, res
-    assert res["queries"] > 0 and res["total_queries"] >= res["queries"], res
-    assert res["client_cpu_s"] > 0 and res["client_cpu_us_per_query"] > 0, res
-    for k, v in want.items():
-        assert res[k] == v, (k, res)
-
-
 def check(name, binary, pg):
     for args, words in ((["--conninfo", "x", "--connections", "0"], "--connections"),
                         (["--conninfo", "x", "--mode", "nope"], "--mode"),
                         (["--bogus"], "bogus"), ([], "--conninfo is required")):
-        r = run([binary] + args)
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, (args, r)
-        assert lines[0].startswith(f"{name}: error: ") and words in lines[0], (args, r.stderr)
+        expect_usage(name, [binary] + args, words)
     r = run([binary, "--help"])
     assert r.returncode == 0 and "--conninfo" in r.stdout, r
 
     short = ["--connections", "4", "--duration", "0.5", "--warmup", "0.2"]
     for statement in ("params", "prepared"):
         flag = ["--prepared"] if statement == "prepared" else []
-        check_run([binary, "--conninfo", pg.conninfo()] + short + flag, implementation=name,
-                  mode="single", statement=statement, connections=4, inflight=4, depth=1)
+        check_pg_run([binary, "--conninfo", pg.conninfo()] + short + flag, implementation=name,
+                     mode="single", statement=statement, connections=4, inflight=4, depth=1)
         pipe = ["--mode", "pipeline"] + (["--depth", "8"] if name == "pg_pgx" else
                                          ["--inflight", "64"])
-        check_run([binary, "--conninfo", pg.url()] + short + flag + pipe, mode="pipeline",
-                  statement=statement, inflight=32 if name == "pg_pgx" else 64)
-    r = run([binary, "--conninfo", pg.conninfo(password="wrong")] + short)
-    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1, r
-    assert 'password authentication failed for user "galay"' in r.stderr, r.stderr
-
+        check_pg_run([binary, "--conninfo", pg.url()] + short + flag + pipe, mode="pipeline",
+                     statement=statement, inflight=32 if name == "pg_pgx" else 64)
+    expect_wrong_password([binary] + short, pg)
     for mode in ("single", "pipeline"):
-        p = subprocess.Popen([binary, "--conninfo", pg.conninfo(), "--connections", "4",
-                              "--duration", "20", "--warmup", "0", "--mode", mode, "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline, querying = time.monotonic() + 60, set()
-        while len(querying) < 4:  # every backend seen at work on a query
-            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
-            querying |= {b for b in pg.backends()
-                         if title(b).rsplit(" ", 1)[-1] in ("PARSE", "BIND", "SELECT")}
-            time.sleep(0.005)
-        pg.restart()
-        out, err = p.communicate(timeout=60)
-        res = json.loads(out)
-        assert p.returncode == 1 and res["errors"] >= 4 and res["connections_lost"] == 4, res
-        assert "terminating connection due to administrator command" in res["first_error"] or \
-            "connection" in res["first_error"], res
+        restart_mid_run([binary, "--mode", mode], pg)
     print(f"test_foreign_controls: {name}: flags, both modes, both statements, a wrong password, "
           "a restart mid-run ok")
 

@@ -17,6 +17,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import harness  # noqa: E402
+from foreign_runs import expect_usage, run  # noqa: E402
 
 BIN = sys.argv[1]
 PROGRAMS = [os.path.join(BIN, "curl_multi_loop"), os.path.join(BIN, "curl_threads")]
@@ -26,19 +27,12 @@ FIELDS = {"implementation", "transfers", "urls", "warmup_requests", "requests", 
 BODY = bytes(ord("a") + i % 26 for i in range(1000))
 
 
-def run(argv, timeout=120):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
 for prog in PROGRAMS:
     name = os.path.basename(prog)
     for args, words in (([], "urls is required"), (["x", "--transfers", "0"], "--transfers"),
                         (["x", "--requests", "0"], "--requests"), (["x", "--bogus"], "--bogus"),
                         (["x", "--expect-bytes", "-1"], "--expect-bytes")):
-        r = run([prog] + args)
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, (args, r)
-        assert lines[0].startswith(f"{name}: error: ") and words in lines[0], (args, r.stderr)
+        expect_usage(name, [prog] + args, words)
     r = run([prog, "--help"])
     assert r.returncode == 0 and "--transfers" in r.stdout, r
 print("test_foreign_curl_clients: bad flags ok")

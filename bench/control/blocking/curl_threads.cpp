@@ -10,8 +10,7 @@
 // another size than --expect-bytes. Measured from the completion of the --warmup-requests'th
 // request to that of the last: wall time and this process's CPU (getrusage, all threads). Exit
 // 0 with no error, 1 with errors, 2 on bad flags.
-#include "curl_transfer.hpp"
-#include "foreign_client.hpp"
+#include "curl_client.hpp"
 
 #include <atomic>
 #include <mutex>
@@ -22,31 +21,21 @@ namespace {
 
 constexpr const char* kTool = "curl_threads";
 
-struct Options {
-    std::vector<std::string> urls;
-    int transfers = 50;
-    std::uint64_t requests = 10000, warmup = 1000;
-    long long expect_bytes = -1;
-    double timeout = 30;
-    bool json = false;
-};
-
 struct Shared {
     std::atomic<std::uint64_t> issued{0}, completed{0};
     std::mutex mu;
-    foreign::Mark from, to;
-    std::uint64_t errors = 0, connects = 0;
-    std::string first_error;
+    foreign::curl::Outcome r;
     bool setup_failed = false;
 };
 
-void worker(const Options& o, std::uint64_t total, Shared& s) {
+void worker(const foreign::curl::Options& o, Shared& s) {
     foreign::curl::Transfer t;
-    if (!t.init(static_cast<long>(o.timeout * 1000))) {
+    if (!t.init(o.timeout_ms())) {
         std::lock_guard lock(s.mu);
         s.setup_failed = true;
         return;
     }
+    const std::uint64_t total = o.total();
     std::uint64_t connects = 0;
     for (std::uint64_t i; (i = s.issued.fetch_add(1, std::memory_order_relaxed)) < total;) {
         t.aim(o.urls[i % o.urls.size()]);
@@ -56,49 +45,32 @@ void worker(const Options& o, std::uint64_t total, Shared& s) {
         const std::uint64_t done = s.completed.fetch_add(1, std::memory_order_acq_rel) + 1;
         if (!wrong.empty() || done == o.warmup || done == total) {
             std::lock_guard lock(s.mu);
-            if (!wrong.empty() && s.errors++ == 0) s.first_error = wrong;
-            if (done == o.warmup) s.from = foreign::Mark::now(done);
-            if (done == total) s.to = foreign::Mark::now(done);
+            if (!wrong.empty() && s.r.errors++ == 0) s.r.first_error = wrong;
+            if (done == o.warmup) s.r.from = foreign::Mark::now(done);
+            if (done == total) s.r.to = foreign::Mark::now(done);
         }
     }
     std::lock_guard lock(s.mu);
-    s.connects += connects;
+    s.r.connects += connects;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    Options o;
+    foreign::curl::Options o;
     CLI::App app{"curl_threads: GETs from threads each running curl_easy_perform in a loop "
                  "(a control of the HTTP-client comparison)"};
-    app.add_option("urls", o.urls, "URLs, fetched in turn")->required();
-    app.add_option("--transfers", o.transfers, "threads, one transfer at a time each")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000));
-    app.add_option("--requests", o.requests, "measured requests")
-        ->capture_default_str()
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-    app.add_option("--warmup-requests", o.warmup, "requests before measuring")
-        ->capture_default_str()
-        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
-    app.add_option("--expect-bytes", o.expect_bytes, "the body size every response must have")
-        ->check(CLI::Range(0LL, 1LL << 50));
-    app.add_option("--timeout", o.timeout, "seconds a transfer may take")
-        ->capture_default_str()
-        ->check(CLI::Range(0.001, 86400.0));
-    app.add_flag("--json", o.json, "print one JSON object");
+    foreign::curl::add_options(app, o, "threads, one transfer at a time each");
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
-
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) { // before any thread
         std::fprintf(stderr, "%s: curl_global_init failed\n", kTool);
         return 1;
     }
-    const std::uint64_t total = o.warmup + o.requests;
     Shared s;
-    s.from = foreign::Mark::now(0);
+    s.r.from = foreign::Mark::now(0);
     std::vector<std::thread> threads;
     for (int i = 0; i < o.transfers; ++i)
-        threads.emplace_back(worker, std::cref(o), total, std::ref(s));
+        threads.emplace_back(worker, std::cref(o), std::ref(s));
     for (std::thread& t : threads)
         t.join();
     curl_global_cleanup();
@@ -106,26 +78,5 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: cannot set up a transfer\n", kTool);
         return 1;
     }
-
-    nlohmann::json j{{"implementation", kTool},
-                     {"transfers", o.transfers},
-                     {"urls", o.urls.size()},
-                     {"warmup_requests", o.warmup}};
-    foreign::put_window(j, "requests", s.from, s.to);
-    j["total_requests"] = total;
-    j["connections_opened"] = s.connects;
-    j["errors"] = s.errors;
-    j["first_error"] = s.first_error;
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "%s: %llu requests in %.2f s: %.0f requests/s, client CPU %.2f us/request, %llu "
-                  "errors (%d threads, %llu connections opened)",
-                  kTool, static_cast<unsigned long long>(o.requests), s.to.wall - s.from.wall,
-                  j["requests_per_s"].get<double>(), j["client_cpu_us_per_request"].get<double>(),
-                  static_cast<unsigned long long>(s.errors), o.transfers,
-                  static_cast<unsigned long long>(s.connects));
-    std::string human = line;
-    if (!s.first_error.empty()) human += "; first error: " + s.first_error;
-    foreign::print(j, o.json, human);
-    return s.errors == 0 ? 0 : 1;
+    return foreign::curl::report(kTool, o, s.r);
 }

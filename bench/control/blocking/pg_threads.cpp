@@ -4,14 +4,13 @@
 //
 //   pg_threads --conninfo STR [--connections 16] [--duration 5] [--warmup 1] [--prepared] [--json]
 //
-// Every reply is checked against the parameter sent (bench/baselines/pg_query.hpp). Measured:
+// Every reply is checked against the parameter sent (bench/baselines/pg_client.hpp). Measured:
 // queries completed, wall time and this process's CPU (getrusage, all threads) over --duration
 // seconds after --warmup; then each thread finishes the query it is in and disconnects. A
 // connection lost ends its thread with one error. Exit 0 with no error, 1 with errors or when a
 // connection cannot be made (one line with libpq's message), 2 on bad flags. The JSON has the
 // fields of raw_pg's (mode "single", depth 1).
-#include "foreign_client.hpp"
-#include "pg_query.hpp"
+#include "pg_client.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -26,12 +25,7 @@ namespace {
 
 constexpr const char* kTool = "pg_threads";
 
-struct Options {
-    std::string conninfo;
-    int connections = 16;
-    double duration = 5, warmup = 1;
-    bool prepared = false, json = false;
-};
+using Options = foreign::pg::Options;
 
 /// One thread's counts, each on its own cache line; written by that thread only.
 struct alignas(64) Counter {
@@ -114,18 +108,7 @@ int main(int argc, char** argv) {
     Options o;
     CLI::App app{"pg_threads: N threads, each a blocking libpq connection running SELECT $1::int "
                  "in a loop (a control of the PostgreSQL comparison)"};
-    app.add_option("--conninfo", o.conninfo, "libpq connection string")->required();
-    app.add_option("--connections", o.connections, "connections, one thread each")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000));
-    app.add_option("--duration", o.duration, "measured seconds")
-        ->capture_default_str()
-        ->check(CLI::Range(0.001, 86400.0));
-    app.add_option("--warmup", o.warmup, "seconds before measuring")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 86400.0));
-    app.add_flag("--prepared", o.prepared, "prepare the statement once per connection");
-    app.add_flag("--json", o.json, "print one JSON object");
+    foreign::pg::add_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
 
     std::vector<Counter> counters(static_cast<std::size_t>(o.connections));
@@ -156,9 +139,11 @@ int main(int argc, char** argv) {
     shared.stop = true;
     // A thread blocked in a query the server never answers cannot be interrupted: after 10 s
     // each such one is an error, and the process exits without waiting for them.
-    int stuck = 0, lost = 0;
-    std::uint64_t errors = 0;
-    std::string first_error;
+    foreign::pg::Outcome r; // mode single, depth 1
+    r.inflight = o.connections;
+    r.from = from;
+    r.to = to;
+    int stuck = 0;
     {
         std::unique_lock lock(shared.mu);
         shared.ended.wait_for(lock, std::chrono::seconds(10),
@@ -166,39 +151,16 @@ int main(int argc, char** argv) {
         stuck = o.connections - shared.finished;
         for (int i = 0; i < stuck; ++i)
             if (shared.errors++ == 0) shared.first_error = "no reply within 10 s after the run";
-        errors = shared.errors;
-        first_error = shared.first_error;
-        lost = shared.lost;
+        r.errors = shared.errors;
+        r.first_error = shared.first_error;
+        r.lost = shared.lost;
     }
     if (stuck == 0)
         for (std::thread& t : threads)
             t.join();
 
-    nlohmann::json j{{"implementation", kTool},
-                     {"mode", "single"},
-                     {"statement", o.prepared ? "prepared" : "params"},
-                     {"connections", o.connections},
-                     {"depth", 1},
-                     {"inflight", o.connections},
-                     {"warmup_s", o.warmup}};
-    foreign::put_window(j, "queries", from, to);
-    j["total_queries"] = total(counters);
-    j["errors"] = errors;
-    j["connections_lost"] = lost;
-    j["first_error"] = first_error;
-    char line[512];
-    std::snprintf(
-        line, sizeof line,
-        "%s%s: %llu queries in %.2f s: %.0f queries/s, client CPU %.2f us/query, %llu "
-        "errors (%d threads)",
-        kTool, o.prepared ? " prepared" : "",
-        static_cast<unsigned long long>(to.count - from.count), to.wall - from.wall,
-        j["queries_per_s"].get<double>(),
-        j["client_cpu_us_per_query"].is_null() ? 0.0 : j["client_cpu_us_per_query"].get<double>(),
-        static_cast<unsigned long long>(errors), o.connections);
-    std::string human = line;
-    if (!first_error.empty()) human += "; first error: " + first_error;
-    foreign::print(j, o.json, human);
+    r.total = total(counters);
+    const int code = foreign::pg::report(kTool, o, r);
     if (stuck > 0) std::_Exit(1); // the stuck threads are never joined
-    return errors == 0 ? 0 : 1;
+    return code;
 }

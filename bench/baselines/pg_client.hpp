@@ -1,7 +1,10 @@
-// The query every PostgreSQL comparison client runs (`SELECT $1::int` with a distinct parameter
-// each time) and the check of its reply: one row, one column, the value sent. Text format both
-// ways; the parameter's type is given (int4) so that no client leaves it to the server.
+// What the libpq comparison clients (raw_pg, pg_threads) share: their common flags, the query
+// they run (`SELECT $1::int` with a distinct parameter each time), the check of its reply (one
+// row, one column, the value sent), and the report. Text format both ways; the parameter's type
+// is given (int4) so that no client leaves it to the server.
 #pragma once
+
+#include "foreign_client.hpp"
 
 #include <libpq-fe.h>
 
@@ -102,6 +105,71 @@ inline std::string check(const PGresult* r, std::int32_t v) {
         std::memcmp(got, want.text, want.lengths[0]) != 0)
         return "sent " + std::string(want.text) + ", got back " + got;
     return "";
+}
+
+/// The flags every libpq client here takes.
+struct Options {
+    std::string conninfo;
+    int connections = 16;
+    double duration = 5, warmup = 1;
+    bool prepared = false, json = false;
+};
+
+inline void add_options(CLI::App& app, Options& o) {
+    app.add_option("--conninfo", o.conninfo, "libpq connection string")->required();
+    app.add_option("--connections", o.connections, "connections")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000));
+    app.add_option("--duration", o.duration, "measured seconds")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 86400.0));
+    app.add_option("--warmup", o.warmup, "seconds before measuring")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 86400.0));
+    app.add_flag("--prepared", o.prepared, "prepare the statement once per connection");
+    app.add_flag("--json", o.json, "print one JSON object");
+}
+
+/// How a run went: what its report says besides the flags.
+struct Outcome {
+    std::string mode = "single";
+    int depth = 1, inflight = 0;
+    Mark from, to;           ///< the measured window
+    std::uint64_t total = 0; ///< queries answered in the whole run, warm-up included
+    std::uint64_t errors = 0;
+    int lost = 0; ///< connections lost
+    std::string first_error;
+};
+
+/// Prints the report (JSON with --json, else one line) and returns the exit code: 0 without
+/// errors, else 1.
+inline int report(const char* tool, const Options& o, const Outcome& r) {
+    nlohmann::json j{{"implementation", tool},
+                     {"mode", r.mode},
+                     {"statement", o.prepared ? "prepared" : "params"},
+                     {"connections", o.connections},
+                     {"depth", r.depth},
+                     {"inflight", r.inflight},
+                     {"warmup_s", o.warmup}};
+    put_window(j, "queries", r.from, r.to);
+    j["total_queries"] = r.total;
+    j["errors"] = r.errors;
+    j["connections_lost"] = r.lost;
+    j["first_error"] = r.first_error;
+    const nlohmann::json& per = j["client_cpu_us_per_query"];
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s %s%s: %llu queries in %.2f s: %.0f queries/s, client CPU %.2f us/query, "
+                  "%llu errors (%d connections, %d in flight)",
+                  tool, r.mode.c_str(), o.prepared ? " prepared" : "",
+                  static_cast<unsigned long long>(r.to.count - r.from.count),
+                  r.to.wall - r.from.wall, j["queries_per_s"].get<double>(),
+                  per.is_null() ? 0.0 : per.get<double>(),
+                  static_cast<unsigned long long>(r.errors), o.connections, r.inflight);
+    std::string human = line;
+    if (!r.first_error.empty()) human += "; first error: " + r.first_error;
+    print(j, o.json, human);
+    return r.errors == 0 ? 0 : 1;
 }
 
 } // namespace foreign::pg
