@@ -109,13 +109,15 @@ bool Client::watch(Conn& c, std::uint32_t events) {
         lose(c, "no socket: " + std::string(PQerrorMessage(c.pg)));
         return false;
     }
-    // A socket libpq replaced was closed, which took it out of the set: the new one is added
-    // (also when it has the same number). Never EPOLL_CTL_DEL by an old number: another
-    // connection may own it by now.
+    // While connecting, libpq closes a socket that failed (a refused address, a protocol
+    // fallback) and opens another, often with the same number: closing took the old one out of
+    // the set, so the number is registered again (EPOLL_CTL_MOD fails with ENOENT, then ADD).
+    // Never EPOLL_CTL_DEL by an old number: another connection may own it by now. Once
+    // connected, the socket stays until PQfinish.
     epoll_event e{};
     e.events = events;
     e.data.ptr = &c;
-    if (s == c.fd && events == c.events) return true;
+    if (c.state != Conn::Connecting && s == c.fd && events == c.events) return true;
     int rc = -1;
     if (s == c.fd) {
         rc = ::epoll_ctl(ep_, EPOLL_CTL_MOD, s, &e);

@@ -6,6 +6,7 @@ errors 0); bad flags are one line and exit 2; a wrong password is exit 1 with th
 message; a server restarted in the middle of a run ends it with errors and exit 1, never a hang.
 No timing is asserted. argv[1]: the bin directory of this build. Run by ctest."""
 import os
+import socket
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,6 +54,14 @@ with pg:
     # More in flight than one connection's socket buffers hold (PQflush returns 1: EPOLLOUT).
     check_pg_run([RAW_PG, "--conninfo", tcp, "--connections", "2", "--mode", "pipeline",
                   "--depth", "2000", "--inflight", "20000"] + short, depth=2000, inflight=20000)
+    # Several hosts, the first refusing: libpq gives up its socket and opens another while
+    # connecting (often with the same number), which the loop must watch anew.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connecting is refused
+    check_pg_run([RAW_PG, "--conninfo", f"host=127.0.0.1,127.0.0.1 "
+                  f"port={closed.getsockname()[1]},{pg.port} dbname=postgres user=galay "
+                  f"password={pg.password}", "--connections", "4"] + short, connections=4)
+    closed.close()
     # A human line without --json.
     r = run([RAW_PG, "--conninfo", tcp, "--connections", "2"] + short)
     assert r.returncode == 0 and r.stdout.startswith("raw_pg single: ") and \
