@@ -6,10 +6,11 @@
 //
 // Every reply is checked against the parameter sent (bench/baselines/pg_client.hpp). Measured:
 // queries completed, wall time and this process's CPU (getrusage, all threads) over --duration
-// seconds after --warmup; then each thread finishes the query it is in and disconnects. A
-// connection lost ends its thread with one error. Exit 0 with no error, 1 with errors or when a
-// connection cannot be made (one line with libpq's message), 2 on bad flags. The JSON has the
-// fields of raw_pg's (mode "single", depth 1).
+// seconds after --warmup; then each thread finishes the query it is in (10 s at most) and
+// disconnects. A connection lost ends its thread with one error; the run ends early when every
+// one is lost. Exit 0 with no error, 1 with errors or when a connection cannot be made (one line
+// with libpq's message), 2 on bad flags. The JSON has the fields of raw_pg's (mode "single",
+// depth 1).
 #include "pg_client.hpp"
 
 #include <atomic>
