@@ -1,0 +1,14 @@
+# The floors of the foreign-library comparison: raw_pg (libpq on a hand-written epoll loop) and
+# curl_multi_loop (curl multi on its own curl_multi_poll loop). Optimised like every baseline.
+include(${PROJECT_SOURCE_DIR}/cmake/foreign_libs.cmake)
+if(TARGET PkgConfig::LIBPQ)
+  add_executable(raw_pg pg_epoll.cpp)
+  target_link_libraries(raw_pg PRIVATE PkgConfig::LIBPQ CLI11::CLI11 nlohmann_json::nlohmann_json)
+  target_compile_options(raw_pg PRIVATE ${baseline_opt})
+endif()
+if(TARGET PkgConfig::LIBCURL)
+  add_executable(curl_multi_loop curl_multi_poll.cpp)
+  target_link_libraries(curl_multi_loop
+                        PRIVATE PkgConfig::LIBCURL CLI11::CLI11 nlohmann_json::nlohmann_json)
+  target_compile_options(curl_multi_loop PRIVATE ${baseline_opt})
+endif()

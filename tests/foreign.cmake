@@ -1,0 +1,34 @@
+# The foreign-library comparison's tests: a real PostgreSQL server for tests (support/postgres.hpp,
+# the library galay_test_postgres) and its own test against libpq; the Python server fixture
+# (bench/harness/postgres.py); the comparison clients against that server and against nginx;
+# the Rust and Go controls where cargo and go are (each test SKIPs, exit 77, saying what is
+# missing). Included at the end of tests/CMakeLists.txt.
+include(${PROJECT_SOURCE_DIR}/cmake/foreign_libs.cmake)
+if(TARGET PkgConfig::LIBPQ)
+  add_library(galay_test_postgres STATIC support/postgres.cpp)
+  target_include_directories(galay_test_postgres PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(galay_test_postgres PUBLIC PkgConfig::LIBPQ)
+  add_executable(postgres_fixture_tests integration/postgres_fixture_test.cpp)
+  target_link_libraries(postgres_fixture_tests PRIVATE galay_test_postgres GTest::gtest
+                                                       GTest::gtest_main)
+  gtest_discover_tests(postgres_fixture_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+endif()
+if(Python3_Interpreter_FOUND)
+  # A Python test of tests/bench/ (exit 77: SKIP), given ARGN (a bin directory).
+  function(foreign_py_test name script timeout)
+    add_test(NAME ${name}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/${script} ${ARGN})
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} SKIP_RETURN_CODE 77)
+  endfunction()
+  foreign_py_test(postgres_harness_py test_postgres_harness.py 240)
+  if(TARGET raw_pg AND TARGET pg_threads)
+    foreign_py_test(foreign_pg_clients_py test_foreign_pg_clients.py 240
+                    $<TARGET_FILE_DIR:raw_pg>)
+  endif()
+  if(TARGET curl_multi_loop AND TARGET curl_threads)
+    foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
+                    $<TARGET_FILE_DIR:curl_multi_loop>)
+  endif()
+  # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
+  foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)
+endif()
