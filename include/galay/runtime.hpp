@@ -41,9 +41,11 @@
 //     running on the pool are waited for.
 #pragma once
 
+#include "galay/backend.hpp"
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/detail/io_op.hpp"
 #include "galay/detail/timer_heap.hpp"
+#include "galay/detail/worker_counters.hpp"
 #include "galay/error.hpp"
 #include "galay/join_handle.hpp"
 #include "galay/metrics.hpp"
@@ -63,34 +65,6 @@
 #include <vector>
 
 namespace galay {
-
-using detail::Backend;
-
-/// "io_uring", "epoll" or "auto".
-const char* backend_name(Backend b) noexcept;
-/// Parses "auto", "io_uring" (or "uring"), "epoll". Returns nullopt for anything else.
-std::optional<Backend> parse_backend(std::string_view s) noexcept;
-
-/// Result of probing io_uring on this kernel.
-struct UringProbe {
-    /// True when io_uring can run here with every opcode galay uses.
-    bool usable = false;
-    std::error_code error; ///< why not, when !usable
-    std::string reason;    ///< a sentence naming the failing step (setup, missing opcode, sysctl)
-};
-/// Probe io_uring: ring set-up plus every opcode galay uses. Cached after the first call.
-/// In a build with GALAY_FAULT_INJECTION (tests), `GALAY_FAKE_URING_PROBE=<errno name or number>`
-/// makes the probe fail that way.
-const UringProbe& probe_io_uring();
-/// The backends this build of galay contains, in the order Backend::automatic tries them (the
-/// CMake options GALAY_WITH_URING=OFF and so on leave one out; asking for it is then an error
-/// that names the option). Whether the kernel allows a built backend is `probe_io_uring`'s
-/// question.
-std::span<const Backend> built_backends() noexcept;
-
-/// The backend `requested` resolves to on this machine (automatic -> io_uring or epoll, after
-/// looking at `GALAY_BACKEND`), or an error when a forced backend cannot run here.
-Result<Backend> resolve_backend(Backend requested);
 
 /// How a Scheduler is set up: its backend, ring and buffer pool, and how it takes completions.
 struct SchedulerOptions {

@@ -9,9 +9,9 @@
 
 namespace galay::metrics {
 
-const char* op_kind_name(detail::OpCode code) noexcept {
-    using detail::OpCode;
-    switch (code) {
+const char* op_kind_name(OpKind kind) noexcept {
+    using OpCode = OpKind;
+    switch (kind) {
     case OpCode::accept:
         return "accept";
     case OpCode::connect:

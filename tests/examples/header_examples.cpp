@@ -24,6 +24,12 @@ using namespace std::chrono_literals;
 
 namespace examples {
 
+namespace backend {
+void body() {
+#include "example_backend.inc"
+}
+} // namespace backend
+
 namespace blocking {
 std::string read_whole_file(const std::string& path);
 void use(const std::string& text);
@@ -49,6 +55,12 @@ void body() {
 #include "example_metrics.inc"
 }
 } // namespace metrics
+
+namespace op_kind {
+void body() {
+#include "example_op_kind.inc"
+}
+} // namespace op_kind
 
 namespace signal {
 galay::Task<void> body(galay::Runtime& rt) {

@@ -20,7 +20,6 @@
 
 using namespace galay;
 using namespace std::chrono_literals;
-using detail::OpCode;
 
 namespace {
 
@@ -120,7 +119,7 @@ TEST_P(MetricsTest, AfterOneThousandEchoesTheCountsAreThoseOfTheWorkload) {
     // Every connection closed: only the listener's task is alive.
     const metrics::RuntimeMetrics m = wait_for(rt, [](const metrics::RuntimeMetrics& s) {
         return s.total().tasks_alive == 1 &&
-               s.total().op(OpCode::recv).completed >= kConnections * (kEchoes + 1);
+               s.total().op(OpKind::recv).completed >= kConnections * (kEchoes + 1);
     });
     const metrics::WorkerMetrics w = m.total();
     ASSERT_EQ(m.workers.size(), 1u);
@@ -130,16 +129,16 @@ TEST_P(MetricsTest, AfterOneThousandEchoesTheCountsAreThoseOfTheWorkload) {
     EXPECT_EQ(w.tasks_spawned, 1u + kConnections);
     EXPECT_EQ(w.tasks_finished, static_cast<std::uint64_t>(kConnections));
     // Each request is one receive of 64 bytes or more than one; each connection also reads EOF.
-    const metrics::OpMetrics& recv = w.op(OpCode::recv);
+    const metrics::OpMetrics& recv = w.op(OpKind::recv);
     EXPECT_GE(recv.completed, static_cast<std::uint64_t>(kConnections * (kEchoes + 1)));
     EXPECT_EQ(recv.bytes, std::uint64_t{kConnections} * kEchoes * kMessage);
     EXPECT_EQ(recv.in_flight(), 0u);
-    const metrics::OpMetrics& send = w.op(OpCode::send);
+    const metrics::OpMetrics& send = w.op(OpKind::send);
     EXPECT_GE(send.completed, static_cast<std::uint64_t>(kConnections * kEchoes));
     EXPECT_EQ(send.bytes, std::uint64_t{kConnections} * kEchoes * kMessage);
     EXPECT_EQ(send.failed, 0u);
     // The listener: kConnections accepted, one more waiting.
-    const metrics::OpMetrics& accept = w.op(OpCode::accept);
+    const metrics::OpMetrics& accept = w.op(OpKind::accept);
     EXPECT_EQ(accept.completed, static_cast<std::uint64_t>(kConnections));
     EXPECT_EQ(accept.in_flight(), 1u);
     EXPECT_GE(w.remote_items, 1u); // the listener was spawned from this thread
@@ -231,9 +230,9 @@ TEST_P(MetricsTest, ACountedFileReadMovesItsBytes) {
         auto n = co_await f->read_at(std::span(buf), 0);
         CO_ASSERT(n && *n == 10);
         const metrics::WorkerMetrics m = metrics::snapshot(s);
-        CO_ASSERT(m.op(OpCode::read_at).completed == 1);
-        CO_ASSERT(m.op(OpCode::read_at).bytes == 10);
-        CO_ASSERT(m.op(OpCode::read_at).in_flight() == 0);
+        CO_ASSERT(m.op(OpKind::read_at).completed == 1);
+        CO_ASSERT(m.op(OpKind::read_at).bytes == 10);
+        CO_ASSERT(m.op(OpKind::read_at).in_flight() == 0);
     }(s, path));
     ::unlink(path);
 }

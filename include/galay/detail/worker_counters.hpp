@@ -7,6 +7,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
+#include "galay/metrics.hpp"
 
 #include <array>
 #include <atomic>
@@ -20,9 +21,9 @@
 namespace galay::detail {
 
 /// How many OpCode values there are (the per-kind arrays' size).
-inline constexpr std::size_t kOpKinds = static_cast<std::size_t>(OpCode::send_zc) + 1;
-/// Buckets of the completions-per-turn histogram: 0, 1, 2-3, 4-7, ..., 128-255, 256 and more.
-inline constexpr std::size_t kTurnBuckets = 10;
+inline constexpr std::size_t kOpKinds = op_kind_count;
+/// Buckets of the completions-per-turn histogram (metrics::turn_buckets).
+inline constexpr std::size_t kTurnBuckets = metrics::turn_buckets;
 
 /// A counter with one writing thread and any number of reading ones.
 class Counter {
