@@ -50,6 +50,7 @@
 namespace galay {
 
 class Scheduler;
+class Runtime;
 template <class T>
 class JoinHandle;
 
@@ -294,9 +295,6 @@ template <class T>
 class JoinHandle {
 public:
     JoinHandle() noexcept = default;
-    /// The handle of the spawned task whose promise is `p` (made by `spawn`).
-    explicit JoinHandle(detail::SpawnPromise<T>& p) noexcept
-        : p_(&p) {}
     /// Takes over the task of `o`, which is empty after.
     JoinHandle(JoinHandle&& o) noexcept
         : p_(std::exchange(o.p_, nullptr)) {}
@@ -363,6 +361,12 @@ public:
     }
 
 private:
+    // Made only by the spawns: a handle is one of the task's two references.
+    friend class Scheduler;
+    friend class Runtime;
+    explicit JoinHandle(detail::SpawnPromise<T>& p) noexcept
+        : p_(&p) {}
+
     detail::SpawnPromise<T>* p_ = nullptr;
 };
 

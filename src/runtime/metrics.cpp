@@ -3,6 +3,7 @@
 
 #include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <cinttypes>
 #include <cstdio>
@@ -116,7 +117,7 @@ WorkerMetrics RuntimeMetrics::total() const {
 }
 
 WorkerMetrics snapshot(const Scheduler& s) {
-    const detail::WorkerCounters& c = s.counters();
+    const detail::WorkerCounters& c = detail::SchedulerAccess::counters(s);
     WorkerMetrics m;
     m.backend = s.backend_name();
     // Completions before starts: an op that completes between the two reads then cannot make

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
-#include "galay/runtime.hpp"
+#include "galay/scheduler.hpp"
 #include "runtime/scheduler_access.hpp"
 
 #include <coroutine>
@@ -43,7 +43,7 @@ inline bool submit_op(Scheduler& s, IoOp& op) {
 /// to go on after the driver's next poll (the other connections' completions come first).
 inline bool yield_if_over_budget(Scheduler& s, std::coroutine_handle<> h) {
     if (SchedulerAccess::take_inline_budget(s)) return false;
-    s.schedule_after_poll(h);
+    SchedulerAccess::core(s).schedule_after_poll(h);
     return true;
 }
 

@@ -62,6 +62,10 @@ void body() {
 }
 } // namespace op_kind
 
+namespace scheduler {
+#include "example_scheduler.inc"
+} // namespace scheduler
+
 namespace signal {
 galay::Task<void> body(galay::Runtime& rt) {
 #include "example_signal.inc"

@@ -1,7 +1,7 @@
 // The request path allocates nothing: global operator new is replaced by a counting one, and an
 // echo exchange in steady state (after warm-up) must not move the counter. Its own executable,
 // because replacing operator new affects the whole program.
-#include "galay/detail/timer_heap.hpp"
+#include "runtime/timer_heap.hpp"
 #include "support/backends.hpp"
 #include "support/threads.hpp"
 #include "support/tls_pair.hpp"

@@ -1,5 +1,5 @@
-// galay/detail/worker_counters.hpp: the counters one Scheduler keeps about itself (what
-// galay/metrics.hpp reads). Included by galay/runtime.hpp; not meant to be included on its own.
+// The counters one Scheduler keeps about itself (SchedulerCore::counters_; what
+// metrics::snapshot reads and galay/metrics.hpp's WorkerMetrics reports).
 //
 // Every counter has one writer, the scheduler's own thread, so an increment is a relaxed load and
 // a relaxed store (no locked instruction), and any thread may read it at any time. Built with
@@ -113,10 +113,4 @@ struct WorkerCounters {
     }
 };
 
-} // namespace galay::detail
-
-namespace galay::detail {
-/// Schedulers with a paused clock alive in the process: while 0, `Scheduler::now_ns()` reads the
-/// steady clock without looking further.
-inline std::atomic<int> g_paused_clocks{0};
 } // namespace galay::detail
