@@ -111,14 +111,4 @@ struct IoOp {
 static_assert(sizeof(void*) != 8 || sizeof(IoOp) <= 104,
               "IoOp grew: it is in every awaiting frame");
 
-/// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
-/// driver forgets it, and so does the driver that registered it (at once when that driver belongs
-/// to this thread, even outside block_on; from another thread it is told to, and does so the
-/// next time it runs). Returns false in that last case: a driver on another thread may still hold
-/// the fd's file for a while.
-bool forget_fd_everywhere(int fd) noexcept;
-/// forget_fd_everywhere(fd), then close(2), so that the close is complete when this returns (the
-/// peer sees the FIN, a listener's port is free). Nothing for fd < 0.
-void close_fd(int fd) noexcept;
-
 } // namespace galay::detail
