@@ -1,6 +1,7 @@
 // Runtime metrics (galay/metrics.hpp) on every backend: the figures that have a defined value
 // after a known workload, and the Prometheus text they are exposed in, parsed strictly.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -179,19 +180,14 @@ TEST_P(MetricsTest, PooledBuffersInUseAndEnobufsFollowThePool) {
     o.pool_buffer_size = 512;
     Scheduler sched(o);
     sched.block_on([](Scheduler& sched) -> Task<void> {
-        auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-        CO_ASSERT(l);
-        auto [c, s] = co_await when_all(
-            as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-            as_task(l->accept()));
-        CO_ASSERT(c && s);
+        auto [c, s] = co_await test::loopback_pair();
         const std::uint64_t enobufs_before = metrics::snapshot(sched).enobufs;
         // Hold every buffer of the pool, one receive at a time.
         std::vector<PooledBuffer> held;
         for (int i = 0; i < 8; ++i) {
             std::string piece(100, static_cast<char>('a' + i));
-            CO_ASSERT(co_await c->send_all(piece));
-            auto b = co_await s->recv_pooled().timeout(10s);
+            CO_ASSERT(co_await c.send_all(piece));
+            auto b = co_await s.recv_pooled().timeout(10s);
             CO_ASSERT(b && !b->empty());
             held.push_back(std::move(*b));
         }
@@ -199,13 +195,13 @@ TEST_P(MetricsTest, PooledBuffersInUseAndEnobufsFollowThePool) {
         co_await yield_now();
         CO_ASSERT(metrics::snapshot(sched).pooled_buffers_in_use >= 8);
         // Bytes arrive while no buffer is free: the receive that wants them finds none.
-        CO_ASSERT(co_await c->send_all(std::string(300, 'z')));
+        CO_ASSERT(co_await c.send_all(std::string(300, 'z')));
         auto releaser = [&]() -> Task<void> {
             co_await yield_now();
             held.clear();
             co_return;
         };
-        auto [next, _] = co_await when_all(as_task(s->recv_pooled().timeout(10s)), releaser());
+        auto [next, _] = co_await when_all(as_task(s.recv_pooled().timeout(10s)), releaser());
         CO_ASSERT(next && !next->empty());
         next->release();
         CO_ASSERT(metrics::snapshot(sched).enobufs > enobufs_before);
