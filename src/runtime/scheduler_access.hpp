@@ -22,6 +22,7 @@ struct SchedulerAccess {
     static const SchedulerCore& core(const Scheduler& s) noexcept { return *s.core_; }
 
     static Driver& driver(Scheduler& s) noexcept { return *core(s).driver_; }
+    static Driver& driver(SchedulerCore& c) noexcept { return *c.driver_; }
     /// Times the run loop has polled the driver, and the most resumes between two polls while
     /// tasks keep waking tasks (tests).
     static std::uint64_t polls(const Scheduler& s) noexcept { return core(s).polls_; }
@@ -33,6 +34,7 @@ struct SchedulerAccess {
     static void post(Scheduler& s, RemoteCall& call) { core(s).post(call); }
 
     static void arm_timer(Scheduler& s, TimerNode& n) { core(s).timers_.push(n); }
+    static void arm_timer(SchedulerCore& c, TimerNode& n) { c.timers_.push(n); }
     static void disarm_timer(Scheduler& s, TimerNode& n) noexcept { core(s).timers_.remove(n); }
 
     /// A driver finished `op`: stop its deadline, map a timed-out cancel, queue its waiter.
@@ -48,10 +50,11 @@ struct SchedulerAccess {
     // --- observability ---
     static WorkerCounters& counters(Scheduler& s) noexcept { return core(s).counters_; }
     static const WorkerCounters& counters(const Scheduler& s) noexcept { return core(s).counters_; }
+    // The per-op steps take the state itself: start_op loads the Scheduler's pointer once, not
+    // again after each call into the driver.
     /// `op` goes to the driver: count it (and, with a paused clock, hold time while it is an op
     /// that finishes on its own).
-    static void starting(Scheduler& s, const IoOp& op) noexcept {
-        SchedulerCore& c = core(s);
+    static void starting(SchedulerCore& c, const IoOp& op) noexcept {
         c.counters_.op_started(op);
         if (c.paused_ && finishes_on_its_own(op.code)) ++c.bounded_in_flight_;
     }
@@ -63,8 +66,8 @@ struct SchedulerAccess {
     }
     /// The coroutine `h` suspended on a leaf operation in `scope` (names its task for the
     /// stall detector and the hooks).
-    static void suspending(Scheduler& s, std::coroutine_handle<> h, CancelScope* scope) noexcept {
-        SchedulerCore& c = core(s);
+    static void suspending(SchedulerCore& c, std::coroutine_handle<> h,
+                           CancelScope* scope) noexcept {
         if (c.observer_ != nullptr) [[unlikely]] {
             c.suspended_h_ = h;
             c.suspended_scope_ = scope;
@@ -90,8 +93,8 @@ struct SchedulerAccess {
 
     /// Called when an op completed without suspending. Returns false when the coroutine has run
     /// long enough without yielding and must go to the back of the ready queue (fairness).
-    static bool take_inline_budget(Scheduler& s) noexcept {
-        return ++core(s).inline_completions_ < kInlineBudget;
+    static bool take_inline_budget(SchedulerCore& c) noexcept {
+        return ++c.inline_completions_ < kInlineBudget;
     }
 
 private:

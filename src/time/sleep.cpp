@@ -10,7 +10,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
         cancelled_ = true;
         return false;
     }
-    Scheduler& s = current_scheduler();
+    SchedulerCore& s = SchedulerAccess::core(current_scheduler());
     waiter_ = h;
     node_.on_fire = &SleepAwaiter::fire;
     node_.context = this;
