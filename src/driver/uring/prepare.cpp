@@ -183,9 +183,15 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
     case OpCode::sendfile:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
         break;
-    case OpCode::poll: // AsyncFd: one-shot, checked at once (level); res = the revents
-        io_uring_prep_poll_add(e, op.fd, static_cast<unsigned>(op.msg_flags));
+    case OpCode::poll: { // AsyncFd: one-shot, checked at once (level); res = the revents
+        // io_uring leaves EPOLLPRI out when it matches a wake-up's events against the poll's,
+        // so a poll for POLLPRI alone misses TCP urgent data; the socket's wake-up also names
+        // POLLRDBAND, which TCP reports only with urgent data.
+        unsigned events = static_cast<unsigned>(op.msg_flags);
+        if (events & POLLPRI) events |= POLLRDBAND;
+        io_uring_prep_poll_add(e, op.fd, events);
         break;
+    }
     case OpCode::read:
     case OpCode::write:
     case OpCode::waitid:
