@@ -8,16 +8,17 @@
 //   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
 // GET / answers a fixed small plain-text body (as the Go server of the io_uring survey's HTTP
-// comparison does); any other path is a file under `root` (404 without a root or a file), a file
+// comparison does); any other path is a file under `root` (404 without a root or a file; 403 for
+// a FIFO, socket or device: opened without blocking, checked with fstat, never read), a file
 // larger than `write_buffer` sent with sendfile on plain TCP (fs::File::send_to), one `Range` of
 // it answered 206 (past the end: 416; malformed or several ranges: the whole file, see
 // http/range.hpp); a file that shrinks while it is sent ends its answer short and closes the
-// connection. Content-Length, HEAD, keep-alive, pipelining (answers coalesced into one send per
-// batch of requests), `Connection: close`, a Date header formatted once a second per thread, and
-// the limits of http::Limits answered with 400/413/414/431/501/505 (then the connection is closed,
-// after a lingering read so the answer is not lost to a reset). A connection idle between requests
-// is closed after `keepalive_timeout`; one that starts a request and does not finish its head
-// within `header_timeout` gets 408.
+// connection. Content-Length, HEAD, keep-alive, pipelining (any number of requests in one burst,
+// answers coalesced into one send per batch of requests), `Connection: close`, a Date header
+// formatted once a second per thread, and the limits of http::Limits answered with
+// 400/413/414/431/501/505 (then the connection is closed, after a lingering read so the answer is
+// not lost to a reset). A connection idle between requests is closed after `keepalive_timeout`; one
+// that starts a request and does not finish its head within `header_timeout` gets 408.
 //
 // Receiving: every receive is a recv_pooled (a buffer of the scheduler's pool; on io_uring one
 // multishot recv per connection), and the requests in it are parsed where they arrived (views, no
