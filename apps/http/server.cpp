@@ -793,7 +793,9 @@ ServerStats Server::stats() const noexcept {
         s.refused += c.refused.load(std::memory_order_relaxed);
         s.timeouts += c.timeouts.load(std::memory_order_relaxed);
         s.connections += c.connections.load(std::memory_order_relaxed);
+        s.handshakes_refused += c.handshakes_refused.load(std::memory_order_relaxed);
     }
+    s.handshakes_in_progress = handshakes_.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -814,9 +816,22 @@ galay::Task<void> Server::serve_plain(galay::TcpStream conn) {
 
 galay::Task<void> Server::serve_tls(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
+    // A slot among max_handshakes before any TLS state exists: beyond it the connection is
+    // closed at once (conn goes out of scope), and costs nothing more.
+    if (handshakes_.fetch_add(1, std::memory_order_relaxed) >= config_.max_handshakes) {
+        handshakes_.fetch_sub(1, std::memory_order_relaxed);
+        my_counters().handshakes_refused.fetch_add(1, std::memory_order_relaxed);
+        co_return;
+    }
+    struct Slot {
+        std::atomic<std::size_t>& n;
+        ~Slot() { n.fetch_sub(1, std::memory_order_relaxed); }
+    };
+    std::optional<Slot> slot(std::in_place, handshakes_);
     galay::tls::Stream stream = galay::tls::Stream::server(*config_.tls, std::move(conn));
     // The handshake is bounded like a request head: a client that stalls in it is dropped.
     auto shaken = co_await stream.handshake().timeout(config_.header_timeout);
+    slot.reset(); // (done, or failed: either way no longer in progress)
     if (!shaken) {
         my_counters().refused.fetch_add(1, std::memory_order_relaxed);
         co_return;

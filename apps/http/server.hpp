@@ -61,6 +61,11 @@ struct ServerConfig {
     FileSend file_send = FileSend::sendfile;
     /// HTTPS: every connection is TLS with this server context (none: plain HTTP).
     std::optional<galay::tls::Context> tls{};
+    /// HTTPS: TLS handshakes in progress at once (all workers together). A connection accepted
+    /// beyond it is closed at once, before any TLS state is made for it: a crowd of clients that
+    /// connect and say nothing holds at most this many handshakes (~60 KB each) until
+    /// `header_timeout`.
+    std::size_t max_handshakes = 1024;
 };
 
 /// What the server did, for tests and the exit summary (all workers together, at one moment).
@@ -69,6 +74,8 @@ struct ServerStats {
     std::uint64_t refused = 0;  ///< answered 4xx/5xx from the parser
     std::uint64_t timeouts = 0; ///< keep-alive idle and 408
     std::uint64_t connections = 0;
+    std::uint64_t handshakes_refused = 0; ///< TLS: closed at once, max_handshakes in progress
+    std::uint64_t handshakes_in_progress = 0;
 };
 
 class Server {
@@ -99,6 +106,7 @@ private:
         std::atomic<std::uint64_t> refused{0};
         std::atomic<std::uint64_t> timeouts{0};
         std::atomic<std::uint64_t> connections{0};
+        std::atomic<std::uint64_t> handshakes_refused{0};
     };
     static constexpr std::size_t kSlots = 257;
     Counters& my_counters() noexcept;
@@ -107,6 +115,7 @@ private:
     std::uint64_t id_ = 0; // unique in the process: the key of the fixed answers' cache
     int root_fd_ = -1;
     std::unique_ptr<Counters[]> counters_{new Counters[kSlots]};
+    std::atomic<std::size_t> handshakes_{0}; // in progress, every worker's (max_handshakes)
 
     galay::Task<void> serve_plain(galay::TcpStream conn);
     /// The same requests over TLS (config.tls): handshake, then the connection as above.
