@@ -317,23 +317,9 @@ TEST_P(MetricsTest, ThePrometheusTextParsesAndCarriesTheWorkloadsFigures) {
     }
 }
 
-/// A blocking client of the scrape endpoint on `port`: connected, or -1.
-int connect_to(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /// One whole request, then everything the server sends until it closes (bounded: 10 s).
 std::string exchange(std::uint16_t port, std::string_view request) {
-    const int fd = connect_to(port);
+    const int fd = test::connect_blocking(port);
     if (fd < 0) return "connect failed";
     std::string got;
     if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
@@ -360,7 +346,7 @@ TEST_P(MetricsTest, AScrapeThatTricklesItsHeadIsClosedAtTheDeadlineAndOthersAreS
     });
     ASSERT_TRUE(listening) << listening.error().message();
     const std::uint16_t port = listening->local_addr().port();
-    const int slow = connect_to(port);
+    const int slow = test::connect_blocking(port);
     ASSERT_GE(slow, 0);
     const std::string head = "GET /metrics HTTP/1.1\r\nX-Slow: ";
     bool closed = false;

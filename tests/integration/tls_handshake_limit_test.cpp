@@ -3,6 +3,7 @@
 // a connection beyond them is closed at once and counted, and a real client (curl) completes its
 // handshake while the limit is not reached and again once slots are free.
 #include "support/process.hpp"
+#include "support/tcp_pair.hpp"
 #include "support/tls_pair.hpp"
 
 #include <netinet/in.h>
@@ -27,20 +28,6 @@ std::uint16_t port_of(const std::string& out) {
     return at == std::string::npos ? 0 : static_cast<std::uint16_t>(std::stoi(out.substr(at + 8)));
 }
 
-/// A connection to 127.0.0.1:port that says nothing (no ClientHello).
-int silent_to(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /// Whether the server has closed `fd`: waits up to `ms` for it (0: only what has happened).
 bool closed_by_peer(int fd, int ms) {
     pollfd p{fd, POLLIN, 0};
@@ -60,15 +47,16 @@ protected:
     }
 
     /// The walk both programs take, against the TLS port `port` with --max-handshakes kLimit.
+    /// (The connections of test::connect_blocking say nothing: no ClientHello.)
     void walk(std::uint16_t port) {
         std::vector<int> held;
         for (int i = 0; i < kLimit - 1; ++i)
-            held.push_back(silent_to(port));
+            held.push_back(test::connect_blocking(port));
         EXPECT_TRUE(curl(port)) << "a handshake within the limit";
-        held.push_back(silent_to(port)); // the limit reached
+        held.push_back(test::connect_blocking(port)); // the limit reached
         std::vector<int> beyond;
         for (int i = 0; i < kBeyond; ++i)
-            beyond.push_back(silent_to(port));
+            beyond.push_back(test::connect_blocking(port));
         for (int fd : beyond) // (the handshake timeout is far longer than this wait)
             EXPECT_TRUE(closed_by_peer(fd, 20'000))
                 << "a connection beyond the limit was not closed";
