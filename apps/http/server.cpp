@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
@@ -311,11 +312,13 @@ private:
     /// room for goes behind that start (top_up), the rest stays in pooled_ for after. Returns
     /// the bytes received (0: the peer closed) or the receive's error.
     Result<std::size_t> take(Result<galay::PooledBuffer> got);
-    /// Move the front of pooled_ into the reader, behind the unfinished request there, as much
-    /// as fits. False when nothing fits (the reader is full: that head cannot finish).
+    /// Move the front of pooled_ into the reader, behind the unfinished request there: 2 KiB at
+    /// a time (a head's usual rest is in it; the parser resumes where it stopped, and the reader
+    /// stays in its first small block), at most what fits. False when nothing fits (the reader is
+    /// full: that head cannot finish).
     bool top_up() {
         const std::size_t room = reader_.capacity() - reader_.buffered().size();
-        const std::size_t n = std::min(room, pooled_.size());
+        const std::size_t n = std::min({room, pooled_.size(), std::size_t{2048}});
         if (n == 0 || !reader_.append(pooled_.substr(0, n))) return false;
         pooled_.remove_prefix(n);
         release_if_parsed();
