@@ -1,3 +1,4 @@
+// http::Server (server.hpp): one connection's requests over plain TCP or TLS, and the accept loop.
 #include "http/server.hpp"
 
 #include "http/range.hpp"
