@@ -371,10 +371,12 @@ private:
     // the requests in it are parsed and answered there, without a copy. The buffer goes back as
     // soon as its last byte is parsed (it is held while the requests in it are answered: one
     // buffer per connection at most); only the start of an unfinished request is copied into
-    // reader_, which receives nothing itself. So a connection waiting for its next request holds
-    // no read buffer at all, and on io_uring a connection's receives are one multishot recv, not
-    // a submission per request. (A plain recv must not be mixed in: on io_uring it could wait for
-    // bytes the multishot recv has already taken.)
+    // reader_, which receives nothing itself, and the next receive's bytes behind it until it is
+    // whole (2 KiB at a time: top_up); the rest of that receive is parsed in place after it. So a
+    // connection waiting for its next request holds no read buffer at all, and on io_uring a
+    // connection's receives are one multishot recv, not a submission per request. (A plain recv
+    // must not be mixed in: on io_uring it could wait for bytes the multishot recv has already
+    // taken.)
     galay::PooledBuffer pool_;
     std::string_view pooled_; // the bytes of pool_ not parsed yet
     std::string target_;      // a request target copied out of pool_ (capacity reused)

@@ -24,11 +24,11 @@
 // multishot recv per connection), and the requests in it are parsed where they arrived (views, no
 // copy); the buffer goes back once its bytes are parsed and answered. Only the start of a request
 // that has not all arrived is copied, into an io::BufReader (2 KiB on first use, grown toward
-// read_buffer as a head needs). Answers go into one io::BufWriter (2 KiB on first use, grown toward
-// write_buffer for a file; an idle writer gives its block back). Nothing is allocated per request,
-// heads are parsed into one Request per thread, and a connection waiting for its next request
-// holds no read or write buffer: bench/studies/idle_memory.py measures what it costs (~2 KB on
-// epoll).
+// read_buffer as a head needs), with the next receive's bytes behind it until it is whole. Answers
+// go into one io::BufWriter (2 KiB on first use, grown toward write_buffer for a file; an idle
+// writer gives its block back). Nothing is allocated per request, heads are parsed into one Request
+// per thread, and a connection waiting for its next request holds no read or write buffer:
+// bench/studies/idle_memory.py measures what it costs (~2 KB on epoll).
 #pragma once
 
 #include "http/request_parser.hpp"
