@@ -17,8 +17,10 @@ three forms:
                                EXPECT_* / ASSERT_*, and those named with --condition-macro)
   aggregate temporary          `co_await ch.send(Pub{topic, payload})`: a braced temporary of an
                                aggregate type (a struct or class this run has seen defined without a
-                               constructor, or any `T{.member = ...}` / `{.member = ...}`) in a
-                               statement that contains a co_await
+                               constructor, whose members are not all trivially destructible; or a
+                               `{.member = ...}` matching one) in a statement that contains a
+                               co_await; and a lambda that captures by value there
+                               (`co_await spawn_blocking([s] {...})`): g++ 12 destroys both twice
   capturing lambda coroutine   `spawn([&]() -> Task<void> {...}())`: a lambda coroutine with captures
                                called on the spot whose task is not finished within the statement
                                (not awaited with co_await there, not run by a blocking runner:
@@ -49,6 +51,8 @@ SAFE_CONDITION = ("bind the result first: `auto r = co_await ...; if (!r) ...` "
                   "(a loop: `for (;;) { auto r = co_await ...; if (!r) break; ... }`)")
 SAFE_AGGREGATE = ("name it first (`{t} v{{...}}; co_await f(std::move(v));`), build it inside the "
                   "awaitable (`emplace(...)`), or give {t} a constructor")
+SAFE_CLOSURE = ("name the lambda first and move it in (`auto fn = [x] {...}; "
+                "co_await f(std::move(fn));`), or capture by reference")
 SAFE_LAMBDA = ("pass the values as parameters (`[](int n) -> Task<void> {...}(n)`), or keep the "
                "lambda alive until its task ends")
 
@@ -299,6 +303,100 @@ def find_lambdas(tokens, match):
     return lambdas
 
 
+def declared_type(tokens, name, before, types, depth=0):
+    """The type (its tokens) of the nearest declaration of `name` before token `before` (a
+    variable or a parameter), or None when the checker cannot tell. `auto` is followed into its
+    initializer when that is a number, a static_cast, another name or a member of one."""
+    k = before - 1
+    while k > 0:
+        t = tokens[k]
+        if t.kind == "id" and t.text == name and k + 1 < len(tokens) and \
+                tokens[k + 1].text in ("=", "{", "(", ";", ",", ")", "["):
+            p = tokens[k - 1]
+            if (p.kind == "id" and p.text not in KEYWORDS_BEFORE_LAMBDA | {"goto", "new"}) or \
+                    p.text in ("*", "&", "&&", ">"):
+                typ, j, angle = [], k - 1, 0
+                while j >= 0:
+                    tj = tokens[j].text
+                    if tj == ">":
+                        angle += 1
+                    elif tj == "<":
+                        angle -= 1
+                    elif not (tokens[j].kind == "id" or tj in ("::", "*", "&", "&&") or
+                              (angle > 0 and tj not in (";", "{", "}"))):
+                        break
+                    typ.insert(0, tj)
+                    j -= 1
+                if typ and typ[-1] == "auto" or typ == ["const", "auto"]:
+                    return init_type(tokens, k + 1, types, depth)
+                return typ
+        k -= 1
+    return None
+
+
+def init_type(tokens, k, types, depth):
+    """The type of the initializer after `name` at token k (`= 3`, `= static_cast<T>(...)`,
+    `= other`, `= obj.member`), or None."""
+    if depth > 4 or k + 1 >= len(tokens) or tokens[k].text not in ("=", "{", "("):
+        return None
+    first = tokens[k + 1]
+    if first.kind == "num":
+        return ["long"]
+    if first.text in ("static_cast", "reinterpret_cast") and tokens[k + 2].text == "<":
+        typ, j = [], k + 3
+        while j < len(tokens) and tokens[j].text != ">":
+            typ.append(tokens[j].text)
+            j += 1
+        return typ
+    if first.text == "std" and k + 5 < len(tokens) and tokens[k + 3].text == "move":
+        first, k = tokens[k + 5], k + 4  # std::move(name)
+    if first.kind == "id":
+        typ = declared_type(tokens, first.text, k, types, depth + 1)
+        if typ is not None and k + 3 < len(tokens) and tokens[k + 2].text in (".", "->"):
+            info = types.get(next((t for t in reversed(typ) if IDENT_RE.fullmatch(t)), ""))
+            return info.member_type.get(tokens[k + 3].text) if info else None
+        if tokens[k + 2].text in (";", ",", ")", "}"):
+            return typ
+    return None
+
+
+def captures_by_value(tokens, lam, types=None):
+    """Whether a lambda's capture list copies something into the closure that has a destructor
+    to run: `=`, `x`, `x = e`, `*this`, `x...` (not `&`, `&x`, `&x = e`, `this`, which hold
+    references, nor a copy of a number, a pointer or a view the checker can see declared)."""
+    items, item, depth = [], [], 0
+    for t in tokens[lam.start + 1:lam.capture_end]:
+        if t.text in ("(", "[", "{", "<"):
+            depth += 1
+        elif t.text in (")", "]", "}", ">"):
+            depth -= 1
+        if t.text == "," and depth == 0:
+            items.append(item)
+            item = []
+        else:
+            item.append(t.text)
+    if item:
+        items.append(item)
+    for it in items:
+        if it[0] in ("&", "&&") or it == ["this"]:
+            continue
+        if types is not None and IDENT_RE.fullmatch(it[0]) and (len(it) == 1 or it[1] == "="):
+            typ = declared_type(tokens, it[0], lam.start, types) if len(it) == 1 else \
+                init_type(tokens, lam.start + 1 + tokens_index(tokens, lam, it), types, 0)
+            if typ is not None and type_is_trivial(typ, types, set()):
+                continue  # a copy of something trivially destructible: harmless
+        return True  # =, name, name = init, *this, name...
+    return False
+
+
+def tokens_index(tokens, lam, item):
+    """Offset (from the capture list's '[' + 1) of the '=' of the init-capture `item`."""
+    for k in range(lam.start + 1, lam.capture_end):
+        if tokens[k].text == item[0] and tokens[k + 1].text == "=":
+            return k + 1 - (lam.start + 1)
+    return 0
+
+
 def designators(tokens, match, k):
     """The member names of a designated initializer `{.a = 1, .b{2}}` opening at k (empty when
     it is not one)."""
@@ -373,13 +471,14 @@ QUALIFIERS = {"const", "volatile", "mutable", "constexpr", "inline", "typename",
 class TypeInfo:
     """What the checker knows of a class: aggregate or not, its destructor trivial or not (None:
     unknown), its data members' names."""
-    __slots__ = ("aggregate", "trivial", "members", "member_types", "user_dtor")
+    __slots__ = ("aggregate", "trivial", "members", "member_types", "member_type", "user_dtor")
 
     def __init__(self):
         self.aggregate = True
         self.trivial = None
         self.members = set()
         self.member_types = []
+        self.member_type = {}
         self.user_dtor = False
 
 
@@ -432,6 +531,7 @@ def learn_types(tokens, match, types):
             old.aggregate = old.aggregate or info.aggregate
             old.members |= info.members
             old.member_types += info.member_types
+            old.member_type.update(info.member_type)
             old.user_dtor = old.user_dtor or info.user_dtor
     return types
 
@@ -449,12 +549,16 @@ def read_members(tokens, match, name, body, end, private, info):
             decl = []
             continue
         if tm.text == "{" and match[m] is not None:
+            nested = next((decl[i + 1] for i, x in enumerate(decl[:-1])
+                           if x.text in ("struct", "class", "union", "enum")), None)
             if decl and decl[-1].text in (")", "const", "noexcept", "override", "final") or \
-                    any(x.text in ("struct", "class", "union", "enum") for x in decl):
+                    nested is not None:
                 m = match[m] + 1  # a function body or a nested type: not a member
                 if m < end and tokens[m].text == ";":
                     m += 1
-                decl = []
+                    decl = []
+                else:  # struct Inner {...} member;: a member of the nested type
+                    decl = [nested] if nested is not None else []
                 continue
             decl.extend(tokens[m:match[m] + 1])  # a default member initializer {...}
             m = match[m] + 1
@@ -520,6 +624,7 @@ def data_member(name, decl, private, info):
     member = head[-1]
     info.members.add(member)
     info.member_types.append(head[:-1])
+    info.member_type[member] = head[:-1]
 
 
 def type_is_trivial(type_tokens, types, seen):
@@ -670,6 +775,19 @@ class Checker:
                 report(tokens[k].line,
                        f"aggregate temporary {name or ''}{{...}} in a statement with co_await",
                        SAFE_AGGREGATE.format(t=name or "the type"))
+
+        # 2b. lambda temporaries that capture by value, in a statement with a co_await: g++ 12
+        # builds a closure as it builds an aggregate, and destroys it twice the same way.
+        for lo, hi in statements:
+            if co_await_in(lo, hi) is None:
+                continue
+            for k in tokens_in(lo, hi):
+                lam = lambda_at.get(k)
+                if lam is None or not captures_by_value(tokens, lam, types):
+                    continue
+                report(tokens[k].line,
+                       "lambda temporary capturing by value in a statement with co_await",
+                       SAFE_CLOSURE)
 
         # 3. capturing lambda coroutines called on the spot whose task escapes the statement.
         enclosing = self.enclosing_calls(tokens, match)

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "cmake", "check_coroutines.py")
 
 CONDITION = "co_await in"
-AGGREGATE = "aggregate temporary"
+AGGREGATE = "temporary"  # an aggregate's, or a lambda's that copies
 LAMBDA = "capturing lambda coroutine"
 
 # What the snippets take for granted: an aggregate with heap members, one with a constructor, a
@@ -58,7 +58,7 @@ class Snippets(unittest.TestCase):
             m = re.match(re.escape(path) + r":(\d+): (.*?): (.*)$", line)
             self.assertIsNotNone(m, f"not file:line: form: safe form: {line!r}")
             self.assertTrue(m.group(3), line)
-            form = next(f for f in (CONDITION, AGGREGATE, LAMBDA) if m.group(2).startswith(f))
+            form = next(f for f in (CONDITION, LAMBDA, AGGREGATE) if f in m.group(2))
             found.append((int(m.group(1)) - (PRELUDE_LINES if prelude else 0), form))
         self.assertEqual(rc, 1 if found else 0, f"exit code for {found}: {err}")
         return found
@@ -199,6 +199,22 @@ class Snippets(unittest.TestCase):
                 co_await g(Box<int>{1}.value);
             }
             """), [(15, AGGREGATE)])  # Box<int>: T is not known to be trivial
+
+    def test_a_lambda_temporary_that_copies_in_a_co_await_statement(self):
+        # g++ 12 destroys such a closure twice too (tests/unit/closure_temporary_test.cpp).
+        self.assertEqual(self.check("""\
+            struct Options { unsigned workers = 1; std::string name; };
+            Task<void> f(std::string s, std::vector<int> v, Options o, int n, char* p) {
+                auto a = co_await spawn_blocking([s] { return s.size(); });
+                auto b = co_await on(1, [v = std::move(v)](Store& st) { return v.size(); });
+                co_await [=]() -> Task<void> { co_await use(s); }();
+                auto c = co_await spawn_blocking([n, p, w = o.workers, &s] { return n; });
+                auto d = co_await spawn_blocking([&] { return s.size(); });
+                auto fn = [s] { return s.size(); };
+                auto e = co_await spawn_blocking(std::move(fn));
+                auto g = co_await spawn_blocking([name = o.name] { return name.size(); });
+            }
+            """, prelude=False), [(3, AGGREGATE), (4, AGGREGATE), (5, AGGREGATE), (10, AGGREGATE)])
 
     def test_types_come_from_the_headers_found_with_I(self):
         inc = os.path.join(self.dir.name, "inc")

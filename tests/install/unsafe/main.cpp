@@ -15,4 +15,6 @@ galay::Task<int> send(galay::TcpStream& s, const std::string& text) {
     co_return static_cast<int>(n);
 }
 
-int main() { return 0; }
+int main() {
+    return 0;
+}
