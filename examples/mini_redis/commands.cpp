@@ -341,6 +341,10 @@ void write_all(Server& server, std::string_view name, ShardSize total, Replies& 
         "\r\nworkers:" + std::to_string(server.options.workers) +
         "\r\n\r\n# Clients\r\nconnected_clients:" + std::to_string(server.open.load()) +
         "\r\nmaxclients:" + std::to_string(server.options.max_connections) +
+        "\r\nclient_recent_max_input_buffer:" +
+        std::to_string(server.largest(&WorkerStats::max_input)) +
+        "\r\nclient_recent_max_output_buffer:" +
+        std::to_string(server.largest(&WorkerStats::max_output)) +
         "\r\n\r\n# Stats\r\ntotal_connections_received:" +
         std::to_string(server.total(&WorkerStats::connections)) +
         "\r\ntotal_commands_processed:" + std::to_string(server.total(&WorkerStats::commands)) +
@@ -416,6 +420,13 @@ std::uint64_t Server::total(std::atomic<std::uint64_t> WorkerStats::*counter) co
     std::uint64_t n = 0;
     for (const WorkerStats& w : stats)
         n += (w.*counter).load(std::memory_order_relaxed);
+    return n;
+}
+
+std::uint64_t Server::largest(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept {
+    std::uint64_t n = 0;
+    for (const WorkerStats& w : stats)
+        n = std::max<std::uint64_t>(n, (w.*counter).load(std::memory_order_relaxed));
     return n;
 }
 

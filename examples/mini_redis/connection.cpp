@@ -79,6 +79,8 @@ galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
                 }
                 close = cmd != nullptr && cmd->name == "quit";
             }
+            WorkerStats::peak(stats.max_input, reader.buffered().size());
+            WorkerStats::peak(stats.max_output, output.pending());
             reader.consume(parser.size());
             parser.reset();
             // Pipelining: run the next request already received before sending anything,

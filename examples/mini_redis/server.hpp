@@ -33,9 +33,14 @@ struct WorkerStats {
     std::atomic<std::uint64_t> connections{0};
     std::atomic<std::uint64_t> rejected{0};
     std::atomic<std::uint64_t> parser_bytes{0}; ///< bytes the request parsers scanned
+    /// The most bytes one connection held: replies not yet sent, requests not yet run.
+    std::atomic<std::uint64_t> max_output{0}, max_input{0};
 
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
         c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    static void peak(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
+        if (v > c.load(std::memory_order_relaxed)) c.store(v, std::memory_order_relaxed);
     }
 };
 
@@ -48,6 +53,7 @@ struct Server {
 
     WorkerStats& local_stats() noexcept { return stats[Keyspace::here()]; }
     std::uint64_t total(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept;
+    std::uint64_t largest(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept;
 
     Options options;
     Keyspace keyspace;

@@ -1,14 +1,13 @@
 // mini_redis/store.cpp: one shard's keys (see store.hpp).
 #include "mini_redis/store.hpp"
 
-#include <chrono>
+#include <galay/galay.hpp>
 
 namespace mini_redis {
 
 Millis now_ms() noexcept {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    // The scheduler's clock: the steady clock, or a test's paused one.
+    return galay::Scheduler::now_ns() / 1'000'000;
 }
 
 Store::Entry* Store::find(std::string_view key) {

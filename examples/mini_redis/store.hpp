@@ -19,7 +19,8 @@
 
 namespace mini_redis {
 
-/// Milliseconds on the steady clock: what deadlines are measured in.
+/// Milliseconds on the steady clock (the scheduler's: a test may pause it): what deadlines are
+/// measured in.
 using Millis = std::int64_t;
 Millis now_ms() noexcept;
 
