@@ -29,6 +29,14 @@ checker=$work/plain/share/galay-kernel/check_coroutines.py
 "$checker" --help | grep -q "co_await in a condition" || fail "the installed checker's --help"
 "$checker" "$work/plain/include/galay" ||
     fail "the installed checker finds unsafe forms in the installed headers"
+# The installed headers are the public ones and what they include: not the test-only fault
+# injection plan, and nothing that names a header left in src/.
+[ ! -e "$work/plain/include/galay/detail/faults.hpp" ] || fail "the fault injection header is installed"
+for h in $(cd "$work/plain/include" && find galay -name '*.hpp'); do
+    for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$work/plain/include/$h"); do
+        [ -f "$work/plain/include/$inc" ] || fail "$h includes $inc, which is not installed"
+    done
+done
 
 cmake --install "$build" --prefix "$work/tools" --component tools >/dev/null
 for tool in aio_bench bench_server bench_client bench_sync; do
@@ -36,4 +44,4 @@ for tool in aio_bench bench_server bench_client bench_sync; do
 done
 [ ! -e "$work/tools/include" ] || fail "--component tools installed headers too"
 [ ! -e "$work/tools/share" ] || fail "--component tools installed the checker too"
-echo "install_components: plain install without tools, --component tools with them"
+echo "install_components: plain install without tools (its headers self-contained), --component tools with them"
