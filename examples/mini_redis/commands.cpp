@@ -240,17 +240,19 @@ void config(Server& server, Args a, Replies& out) {
         {"appendonly", "no"},
         {"databases", "1"},
     };
-    std::vector<const std::string*> hits;
+    // A name without a glob character comes back as it was asked (Redis's reply does that too).
+    std::vector<std::pair<std::string_view, const std::string*>> hits;
     for (const auto& p : params)
         for (std::size_t i = 2; i < a.size(); ++i)
             if (::fnmatch(std::string(a[i]).c_str(), p[0].c_str(), FNM_CASEFOLD) == 0) {
-                hits.push_back(p);
+                const bool glob = a[i].find_first_of("*?[") != std::string_view::npos;
+                hits.emplace_back(glob ? std::string_view(p[0]) : a[i], &p[1]);
                 break;
             }
     out.array(hits.size() * 2);
-    for (const std::string* p : hits) {
-        out.bulk(p[0]);
-        out.bulk(p[1]);
+    for (const auto& [name, value] : hits) {
+        out.bulk(name);
+        out.bulk(*value);
     }
 }
 

@@ -6,6 +6,9 @@
 // command on its own shard directly; for a key of another shard it asks that shard's worker to
 // run the command and waits for the answer (`on`), while its own worker serves other
 // connections meanwhile.
+//
+// This class is the example's own cross-worker path, built on spawn_on: galay::Sharded<T> and
+// Runtime::invoke_on are the library's form of the same thing and will replace it.
 #pragma once
 
 #include "mini_redis/store.hpp"
