@@ -498,6 +498,15 @@ def learn_types(tokens, match, types):
                 info.aggregate, info.trivial = False, True
                 types.setdefault(tokens[j].text, info)
             continue
+        if t.text == "using" and i + 3 < n and tokens[i + 1].kind == "id" and \
+                tokens[i + 2].text == "=":
+            # An alias (`using OpCode = OpKind;`): a member of that type is what it names.
+            end = i + 3
+            while end < n and tokens[end].text not in (";", "{", "}"):
+                end += 1
+            if end < n and tokens[end].text == ";":
+                types.setdefault("using " + tokens[i + 1].text, [x.text for x in tokens[i + 3:end]])
+            continue
         if t.text not in ("struct", "class", "union"):
             continue
         if i > 0 and tokens[i - 1].text == "enum":
@@ -657,6 +666,9 @@ def type_is_trivial(type_tokens, types, seen):
     if last in FUNDAMENTAL or last in TRIVIAL_LIBRARY:
         return True
     info = types.get(last)
+    alias = types.get("using " + last)
+    if info is None and alias is not None and last not in seen:
+        return type_is_trivial(alias, types, seen | {last})
     if info is None or last in seen:
         return False
     return trivial(last, types, seen | {last})
@@ -764,7 +776,8 @@ class Checker:
                     fields = designators(tokens, match, k)
                     if not fields:
                         continue
-                    short = next((t for t, i in sorted(types.items()) if i.aggregate and
+                    short = next((t for t, i in sorted(types.items())
+                                  if isinstance(i, TypeInfo) and i.aggregate and
                                   fields <= i.members and not trivial(t, types)), None)
                     if short is None:
                         continue

@@ -232,6 +232,21 @@ class Snippets(unittest.TestCase):
 
     # --- capturing lambda coroutines -----------------------------------------------------------
 
+    def test_a_copy_of_a_type_named_through_an_alias(self):
+        # `using OpCode = Kind;`: a member of the alias's type is as trivial as what it names.
+        self.assertEqual(self.check("""\
+            enum class Kind { read, write };
+            using OpCode = Kind;
+            using Text = std::string;
+            struct Op { OpCode code{}; int fd = -1; };
+            struct Named { Text name; };
+            Task<void> f(Op op, Named n) {
+                const Op copy = op;
+                auto a = co_await spawn_blocking([copy] { return copy.fd; });
+                auto b = co_await spawn_blocking([n] { return n.name.size(); });
+            }
+            """, prelude=False), [(9, AGGREGATE)])
+
     def test_capturing_lambda_coroutines_whose_task_escapes(self):
         self.assertEqual(self.check("""\
             Task<void> start(Runtime& rt, int n) {
