@@ -1,6 +1,6 @@
 // mini_redis/commands.cpp: what each command does, and the routing of commands to shards (see
 // commands.hpp). Replies and error texts are Redis 7.0's, byte for byte, for every request the
-// differential test sends (tests/integration/mini_redis_diff_test.cpp).
+// differential test sends (tests/mini_redis/test_diff.py).
 #include "mini_redis/server.hpp"
 
 #include <fnmatch.h>
