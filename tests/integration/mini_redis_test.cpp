@@ -116,6 +116,48 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
     rt.shutdown();
 }
 
+TEST_P(MiniRedis, KeysExpireLazilyAndPeriodicallyOnThePausedClock) {
+    // The worker's clock stands still while it works and jumps to the next timer (the periodic
+    // expiry's tick) whenever it is idle: a minute of deadlines passes without a minute of real
+    // time, and nothing here depends on how fast the machine is.
+    mini_redis::Options o;
+    o.port = 0;
+    o.backend = GetParam();
+    galay::RuntimeOptions ro = rt_options(1);
+    ro.scheduler.paused_clock = true;
+    galay::Runtime rt(ro);
+    auto server = std::make_shared<mini_redis::Server>(std::move(o));
+    auto listening = mini_redis::start(rt, server);
+    ASSERT_TRUE(listening) << listening.error().message();
+    {
+        Client c(server->options.port);
+        EXPECT_EQ(c.call(request({"SET", "read", "v", "PX", "60000"})), "+OK\r\n");
+        EXPECT_EQ(c.call(request({"SET", "unread", "v", "EX", "60"})), "+OK\r\n");
+        EXPECT_EQ(c.call(request({"SET", "kept", "v"})), "+OK\r\n");
+        // PTTL counts down as the clock jumps; past its deadline the key is gone.
+        long long last = 60001;
+        for (int i = 0; i < 1'000'000 && last >= 0; ++i) {
+            const std::string r = c.call(request({"PTTL", "read"}));
+            ASSERT_EQ(r[0], ':') << r;
+            const long long ttl = std::stoll(r.substr(1));
+            ASSERT_LE(ttl, last) << "a deadline moved back";
+            last = ttl;
+        }
+        EXPECT_EQ(last, -2);
+        EXPECT_EQ(c.call(request({"GET", "read"})), "$-1\r\n");
+        // Periodic: "unread" is never looked up; the expiry ticks delete it (DBSIZE counts keys
+        // past their deadline that nobody has deleted yet, as Redis's does).
+        std::string size;
+        for (int i = 0; i < 1'000'000 && size != ":1\r\n"; ++i)
+            size = c.call(request({"DBSIZE"}));
+        EXPECT_EQ(size, ":1\r\n");
+        EXPECT_EQ(c.call(request({"EXISTS", "kept", "unread"})), ":1\r\n");
+    }
+    server->draining = true;
+    (void)rt.block_on(listening->drain(std::chrono::steady_clock::now() + 5s));
+    rt.shutdown();
+}
+
 GALAY_INSTANTIATE_BACKENDS(MiniRedis);
 
 TEST(MiniRedisParser, ARequestArrivingAByteAtATimeIsScannedOnce) {
