@@ -289,6 +289,7 @@ def main(argv):
     keep, grace, cmd = parse(argv)
     base = os.environ.get("TMPDIR") or tempfile.gettempdir()
     run_dir = os.path.realpath(tempfile.mkdtemp(prefix="galay-run-", dir=base))
+    os.chmod(run_dir, 0o1777)  # a TMPDIR, like /tmp (a test's PostgreSQL runs as `postgres`)
     run_id = os.path.basename(run_dir)
     outer = os.environ.get(ENV)
     env = dict(os.environ, TMPDIR=run_dir, **{ENV: f"{outer}:{run_id}" if outer else run_id})
