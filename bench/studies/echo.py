@@ -170,7 +170,8 @@ def main():
     ap.add_argument("--retries", type=int, default=1, help="repeats of a contaminated pair")
     ap.add_argument("--start-timeout", type=float, default=10.0)
     ap.add_argument("--out", help="JSON output (default bench/results/echo-<time>.json)")
-    ap.add_argument("--logs", help="directory for server/client logs (default: a temp dir)")
+    ap.add_argument("--logs", help="directory for server/client logs "
+                    "(default: bench/results/echo-logs-<time>)")
     args = ap.parse_args()
     if args.quick:
         args.pairs, args.warmup, args.duration = 1, 0.5, 2.0
