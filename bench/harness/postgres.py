@@ -30,7 +30,6 @@ import glob
 import os
 import pwd
 import re
-import select
 import shutil
 import signal
 import socket
@@ -153,18 +152,6 @@ def processes_in(path):
     return out
 
 
-def _wait_gone(pid, timeout):
-    """Waits until `pid` (any process) has ended; False when it is still there at the deadline."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
-
-
 def _kill_and_wait(pids, timeout=30):
     for p in pids:
         try:
@@ -172,7 +159,7 @@ def _kill_and_wait(pids, timeout=30):
         except ProcessLookupError:
             pass
     for p in pids:
-        _wait_gone(p, timeout)
+        children.wait_gone(p, timeout)
 
 
 def _sweep(base):
@@ -360,7 +347,7 @@ class Server:
             if not left:
                 return True
             for p in left:
-                if not _wait_gone(p, max(0.0, deadline - time.monotonic())):
+                if not children.wait_gone(p, max(0.0, deadline - time.monotonic())):
                     return False
             # An ended backend stays listed until the postmaster reaps it (a moment later).
             if time.monotonic() > deadline:
