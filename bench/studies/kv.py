@@ -24,7 +24,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -32,6 +31,7 @@ import tempfile
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (the processes this script starts end with it)
 import harness  # noqa: E402  (ports, pinned servers, spreads and verdicts)
 
 SERVER_CPU, CLIENT_CPU = 0, 1
@@ -62,7 +62,7 @@ def benchmark(port, test, pipeline, a):
     argv = ["taskset", "-c", str(CLIENT_CPU), "redis-benchmark", "-p", str(port), "-c",
             str(a.connections), "-n", str(n), "-r", str(a.keyspace), "-P", str(pipeline), "-t",
             test, "--csv"]
-    cp = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    cp = children.run(argv, capture_output=True, text=True, timeout=600)
     problems = []
     if cp.returncode != 0:
         problems.append(f"redis-benchmark exit {cp.returncode}: {cp.stderr.strip()[-200:]}")
