@@ -79,28 +79,95 @@ RequestParser::Status RequestParser::parse(std::string_view in) {
     return Status::complete;
 }
 
+namespace {
+
+int hex(char c) noexcept {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+bool space(char c) noexcept {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/// Split an inline line into arguments as Redis does (its sdssplitargs): blanks separate them;
+/// "double quotes" take \n \r \t \b \a \xHH and \<any>, 'single quotes' take \'; a closing
+/// quote must be followed by a blank or the end. False: unbalanced quotes.
+bool split_inline(std::string_view line, std::vector<std::string>& out) {
+    std::size_t i = 0;
+    const std::size_t n = line.size();
+    auto at = [&](std::size_t k) { return k < n ? line[k] : '\0'; };
+    for (;;) {
+        while (i < n && space(line[i]))
+            ++i;
+        if (i >= n) return true;
+        std::string arg;
+        bool in_double = false, in_single = false;
+        for (bool done = false; !done; ++i) {
+            const char c = at(i);
+            if (in_double) {
+                if (c == '\\' && at(i + 1) == 'x' && hex(at(i + 2)) >= 0 && hex(at(i + 3)) >= 0) {
+                    arg += static_cast<char>(hex(at(i + 2)) * 16 + hex(at(i + 3)));
+                    i += 3;
+                } else if (c == '\\' && i + 1 < n) {
+                    const char e = line[++i];
+                    arg += e == 'n'   ? '\n'
+                           : e == 'r' ? '\r'
+                           : e == 't' ? '\t'
+                           : e == 'b' ? '\b'
+                           : e == 'a' ? '\a'
+                                      : e;
+                } else if (c == '"') {
+                    if (i + 1 < n && !space(line[i + 1])) return false;
+                    done = true;
+                } else if (i >= n) {
+                    return false;
+                } else {
+                    arg += c;
+                }
+            } else if (in_single) {
+                if (c == '\\' && at(i + 1) == '\'') {
+                    arg += '\'';
+                    ++i;
+                } else if (c == '\'') {
+                    if (i + 1 < n && !space(line[i + 1])) return false;
+                    done = true;
+                } else if (i >= n) {
+                    return false;
+                } else {
+                    arg += c;
+                }
+            } else if (i >= n || space(c)) {
+                done = true;
+            } else if (c == '"') {
+                in_double = true;
+            } else if (c == '\'') {
+                in_single = true;
+            } else {
+                arg += c;
+            }
+        }
+        out.push_back(std::move(arg));
+    }
+}
+
+} // namespace
+
 RequestParser::Status RequestParser::parse_inline(std::string_view in) {
     const std::size_t nl = find_line_end(in, '\n');
     if (nl == std::string_view::npos) {
         if (in.size() > kMaxLine) return fail("too big inline request");
         return Status::incomplete;
     }
-    // Arguments are separated by blanks. (Redis also reads quoted arguments here; a client that
-    // needs them sends the array form, as every library does.)
     std::string_view line = in.substr(0, nl);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    args_.clear();
-    std::size_t i = 0;
-    auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-    while (i < line.size()) {
-        while (i < line.size() && blank(line[i]))
-            ++i;
-        std::size_t j = i;
-        while (j < line.size() && !blank(line[j]))
-            ++j;
-        if (j > i) args_.push_back(line.substr(i, j - i));
-        i = j;
-    }
+    // The arguments are copies here (quotes and escapes change them): an inline request is what
+    // a person types, not what clients send.
+    inline_args_.clear();
+    if (!split_inline(line, inline_args_)) return fail("unbalanced quotes in request");
+    args_.assign(inline_args_.begin(), inline_args_.end());
     pos_ = nl + 1;
     return Status::complete;
 }

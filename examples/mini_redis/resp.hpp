@@ -1,11 +1,12 @@
 // mini_redis/resp.hpp: RESP2, the Redis protocol: requests read from bytes, replies written out.
 //
 // A request is an array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`, what every client
-// library and redis-cli send) or an inline line (`GET k\r\n`, what a person types into nc). The
-// parser is resumable: it keeps where it stopped, so a request that arrives a byte at a time is
-// scanned once in all (linear cost), not once per arrival. Its limits are Redis's: a bulk string
-// of at most 512 MiB, refused from its length line before any of it is read; a header or inline
-// line of at most 64 KiB. The error texts are Redis's too, so that clients see what they expect.
+// library and redis-cli send) or an inline line (`SET "a b" c\r\n`, what a person types into nc,
+// with Redis's quotes and escapes). The parser is resumable: it keeps where it stopped, so a
+// request that arrives a byte at a time is scanned once in all (linear cost), not once per arrival.
+// Its limits are Redis's: a bulk string of at most 512 MiB, refused from its length line before any
+// of it is read; a header or inline line of at most 64 KiB. The error texts are Redis's too, so
+// that clients see what they expect.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,8 @@ public:
     /// consumed). `complete`: args() and size() describe it; `error`: error() has the reply.
     /// Bytes already scanned by an earlier call are not scanned again.
     Status parse(std::string_view in);
-    /// The arguments of the complete request: views into the bytes given to parse().
+    /// The arguments of the complete request: views into the bytes given to parse() (or, for an
+    /// inline request, into the parser's own copies).
     std::span<const std::string_view> args() const noexcept { return args_; }
     /// Bytes the complete request took (to consume from the connection's buffer).
     std::size_t size() const noexcept { return pos_; }
@@ -55,6 +57,7 @@ private:
     long long bulk_len_ = -1;     // length of the bulk string being read; -1: its '$' line is next
     std::vector<std::size_t> at_; // each argument's offset and length, in pairs
     std::vector<std::string_view> args_;
+    std::vector<std::string> inline_args_; // an inline request's arguments, unquoted
     std::string error_;
     std::uint64_t scanned_ = 0;
 };

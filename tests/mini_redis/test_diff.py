@@ -5,7 +5,7 @@ and --workers 2, on each backend), and every reply must be the same bytes.
 
 The generator covers every command mini_redis has, in any letter case, with wrong arities, bad
 integers, overflows, every SET/EXPIRE option, binary keys and values (NUL, CR LF, 0xff, the empty
-key). Nothing depends on time: a deadline is either far in the future (EX/PX/EXPIRE of days, which
+key), and now and then an inline request (quotes, escapes, blanks) among the arrays. Nothing depends on time: a deadline is either far in the future (EX/PX/EXPIRE of days, which
 no run outlasts) or already past (EXPIRE with zero or a negative time, which deletes the key at
 once). What legitimately differs, and how each is compared instead:
   - TTL and PTTL of a key with a deadline count down while the test runs: a positive reply must be
@@ -134,6 +134,17 @@ def request(rng):
     return [case(rng, "set"), key(rng), rng.choice(INTS[:6])]
 
 
+INLINE = [b'SET "a b" "c\\td"', b"SET 'it s' 1", b"GET \"a b\"", b'ECHO "\\x41\\x4a\\xzz\\n"',
+          b"ECHO 'don\\'t'", b'MSET "" empty "k1" \'v v\'', b"  PING   ", b'ECHO ""',
+          b'GET "bin\\x00key"', b"EXISTS a\tb  'a b'", b"mget k1 \"k2\" 'k3'", b"",
+          b'ECHO "a\\"b"', b"ECHO 'a\\b'", b'SET "cr\\r\\nlf" "\\x00"']
+
+
+def inline_request(rng):
+    """An inline request (what a person types into nc): quotes, escapes, blanks."""
+    return rng.choice(INLINE) + rng.choice([b"\r\n", b"\n"])
+
+
 def same(name, a, b):
     """Whether the replies of two servers agree (byte for byte, but for the documented cases)."""
     if a == b:
@@ -156,7 +167,14 @@ def run(binary, backend, workers, seed, rounds):
         sent = 0
         for batch in range(rounds):
             reqs = [request(rng) for _ in range(rng.choice([1, 2, 16, 64]))]
-            wire = b"".join(encode(*r) for r in reqs)
+            wires = [encode(*r) for r in reqs]
+            if rng.random() < 0.2:  # an inline request among them (an empty line gets no reply)
+                line = inline_request(rng)
+                at = rng.randrange(len(reqs) + 1)
+                wires.insert(at, line)
+                if line.strip():
+                    reqs.insert(at, [line.split()[0] if line.split() else b"", line])
+            wire = b"".join(wires)
             # The pipeline in one write, or cut at random places (what TCP may do).
             cuts = sorted(rng.sample(range(1, len(wire)), min(3, len(wire) - 1))) if rng.random() < 0.3 else []
             for conn in (a, b):
