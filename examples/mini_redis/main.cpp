@@ -6,8 +6,9 @@
 //
 // What to read, in order: resp.hpp (the protocol), store.hpp (one shard of keys), keyspace.hpp
 // (a shard per worker, and how a connection asks another worker), commands.hpp (the commands
-// and which shard runs them, what is atomic), connection.cpp (pipelining, bounded memory), this
-// file (the runtime, signals, draining). README.md in this folder says what it leaves out.
+// and what is atomic), routing.cpp (which shard runs them), connection.cpp (pipelining, bounded
+// memory), this file (the runtime, signals, draining). README.md in this folder says what it leaves
+// out.
 //
 // It listens on 127.0.0.1 (it has no authentication). Port 0 takes a free port; the
 // "listening on" line gives the real one. SIGINT or SIGTERM: it stops accepting, lets each

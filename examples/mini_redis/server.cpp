@@ -20,6 +20,20 @@ galay::Task<void> expire_keys(std::shared_ptr<Server> server) {
 
 } // namespace
 
+std::uint64_t Server::total(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept {
+    std::uint64_t n = 0;
+    for (const WorkerStats& w : stats)
+        n += (w.*counter).load(std::memory_order_relaxed);
+    return n;
+}
+
+std::uint64_t Server::largest(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept {
+    std::uint64_t n = 0;
+    for (const WorkerStats& w : stats)
+        n = std::max<std::uint64_t>(n, (w.*counter).load(std::memory_order_relaxed));
+    return n;
+}
+
 galay::Result<galay::TcpServer> start(galay::Runtime& rt, std::shared_ptr<Server> server) {
     galay::ServeOptions so;
     so.mode = galay::ListenMode::sharded; // a listener per worker: no cross-thread accept
