@@ -468,6 +468,23 @@ QUALIFIERS = {"const", "volatile", "mutable", "constexpr", "inline", "typename",
               "class", "enum", "alignas"}
 
 
+def template_open(tokens, j):
+    """The index of the '<' that opens the template arguments closed by the '>' at j, or None
+    when a statement or block boundary comes first."""
+    depth = 0
+    while j >= 0:
+        if tokens[j].text == ">":
+            depth += 1
+        elif tokens[j].text == "<":
+            depth -= 1
+            if depth == 0:
+                return j
+        elif tokens[j].text in (";", "{", "}"):
+            return None
+        j -= 1
+    return None
+
+
 class TypeInfo:
     """What the checker knows of a class: aggregate or not, its destructor trivial or not (None:
     unknown), its data members' names."""
@@ -821,17 +838,9 @@ class Checker:
         argument (`f({...})`)."""
         j = k - 1
         if j >= 0 and tokens[j].text == ">":  # Name<...>{
-            depth = 0
-            while j >= 0:
-                if tokens[j].text == ">":
-                    depth += 1
-                elif tokens[j].text == "<":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                elif tokens[j].text in (";", "{", "}"):
-                    return None
-                j -= 1
+            j = template_open(tokens, j)
+            if j is None:
+                return None
             j -= 1
         if j < 0 or tokens[j].kind != "id" or tokens[j].text in KEYWORDS_BEFORE_LAMBDA:
             return None
@@ -900,18 +909,8 @@ class Checker:
                 calls[k] = tokens[k - 1].text
             elif t.text == "(" and k > 0 and tokens[k - 1].text == ">":
                 # name<args>(...)
-                j, depth = k - 1, 0
-                while j >= 0:
-                    if tokens[j].text == ">":
-                        depth += 1
-                    elif tokens[j].text == "<":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    elif tokens[j].text in (";", "{", "}"):
-                        break
-                    j -= 1
-                if j > 0 and tokens[j - 1].kind == "id":
+                j = template_open(tokens, k - 1)
+                if j is not None and j > 0 and tokens[j - 1].kind == "id":
                     calls[k] = tokens[j - 1].text
         return calls
 

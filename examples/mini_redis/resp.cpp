@@ -104,47 +104,34 @@ bool split_inline(std::string_view line, std::vector<std::string>& out) {
             ++i;
         if (i >= n) return true;
         std::string arg;
-        bool in_double = false, in_single = false;
+        char quote = 0; // '"' or '\'' inside quotes
         for (bool done = false; !done; ++i) {
             const char c = at(i);
-            if (in_double) {
-                if (c == '\\' && at(i + 1) == 'x' && hex(at(i + 2)) >= 0 && hex(at(i + 3)) >= 0) {
-                    arg += static_cast<char>(hex(at(i + 2)) * 16 + hex(at(i + 3)));
-                    i += 3;
-                } else if (c == '\\' && i + 1 < n) {
-                    const char e = line[++i];
-                    arg += e == 'n'   ? '\n'
-                           : e == 'r' ? '\r'
-                           : e == 't' ? '\t'
-                           : e == 'b' ? '\b'
-                           : e == 'a' ? '\a'
-                                      : e;
-                } else if (c == '"') {
-                    if (i + 1 < n && !space(line[i + 1])) return false;
-                    done = true;
-                } else if (i >= n) {
-                    return false;
-                } else {
-                    arg += c;
-                }
-            } else if (in_single) {
-                if (c == '\\' && at(i + 1) == '\'') {
-                    arg += '\'';
-                    ++i;
-                } else if (c == '\'') {
-                    if (i + 1 < n && !space(line[i + 1])) return false;
-                    done = true;
-                } else if (i >= n) {
-                    return false;
-                } else {
-                    arg += c;
-                }
+            if (quote != 0 && i >= n) return false; // the line ends inside quotes
+            if (quote == '"' && c == '\\' && at(i + 1) == 'x' && hex(at(i + 2)) >= 0 &&
+                hex(at(i + 3)) >= 0) {
+                arg += static_cast<char>(hex(at(i + 2)) * 16 + hex(at(i + 3)));
+                i += 3;
+            } else if (quote == '"' && c == '\\' && i + 1 < n) {
+                const char e = line[++i];
+                arg += e == 'n'   ? '\n'
+                       : e == 'r' ? '\r'
+                       : e == 't' ? '\t'
+                       : e == 'b' ? '\b'
+                       : e == 'a' ? '\a'
+                                  : e;
+            } else if (quote == '\'' && c == '\\' && at(i + 1) == '\'') {
+                arg += '\'';
+                ++i;
+            } else if (quote != 0 && c == quote) {
+                if (i + 1 < n && !space(line[i + 1])) return false; // "a"b
+                done = true;
+            } else if (quote != 0) {
+                arg += c;
             } else if (i >= n || space(c)) {
                 done = true;
-            } else if (c == '"') {
-                in_double = true;
-            } else if (c == '\'') {
-                in_single = true;
+            } else if (c == '"' || c == '\'') {
+                quote = c;
             } else {
                 arg += c;
             }
