@@ -289,7 +289,8 @@ TEST_P(HttpServerTest, APipelinedBurstOfAnySizeIsAnsweredWhole) {
                     if (answered != kRequests) co_return;
                 }
                 co_await c->send(kGet); // and the connection goes on
-                EXPECT_EQ((co_await c->read()).body, "Hello, World!");
+                Response last = co_await c->read();
+                EXPECT_EQ(last.body, "Hello, World!");
                 EXPECT_EQ(srv.stats().requests, 2 * kRequests + 1u);
                 EXPECT_EQ(srv.stats().refused, 0u);
             });
@@ -908,15 +909,19 @@ TEST_P(HttpServerProcessTest, AFifoInTheRootIsRefusedAndTheWorkerKeepsServing) {
             Response r = co_await c->read();
             EXPECT_EQ(r.status, 403);
             co_await c->send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
-            EXPECT_EQ((co_await c->read()).body, "static hello\n");
+            Response file = co_await c->read();
+            EXPECT_EQ(file.body, "static hello\n");
         }
         auto other = co_await connect(port); // another connection on the same (only) worker
         co_await other->send("HEAD /pipe HTTP/1.1\r\nHost: t\r\n\r\n"); // (a length, no body)
-        EXPECT_EQ((co_await other->read(true)).status, 403);
+        Response fifo = co_await other->read(true);
+        EXPECT_EQ(fifo.status, 403);
         co_await other->send("HEAD /none HTTP/1.1\r\nHost: t\r\n\r\n");
-        EXPECT_EQ((co_await other->read(true)).status, 404);
+        Response none = co_await other->read(true);
+        EXPECT_EQ(none.status, 404);
         co_await other->send(kGet);
-        EXPECT_EQ((co_await other->read()).body, "Hello, World!");
+        Response fixed = co_await other->read();
+        EXPECT_EQ(fixed.body, "Hello, World!");
     }(server.port));
     const test::ProcessResult r = server.stop();
     EXPECT_FALSE(r.timed_out) << "http_server did not stop on SIGTERM";
