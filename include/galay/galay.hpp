@@ -1,6 +1,7 @@
 // galay/galay.hpp: everything at once.
 #pragma once
 
+#include "galay/async_fd.hpp"
 #include "galay/backend.hpp"
 #include "galay/blocking.hpp"
 #include "galay/error.hpp"

@@ -26,6 +26,14 @@ using namespace std::chrono_literals;
 
 namespace examples {
 
+namespace async_fd {
+int library_socket();
+void library_reads();
+galay::Task<void> body() {
+#include "example_async_fd.inc"
+}
+} // namespace async_fd
+
 namespace backend {
 void body() {
 #include "example_backend.inc"
