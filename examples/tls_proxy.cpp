@@ -7,22 +7,18 @@
 //   then: curl --cacert ca.pem https://localhost:8443/
 //
 // Exit 1: the port, the certificate or the key cannot be used; 2: bad arguments.
+#include "galay_cli.hpp"
+
 #include <galay/galay.hpp>
 #include <galay/tls/stream.hpp>
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <string_view>
 
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr const char* kUsage = "usage: tls_proxy <listen-port> <upstream-ip:port> --tls-cert FILE "
-                               "--tls-key FILE [--idle SECONDS]\n";
 
 galay::Task<void> relay(const galay::tls::Context& ctx, galay::TcpStream client,
                         galay::SocketAddr upstream, std::chrono::seconds idle) {
@@ -64,42 +60,48 @@ galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen
     }
 }
 
-[[noreturn]] void usage(const std::string& what) {
-    std::fprintf(stderr, "tls_proxy: %s\n%s", what.c_str(), kUsage);
-    std::exit(2);
+/// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.
+CLI::Validator upstream_address() {
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            auto a = galay::SocketAddr::parse(s);
+            if (!a || a->port() == 0) return "'" + s + "' is not IP:PORT (port 1..65535)";
+            return {};
+        },
+        "IP:PORT", "upstream");
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3) usage("missing arguments");
-    char* end = nullptr;
-    const long port = std::strtol(argv[1], &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535) usage("bad port '" + std::string(argv[1]) + "'");
-    auto upstream = galay::SocketAddr::parse(argv[2]);
-    if (!upstream) usage("bad upstream '" + std::string(argv[2]) + "'");
-    std::string cert, key;
+    std::uint16_t port = 0;
+    std::string upstream_text, cert, key;
     long idle = 60;
-    for (int i = 3; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
-        if (arg == "--tls-cert")
-            cert = argv[++i];
-        else if (arg == "--tls-key")
-            key = argv[++i];
-        else if (arg == "--idle")
-            idle = std::strtol(argv[++i], nullptr, 10);
-        else
-            usage("unexpected argument '" + std::string(arg) + "'");
-    }
-    if (cert.empty() || key.empty()) usage("--tls-cert and --tls-key are required");
-    if (idle <= 0) usage("--idle: a positive number of seconds");
+    CLI::App app{"A TLS-terminating proxy: TLS in, plain TCP to the upstream.", "tls_proxy"};
+    app.add_option("listen-port", port, "port to listen on (0: any free port, printed)")
+        ->required()
+        ->check(galay::tools::whole(0, 65535));
+    app.add_option("upstream", upstream_text, "the upstream's IP:PORT")
+        ->required()
+        ->check(upstream_address());
+    app.add_option("--tls-cert", cert, "certificate chain (PEM)")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--tls-key", key, "private key (PEM)")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--idle", idle,
+                   "close a connection idle for this many seconds (at most 30 days)")
+        ->check(galay::tools::whole(1, 30 * 86400))
+        ->capture_default_str();
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "tls_proxy")) return *code;
+    const galay::SocketAddr upstream = *galay::SocketAddr::parse(upstream_text);
     std::signal(SIGPIPE, SIG_IGN);
     try {
         const galay::tls::Context ctx =
             galay::tls::Context::server({.cert_file = cert, .key_file = key});
-        galay::block_on(serve(ctx, galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
-                              *upstream, std::chrono::seconds(idle)));
+        galay::block_on(
+            serve(ctx, galay::SocketAddr::any_v4(port), upstream, std::chrono::seconds(idle)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;

@@ -6,6 +6,7 @@
 
 #include "common/cli.hpp"
 #include "common/signals.hpp"
+#include "galay_cli_backend.hpp" // add_backend_flag
 #include "measure/format.hpp"
 
 #include <galay/runtime.hpp>
@@ -18,9 +19,6 @@
 #include <string>
 
 namespace galay::tools {
-
-/// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
-void add_backend_flag(CLI::App& app, Backend* out);
 
 /// Adds `--idle-spin US` (SchedulerOptions::idle_spin in microseconds, 0 = off, at most 10 s) to
 /// `app`; `applies_to` ends its help ("the client and the server it starts", say).
