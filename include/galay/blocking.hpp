@@ -49,6 +49,17 @@ void set_blocking_threads(unsigned max) noexcept;
 unsigned blocking_threads() noexcept;
 
 namespace detail {
+template <class F>
+class BlockingAwaiter; // what `co_await spawn_blocking(fn)` is (below)
+} // namespace detail
+
+/// Run `fn()` on the blocking pool; `co_await` gives `Result<R>` (see the top of this header).
+template <class F>
+[[nodiscard]] detail::BlockingAwaiter<std::decay_t<F>> spawn_blocking(F&& fn) {
+    return detail::BlockingAwaiter<std::decay_t<F>>(std::forward<F>(fn));
+}
+
+namespace detail {
 
 using BlockingFn = void (*)(void* a, void* b) noexcept;
 
@@ -154,11 +165,5 @@ private:
 };
 
 } // namespace detail
-
-/// Run `fn()` on the blocking pool; `co_await` gives `Result<R>` (see the top of this header).
-template <class F>
-[[nodiscard]] detail::BlockingAwaiter<std::decay_t<F>> spawn_blocking(F&& fn) {
-    return detail::BlockingAwaiter<std::decay_t<F>>(std::forward<F>(fn));
-}
 
 } // namespace galay

@@ -8,17 +8,18 @@
 //     std::cout << "tasks finished: " << m.total().tasks_finished << '\n';
 //     std::cout << galay::metrics::prometheus_text(rt);                 // what GET /metrics serves
 //
-// Counters are kept by each scheduler for itself (relaxed, no lock, no allocation; see
-// galay/detail/worker_counters.hpp) and a snapshot reads them without stopping anything, so the
+// Counters are kept by each scheduler for itself (relaxed, no lock, no allocation; each has one
+// writer, the scheduler's own thread) and a snapshot reads them without stopping anything, so the
 // figures of one snapshot may be a turn apart from each other. Gauges (ready-queue depth, timers
 // armed, pooled buffers in use) are sampled once per loop turn. Built with the CMake option
 // GALAY_METRICS=OFF the counters stay 0.
 #pragma once
 
-#include "galay/detail/worker_counters.hpp"
+#include "galay/op_kind.hpp"
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <source_location>
 #include <string>
@@ -68,7 +69,11 @@ struct TaskHooks {
 };
 
 /// The name of an operation kind as used in metric labels ("recv", "read_at", ...).
-const char* op_kind_name(detail::OpCode code) noexcept;
+const char* op_kind_name(OpKind kind) noexcept;
+
+/// Buckets of the completions-per-turn histogram (WorkerMetrics::completions_per_turn): 0, 1,
+/// 2-3, 4-7, ..., 128-255, 256 and more.
+inline constexpr std::size_t turn_buckets = 10;
 
 /// Counters for one kind of operation.
 struct OpMetrics {
@@ -103,17 +108,15 @@ struct WorkerMetrics {
     /// Spins that found nothing and ended in a sleep: their time was spent for nothing.
     std::uint64_t idle_spins_slept = 0;
     std::uint64_t idle_spin_ns = 0; ///< time spent spinning (part of `busy_ns`)
-    /// Per operation kind, indexed by `detail::OpCode`.
-    std::array<OpMetrics, detail::kOpKinds> ops{};
+    /// Per operation kind, indexed by `OpKind`.
+    std::array<OpMetrics, op_kind_count> ops{};
     /// Completions per turn: bucket 0 counts turns with none, bucket b turns with 2^(b-1) to
     /// 2^b - 1, the last one turns with 256 or more.
-    std::array<std::uint64_t, detail::kTurnBuckets> completions_per_turn{};
+    std::array<std::uint64_t, turn_buckets> completions_per_turn{};
     std::uint64_t completions_sum = 0; ///< completions over all turns
 
     /// The figures of one kind.
-    const OpMetrics& op(detail::OpCode c) const noexcept {
-        return ops[static_cast<std::size_t>(c)];
-    }
+    const OpMetrics& op(OpKind kind) const noexcept { return ops[static_cast<std::size_t>(kind)]; }
     /// Adds `o`'s counters and gauges to these.
     WorkerMetrics& operator+=(const WorkerMetrics& o) noexcept;
 };

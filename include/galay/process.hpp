@@ -19,10 +19,11 @@
 // opens leaks into a child: every descriptor galay makes is close-on-exec.
 #pragma once
 
-#include "galay/detail/close_op.hpp"
-#include "galay/detail/io_awaitable.hpp"
-#include "galay/detail/owned_fd.hpp"
-#include "galay/net/tcp.hpp"
+#include "galay/detail/buffers.hpp"
+#include "galay/detail/process_ops.hpp"
+#include "galay/detail/transfer_ops.hpp"
+#include "galay/fd_handle.hpp"
+#include "galay/owned_fd.hpp"
 #include "galay/task.hpp"
 
 #include <signal.h>
@@ -37,8 +38,8 @@
 namespace galay {
 
 /// The read end of a pipe. Move-only; destroying it closes it. Has `recv` too, so io::BufReader
-/// reads lines from it.
-class PipeReader {
+/// reads lines from it. Its descriptor (`fd`, `is_open`, `close`, `release`) is an FdHandle's.
+class PipeReader : public FdHandle {
 public:
     PipeReader() noexcept = default;
     /// Adopt a pipe's read end. It is put in blocking mode (a child may share it); galay itself
@@ -62,24 +63,12 @@ public:
         return {detail::OpCode::read,    fd_.get(), std::ranges::data(buf), std::ranges::size(buf),
                 detail::Transfer::exact, 0};
     }
-    /// Close asynchronously; empty at once.
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
-    }
-    /// True while it holds a descriptor.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// The descriptor, still owned (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Give up ownership: closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
-
-private:
-    detail::OwnedFd fd_;
 };
 
-/// The write end of a pipe. Move-only; destroying it closes it (the reader then sees EOF).
-/// Writing to a pipe nobody reads is `EPIPE` (galay ignores SIGPIPE once it makes a pipe).
-class PipeWriter {
+/// The write end of a pipe. Move-only; destroying it closes it (the reader then sees EOF; so
+/// does `close()`). Writing to a pipe nobody reads is `EPIPE` (galay ignores SIGPIPE once it makes
+/// a pipe). Its descriptor (`fd`, `is_open`, `close`, `release`) is an FdHandle's.
+class PipeWriter : public FdHandle {
 public:
     PipeWriter() noexcept = default;
     /// Adopt a pipe's write end (put in blocking mode, as PipeReader's).
@@ -97,19 +86,6 @@ public:
         return {detail::OpCode::write, fd_.get(), detail::buffer_data(buf), std::ranges::size(buf),
                 detail::Transfer::all, 0};
     }
-    /// Close asynchronously; empty at once (the reader sees EOF).
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
-    }
-    /// True while it holds a descriptor.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// The descriptor, still owned (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Give up ownership: closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
-
-private:
-    detail::OwnedFd fd_;
 };
 
 /// Both ends of a new pipe.
@@ -147,22 +123,6 @@ struct Output {
     std::string out;   ///< its stdout
     std::string err;   ///< its stderr
 };
-
-class Child;
-
-namespace detail {
-class [[nodiscard]] WaitAwaitable : public galay::detail::IoAwaitable<WaitAwaitable> {
-public:
-    explicit WaitAwaitable(Child& child) noexcept;
-    bool await_ready() const noexcept;
-    void prepare() noexcept { op_.buf = &info_; }
-    Result<ExitStatus> result();
-
-private:
-    Child* child_;
-    siginfo_t info_{};
-};
-} // namespace detail
 
 /// A running (or finished) child process. Move-only, but not while a wait() is pending.
 /// Dropping a child that has not been waited for kills it (SIGKILL) and reaps it, so no zombie
@@ -206,7 +166,7 @@ private:
     void reap_now() noexcept;
 
     pid_t pid_ = -1;
-    galay::detail::OwnedFd pidfd_;
+    galay::OwnedFd pidfd_;
     std::optional<ExitStatus> status_; // set once reaped
     PipeWriter stdin_;
     PipeReader stdout_, stderr_;

@@ -34,7 +34,17 @@
 namespace galay {
 
 namespace detail {
+class SignalAwaiter; // what `co_await galay::signal(...)` is (below)
+} // namespace detail
 
+/// Wait for `signo` (see the top of this header). Installs the handler now.
+detail::SignalAwaiter signal(int signo);
+/// Wait for any of `signos`; the result is the one that came.
+detail::SignalAwaiter signal(std::initializer_list<int> signos);
+
+namespace detail {
+
+/// What `co_await galay::signal(...)` waits on -> Result<int>, the signal that came.
 class [[nodiscard]] SignalAwaiter final : public TimedRemoteWait<SignalAwaiter> {
 public:
     /// `mask`: bit s for signal s (1..63); `error`: an errno when installing failed.
@@ -85,10 +95,5 @@ struct SignalLinks { // (detail/intrusive_list.hpp)
 };
 
 } // namespace detail
-
-/// Wait for `signo` (see the top of this header). Installs the handler now.
-detail::SignalAwaiter signal(int signo);
-/// Wait for any of `signos`; the result is the one that came.
-detail::SignalAwaiter signal(std::initializer_list<int> signos);
 
 } // namespace galay

@@ -3,6 +3,7 @@
 // driver through the Scheduler alone.
 #pragma once
 
+#include "galay/backend.hpp"
 #include "galay/detail/io_op.hpp"
 
 #include <cerrno>

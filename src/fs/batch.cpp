@@ -74,7 +74,7 @@ bool BatchAwaitable::await_ready() const noexcept {
 }
 
 bool BatchAwaitable::start(std::coroutine_handle<> h, CancelScope* scope) {
-    Scheduler& sched = current_scheduler();
+    SchedulerCore& sched = SchedulerAccess::core(current_scheduler());
     fs::Batch& b = *batch_;
     scope_ = scope;
     if (!b.countdown_) {

@@ -130,7 +130,7 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
         return fail(err);
     }
     File f;
-    f.fd_ = detail::OwnedFd(fd);
+    f.fd_ = OwnedFd(fd);
     f.direct_ = o.direct;
     if (o.direct) f.block_size_ = lookup_block_size(fd);
     return f;

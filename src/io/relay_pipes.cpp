@@ -1,7 +1,7 @@
 // The per-thread pool of pipes that io::copy splices through. A relay takes a pipe only while
 // bytes move and gives it back empty, so idle relays hold no descriptors and a busy thread
 // reuses a handful of pipes instead of making two per connection.
-#include "galay/io/copy.hpp"
+#include "io/relay_pipes.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -112,7 +112,7 @@ Result<TcpStream> ConnectAwaitable::result() {
 } // namespace detail
 
 StreamSocket::StreamSocket(int fd) noexcept
-    : fd_(fd) {
+    : FdHandle(fd) {
     if (fd < 0) return;
     int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0 && !(fl & O_NONBLOCK)) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -180,7 +180,7 @@ Result<TcpListener> TcpListener::bind(const SocketAddr& addr, ListenOptions opti
     auto fd = detail::make_socket(addr.family(), SOCK_STREAM);
     if (!fd) return std::unexpected(fd.error());
     TcpListener l;
-    l.fd_ = detail::OwnedFd(*fd);
+    l.fd_ = OwnedFd(*fd);
     if (options.reuse_addr)
         if (auto r = detail::setsockopt_int(l.fd_.get(), SOL_SOCKET, SO_REUSEADDR, 1); !r)
             return std::unexpected(r.error());
@@ -212,7 +212,7 @@ Result<std::vector<TcpListener>> TcpListener::bind_sharded(const SocketAddr& add
     auto first = detail::make_socket(addr.family(), SOCK_STREAM);
     if (!first) return std::unexpected(first.error());
     TcpListener l0;
-    l0.fd_ = detail::OwnedFd(*first);
+    l0.fd_ = OwnedFd(*first);
     if (options.reuse_addr)
         if (auto r = detail::setsockopt_int(l0.fd_.get(), SOL_SOCKET, SO_REUSEADDR, 1); !r)
             return std::unexpected(r.error());
@@ -260,7 +260,7 @@ Result<TcpListener> TcpListener::from_fd(int fd) noexcept {
     if (fdfl < 0) return fail(errno);
     if (!(fdfl & FD_CLOEXEC) && ::fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0) return fail(errno);
     TcpListener l;
-    l.fd_ = detail::OwnedFd(fd);
+    l.fd_ = OwnedFd(fd);
     return l;
 }
 

@@ -23,7 +23,7 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     auto fd = detail::make_socket(family, SOCK_DGRAM);
     if (!fd) return std::unexpected(fd.error());
     UdpSocket s;
-    s.fd_ = detail::OwnedFd(*fd);
+    s.fd_ = OwnedFd(*fd);
     s.family_ = family;
     s.local_address_ = o.local_address;
     s.scratch_.reset(new detail::BatchScratch());

@@ -220,7 +220,7 @@ Result<UnixAddr> UnixStream::local_addr() const noexcept {
 // --- UnixListener --------------------------------------------------------------------------------
 
 UnixListener::UnixListener(UnixListener&& o) noexcept
-    : fd_(std::move(o.fd_))
+    : FdHandle(std::move(o))
     , path_(std::exchange(o.path_, {}))
     , dev_(o.dev_)
     , ino_(o.ino_) {}
@@ -228,7 +228,7 @@ UnixListener::UnixListener(UnixListener&& o) noexcept
 UnixListener& UnixListener::operator=(UnixListener&& o) noexcept {
     if (this != &o) {
         remove_file();
-        fd_ = std::move(o.fd_);
+        FdHandle::operator=(std::move(o));
         path_ = std::exchange(o.path_, {});
         dev_ = o.dev_;
         ino_ = o.ino_;
@@ -250,7 +250,7 @@ Result<UnixListener> UnixListener::bind(const UnixAddr& addr, int backlog) {
     auto fd = detail::make_socket(AF_UNIX, SOCK_STREAM);
     if (!fd) return std::unexpected(fd.error());
     UnixListener l;
-    l.fd_ = detail::OwnedFd(*fd);
+    l.fd_ = OwnedFd(*fd);
     if (::bind(*fd, addr.data(), addr.size()) < 0) {
         const int err = errno;
         if (err != EADDRINUSE || addr.is_abstract() || !is_stale_socket(addr)) return fail(err);
@@ -275,7 +275,12 @@ Result<UnixAddr> UnixListener::local_addr() const noexcept {
 
 detail::CloseAwaitable UnixListener::close() noexcept {
     remove_file();
-    return detail::CloseAwaitable(fd_.take());
+    return FdHandle::close();
+}
+
+int UnixListener::release() noexcept {
+    path_.clear(); // (the caller's socket: its file stays)
+    return FdHandle::release();
 }
 
 // --- UnixDatagram --------------------------------------------------------------------------------
@@ -284,7 +289,7 @@ Result<UnixDatagram> UnixDatagram::unbound() noexcept {
     auto fd = detail::make_socket(AF_UNIX, SOCK_DGRAM);
     if (!fd) return std::unexpected(fd.error());
     UnixDatagram d;
-    d.fd_ = detail::OwnedFd(*fd);
+    d.fd_ = OwnedFd(*fd);
     return d;
 }
 
@@ -301,19 +306,19 @@ Result<std::pair<UnixDatagram, UnixDatagram>> UnixDatagram::pair() noexcept {
     if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
         return fail(errno);
     std::pair<UnixDatagram, UnixDatagram> p;
-    p.first.fd_ = detail::OwnedFd(sv[0]);
-    p.second.fd_ = detail::OwnedFd(sv[1]);
+    p.first.fd_ = OwnedFd(sv[0]);
+    p.second.fd_ = OwnedFd(sv[1]);
     return p;
 }
 
 UnixDatagram::UnixDatagram(UnixDatagram&& o) noexcept
-    : fd_(std::move(o.fd_))
+    : FdHandle(std::move(o))
     , path_(std::exchange(o.path_, {})) {}
 
 UnixDatagram& UnixDatagram::operator=(UnixDatagram&& o) noexcept {
     if (this != &o) {
         if (!path_.empty()) ::unlink(path_.c_str());
-        fd_ = std::move(o.fd_);
+        FdHandle::operator=(std::move(o));
         path_ = std::exchange(o.path_, {});
     }
     return *this;

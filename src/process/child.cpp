@@ -90,12 +90,12 @@ void Child::reap_now() noexcept {
         }
         status_ = status_of(info);
     }
-    pidfd_ = galay::detail::OwnedFd();
+    pidfd_ = galay::OwnedFd();
 }
 
 pid_t Child::detach() noexcept {
     const pid_t pid = pidfd_.is_open() && !status_ ? pid_ : -1;
-    pidfd_ = galay::detail::OwnedFd(); // (closing a pidfd neither signals nor reaps)
+    pidfd_ = galay::OwnedFd(); // (closing a pidfd neither signals nor reaps)
     stdin_ = PipeWriter();
     stdout_ = PipeReader();
     stderr_ = PipeReader();

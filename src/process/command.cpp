@@ -21,8 +21,8 @@ namespace {
 
 /// The descriptors a spawn opens; the parent's ends go to the Child, the rest close here.
 struct StdioPlan {
-    int child_fd[3] = {-1, -1, -1};        // dup2'd onto 0, 1, 2 in the child
-    galay::detail::OwnedFd close_after[3]; // the child's ends (and /dev/null), closed after spawn
+    int child_fd[3] = {-1, -1, -1}; // dup2'd onto 0, 1, 2 in the child
+    galay::OwnedFd close_after[3];  // the child's ends (and /dev/null), closed after spawn
 };
 
 Result<void> plan_one(Stdio how, int target, StdioPlan& plan, Child& child, PipeWriter& in,
@@ -32,7 +32,7 @@ Result<void> plan_one(Stdio how, int target, StdioPlan& plan, Child& child, Pipe
     if (how == Stdio::null) {
         int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
         if (fd < 0) return fail(errno);
-        plan.close_after[target] = galay::detail::OwnedFd(fd);
+        plan.close_after[target] = galay::OwnedFd(fd);
         plan.child_fd[target] = fd;
         return {};
     }
@@ -40,11 +40,11 @@ Result<void> plan_one(Stdio how, int target, StdioPlan& plan, Child& child, Pipe
     if (!p) return std::unexpected(p.error());
     if (target == 0) {
         plan.child_fd[0] = p->reader.fd();
-        plan.close_after[0] = galay::detail::OwnedFd(p->reader.release());
+        plan.close_after[0] = galay::OwnedFd(p->reader.release());
         in = std::move(p->writer);
     } else {
         plan.child_fd[target] = p->writer.fd();
-        plan.close_after[target] = galay::detail::OwnedFd(p->writer.release());
+        plan.close_after[target] = galay::OwnedFd(p->writer.release());
         out = std::move(p->reader);
     }
     return {};
@@ -194,7 +194,7 @@ Result<Child> Command::spawn() {
         return fail(err);
     }
     child.pid_ = pid;
-    child.pidfd_ = galay::detail::OwnedFd(pidfd);
+    child.pidfd_ = galay::OwnedFd(pidfd);
     return child;
 }
 

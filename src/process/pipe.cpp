@@ -37,13 +37,13 @@ void ignore_sigpipe() noexcept {
 } // namespace
 
 PipeReader::PipeReader(int fd) noexcept
-    : fd_(fd) {
+    : FdHandle(fd) {
     blocking_mode(fd);
     ignore_sigpipe();
 }
 
 PipeWriter::PipeWriter(int fd) noexcept
-    : fd_(fd) {
+    : FdHandle(fd) {
     blocking_mode(fd);
     ignore_sigpipe();
 }

@@ -13,6 +13,7 @@
 // destroyed first and must know the pool no longer touches it.
 #include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 #include "runtime/thread_signals.hpp"
 
 #include <pthread.h>
@@ -201,7 +202,7 @@ BlockingStats blocking_stats() noexcept {
 }
 
 void post_to(Scheduler& s, std::coroutine_handle<> h) noexcept {
-    s.post(h);
+    SchedulerAccess::core(s).post(h);
 }
 
 } // namespace detail

@@ -1,6 +1,6 @@
 // Closing an fd: every driver that holds state about it forgets it first (the current thread's at
 // once, another thread's through FdOwners), so that close(2) really closes it.
-#include "galay/runtime.hpp"
+#include "galay/owned_fd.hpp"
 #include "runtime/fd_owners.hpp"
 #include "runtime/scheduler_access.hpp"
 

@@ -3,15 +3,16 @@
 
 #include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <cinttypes>
 #include <cstdio>
 
 namespace galay::metrics {
 
-const char* op_kind_name(detail::OpCode code) noexcept {
-    using detail::OpCode;
-    switch (code) {
+const char* op_kind_name(OpKind kind) noexcept {
+    using OpCode = OpKind;
+    switch (kind) {
     case OpCode::accept:
         return "accept";
     case OpCode::connect:
@@ -116,7 +117,7 @@ WorkerMetrics RuntimeMetrics::total() const {
 }
 
 WorkerMetrics snapshot(const Scheduler& s) {
-    const detail::WorkerCounters& c = s.counters();
+    const detail::WorkerCounters& c = detail::SchedulerAccess::counters(s);
     WorkerMetrics m;
     m.backend = s.backend_name();
     // Completions before starts: an op that completes between the two reads then cannot make

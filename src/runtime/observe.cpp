@@ -9,43 +9,49 @@
 
 #include <cstdio>
 
-namespace galay {
+namespace galay::detail {
 
 namespace {
 
-metrics::TaskEvent event_of(const detail::SpawnBase& t) noexcept {
+metrics::TaskEvent event_of(const SpawnBase& t) noexcept {
     return {&t, t.where};
 }
+
+std::int64_t real_now_ns() noexcept {
+    return Scheduler::real_now_ns();
+}
+
 } // namespace
 
-void Scheduler::observe_options(const SchedulerOptions& o) {
+void SchedulerCore::observe_options(const SchedulerOptions& o) {
     paused_ = o.paused_clock;
     if (paused_) {
         virtual_ns_ = real_now_ns();
-        detail::g_paused_clocks.fetch_add(1, std::memory_order_relaxed);
+        g_paused_clocks.fetch_add(1, std::memory_order_relaxed);
     }
     const std::int64_t stall =
         std::chrono::duration_cast<std::chrono::nanoseconds>(o.stall_threshold).count();
     if (stall <= 0 && o.hooks == nullptr) return;
-    observer_ = std::make_unique<detail::Observer>();
+    observer_ = std::make_unique<Observer>();
     observer_->stall_ns = stall > 0 ? stall : 0;
     observer_->on_stall = o.on_stall;
     observer_->hooks = o.hooks;
 }
 
-std::int64_t Scheduler::paused_now_ns() noexcept {
-    Scheduler* s = current();
-    if (s != nullptr && s->paused_) return s->virtual_ns_;
+std::int64_t paused_now_ns() noexcept {
+    Scheduler* s = Scheduler::current();
+    if (s != nullptr && SchedulerAccess::core(*s).paused_)
+        return SchedulerAccess::core(*s).virtual_ns_;
     return real_now_ns();
 }
 
-void Scheduler::publish_gauges() noexcept {
+void SchedulerCore::publish_gauges() noexcept {
     counters_.ready_depth.set(ready_.size());
     counters_.timers_armed.set(timers_.size());
     counters_.pool_in_use.set(driver_->pool_buffers_in_use());
 }
 
-void Scheduler::poll_counted(std::int64_t timeout_ns) {
+void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
     if constexpr (!GALAY_METRICS) {
         driver_->poll(timeout_ns);
         return;
@@ -64,8 +70,8 @@ void Scheduler::poll_counted(std::int64_t timeout_ns) {
     counters_.turn_ended();
 }
 
-void Scheduler::run_ready_observed() {
-    detail::Observer& o = *observer_;
+void SchedulerCore::run_ready_observed() {
+    Observer& o = *observer_;
     const metrics::TaskHooks* hooks = o.hooks;
     const bool timed = o.stall_ns > 0;
     const std::int64_t turn_start = timed ? real_now_ns() : 0;
@@ -89,9 +95,9 @@ void Scheduler::run_ready_observed() {
         h.resume();
         // Which task ran: known before the resume, from its first resume, or from the leaf
         // operation it suspended on.
-        detail::SpawnBase* task = o.running;
+        SpawnBase* task = o.running;
         if (task == nullptr && suspended_scope_ != nullptr)
-            task = static_cast<detail::SpawnBase*>(suspended_scope_->task());
+            task = static_cast<SpawnBase*>(suspended_scope_->task());
         if (suspended_h_ && task != nullptr && hooks != nullptr) {
             if (hooks->on_suspend != nullptr) hooks->on_suspend(hooks->context, event_of(*task));
             o.suspended[suspended_h_.address()] = task;
@@ -101,7 +107,7 @@ void Scheduler::run_ready_observed() {
             if (ns >= o.stall_ns) {
                 reported = true;
                 // A task that finished in this resume is gone: report where it was spawned.
-                detail::Observer::report(*this, ns, task != nullptr ? task : o.finished, false);
+                Observer::report(*this, ns, task != nullptr ? task : o.finished, false);
             }
         }
     }
@@ -109,11 +115,9 @@ void Scheduler::run_ready_observed() {
     o.running = nullptr;
     if (timed && !reported) {
         const std::int64_t ns = real_now_ns() - turn_start;
-        if (ns >= o.stall_ns) detail::Observer::report(*this, ns, nullptr, true);
+        if (ns >= o.stall_ns) Observer::report(*this, ns, nullptr, true);
     }
 }
-
-namespace detail {
 
 void paused_clock_hold(int delta) noexcept {
     Observer::hold(delta);
@@ -121,9 +125,11 @@ void paused_clock_hold(int delta) noexcept {
 
 void Observer::hold(int delta) noexcept {
     Scheduler* s = Scheduler::current();
-    if (s != nullptr && s->paused_)
-        s->bounded_in_flight_ =
-            static_cast<std::size_t>(static_cast<std::ptrdiff_t>(s->bounded_in_flight_) + delta);
+    if (s == nullptr) return;
+    SchedulerCore& c = SchedulerAccess::core(*s);
+    if (c.paused_)
+        c.bounded_in_flight_ =
+            static_cast<std::size_t>(static_cast<std::ptrdiff_t>(c.bounded_in_flight_) + delta);
 }
 
 void task_first_resume(SpawnBase& t) noexcept {
@@ -131,21 +137,22 @@ void task_first_resume(SpawnBase& t) noexcept {
 }
 
 void Observer::first_resume(SpawnBase& t) noexcept {
-    Scheduler* s = t.sched;
-    if (s == nullptr || s->observer_ == nullptr) return;
-    Observer& o = *s->observer_;
+    if (t.sched == nullptr) return;
+    SchedulerCore& s = SchedulerAccess::core(*t.sched);
+    if (s.observer_ == nullptr) return;
+    Observer& o = *s.observer_;
     o.running = &t;
     if (o.hooks != nullptr && o.hooks->on_first_resume != nullptr)
         o.hooks->on_first_resume(o.hooks->context, event_of(t));
 }
 
-void Observer::spawned(Scheduler& s, SpawnBase& t) noexcept {
+void Observer::spawned(SchedulerCore& s, SpawnBase& t) noexcept {
     t.observed = true;
     const metrics::TaskHooks* h = s.observer_->hooks;
     if (h != nullptr && h->on_spawn != nullptr) h->on_spawn(h->context, event_of(t));
 }
 
-void Observer::exited(Scheduler& s, SpawnBase& t) noexcept {
+void Observer::exited(SchedulerCore& s, SpawnBase& t) noexcept {
     Observer& o = *s.observer_;
     if (o.running == &t) o.running = nullptr;
     o.finished = &t; // (only its address is compared and its location read, before the frame goes)
@@ -154,7 +161,7 @@ void Observer::exited(Scheduler& s, SpawnBase& t) noexcept {
         o.hooks->on_exit(o.hooks->context, event_of(t));
 }
 
-void Observer::report(Scheduler& s, std::int64_t ns, const SpawnBase* task, bool whole_turn) {
+void Observer::report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, bool whole_turn) {
     Observer& o = *s.observer_;
     s.counters_.stalls.add();
     metrics::StallReport r;
@@ -183,12 +190,11 @@ void Observer::report(Scheduler& s, std::int64_t ns, const SpawnBase* task, bool
                      whole_turn ? "many short resumes" : "a task outside spawn");
 }
 
-void Observer::clear(Scheduler& s) noexcept {
+void Observer::clear(SchedulerCore& s) noexcept {
     if (s.observer_ == nullptr) return;
     s.observer_->suspended.clear();
     s.observer_->running = nullptr;
     s.observer_->finished = nullptr;
 }
 
-} // namespace detail
-} // namespace galay
+} // namespace galay::detail

@@ -2,7 +2,7 @@
 // scheduler.cpp calls only when SchedulerOptions asked for one of them.
 #pragma once
 
-#include "galay/runtime.hpp"
+#include "runtime/scheduler_core.hpp"
 
 #include <coroutine>
 #include <functional>
@@ -10,7 +10,7 @@
 
 namespace galay::detail {
 
-/// A scheduler's stall detector and hooks (Scheduler::observer_, null when neither is set).
+/// A scheduler's stall detector and hooks (SchedulerCore::observer_, null when neither is set).
 struct Observer {
     std::int64_t stall_ns = 0; // 0: no stall detection
     std::function<void(const metrics::StallReport&)> on_stall;
@@ -28,16 +28,16 @@ struct Observer {
 
     static void first_resume(SpawnBase& t) noexcept;
     static void hold(int delta) noexcept; // (paused_clock_hold)
-    static void spawned(Scheduler& s, SpawnBase& t) noexcept;
-    static void exited(Scheduler& s, SpawnBase& t) noexcept;
-    static void report(Scheduler& s, std::int64_t ns, const SpawnBase* task, bool whole_turn);
-    static void clear(Scheduler& s) noexcept;
+    static void spawned(SchedulerCore& s, SpawnBase& t) noexcept;
+    static void exited(SchedulerCore& s, SpawnBase& t) noexcept;
+    static void report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, bool whole_turn);
+    static void clear(SchedulerCore& s) noexcept;
 };
 
-inline void observe_spawn(Scheduler& s, SpawnBase& t) noexcept {
+inline void observe_spawn(SchedulerCore& s, SpawnBase& t) noexcept {
     Observer::spawned(s, t);
 }
-inline void observe_exit(Scheduler& s, SpawnBase& t) noexcept {
+inline void observe_exit(SchedulerCore& s, SpawnBase& t) noexcept {
     Observer::exited(s, t);
 }
 

@@ -13,7 +13,7 @@ void on_op_deadline(TimerNode* n) {
 }
 
 bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellable& self) {
-    Scheduler& s = current_scheduler();
+    SchedulerCore& s = SchedulerAccess::core(current_scheduler());
     reset_op(op, h);
     if (scope != nullptr && scope->requested()) {
         op.result = -ECANCELED;

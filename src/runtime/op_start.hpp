@@ -3,7 +3,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
-#include "galay/runtime.hpp"
+#include "galay/scheduler.hpp"
 #include "runtime/scheduler_access.hpp"
 
 #include <coroutine>
@@ -24,16 +24,16 @@ inline void reset_op(IoOp& op, std::coroutine_handle<> waiter) noexcept {
 
 /// Hand `op` to the driver. True when it completed at once; otherwise it is pending and its
 /// deadline (`op.timer.deadline_ns`, 0: none) is armed.
-inline bool submit_op(Scheduler& s, IoOp& op) {
-    SchedulerAccess::starting(s, op);
-    if (SchedulerAccess::driver(s).submit(op)) {
-        SchedulerAccess::completed(s, op);
+inline bool submit_op(SchedulerCore& c, IoOp& op) {
+    SchedulerAccess::starting(c, op);
+    if (SchedulerAccess::driver(c).submit(op)) {
+        SchedulerAccess::completed(c, op);
         return true;
     }
     if (op.timer.deadline_ns != 0) {
         op.timer.on_fire = &on_op_deadline;
         op.timer.context = &op;
-        SchedulerAccess::arm_timer(s, op.timer);
+        SchedulerAccess::arm_timer(c, op.timer);
     }
     return false;
 }
@@ -41,9 +41,9 @@ inline bool submit_op(Scheduler& s, IoOp& op) {
 /// `h`'s ops completed without suspending. Returns whether `h` must suspend: false, it goes on at
 /// once; true when it has run long enough without yielding and was queued behind the others,
 /// to go on after the driver's next poll (the other connections' completions come first).
-inline bool yield_if_over_budget(Scheduler& s, std::coroutine_handle<> h) {
-    if (SchedulerAccess::take_inline_budget(s)) return false;
-    s.schedule_after_poll(h);
+inline bool yield_if_over_budget(SchedulerCore& c, std::coroutine_handle<> h) {
+    if (SchedulerAccess::take_inline_budget(c)) return false;
+    c.schedule_after_poll(h);
     return true;
 }
 

@@ -35,7 +35,7 @@ void RemoteWait::interrupt(int reason) noexcept {
     if (!withdraw()) return; // the completion has the waiter: its post is on the way
     interrupted_ = reason;
     if (timer_.armed()) SchedulerAccess::disarm_timer(*sched_, timer_);
-    sched_->schedule(waiter_);
+    SchedulerAccess::schedule(*sched_, waiter_);
 }
 
 void RemoteWait::on_deadline(TimerNode* n) {

@@ -10,6 +10,7 @@
 // joined, so that a post from any thread (a task finishing on another worker, a blocking-pool
 // thread) always finds its target; what arrives after phase 3 is dropped there.
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 #include "runtime/thread_signals.hpp"
 
 #include <pthread.h>
@@ -28,25 +29,55 @@ thread_local Runtime* t_runtime = nullptr;
 thread_local int t_worker = -1;
 } // namespace
 
-struct Runtime::Worker {
-    Runtime* rt = nullptr;
-    unsigned index = 0;
-    int cpu = -1; // pin_workers: the CPU it runs on
-    std::thread thread;
-    std::unique_ptr<Scheduler> sched;
-    std::exception_ptr error; // its scheduler could not be created
-    std::atomic<int> status{kStarting};
-    enum : int { kStarting, kReady, kFailed };
-    std::size_t running = 1; // phase 1 lasts while this is 1 (worker thread only)
-    detail::RemoteCall stop_call;
+namespace detail {
 
-    static void on_stop(void* owner, bool run) noexcept {
-        auto* w = static_cast<Worker*>(owner);
-        if (!run) return;
-        w->running = 0;
-        w->sched->cancel_all();
-    }
+/// What a Runtime is behind its public face (galay/runtime.hpp): its workers, their threads and
+/// schedulers, and the gate spawns pass while it is open.
+class RuntimeCore {
+public:
+    struct Worker {
+        RuntimeCore* rt = nullptr;
+        unsigned index = 0;
+        int cpu = -1; // pin_workers: the CPU it runs on
+        std::thread thread;
+        std::unique_ptr<Scheduler> sched;
+        std::exception_ptr error; // its scheduler could not be created
+        std::atomic<int> status{kStarting};
+        enum : int { kStarting, kReady, kFailed };
+        std::size_t running = 1; // phase 1 lasts while this is 1 (worker thread only)
+        detail::RemoteCall stop_call;
+
+        static void on_stop(void* owner, bool run) noexcept {
+            auto* w = static_cast<Worker*>(owner);
+            if (!run) return;
+            w->running = 0;
+            SchedulerAccess::core(*w->sched).cancel_all();
+        }
+    };
+
+    RuntimeCore(Runtime& self, RuntimeOptions options)
+        : self_(self)
+        , options_(options) {}
+    void start();
+    void worker_main(unsigned index);
+    bool enter() noexcept;
+    void leave() noexcept;
+    void shutdown() noexcept;
+    /// ~Runtime, while the Runtime is still whole (a task that runs during the shutdown may call
+    /// it): shutdown(), then what was queued for the workers after it is dropped and the
+    /// schedulers are destroyed.
+    void stop() noexcept;
+
+    Runtime& self_;
+    RuntimeOptions options_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    mutable std::atomic<unsigned> next_{0};
+    std::atomic<int> entered_{0};
+    std::atomic<bool> closed_{false};
+    bool joined_ = false;
 };
+
+} // namespace detail
 
 namespace {
 
@@ -70,8 +101,9 @@ int this_worker() noexcept {
     return t_worker;
 }
 
-Runtime::Runtime(RuntimeOptions options)
-    : options_(options) {
+namespace detail {
+
+void RuntimeCore::start() {
     unsigned n = options_.workers;
     if (n == 0) n = std::thread::hardware_concurrency();
     if (n == 0) n = 1;
@@ -112,9 +144,9 @@ Runtime::Runtime(RuntimeOptions options)
     }
 }
 
-void Runtime::worker_main(unsigned index) {
+void RuntimeCore::worker_main(unsigned index) {
     Worker& w = *workers_[index];
-    t_runtime = this;
+    t_runtime = &self_;
     t_worker = static_cast<int>(index);
     const std::string name = "galay-w" + std::to_string(index);
     ::pthread_setname_np(::pthread_self(), name.c_str());
@@ -129,8 +161,8 @@ void Runtime::worker_main(unsigned index) {
     std::exception_ptr error;
     try {
         sched = std::make_unique<Scheduler>(options_.scheduler);
-        sched->wake_group_ = this;
-        sched->worker_ = static_cast<int>(index);
+        SchedulerAccess::core(*sched).wake_group_ = this;
+        SchedulerAccess::core(*sched).worker_ = static_cast<int>(index);
     } catch (...) {
         error = std::current_exception();
     }
@@ -141,48 +173,94 @@ void Runtime::worker_main(unsigned index) {
     w.status.notify_all();
     if (s == nullptr) return;
 
-    Scheduler::exchange_current(s);
-    s->run_until_done(w.running); // until the stop call
+    SchedulerCore& core = SchedulerAccess::core(*s);
+    SchedulerCore::exchange_current(s);
+    core.run_until_done(w.running); // until the stop call
     const std::int64_t grace =
         std::chrono::duration_cast<std::chrono::nanoseconds>(options_.shutdown_grace).count();
-    s->run_until_done(s->linked_, Scheduler::now_ns() + (grace > 0 ? grace : 0));
-    s->teardown();
-    Scheduler::exchange_current(nullptr);
+    core.run_until_done(core.linked_, Scheduler::now_ns() + (grace > 0 ? grace : 0));
+    core.teardown();
+    SchedulerCore::exchange_current(nullptr);
     t_runtime = nullptr;
     t_worker = -1;
 }
 
-Runtime::~Runtime() {
+void RuntimeCore::stop() noexcept {
     shutdown();
     // Everything queued for a worker after its phase 3 is dropped while every scheduler still
     // exists (dropping a spawn completes its handle, which may post to another one).
     for (auto& w : workers_)
-        if (w->sched) w->sched->drop_remote();
+        if (w->sched) SchedulerAccess::core(*w->sched).drop_remote();
     for (auto& w : workers_)
         w->sched.reset();
 }
 
+bool RuntimeCore::enter() noexcept {
+    // Dekker with shutdown(): both sides write their flag then read the other's, seq_cst.
+    entered_.fetch_add(1, std::memory_order_seq_cst);
+    if (!closed_.load(std::memory_order_seq_cst)) return true;
+    entered_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+}
+
+void RuntimeCore::leave() noexcept {
+    entered_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void RuntimeCore::shutdown() noexcept {
+    if (joined_) return;
+    if (t_runtime == &self_)
+        detail::fatal("galay: Runtime::shutdown() called from one of its own workers (it joins "
+                      "them); call it from another thread");
+    closed_.store(true, std::memory_order_seq_cst);
+    while (entered_.load(std::memory_order_seq_cst) != 0)
+        std::this_thread::yield();
+    for (auto& w : workers_)
+        if (w->sched) SchedulerAccess::post(*w->sched, w->stop_call);
+    for (auto& w : workers_)
+        if (w->thread.joinable()) w->thread.join();
+    joined_ = true;
+}
+
+} // namespace detail
+
+// --- the public face -------------------------------------------------------------------------
+
+Runtime::Runtime(RuntimeOptions options)
+    : core_(std::make_unique<detail::RuntimeCore>(*this, options)) {
+    core_->start();
+}
+
+Runtime::~Runtime() {
+    core_->stop();
+}
+
+unsigned Runtime::size() const noexcept {
+    return static_cast<unsigned>(core_->workers_.size());
+}
+
 Backend Runtime::backend() const noexcept {
-    return workers_.front()->sched->backend();
+    return core_->workers_.front()->sched->backend();
 }
 
 const char* Runtime::backend_name() const noexcept {
-    return workers_.front()->sched->backend_name();
+    return core_->workers_.front()->sched->backend_name();
 }
 
 Scheduler& Runtime::scheduler(unsigned worker) const {
-    if (worker >= workers_.size()) throw std::out_of_range("galay: no such worker");
-    return *workers_[worker]->sched;
+    if (worker >= core_->workers_.size()) throw std::out_of_range("galay: no such worker");
+    return *core_->workers_[worker]->sched;
 }
 
 unsigned Runtime::least_loaded() const noexcept {
-    const auto n = static_cast<unsigned>(workers_.size());
-    const unsigned start = next_.fetch_add(1, std::memory_order_relaxed) % n;
+    const auto& workers = core_->workers_;
+    const auto n = static_cast<unsigned>(workers.size());
+    const unsigned start = core_->next_.fetch_add(1, std::memory_order_relaxed) % n;
     unsigned best = start;
-    std::size_t best_load = workers_[start]->sched->detached_count();
+    std::size_t best_load = workers[start]->sched->detached_count();
     for (unsigned k = 1; k < n && best_load != 0; ++k) {
         const unsigned i = (start + k) % n;
-        const std::size_t load = workers_[i]->sched->detached_count();
+        const std::size_t load = workers[i]->sched->detached_count();
         if (load < best_load) {
             best = i;
             best_load = load;
@@ -191,31 +269,17 @@ unsigned Runtime::least_loaded() const noexcept {
     return best;
 }
 
-bool Runtime::enter() noexcept {
-    // Dekker with shutdown(): both sides write their flag then read the other's, seq_cst.
-    entered_.fetch_add(1, std::memory_order_seq_cst);
-    if (!closed_.load(std::memory_order_seq_cst)) return true;
-    entered_.fetch_sub(1, std::memory_order_seq_cst);
-    return false;
-}
-
-void Runtime::leave() noexcept {
-    entered_.fetch_sub(1, std::memory_order_seq_cst);
+void Runtime::place(unsigned worker, detail::SpawnBase& t) noexcept {
+    if (!core_->enter()) {
+        detail::refuse_spawn(t);
+        return;
+    }
+    detail::SchedulerAccess::core(*core_->workers_[worker]->sched).start_spawned(t);
+    core_->leave();
 }
 
 void Runtime::shutdown() noexcept {
-    if (joined_) return;
-    if (t_runtime == this)
-        detail::fatal("galay: Runtime::shutdown() called from one of its own workers (it joins "
-                      "them); call it from another thread");
-    closed_.store(true, std::memory_order_seq_cst);
-    while (entered_.load(std::memory_order_seq_cst) != 0)
-        std::this_thread::yield();
-    for (auto& w : workers_)
-        if (w->sched) w->sched->post(w->stop_call);
-    for (auto& w : workers_)
-        if (w->thread.joinable()) w->thread.join();
-    joined_ = true;
+    core_->shutdown();
 }
 
 } // namespace galay

@@ -1,10 +1,12 @@
 // The scheduler of one thread: its ready queue and run loop, its timers, the tasks spawned on it,
-// and the queue other threads post to. (Elsewhere: spawned_task.cpp, the JoinHandle state;
-// op_start.cpp, how an I/O op reaches the driver; close_fd.cpp; remote_wait.cpp.)
+// and the queue other threads post to (SchedulerCore, scheduler_core.hpp), and the public
+// Scheduler's members, which hand each call to it. (Elsewhere: spawned_task.cpp, the JoinHandle
+// state; op_start.cpp, how an I/O op reaches the driver; observe.cpp, the counters, stall
+// detector, hooks and paused clock; close_fd.cpp; remote_wait.cpp.)
 #include "driver/common/faults.hpp"
-#include "galay/runtime.hpp"
 #include "runtime/drivers.hpp"
 #include "runtime/observe.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -26,19 +28,11 @@ Scheduler* Scheduler::current() noexcept {
     return t_current;
 }
 
-Backend Scheduler::backend() const noexcept {
-    return driver_->backend();
-}
+namespace detail {
 
-const char* Scheduler::backend_name() const noexcept {
-    return driver_->name();
-}
-
-Scheduler* Scheduler::exchange_current(Scheduler* s) noexcept {
+Scheduler* SchedulerCore::exchange_current(Scheduler* s) noexcept {
     return std::exchange(t_current, s);
 }
-
-namespace detail {
 
 /// Work posted from other threads: coroutine handles to resume and RemoteCalls (low bit set),
 /// plus a flag so that a burst of posts costs one wake-up.
@@ -53,20 +47,10 @@ public:
 
 constexpr std::uintptr_t kCallBit = 1; // RemoteCall* | 1 (coroutine frames are aligned)
 
-} // namespace detail
-
-Scheduler& current_scheduler() {
-    Scheduler* s = t_current;
-    if (s == nullptr) {
-        std::fputs("galay: an operation was awaited outside a scheduler (use block_on)\n", stderr);
-        std::abort();
-    }
-    return *s;
-}
-
-Scheduler::Scheduler(SchedulerOptions options)
-    : remote_(std::make_unique<detail::RemoteQueue>()) {
-    detail::faults::install_from_environment();
+SchedulerCore::SchedulerCore(Scheduler& self, const SchedulerOptions& options)
+    : self_(self)
+    , remote_(std::make_unique<RemoteQueue>()) {
+    faults::install_from_environment();
     if (options.idle_spin.count() < 0)
         throw Error(errno_code(EINVAL), "galay: SchedulerOptions::idle_spin must not be negative");
     // (Capped at a day, which is "until a timer or work": nanoseconds of any longer could
@@ -77,27 +61,29 @@ Scheduler::Scheduler(SchedulerOptions options)
             .count();
     Result<Backend> b = resolve_backend(options.backend);
     if (!b) throw Error(b.error(), "galay: cannot start the scheduler");
-    driver_ = detail::find_backend(*b)->entry->make(*this, options);
+    driver_ = find_backend(*b)->entry->make(self_, options);
     fair_completions_ = options.fair_completions;
     observe_options(options);
     ready_.reserve(1024);
     running_.reserve(1024);
 }
 
-Scheduler::~Scheduler() {
+SchedulerCore::~SchedulerCore() = default;
+
+void SchedulerCore::shut_down() noexcept {
     teardown(); // (done already on a Runtime worker's own thread)
     while (remote_->posting.load(std::memory_order_acquire) != 0)
         std::this_thread::yield();
     drop_remote();
     driver_.reset();
-    if (paused_) detail::g_paused_clocks.fetch_sub(1, std::memory_order_relaxed);
+    if (paused_) g_paused_clocks.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void Scheduler::teardown() noexcept {
+void SchedulerCore::teardown() noexcept {
     if (torn_down_) return;
     torn_down_ = true;
     stopping_ = true;
-    Scheduler* saved = exchange_current(this);
+    Scheduler* saved = exchange_current(&self_);
     // Cancel every kernel operation and wait for it, so no buffer of a frame about to be
     // destroyed is still owned by the kernel.
     driver_->shutdown();
@@ -107,7 +93,7 @@ void Scheduler::teardown() noexcept {
         tasks_.front()->abandon(); // (unlinks it)
     ready_.clear();
     running_.clear();
-    detail::Observer::clear(*this);
+    Observer::clear(*this);
     drop_remote();
     // The destroyed frames closed their sockets: on io_uring, the requests that drop the ring's
     // references to them (registered slot, armed multishot recv) go to the kernel now, not
@@ -116,31 +102,30 @@ void Scheduler::teardown() noexcept {
     exchange_current(saved);
 }
 
-void Scheduler::drop_remote() noexcept {
+void SchedulerCore::drop_remote() noexcept {
     std::uintptr_t batch[64];
     std::size_t n;
     while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0) {
         for (std::size_t i = 0; i < n; ++i) {
-            if ((batch[i] & detail::kCallBit) == 0)
-                continue; // a frame being (or already) destroyed
-            auto* c = reinterpret_cast<detail::RemoteCall*>(batch[i] & ~detail::kCallBit);
+            if ((batch[i] & kCallBit) == 0) continue; // a frame being (or already) destroyed
+            auto* c = reinterpret_cast<RemoteCall*>(batch[i] & ~kCallBit);
             c->fn(c->owner, false);
         }
     }
 }
 
-void Scheduler::start_spawned(detail::SpawnBase& t) {
-    t.sched = this;
+void SchedulerCore::start_spawned(SpawnBase& t) {
+    t.sched = &self_;
     live_.fetch_add(1, std::memory_order_relaxed);
-    if (t_current == this)
+    if (t_current == &self_)
         adopt(t);
     else
         post(t.start_call);
 }
 
-void Scheduler::adopt(detail::SpawnBase& t) {
+void SchedulerCore::adopt(SpawnBase& t) {
     counters_.tasks_spawned.add();
-    if (observer_ != nullptr) detail::observe_spawn(*this, t);
+    if (observer_ != nullptr) observe_spawn(*this, t);
     t.linked = true;
     tasks_.push_back(t);
     ++linked_;
@@ -149,7 +134,7 @@ void Scheduler::adopt(detail::SpawnBase& t) {
     schedule(t.self);
 }
 
-void Scheduler::leave(detail::SpawnBase& t) noexcept {
+void SchedulerCore::leave(SpawnBase& t) noexcept {
     if (t.linked) {
         tasks_.remove(t);
         t.linked = false;
@@ -157,31 +142,31 @@ void Scheduler::leave(detail::SpawnBase& t) noexcept {
     }
     live_.fetch_sub(1, std::memory_order_relaxed);
     counters_.tasks_finished.add();
-    if (observer_ != nullptr) detail::observe_exit(*this, t);
+    if (observer_ != nullptr) observe_exit(*this, t);
 }
 
-void Scheduler::cancel_all() noexcept {
+void SchedulerCore::cancel_all() noexcept {
     stopping_ = true;
-    for (detail::SpawnBase* t = tasks_.front(); t != nullptr;) {
-        detail::SpawnBase* next = tasks_.next(*t); // (request() never finishes a task)
+    for (SpawnBase* t = tasks_.front(); t != nullptr;) {
+        SpawnBase* next = tasks_.next(*t); // (request() never finishes a task)
         t->scope.request();
         t = next;
     }
 }
 
-void Scheduler::post(std::coroutine_handle<> h) {
+void SchedulerCore::post(std::coroutine_handle<> h) {
     enqueue_remote(reinterpret_cast<std::uintptr_t>(h.address()));
 }
 
-void Scheduler::post(detail::RemoteCall& call) {
-    enqueue_remote(reinterpret_cast<std::uintptr_t>(&call) | detail::kCallBit);
+void SchedulerCore::post(RemoteCall& call) {
+    enqueue_remote(reinterpret_cast<std::uintptr_t>(&call) | kCallBit);
 }
 
-void Scheduler::enqueue_remote(std::uintptr_t item) {
+void SchedulerCore::enqueue_remote(std::uintptr_t item) {
     remote_->posting.fetch_add(1, std::memory_order_acq_rel);
     remote_->queue.enqueue(item);
     if (!remote_->wake_pending.exchange(true, std::memory_order_acq_rel)) {
-        Scheduler* from = t_current;
+        SchedulerCore* from = t_current != nullptr ? &SchedulerAccess::core(*t_current) : nullptr;
         // From our own loop the flag alone is enough: it is checked before the driver sleeps.
         // Between workers of one Runtime on io_uring, an IORING_OP_MSG_RING queued in the
         // sender's ring rides with its next io_uring_enter (its loop polls right after the
@@ -196,7 +181,7 @@ void Scheduler::enqueue_remote(std::uintptr_t item) {
     remote_->posting.fetch_sub(1, std::memory_order_release);
 }
 
-void Scheduler::drain_remote() {
+void SchedulerCore::drain_remote() {
     // An exchange (not a store): the flag must be clear before the queue is read, or a post
     // between the two could find it still set and skip its wake-up.
     if (!remote_->wake_pending.exchange(false, std::memory_order_acq_rel)) return;
@@ -206,8 +191,8 @@ void Scheduler::drain_remote() {
     while ((n = remote_->queue.try_dequeue_bulk(batch, 64)) != 0) {
         counters_.remote_items.add(n);
         for (std::size_t i = 0; i < n; ++i) {
-            if ((batch[i] & detail::kCallBit) != 0) {
-                auto* c = reinterpret_cast<detail::RemoteCall*>(batch[i] & ~detail::kCallBit);
+            if ((batch[i] & kCallBit) != 0) {
+                auto* c = reinterpret_cast<RemoteCall*>(batch[i] & ~kCallBit);
                 c->fn(c->owner, true);
             } else {
                 ready_.push_back(
@@ -217,7 +202,7 @@ void Scheduler::drain_remote() {
     }
 }
 
-void Scheduler::run_ready() {
+void SchedulerCore::run_ready() {
     // Resume the current batch only: coroutines scheduled meanwhile wait for the next turn, so
     // that the driver can be polled between batches (run_until_done decides when) and I/O is
     // not starved.
@@ -239,17 +224,17 @@ void Scheduler::run_ready() {
     running_.clear();
 }
 
-void Scheduler::run_ready_fairly() {
+void SchedulerCore::run_ready_fairly() {
     // As run_ready, but every kFairCheckEvery handlers look at the clock: once kFairFlushNs
     // have passed since the last hand-over, what the handlers queued (their replies) goes to
     // the kernel now instead of after the whole batch (one io_uring_enter, no waiting).
-    std::int64_t last = now_ns();
+    std::int64_t last = Scheduler::now_ns();
     std::size_t n = 0;
     for (std::coroutine_handle<> h : running_) {
         inline_completions_ = 0;
         h.resume();
         if (++n % kFairCheckEvery == 0) {
-            const std::int64_t now = now_ns();
+            const std::int64_t now = Scheduler::now_ns();
             if (now - last >= kFairFlushNs) {
                 driver_->submit_queued();
                 last = now;
@@ -259,16 +244,16 @@ void Scheduler::run_ready_fairly() {
     running_.clear();
 }
 
-void Scheduler::fire_timers() {
+void SchedulerCore::fire_timers() {
     if (timers_.empty()) return;
-    const std::int64_t now = now_ns();
+    const std::int64_t now = Scheduler::now_ns();
     while (!timers_.empty() && timers_.top_deadline() <= now) {
-        detail::TimerNode* n = timers_.pop();
+        TimerNode* n = timers_.pop();
         n->on_fire(n);
     }
 }
 
-bool Scheduler::advance_paused_clock(std::int64_t deadline_ns) {
+bool SchedulerCore::advance_paused_clock(std::int64_t deadline_ns) {
     // Whatever the kernel has finished comes first: I/O is never skipped by a jump.
     ++polls_;
     poll_counted(0);
@@ -282,11 +267,11 @@ bool Scheduler::advance_paused_clock(std::int64_t deadline_ns) {
     return true;
 }
 
-bool Scheduler::spin_for_work(std::int64_t deadline_ns) {
+bool SchedulerCore::spin_for_work(std::int64_t deadline_ns) {
     // The loop would wait in the kernel. Waking a sleeping thread costs the kernel a context
     // switch and, on a virtual machine, the hypervisor a halt and a wake of the idle vCPU: a
     // poll that finds the completion while the thread still runs avoids both.
-    const std::int64_t start = real_now_ns();
+    const std::int64_t start = Scheduler::real_now_ns();
     const std::int64_t budget_end = start + idle_spin_ns_;
     std::int64_t end = budget_end;
     if (!timers_.empty()) end = std::min(end, timers_.top_deadline());
@@ -301,10 +286,10 @@ bool Scheduler::spin_for_work(std::int64_t deadline_ns) {
         driver_->poll(0);
         if (!ready_.empty() || remote_->wake_pending.load(std::memory_order_relaxed)) {
             found = true;
-            now = real_now_ns();
+            now = Scheduler::real_now_ns();
             break;
         }
-        now = real_now_ns();
+        now = Scheduler::real_now_ns();
         if (now >= end) {
             found = end < budget_end; // stopped by a timer or the deadline, not the budget
             break;
@@ -322,18 +307,18 @@ bool Scheduler::spin_for_work(std::int64_t deadline_ns) {
     return found;
 }
 
-void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadline_ns) {
+void SchedulerCore::run_until_done(const std::size_t& remaining, std::int64_t deadline_ns) {
     const bool outer = !in_loop_;
     in_loop_ = true;
     struct InLoop { // (nothing in the loop throws; this also covers a future early return)
-        detail::Driver& d;
-        explicit InLoop(detail::Driver& driver) noexcept
+        Driver& d;
+        explicit InLoop(Driver& driver) noexcept
             : d(driver) {
             d.loop_entered();
         }
         ~InLoop() { d.loop_left(); }
     } in_loop(*driver_);
-    if constexpr (GALAY_METRICS) mark_ns_ = real_now_ns();
+    if constexpr (GALAY_METRICS) mark_ns_ = Scheduler::real_now_ns();
     while (remaining != 0) {
         drain_remote();
         run_ready();
@@ -346,7 +331,7 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
             // (so I/O waits at most that long). What they queued for the kernel (io_uring
             // submissions, wake-ups of other workers) goes to it now.
             driver_->submit_queued();
-            if (deadline_ns >= 0 && now_ns() >= deadline_ns) break;
+            if (deadline_ns >= 0 && Scheduler::now_ns() >= deadline_ns) break;
             continue;
         }
         resumed_since_poll_ = 0;
@@ -357,9 +342,9 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
             fire_timers();
             continue;
         } else if (!timers_.empty())
-            timeout = std::max<std::int64_t>(0, timers_.top_deadline() - now_ns());
+            timeout = std::max<std::int64_t>(0, timers_.top_deadline() - Scheduler::now_ns());
         if (deadline_ns >= 0) {
-            const std::int64_t left = deadline_ns - now_ns();
+            const std::int64_t left = deadline_ns - Scheduler::now_ns();
             if (left <= 0) break;
             if (timeout < 0 || timeout > left) timeout = left;
         }
@@ -374,11 +359,70 @@ void Scheduler::run_until_done(const std::size_t& remaining, std::int64_t deadli
         poll_counted(timeout);
         fire_timers();
     }
-    if constexpr (GALAY_METRICS) counters_.busy_ns.add(real_now_ns() - mark_ns_);
+    if constexpr (GALAY_METRICS) counters_.busy_ns.add(Scheduler::real_now_ns() - mark_ns_);
     if (outer) {
         in_loop_ = false;
         driver_->flush(); // wake-ups (and anything else) queued in the ring by the last batch
     }
+}
+
+} // namespace detail
+
+// --- the public face -------------------------------------------------------------------------
+
+Scheduler& current_scheduler() {
+    Scheduler* s = t_current;
+    if (s == nullptr) {
+        std::fputs("galay: an operation was awaited outside a scheduler (use block_on)\n", stderr);
+        std::abort();
+    }
+    return *s;
+}
+
+Scheduler::Scheduler(SchedulerOptions options)
+    : core_(std::make_unique<detail::SchedulerCore>(*this, options)) {}
+
+Scheduler::~Scheduler() {
+    core_->shut_down();
+}
+
+Backend Scheduler::backend() const noexcept {
+    return core_->driver_->backend();
+}
+
+const char* Scheduler::backend_name() const noexcept {
+    return core_->driver_->name();
+}
+
+std::size_t Scheduler::detached_count() const noexcept {
+    return core_->live_.load(std::memory_order_relaxed);
+}
+
+void Scheduler::schedule(std::coroutine_handle<> h) {
+    core_->schedule(h);
+}
+
+void Scheduler::schedule_after_poll(std::coroutine_handle<> h) {
+    core_->schedule_after_poll(h);
+}
+
+void Scheduler::post(std::coroutine_handle<> h) {
+    core_->post(h);
+}
+
+void Scheduler::start(detail::SpawnBase& t) {
+    core_->start_spawned(t);
+}
+
+void Scheduler::run_root(detail::JoinChild root) {
+    Scheduler* saved = detail::SchedulerCore::exchange_current(this);
+    detail::JoinState join;
+    join.remaining = 1;
+    join.parent = std::noop_coroutine();
+    root.h.promise().join = &join;
+    core_->schedule(root.h);
+    core_->run_until_done(join.remaining);
+    detail::SchedulerCore::exchange_current(saved);
 }
 
 } // namespace galay

@@ -1,6 +1,7 @@
 // Spawned tasks: the shared state behind a JoinHandle (finish, abort, join from another thread),
 // and where an exception escaping a detached task is reported.
 #include "galay/runtime.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -65,14 +66,14 @@ JoinStripe& join_stripe(const void* state) noexcept {
 } // namespace
 
 void SpawnBase::finish() noexcept {
-    if (sched != nullptr) sched->leave(*this);
+    if (sched != nullptr) SchedulerAccess::core(*sched).leave(*this);
     const std::uint32_t prev = state.exchange(kDone, std::memory_order_acq_rel);
     if (prev == kAwaited) {
         // The awaiter published `waiter` before kAwaited and can no longer withdraw it.
         if (waiter_sched == Scheduler::current())
-            waiter_sched->schedule(waiter);
+            SchedulerAccess::schedule(*waiter_sched, waiter);
         else
-            waiter_sched->post(waiter);
+            SchedulerAccess::core(*waiter_sched).post(waiter);
     } else if (prev == kJoining) {
         // (the handle's reference keeps this state alive meanwhile)
         JoinStripe& js = join_stripe(this);
@@ -100,13 +101,13 @@ void SpawnBase::request_abort() noexcept {
     }
     if (abort_sent.exchange(true, std::memory_order_acq_rel)) return;
     refs.fetch_add(1, std::memory_order_relaxed); // the posted call's, released when it runs
-    sched->post(abort_call);
+    SchedulerAccess::post(*sched, abort_call);
 }
 
 void SpawnBase::on_start(void* owner, bool run) noexcept {
     auto* t = static_cast<SpawnBase*>(owner);
     if (run)
-        t->sched->adopt(*t);
+        SchedulerAccess::core(*t->sched).adopt(*t);
     else
         t->abandon();
 }

@@ -13,7 +13,7 @@
 // intercepted) may never do so, and a SIGTERM sent to a program's main thread just after start
 // was lost outright about 1 time in 10 (TSan's deferral; the same signal sent to the dispatcher
 // thread: 0 in 30; tools whose main thread only waits block their stop signals there for that
-// reason, see tools/bench_server.cpp). So in a TSan build only, galay's threads block the
+// reason, see bench/programs/bench_server.cpp). So in a TSan build only, galay's threads block the
 // asynchronous signals, and galay::signal's dispatcher thread takes them (it unblocks signals
 // only while it waits in ppoll(2)).
 #pragma once

@@ -45,9 +45,9 @@ void WaiterBase::wake() noexcept {
     Scheduler* s = sched_;
     std::coroutine_handle<> h = handle_;
     if (s == Scheduler::current())
-        s->schedule(h);
+        detail::SchedulerAccess::schedule(*s, h);
     else
-        s->post(h);
+        detail::SchedulerAccess::core(*s).post(h);
 }
 
 bool WaiterBase::withdraw() noexcept {
@@ -67,7 +67,7 @@ void WaiterBase::abort(Outcome why) noexcept {
     if (!withdraw()) return;
     outcome_ = why;
     if (timer_.armed()) detail::SchedulerAccess::disarm_timer(*sched_, timer_);
-    sched_->schedule(handle_);
+    detail::SchedulerAccess::schedule(*sched_, handle_);
 }
 
 void WaiterBase::cancel() noexcept {

@@ -10,7 +10,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
         cancelled_ = true;
         return false;
     }
-    Scheduler& s = current_scheduler();
+    SchedulerCore& s = SchedulerAccess::core(current_scheduler());
     waiter_ = h;
     node_.on_fire = &SleepAwaiter::fire;
     node_.context = this;
@@ -23,7 +23,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
 
 void SleepAwaiter::fire(TimerNode* n) {
     auto* self = static_cast<SleepAwaiter*>(n->context);
-    current_scheduler().schedule(self->waiter_);
+    SchedulerAccess::schedule(current_scheduler(), self->waiter_);
 }
 
 void SleepAwaiter::cancel() noexcept {
@@ -31,7 +31,7 @@ void SleepAwaiter::cancel() noexcept {
     Scheduler& s = current_scheduler();
     SchedulerAccess::disarm_timer(s, node_);
     cancelled_ = true;
-    s.schedule(waiter_);
+    SchedulerAccess::schedule(s, waiter_);
 }
 
 } // namespace detail

@@ -351,7 +351,8 @@ Stream Stream::client(const Context& ctx, TcpStream tcp, std::string_view host_v
 }
 
 galay::detail::CloseAwaitable Stream::close() noexcept {
-    return core_ ? core_->tcp.close() : galay::detail::CloseAwaitable(-1);
+    if (core_) return core_->tcp.close();
+    return TcpStream().close(); // (no socket: done at once)
 }
 
 std::string_view Stream::alpn() const noexcept {

@@ -12,6 +12,8 @@
 #include <galay/tls/error.hpp>
 #include <galay/tls/stream.hpp>
 
+#include <fcntl.h>
+
 #include <array>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +26,12 @@ using namespace std::chrono_literals;
 
 namespace examples {
 
+namespace backend {
+void body() {
+#include "example_backend.inc"
+}
+} // namespace backend
+
 namespace blocking {
 std::string read_whole_file(const std::string& path);
 void use(const std::string& text);
@@ -35,6 +43,10 @@ galay::Task<void> body(galay::TcpStream& stream, std::span<char> buf) {
 #include "example_error.inc"
 }
 } // namespace error
+
+namespace fd_handle {
+#include "example_fd_handle.inc"
+} // namespace fd_handle
 
 namespace join_handle {
 galay::Task<int> compute();
@@ -49,6 +61,22 @@ void body() {
 #include "example_metrics.inc"
 }
 } // namespace metrics
+
+namespace owned_fd {
+void body() {
+#include "example_owned_fd.inc"
+}
+} // namespace owned_fd
+
+namespace op_kind {
+void body() {
+#include "example_op_kind.inc"
+}
+} // namespace op_kind
+
+namespace scheduler {
+#include "example_scheduler.inc"
+} // namespace scheduler
 
 namespace signal {
 galay::Task<void> body(galay::Runtime& rt) {
@@ -103,6 +131,12 @@ namespace io_zero_copy {
 #include "example_io_zero_copy.inc"
 } // namespace io_zero_copy
 
+namespace net_datagram {
+void body() {
+#include "example_net_datagram.inc"
+}
+} // namespace net_datagram
+
 namespace net_server {
 void body() {
 #include "example_net_server.inc"
@@ -130,6 +164,12 @@ namespace fs_ops {
 namespace process {
 #include "example_process.inc"
 } // namespace process
+
+namespace net_unix_addr {
+void body() {
+#include "example_net_unix_addr.inc"
+}
+} // namespace net_unix_addr
 
 namespace net_unix {
 #include "example_net_unix.inc"

@@ -20,10 +20,18 @@ cmake --install "$build" --prefix "$work/plain" >/dev/null
 [ -f "$work/plain/include/galay/galay.hpp" ] || fail "no headers in a plain install"
 ls "$work/plain/lib/"libgalay-kernel.* >/dev/null 2>&1 || fail "no library in a plain install"
 [ ! -e "$work/plain/bin" ] || fail "a plain install put executables in bin/: $(ls "$work/plain/bin")"
+# The installed headers are the public ones and what they include: not the test-only fault
+# injection plan, and nothing that names a header left in src/.
+[ ! -e "$work/plain/include/galay/detail/faults.hpp" ] || fail "the fault injection header is installed"
+for h in $(cd "$work/plain/include" && find galay -name '*.hpp'); do
+    for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$work/plain/include/$h"); do
+        [ -f "$work/plain/include/$inc" ] || fail "$h includes $inc, which is not installed"
+    done
+done
 
 cmake --install "$build" --prefix "$work/tools" --component tools >/dev/null
 for tool in aio_bench bench_server bench_client bench_sync; do
     [ -x "$work/tools/bin/$tool" ] || fail "--component tools did not install $tool"
 done
 [ ! -e "$work/tools/include" ] || fail "--component tools installed headers too"
-echo "install_components: plain install without tools, --component tools with them"
+echo "install_components: plain install without tools (its headers self-contained), --component tools with them"

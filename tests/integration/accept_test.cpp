@@ -4,6 +4,7 @@
 // the option changes nothing and both variants run the same path.
 #include "support/backends.hpp"
 #include "support/fds.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <algorithm>
 #include <array>
@@ -20,14 +21,7 @@ using Param = std::tuple<Backend, bool>; // backend, multishot accept
 
 class AcceptTest : public ::testing::TestWithParam<Param> {
 protected:
-    void SetUp() override {
-        if (backend() == Backend::io_uring && !probe_io_uring().usable) {
-            if (test::backend_required(Backend::io_uring))
-                FAIL() << "io_uring is required here but unavailable: " << probe_io_uring().reason;
-            GTEST_SKIP() << "SKIP: io_uring unavailable on this kernel: "
-                         << probe_io_uring().reason;
-        }
-    }
+    void SetUp() override { test::skip_unless_usable(backend()); }
     Backend backend() const { return std::get<0>(GetParam()); }
     template <class T>
     T run(Task<T> t) {
@@ -104,10 +98,7 @@ TEST_P(AcceptTest, ConnectionsArrivingWhileNobodyAcceptsAreEachDeliveredOnce) {
     run([&]() -> Task<void> {
         TcpListener l = listen_backlogged();
         const std::uint16_t port = l.local_addr()->port();
-        auto [first_client, first] = co_await when_all(
-            as_task(TcpStream::connect(SocketAddr::loopback_v4(port))),
-            [&]() -> Task<Result<TcpStream>> { co_return co_await l.accept(); }());
-        CO_ASSERT(first_client && first);
+        auto first = co_await test::loopback_pair(&l);
         std::vector<TcpStream> clients;
         for (std::uint32_t id = 0; id < kClients; ++id) {
             auto c = co_await TcpStream::connect(SocketAddr::loopback_v4(port)).timeout(10s);
@@ -138,12 +129,7 @@ TEST_P(AcceptTest, ClosingAListenerWithConnectionsWaitingLeaksNoFd) {
             TcpListener l = listen_backlogged();
             const std::uint16_t port = l.local_addr()->port();
             std::vector<TcpStream> clients;
-            { // one accepted connection arms the multishot
-                auto [c, s] = co_await when_all(
-                    as_task(TcpStream::connect(SocketAddr::loopback_v4(port))),
-                    [&]() -> Task<Result<TcpStream>> { co_return co_await l.accept(); }());
-                CO_ASSERT(c && s);
-            }
+            (void)co_await test::loopback_pair(&l); // one accepted connection arms the multishot
             for (int i = 0; i < kClients; ++i) {
                 auto c = co_await TcpStream::connect(SocketAddr::loopback_v4(port)).timeout(10s);
                 CO_ASSERT(c.has_value());

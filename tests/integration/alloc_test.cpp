@@ -1,8 +1,9 @@
 // The request path allocates nothing: global operator new is replaced by a counting one, and an
 // echo exchange in steady state (after warm-up) must not move the counter. Its own executable,
 // because replacing operator new affects the whole program.
-#include "galay/detail/timer_heap.hpp"
+#include "runtime/timer_heap.hpp"
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 #include "support/threads.hpp"
 #include "support/tls_pair.hpp"
 #ifdef GALAY_HAVE_HTTP_APP
@@ -36,14 +37,9 @@ std::string measured(const char* exchanges) {
 
 /// Client and server in one scheduler; returns allocations during the measured requests.
 Task<std::uint64_t> echo_allocations(bool pooled) {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c || !s) throw std::runtime_error("connect/accept");
-    TcpStream& client = *c;
-    TcpStream& server = *s;
+    auto pair = co_await test::loopback_pair();
+    TcpStream& client = pair.first;
+    TcpStream& server = pair.second;
     std::uint64_t before = 0, after = 0;
     auto serve = [&]() -> Task<void> {
         std::array<char, 4096> buf;
@@ -82,14 +78,9 @@ Task<std::uint64_t> echo_allocations(bool pooled) {
 /// take their slow paths on every request (the server waits for each line; every flush sends),
 /// whose coroutine frames must come from the reader's and writer's reused blocks.
 Task<std::uint64_t> buffered_line_allocations() {
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c || !s) throw std::runtime_error("connect/accept");
-    TcpStream& client = *c;
-    TcpStream& server = *s;
+    auto pair = co_await test::loopback_pair();
+    TcpStream& client = pair.first;
+    TcpStream& server = pair.second;
     std::uint64_t before = 0, after = 0;
     auto serve = [&]() -> Task<void> {
         io::BufReader reader(server, 256);
@@ -126,13 +117,8 @@ Task<std::uint64_t> buffered_line_allocations() {
 Task<std::uint64_t> http_allocations() {
     auto server = http::Server::create({});
     if (!server) throw Error(server.error(), "server");
-    auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-    if (!l) throw Error(l.error(), "bind");
-    auto [c, s] = co_await when_all(
-        as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-        as_task(l->accept()));
-    if (!c || !s) throw std::runtime_error("connect/accept");
-    TcpStream& client = *c;
+    auto pair = co_await test::loopback_pair();
+    TcpStream& client = pair.first;
     std::uint64_t before = 0, after = 0;
     auto drive = [&]() -> Task<void> {
         const std::string_view get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -155,7 +141,7 @@ Task<std::uint64_t> http_allocations() {
         }
         after = tools::stop_counting();
     };
-    co_await when_any(drive(), (*server)->serve_connection(std::move(*s)));
+    co_await when_any(drive(), (*server)->serve_connection(std::move(pair.second)));
     co_return after - before;
 }
 #endif

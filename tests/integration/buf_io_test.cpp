@@ -1,5 +1,6 @@
 // io::BufReader, io::BufWriter and io::copy_bidirectional on every backend, over real loopback
 // sockets.
+#include "io/relay_pipes.hpp" // the pipes the splice pump holds (src/)
 #include "support/backends.hpp"
 #include "support/fds.hpp"
 #include "support/tcp_pair.hpp"

@@ -166,9 +166,7 @@ static void listener_destroyed_inside_a_task_can_be_rebound_at_once(SchedulerOpt
             }
             const std::uint16_t port = l->local_addr()->port();
             // Use it once: one accepted connection, kept open while the listener goes.
-            auto [c, s] = co_await when_all(
-                as_task(TcpStream::connect(SocketAddr::loopback_v4(port))), as_task(l->accept()));
-            CO_ASSERT(c && s);
+            auto used = co_await test::loopback_pair(&*l);
             auto acceptor = [&]() -> Task<Result<TcpStream>> {
                 co_return co_await l->accept().timeout(10s); // (not cancelled: timed_out)
             };

@@ -3,6 +3,7 @@
 // bounded batches: on io_uring (Linux >= 6.13) the kernel completes at most ~20 deferred
 // receives per pass through it, and the epoll driver asks epoll_wait for at most 64 fds.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <sys/socket.h>
 #include <sys/utsname.h>
@@ -36,14 +37,11 @@ std::vector<std::uint64_t> turns_of_ready_receives(SchedulerOptions o) {
     s.block_on([&]() -> Task<void> {
         auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
         CO_ASSERT(l.has_value());
-        const std::uint16_t port = l->local_addr()->port();
         std::vector<TcpStream> clients, servers;
         for (int i = 0; i < kConnections; ++i) {
-            auto [c, a] = co_await when_all(
-                as_task(TcpStream::connect(SocketAddr::loopback_v4(port))), as_task(l->accept()));
-            CO_ASSERT(c.has_value() && a.has_value());
-            clients.push_back(std::move(*c));
-            servers.push_back(std::move(*a));
+            auto [c, a] = co_await test::loopback_pair(&*l);
+            clients.push_back(std::move(c));
+            servers.push_back(std::move(a));
         }
 
         std::uint64_t turn = 0;

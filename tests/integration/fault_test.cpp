@@ -1,16 +1,17 @@
-// Fault injection (galay/detail/faults.hpp), on both backends: the drivers are made to see EINTR,
-// EAGAIN, short transfers, errors (ECONNRESET, ENOBUFS, ENOMEM), CQEs with -ECANCELED or handled a
-// loop turn late, multishot recvs ended by the kernel and an empty buffer ring. Every public
-// operation must either retry (the caller sees nothing) or report the injected error, and no byte
-// or datagram is ever lost or duplicated. Seeded: a failure names its seed. Each test also checks
-// that the faults it is about were really injected, so that it cannot pass by testing nothing.
+// Fault injection (src/driver/common/fault_plan.hpp), on both backends: the drivers are made to see
+// EINTR, EAGAIN, short transfers, errors (ECONNRESET, ENOBUFS, ENOMEM), CQEs with -ECANCELED or
+// handled a loop turn late, multishot recvs ended by the kernel and an empty buffer ring. Every
+// public operation must either retry (the caller sees nothing) or report the injected error, and no
+// byte or datagram is ever lost or duplicated. Seeded: a failure names its seed. Each test also
+// checks that the faults it is about were really injected, so that it cannot pass by testing
+// nothing.
 #include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/patterns.hpp"
 #include "support/pooled_echo.hpp"
 #include "support/tcp_pair.hpp"
 
-#include <galay/detail/faults.hpp>
+#include "driver/common/fault_plan.hpp"
 
 #include <array>
 #include <cstring>

@@ -10,7 +10,7 @@
 #include "support/backends.hpp"
 #include "support/fds.hpp"
 
-#include <galay/detail/faults.hpp>
+#include "driver/common/fault_plan.hpp"
 
 #include "driver/fs_ops.hpp" // uring_fs_op_supported: which route each op must take
 

@@ -3,6 +3,7 @@
 // another thread, a due timer) is run. The assertions are on completion and on the spin
 // counters of galay/metrics.hpp, never on durations: with a one-hour spin, "no spin ended in a
 // sleep" means every wait of the test was ended by the spin.
+#include "runtime/scheduler_access.hpp" // the spin counters a test waits on
 #include "support/backends.hpp"
 #include "support/tcp_pair.hpp"
 
@@ -161,7 +162,8 @@ TEST_P(IdleSpinTest, CrossThreadSpawnDuringASpinRuns) {
     o.scheduler = spinning(std::chrono::hours(1));
     Runtime rt(o);
     constexpr int kTasks = 50;
-    const detail::Counter& started = rt.scheduler(0).counters().spins_started;
+    const detail::Counter& started =
+        detail::SchedulerAccess::counters(rt.scheduler(0)).spins_started;
     int sum = 0;
     for (int i = 0; i < kTasks; ++i) {
         const std::uint64_t before = started.get();
@@ -184,9 +186,9 @@ struct ResumedFromAnotherThread {
     std::thread& t;
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> h) {
-        const std::uint64_t before = s.counters().spins_started.get();
+        const std::uint64_t before = detail::SchedulerAccess::counters(s).spins_started.get();
         t = std::thread([&s = s, h, before] {
-            while (s.counters().spins_started.get() == before)
+            while (detail::SchedulerAccess::counters(s).spins_started.get() == before)
                 std::this_thread::yield();
             s.post(h);
         });

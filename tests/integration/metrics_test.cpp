@@ -1,6 +1,7 @@
 // Runtime metrics (galay/metrics.hpp) on every backend: the figures that have a defined value
 // after a known workload, and the Prometheus text they are exposed in, parsed strictly.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,7 +21,6 @@
 
 using namespace galay;
 using namespace std::chrono_literals;
-using detail::OpCode;
 
 namespace {
 
@@ -120,7 +120,7 @@ TEST_P(MetricsTest, AfterOneThousandEchoesTheCountsAreThoseOfTheWorkload) {
     // Every connection closed: only the listener's task is alive.
     const metrics::RuntimeMetrics m = wait_for(rt, [](const metrics::RuntimeMetrics& s) {
         return s.total().tasks_alive == 1 &&
-               s.total().op(OpCode::recv).completed >= kConnections * (kEchoes + 1);
+               s.total().op(OpKind::recv).completed >= kConnections * (kEchoes + 1);
     });
     const metrics::WorkerMetrics w = m.total();
     ASSERT_EQ(m.workers.size(), 1u);
@@ -130,16 +130,16 @@ TEST_P(MetricsTest, AfterOneThousandEchoesTheCountsAreThoseOfTheWorkload) {
     EXPECT_EQ(w.tasks_spawned, 1u + kConnections);
     EXPECT_EQ(w.tasks_finished, static_cast<std::uint64_t>(kConnections));
     // Each request is one receive of 64 bytes or more than one; each connection also reads EOF.
-    const metrics::OpMetrics& recv = w.op(OpCode::recv);
+    const metrics::OpMetrics& recv = w.op(OpKind::recv);
     EXPECT_GE(recv.completed, static_cast<std::uint64_t>(kConnections * (kEchoes + 1)));
     EXPECT_EQ(recv.bytes, std::uint64_t{kConnections} * kEchoes * kMessage);
     EXPECT_EQ(recv.in_flight(), 0u);
-    const metrics::OpMetrics& send = w.op(OpCode::send);
+    const metrics::OpMetrics& send = w.op(OpKind::send);
     EXPECT_GE(send.completed, static_cast<std::uint64_t>(kConnections * kEchoes));
     EXPECT_EQ(send.bytes, std::uint64_t{kConnections} * kEchoes * kMessage);
     EXPECT_EQ(send.failed, 0u);
     // The listener: kConnections accepted, one more waiting.
-    const metrics::OpMetrics& accept = w.op(OpCode::accept);
+    const metrics::OpMetrics& accept = w.op(OpKind::accept);
     EXPECT_EQ(accept.completed, static_cast<std::uint64_t>(kConnections));
     EXPECT_EQ(accept.in_flight(), 1u);
     EXPECT_GE(w.remote_items, 1u); // the listener was spawned from this thread
@@ -180,19 +180,14 @@ TEST_P(MetricsTest, PooledBuffersInUseAndEnobufsFollowThePool) {
     o.pool_buffer_size = 512;
     Scheduler sched(o);
     sched.block_on([](Scheduler& sched) -> Task<void> {
-        auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-        CO_ASSERT(l);
-        auto [c, s] = co_await when_all(
-            as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-            as_task(l->accept()));
-        CO_ASSERT(c && s);
+        auto [c, s] = co_await test::loopback_pair();
         const std::uint64_t enobufs_before = metrics::snapshot(sched).enobufs;
         // Hold every buffer of the pool, one receive at a time.
         std::vector<PooledBuffer> held;
         for (int i = 0; i < 8; ++i) {
             std::string piece(100, static_cast<char>('a' + i));
-            CO_ASSERT(co_await c->send_all(piece));
-            auto b = co_await s->recv_pooled().timeout(10s);
+            CO_ASSERT(co_await c.send_all(piece));
+            auto b = co_await s.recv_pooled().timeout(10s);
             CO_ASSERT(b && !b->empty());
             held.push_back(std::move(*b));
         }
@@ -200,13 +195,13 @@ TEST_P(MetricsTest, PooledBuffersInUseAndEnobufsFollowThePool) {
         co_await yield_now();
         CO_ASSERT(metrics::snapshot(sched).pooled_buffers_in_use >= 8);
         // Bytes arrive while no buffer is free: the receive that wants them finds none.
-        CO_ASSERT(co_await c->send_all(std::string(300, 'z')));
+        CO_ASSERT(co_await c.send_all(std::string(300, 'z')));
         auto releaser = [&]() -> Task<void> {
             co_await yield_now();
             held.clear();
             co_return;
         };
-        auto [next, _] = co_await when_all(as_task(s->recv_pooled().timeout(10s)), releaser());
+        auto [next, _] = co_await when_all(as_task(s.recv_pooled().timeout(10s)), releaser());
         CO_ASSERT(next && !next->empty());
         next->release();
         CO_ASSERT(metrics::snapshot(sched).enobufs > enobufs_before);
@@ -231,9 +226,9 @@ TEST_P(MetricsTest, ACountedFileReadMovesItsBytes) {
         auto n = co_await f->read_at(std::span(buf), 0);
         CO_ASSERT(n && *n == 10);
         const metrics::WorkerMetrics m = metrics::snapshot(s);
-        CO_ASSERT(m.op(OpCode::read_at).completed == 1);
-        CO_ASSERT(m.op(OpCode::read_at).bytes == 10);
-        CO_ASSERT(m.op(OpCode::read_at).in_flight() == 0);
+        CO_ASSERT(m.op(OpKind::read_at).completed == 1);
+        CO_ASSERT(m.op(OpKind::read_at).bytes == 10);
+        CO_ASSERT(m.op(OpKind::read_at).in_flight() == 0);
     }(s, path));
     ::unlink(path);
 }

@@ -1,6 +1,7 @@
 // The stall detector and the task hooks (SchedulerOptions::stall_threshold, on_stall, hooks) on
 // every backend.
 #include "support/backends.hpp"
+#include "support/tcp_pair.hpp"
 
 #include <string>
 #include <thread>
@@ -112,13 +113,7 @@ TEST_P(ObserveTest, HooksSeeSpawnFirstResumeSuspendResumeAndExitInOrder) {
     o.paused_clock = true; // (the sleeps order the events; virtual time makes them instant)
     Scheduler s(o);
     s.block_on([]() -> Task<void> {
-        auto [a, b] = co_await []() -> Task<std::pair<TcpStream, TcpStream>> {
-            auto l = TcpListener::bind(SocketAddr::loopback_v4(0));
-            auto [c, sv] = co_await when_all(
-                as_task(TcpStream::connect(SocketAddr::loopback_v4(l->local_addr()->port()))),
-                [&]() -> Task<Result<TcpStream>> { co_return co_await l->accept(); }());
-            co_return std::pair{std::move(*c), std::move(*sv)};
-        }();
+        auto [a, b] = co_await test::loopback_pair();
         // One task: a sleep, then a receive that waits for the peer.
         auto h = spawn([](TcpStream& s) -> Task<void> {
             (void)co_await sleep(1ms);

@@ -121,6 +121,37 @@ TEST_P(UnixTest, EchoOverAPathListenerThatRemovesItsFileWhenClosed) {
     }());
 }
 
+// What the Unix types take from their handle base (FdHandle): a released listener leaves its
+// socket file to the caller, who goes on listening on it, and a datagram socket closes through an
+// `FdHandle&` like any other.
+TEST_P(UnixTest, ReleasedListenerKeepsItsFileAndADatagramSocketClosesAsAHandle) {
+    TempDir dir;
+    const UnixAddr a = addr(dir.file("kept.sock"));
+    run([&]() -> Task<void> {
+        int fd = -1;
+        {
+            UnixListener l = listen_at(a);
+            fd = l.release();
+            EXPECT_FALSE(l.is_open());
+            EXPECT_EQ(l.fd(), -1);
+        } // destroyed: neither the socket nor its file is the listener's any more
+        CO_ASSERT(fd >= 0);
+        EXPECT_EQ(::access(a.name().c_str(), F_OK), 0) << "the released listener removed its file";
+        auto c = co_await UnixStream::connect(a).timeout(5s); // the caller's socket still listens
+        EXPECT_TRUE(c.has_value());
+        ::close(fd);
+
+        auto pair = UnixDatagram::pair();
+        CO_ASSERT(pair.has_value());
+        FdHandle& h = pair->first;
+        CO_ASSERT(h.is_open());
+        auto closed = co_await h.close();
+        EXPECT_TRUE(closed.has_value());
+        EXPECT_FALSE(pair->first.is_open());
+        EXPECT_EQ(pair->first.fd(), -1);
+    }());
+}
+
 TEST_P(UnixTest, AbstractAddressNeedsNoFile) {
     const UnixAddr a = addr(unique_abstract());
     EXPECT_TRUE(a.is_abstract());

@@ -18,16 +18,20 @@ inline bool backend_required(Backend b) {
     return req != nullptr && std::string(req).find(backend_name(b)) != std::string::npos;
 }
 
+/// For a fixture's SetUp: skip the test (saying why) when the kernel refuses backend `b`, or
+/// fail it when GALAY_REQUIRE_BACKENDS names `b`. (gtest runs no test body after a skip or a
+/// fatal failure in SetUp, also when they happen in a function it calls.)
+inline void skip_unless_usable(Backend b) {
+    if (b == Backend::io_uring && !probe_io_uring().usable) {
+        if (backend_required(Backend::io_uring))
+            FAIL() << "io_uring is required here but unavailable: " << probe_io_uring().reason;
+        GTEST_SKIP() << "SKIP: io_uring unavailable on this kernel: " << probe_io_uring().reason;
+    }
+}
+
 class BackendTest : public ::testing::TestWithParam<Backend> {
 protected:
-    void SetUp() override {
-        if (GetParam() == Backend::io_uring && !probe_io_uring().usable) {
-            if (backend_required(Backend::io_uring))
-                FAIL() << "io_uring is required here but unavailable: " << probe_io_uring().reason;
-            GTEST_SKIP() << "SKIP: io_uring unavailable on this kernel: "
-                         << probe_io_uring().reason;
-        }
-    }
+    void SetUp() override { skip_unless_usable(GetParam()); }
     SchedulerOptions options() const { return {.backend = GetParam()}; }
     /// A Runtime of `workers` workers, each a scheduler on this backend.
     RuntimeOptions rt_options(unsigned workers) const {

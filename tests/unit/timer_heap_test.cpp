@@ -1,5 +1,5 @@
-// The scheduler's timer heap (detail/timer_heap.hpp), on its own: no scheduler, no clock.
-#include <galay/detail/timer_heap.hpp>
+// The scheduler's timer heap (src/runtime/timer_heap.hpp), on its own: no scheduler, no clock.
+#include "runtime/timer_heap.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
-#include "galay/runtime.hpp"
+#include "galay/scheduler.hpp"
 
 #include <chrono>
 #include <coroutine>

@@ -6,6 +6,8 @@
 // (`Driver`) live in src/driver/ and are not installed.
 #pragma once
 
+#include "galay/op_kind.hpp"
+
 #include <cerrno>
 #include <coroutine>
 #include <cstddef>
@@ -16,41 +18,16 @@ struct sockaddr;
 
 namespace galay::detail {
 
-enum class OpCode : std::uint8_t {
-    accept,
-    connect,
-    recv,
-    recv_pooled, // receive into a buffer of the driver's pool (io_uring: multishot + buffer ring)
-    send,
-    recvmsg, // also vectored stream reads (readv): io_uring's readv fails O_NONBLOCK sockets
-    sendmsg,
-    close,
-    read_at,   // pread on a file
-    write_at,  // pwrite on a file
-    readv_at,  // preadv on a file
-    writev_at, // pwritev on a file
-    fsync,
-    fdatasync,
-    fallocate,
-    recvmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams received
-    sendmmsg, // UDP batch: buf = mmsghdr[len]; result = datagrams sent (`done` so far)
-    read,     // read(2) on a pollable non-socket fd (a pipe): buf, len, all
-    write,    // write(2) on a pollable non-socket fd (a pipe): buf, len, all
-    waitid,   // wait for a child to exit and reap it: fd = its pidfd, buf = a siginfo_t
-    // The filesystem namespace: fd = a directory fd (AT_FDCWD), buf = a path, aux = a second
-    // path (or statx's buffer), msg_flags = the call's flags, len = a mode (or statx's mask).
-    openat, // result: the new fd
-    statx,
-    renameat,
-    unlinkat,
-    mkdirat,
-    linkat,
-    symlinkat,  // buf = the target, aux = the link's path
-    splice_in,  // socket `fd` -> pipe write end `aux`, up to `len` bytes; 0 = EOF
-    splice_out, // pipe read end `aux` -> socket `fd`, up to `len` bytes
-    sendfile,   // file `aux` from `offset` -> socket `fd`: all `len` bytes, fewer at end of file
-    send_zc,    // send without copying (buf, len, all); completes once the kernel lets go of buf
-};
+/// What an IoOp asks the driver to do: the public operation kinds (galay/op_kind.hpp). Which
+/// fields each one uses is the table of docs/driver.md: recvmsg and sendmsg carry a msghdr in
+/// `buf` (also for vectored stream reads: io_uring's readv fails on O_NONBLOCK sockets), the UDP
+/// batches an mmsghdr array; read and write are read(2)/write(2) on a pollable fd that is not a
+/// socket (a pipe); the namespace ops take a directory fd (AT_FDCWD) in `fd`, a path in `buf`, a
+/// second path (or statx's buffer) in `aux`, the call's flags in `msg_flags` and a mode (or
+/// statx's mask) in `len`; splice_in/splice_out move up to `len` bytes between the socket `fd`
+/// and the pipe end `aux` (0 = EOF); sendfile sends `len` bytes of the file `aux` from `offset`
+/// to the socket `fd`; send_zc completes once the kernel lets go of `buf`.
+using OpCode = OpKind;
 
 /// A node of the scheduler's timer heap (a sleep, or the deadline of an I/O op).
 struct TimerNode {
@@ -133,17 +110,5 @@ struct IoOp {
 };
 static_assert(sizeof(void*) != 8 || sizeof(IoOp) <= 104,
               "IoOp grew: it is in every awaiting frame");
-
-enum class Backend : std::uint8_t { automatic, io_uring, epoll };
-
-/// galay is about to close `fd`, or to hand it to the user (`release()`): the current thread's
-/// driver forgets it, and so does the driver that registered it (at once when that driver belongs
-/// to this thread, even outside block_on; from another thread it is told to, and does so the
-/// next time it runs). Returns false in that last case: a driver on another thread may still hold
-/// the fd's file for a while.
-bool forget_fd_everywhere(int fd) noexcept;
-/// forget_fd_everywhere(fd), then close(2), so that the close is complete when this returns (the
-/// peer sees the FIN, a listener's port is free). Nothing for fd < 0.
-void close_fd(int fd) noexcept;
 
 } // namespace galay::detail

@@ -17,51 +17,12 @@
 // have finished before the awaiting coroutine resumes.
 #pragma once
 
-#include "galay/detail/in_place.hpp"
+#include "galay/detail/file_ops.hpp"
 #include "galay/fs/file.hpp"
 
 #include <chrono>
 #include <coroutine>
 #include <vector>
-
-namespace galay::fs {
-class Batch;
-}
-
-namespace galay::detail {
-
-/// What `co_await batch.submit()` suspends on.
-class [[nodiscard]] BatchAwaitable final : public Cancellable,
-                                           public AwaitedInPlace<BatchAwaitable> {
-public:
-    explicit BatchAwaitable(fs::Batch& batch) noexcept
-        : batch_(&batch) {}
-    BatchAwaitable(BatchAwaitable&&) noexcept = default; // only before it is awaited
-    BatchAwaitable& operator=(BatchAwaitable&&) = delete;
-
-    /// Cancel the operations still pending after `d`; they then fail with `timed_out`.
-    [[nodiscard]] BatchAwaitable&& timeout(std::chrono::nanoseconds d) &&;
-    [[nodiscard]] BatchAwaitable&& deadline(std::chrono::steady_clock::time_point t) &&;
-
-    bool await_ready() const noexcept;
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) {
-        return start(h, scope_of(h));
-    }
-    /// Success when every operation succeeded, else the first error in queue order.
-    Result<void> await_resume() noexcept;
-
-    void cancel() noexcept override;
-
-private:
-    bool start(std::coroutine_handle<> h, CancelScope* scope);
-
-    fs::Batch* batch_;
-    CancelScope* scope_ = nullptr;
-    std::int64_t deadline_ns_ = 0; // steady clock; 0: none (each op's timer, as in IoAwaitable)
-};
-
-} // namespace galay::detail
 
 namespace galay::fs {
 
@@ -125,7 +86,9 @@ public:
     std::size_t fdatasync(const File& f);
 
     /// Submit every queued operation at once; `co_await` resumes when all have finished.
-    [[nodiscard]] galay::detail::BatchAwaitable submit() noexcept { return galay::detail::BatchAwaitable(*this); }
+    [[nodiscard]] galay::detail::BatchAwaitable submit() noexcept {
+        return galay::detail::BatchAwaitable(*this);
+    }
 
     /// Operations queued.
     std::size_t size() const noexcept { return entries_.size(); }
@@ -145,8 +108,9 @@ private:
         galay::detail::FileXfer mode = galay::detail::FileXfer::some;
     };
 
-    std::size_t add_transfer(const File& f, galay::detail::OpCode code, const void* buf, std::size_t len,
-                             std::uint64_t offset, galay::detail::FileXfer mode, int fixed_slot = -1);
+    std::size_t add_transfer(const File& f, galay::detail::OpCode code, const void* buf,
+                             std::size_t len, std::uint64_t offset, galay::detail::FileXfer mode,
+                             int fixed_slot = -1);
     std::size_t push(Entry e);
 
     std::vector<Entry> entries_;

@@ -50,10 +50,10 @@
 #pragma once
 
 #include "galay/detail/buffers.hpp"
-#include "galay/detail/io_awaitable.hpp"
-#include "galay/detail/owned_fd.hpp"
+#include "galay/detail/file_ops.hpp"
 #include "galay/fs/aligned_buffer.hpp"
 #include "galay/fs/fixed_buffer.hpp"
+#include "galay/owned_fd.hpp"
 
 #include <sys/uio.h>
 
@@ -86,45 +86,6 @@ struct OpenOptions {
 std::string describe_error(const std::filesystem::path& path, std::error_code ec);
 
 } // namespace galay::fs
-
-namespace galay::detail {
-
-/// How a transfer treats a short count.
-enum class FileXfer : std::uint8_t {
-    some,  ///< read_at/write_at: return what the kernel moved
-    exact, ///< read_exact_at: fewer bytes than asked (end of file) is `errc::unexpected_eof`
-    all,   ///< write_all_at: continue short writes; fewer bytes at the end is an error
-};
-
-/// read_at/write_at/readv_at/writev_at (and their exact/all forms) -> Result<std::size_t>.
-class [[nodiscard]] FileTransferAwaitable : public IoAwaitable<FileTransferAwaitable> {
-public:
-    /// `precheck`: an error found before submitting (misaligned O_DIRECT, closed file); the
-    /// operation then completes at once with it.
-    FileTransferAwaitable(const IoOp& op, FileXfer mode, std::error_code precheck) noexcept;
-    bool await_ready() const noexcept { return static_cast<bool>(precheck_); }
-    Result<std::size_t> result();
-
-private:
-    std::error_code precheck_;
-    FileXfer mode_;
-};
-
-/// fsync/fdatasync/fallocate/close -> Result<void>.
-class [[nodiscard]] FileSyncAwaitable : public IoAwaitable<FileSyncAwaitable> {
-public:
-    FileSyncAwaitable(const IoOp& op, std::error_code precheck) noexcept;
-    bool await_ready() const noexcept { return static_cast<bool>(precheck_); }
-    Result<void> result();
-
-private:
-    std::error_code precheck_;
-};
-
-/// The outcome of a finished transfer op under `mode` (shared with fs::Batch).
-Result<std::size_t> file_transfer_result(const IoOp& op, FileXfer mode) noexcept;
-
-} // namespace galay::detail
 
 namespace galay::fs {
 
@@ -275,7 +236,7 @@ private:
                                                          detail::FileXfer mode,
                                                          int fixed_slot = -1) const noexcept;
 
-    detail::OwnedFd fd_;
+    OwnedFd fd_;
     bool direct_ = false;
     mutable std::uint32_t block_size_ = 0; // 0: not looked up yet
 };

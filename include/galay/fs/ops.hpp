@@ -18,6 +18,7 @@
 // kernel or on a pool thread finishes first (a rename is then done or not done, never half).
 #pragma once
 
+#include "galay/detail/fs_op.hpp"
 #include "galay/fs/file.hpp"
 #include "galay/io/stream.hpp"
 #include "galay/task.hpp"
@@ -61,57 +62,6 @@ struct DirEntry {
     std::string name;       ///< the file name (no "." or "..")
     unsigned char type = 0; ///< DT_REG, DT_DIR, DT_LNK, ... (DT_UNKNOWN on some filesystems)
 };
-
-namespace detail {
-
-/// The arguments of a filesystem operation, owned by the operation.
-struct FsArgs {
-    std::string path{};
-    std::string path2{};
-    int flags = 0;
-    unsigned mode = 0;
-    std::uint64_t number = 0;
-    OpenOptions open{};
-    const File* file = nullptr;
-};
-
-/// A filesystem operation: a body run as a task when awaited, with one deadline for all of it.
-template <class T>
-class [[nodiscard]] FsOp : public io::detail::Deadlined<FsOp<T>> {
-public:
-    using Body = Task<Result<T>> (*)(FsArgs args, std::int64_t deadline_ns);
-    FsOp(Body body, FsArgs args) noexcept
-        : body_(body)
-        , args_(std::move(args)) {}
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
-        task_.emplace(body_(std::move(args_), this->deadline_ns_));
-        awaiter_.emplace(std::move(*task_).operator co_await());
-        return awaiter_->await_suspend(h);
-    }
-    Result<T> await_resume() { return awaiter_->await_resume(); }
-
-private:
-    Body body_;
-    FsArgs args_;
-    std::optional<Task<Result<T>>> task_;
-    std::optional<typename Task<Result<T>>::Awaiter> awaiter_;
-};
-
-Task<Result<File>> open_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<void>> namespace_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<std::vector<DirEntry>>> read_dir_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<void>> sync_dir_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<std::string>> read_file_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<void>> write_atomic_body(FsArgs a, std::int64_t deadline_ns);
-Task<Result<void>> truncate_body(FsArgs a, std::int64_t deadline_ns);
-
-/// Which namespace call namespace_body makes (FsArgs::number).
-enum class NamespaceCall : std::uint8_t { rename, unlink, rmdir, mkdir, link, symlink };
-
-} // namespace detail
 
 /// Open `path` without blocking the worker (File::open is the synchronous form): same options,
 /// same errors.

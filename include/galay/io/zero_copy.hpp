@@ -32,14 +32,23 @@
 
 namespace galay::io {
 
+namespace detail {
+/// The zero-copy send's way to the stream's socket (a TcpStream makes the op, as it makes its
+/// other sends).
+struct ZeroCopy {
+    static galay::detail::TransferAwaitable send(TcpStream& s, const void* buf,
+                                                 std::size_t len) noexcept {
+        return s.send_zc(buf, len);
+    }
+};
+} // namespace detail
+
 /// Send all of `buf` on `stream` without copying it (see the top of this header); completes
 /// once the kernel has let go of `buf`. More than 4 GiB - 1 bytes is `errc::transfer_too_large`.
 template <ConstBuffer B>
 [[nodiscard]] galay::detail::TransferAwaitable send_all_zc(TcpStream& stream,
                                                            const B& buf) noexcept {
-    return {galay::detail::OpCode::send_zc,  stream.fd(),
-            galay::detail::buffer_data(buf), std::ranges::size(buf),
-            galay::detail::Transfer::all,    0};
+    return detail::ZeroCopy::send(stream, galay::detail::buffer_data(buf), std::ranges::size(buf));
 }
 
 /// Whether `send_all_zc` avoids the copy on this thread's scheduler (false: it is a plain

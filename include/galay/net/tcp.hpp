@@ -27,27 +27,29 @@
 #pragma once
 
 #include "galay/detail/buffers.hpp"
-#include "galay/detail/close_op.hpp"
-#include "galay/detail/io_awaitable.hpp"
-#include "galay/detail/owned_fd.hpp"
+#include "galay/detail/tcp_ops.hpp"
+#include "galay/detail/transfer_ops.hpp"
+#include "galay/fd_handle.hpp"
 #include "galay/net/socket_addr.hpp"
+#include "galay/task.hpp"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <concepts>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <ranges>
 #include <span>
-#include <string_view>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace galay {
 
-class TcpStream;
-namespace detail {
-class RecvPooledAwaitable;
-} // namespace detail
+namespace io::detail {
+struct ZeroCopy; // io::send_all_zc's way to its stream's socket (galay/io/zero_copy.hpp)
+} // namespace io::detail
 
 /// Bytes received by `recv_pooled`, in a buffer lent by the scheduler's pool. Move-only; the
 /// buffer goes back to the pool when this is destroyed (or `release()`d), so keep it only as long
@@ -104,89 +106,14 @@ private:
     std::uint16_t id_ = 0;
 };
 
-namespace detail {
-
-/// How much of its buffer a stream transfer moves before it completes.
-enum class Transfer : std::uint8_t {
-    some,  // what one system call moves (recv, send)
-    all,   // every byte, or an error (send_all)
-    exact, // every byte; EOF before that is `errc::unexpected_eof` (recv_exact)
-};
-
-class [[nodiscard]] TransferAwaitable : public IoAwaitable<TransferAwaitable> {
-public:
-    TransferAwaitable(OpCode code, int fd, const void* buf, std::size_t len, Transfer mode,
-                      int flags) noexcept;
-    /// An all-or-error transfer larger than one op can carry fails at once (never in part).
-    bool await_ready() const noexcept { return too_large_; }
-    Result<std::size_t> result();
-    /// After completion: the bytes moved, also when it failed (a send_all that timed out after
-    /// sending part of its buffer tells how much of it left).
-    std::size_t transferred() const noexcept { return op_.done; }
-
-private:
-    bool exact_;             // recv_exact: fewer bytes than asked (EOF) is an error
-    bool too_large_ = false; // send_all/recv_exact of more than UINT32_MAX bytes
-};
-
-class [[nodiscard]] RecvPooledAwaitable : public IoAwaitable<RecvPooledAwaitable> {
-public:
-    explicit RecvPooledAwaitable(int fd) noexcept {
-        op_.code = OpCode::recv_pooled;
-        op_.fd = fd;
-    }
-    Result<PooledBuffer> result();
-};
-
-class [[nodiscard]] VectorAwaitable : public IoAwaitable<VectorAwaitable> {
-public:
-    VectorAwaitable(OpCode code, int fd, std::span<const iovec> iov) noexcept;
-    void prepare() noexcept { op_.buf = &msg_; }
-    Result<std::size_t> result() { return size_result(op_.result); }
-
-private:
-    msghdr msg_{};
-};
-
-class [[nodiscard]] AcceptAwaitable : public IoAwaitable<AcceptAwaitable> {
-public:
-    AcceptAwaitable(int fd, SocketAddr* peer) noexcept;
-    /// The kernel fills in the peer address only when the caller asked for it.
-    void prepare() noexcept {
-        if (peer_ != nullptr) op_.set_accept_address(addr_.data(), &addrlen_);
-    }
-    Result<TcpStream> result();
-
-private:
-    SocketAddr addr_;
-    std::uint32_t addrlen_ = SocketAddr::capacity();
-    SocketAddr* peer_;
-};
-
-class [[nodiscard]] ConnectAwaitable : public IoAwaitable<ConnectAwaitable> {
-public:
-    explicit ConnectAwaitable(const SocketAddr& addr) noexcept;
-    ConnectAwaitable(ConnectAwaitable&& o) noexcept;
-    ~ConnectAwaitable();
-    bool await_ready() const noexcept { return setup_error_ != 0; }
-    void prepare() noexcept { op_.set_connect_address(addr_.data(), addr_.size()); }
-    Result<TcpStream> result();
-
-private:
-    SocketAddr addr_;
-    int setup_error_ = 0;
-};
-
-} // namespace detail
-
 /// Which direction `TcpStream::shutdown` ends (shutdown(2)'s SHUT_RD, SHUT_WR, SHUT_RDWR).
 enum class Shutdown { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
-/// A connected byte-stream socket: the base of TcpStream and UnixStream, with its descriptor and
-/// the operations on it that do not depend on the address family (receive, send, shutdown,
-/// close). Each stream adds its own constructors, addresses and options; a function that only
-/// moves bytes can take a `StreamSocket&` and serve both.
-class StreamSocket {
+/// A connected byte-stream socket: the base of TcpStream and UnixStream, with the operations on
+/// its descriptor that do not depend on the address family (receive, send, shutdown; close and
+/// the descriptor itself come from FdHandle). Each stream adds its own constructors, addresses
+/// and options; a function that only moves bytes can take a `StreamSocket&` and serve both.
+class StreamSocket : public FdHandle {
 public:
     /// Receive up to `buf.size()` bytes; 0 means the peer closed its side.
     template <MutableBuffer B>
@@ -225,18 +152,6 @@ public:
 
     /// shutdown(2): stop reading, writing or both (the peer sees EOF after a write shutdown).
     Result<void> shutdown(Shutdown how = Shutdown::write) noexcept;
-    /// Close asynchronously (IORING_OP_CLOSE on io_uring). The stream is empty afterwards.
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
-    }
-
-    /// True while it holds an open socket.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// The socket's file descriptor, still owned by the stream (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Give up ownership of the fd: galay forgets it (and drops it from io_uring's registered
-    /// files), and closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
 
 protected:
     StreamSocket() noexcept = default;
@@ -246,15 +161,12 @@ protected:
     struct NonBlocking {};
     /// Adopt a socket galay made non-blocking.
     StreamSocket(int fd, NonBlocking) noexcept
-        : fd_(fd) {}
+        : FdHandle(fd) {}
     /// Move: the socket goes with it, `o` is left empty.
     StreamSocket(StreamSocket&& o) noexcept = default;
     /// Move-assign: closes what this held, takes `o`'s socket.
     StreamSocket& operator=(StreamSocket&& o) noexcept = default;
     ~StreamSocket() = default;
-
-    /// The owned descriptor (closed on destruction).
-    detail::OwnedFd fd_;
 };
 
 /// A connected TCP socket. Move-only; destroying it closes the socket. It receives with recv,
@@ -315,8 +227,13 @@ public:
 private:
     friend class detail::AcceptAwaitable;
     friend class detail::ConnectAwaitable;
+    friend struct io::detail::ZeroCopy;
     TcpStream(int fd, NonBlocking) noexcept
         : StreamSocket(fd, NonBlocking{}) {}
+    /// io::send_all_zc on this stream's socket.
+    detail::TransferAwaitable send_zc(const void* buf, std::size_t len) noexcept {
+        return {detail::OpCode::send_zc, fd_.get(), buf, len, detail::Transfer::all, 0};
+    }
 };
 
 /// Socket options for TcpListener::bind and bind_sharded.
@@ -335,8 +252,8 @@ struct ListenOptions {
     bool nodelay = true;
 };
 
-/// A listening TCP socket.
-class TcpListener {
+/// A listening TCP socket. Its descriptor (`fd`, `close`, `release`) is an FdHandle's.
+class TcpListener : public FdHandle {
 public:
     TcpListener() noexcept = default;
     /// Takes over the socket of `o`, which is empty after.
@@ -367,15 +284,6 @@ public:
     }
     /// The bound address, with the real port when 0 was asked for (getsockname).
     Result<SocketAddr> local_addr() const noexcept;
-    /// The socket's file descriptor, still owned by the listener (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// Close asynchronously; the listener is empty at once.
-    [[nodiscard]] detail::CloseAwaitable close() noexcept {
-        return detail::CloseAwaitable(fd_.take());
-    }
-
-private:
-    detail::OwnedFd fd_;
 };
 
 } // namespace galay

@@ -13,90 +13,30 @@
 //     }
 //
 // Every operation returns `Result<...>` and accepts `.timeout(d)` and cancellation; destroying a
-// socket closes it. Received descriptors are owned (`UniqueFd`) and close-on-exec.
+// socket closes it. Received descriptors are owned (`OwnedFd`, galay/owned_fd.hpp; `UniqueFd` is
+// its other name) and close-on-exec.
 #pragma once
 
+#include "galay/detail/buffers.hpp"
+#include "galay/detail/tcp_ops.hpp"
+#include "galay/detail/transfer_ops.hpp"
+#include "galay/detail/unix_ops.hpp"
+#include "galay/fd_handle.hpp"
+#include "galay/net/datagram.hpp"
 #include "galay/net/tcp.hpp"
-#include "galay/net/udp.hpp"
+#include "galay/net/unix_addr.hpp"
+#include "galay/owned_fd.hpp"
 
 #include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/types.h>
 
+#include <cstddef>
+#include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace galay {
-
-/// A Unix socket address: a filesystem path, an abstract name (Linux, written "@name"), or
-/// unnamed (an unbound socket). A value type.
-class UnixAddr {
-public:
-    /// An unnamed address.
-    UnixAddr() noexcept;
-    /// A filesystem path. Longer than `sun_path` (107 bytes) is `ENAMETOOLONG`, never truncated;
-    /// empty or containing a NUL byte is `EINVAL`.
-    static Result<UnixAddr> path(std::string_view path);
-    /// An abstract name (no file; gone when the last socket bound to it closes). At most 107
-    /// bytes (`ENAMETOOLONG`).
-    static Result<UnixAddr> abstract(std::string_view name);
-    /// "@name" is abstract, anything else a path.
-    static Result<UnixAddr> parse(std::string_view text);
-    /// A copy of the `len` bytes at `sa` (as accept or recvfrom give them).
-    static UnixAddr from_sockaddr(const sockaddr* sa, socklen_t len) noexcept;
-
-    /// True for an abstract name.
-    bool is_abstract() const noexcept;
-    /// True for an unbound socket's address.
-    bool is_unnamed() const noexcept;
-    /// The path, or the abstract name without its "@"; empty when unnamed.
-    std::string name() const;
-    /// The path, "@name", or "(unnamed)".
-    std::string to_string() const;
-
-    /// The address as the socket calls take it.
-    const sockaddr* data() const noexcept { return reinterpret_cast<const sockaddr*>(&un_); }
-    /// The storage, for a socket call to fill (up to capacity() bytes; then set_size).
-    sockaddr* data() noexcept { return reinterpret_cast<sockaddr*>(&un_); }
-    /// The length of the address for the socket calls.
-    socklen_t size() const noexcept { return len_; }
-    /// Set the length a socket call reported.
-    void set_size(socklen_t len) noexcept;
-    /// The room data() offers.
-    static constexpr socklen_t capacity() noexcept { return sizeof(sockaddr_un); }
-
-    /// Same family, same name.
-    friend bool operator==(const UnixAddr& a, const UnixAddr& b) noexcept;
-
-private:
-    sockaddr_un un_{};
-    socklen_t len_ = 0;
-};
-
-/// A descriptor with one owner: destroying it closes it. Move-only.
-class UniqueFd {
-public:
-    UniqueFd() noexcept = default;
-    /// Take ownership of `fd` (-1: none).
-    explicit UniqueFd(int fd) noexcept
-        : fd_(fd) {}
-    /// Takes over the descriptor of `o`.
-    UniqueFd(UniqueFd&& o) noexcept = default;
-    /// Closes its own descriptor, then takes over the one of `o`.
-    UniqueFd& operator=(UniqueFd&& o) noexcept = default;
-    ~UniqueFd() = default;
-
-    /// The descriptor (-1 when empty), still owned.
-    int get() const noexcept { return fd_.get(); }
-    /// True while it holds a descriptor.
-    bool is_open() const noexcept { return fd_.is_open(); }
-    /// Give up ownership: closing it is now the caller's job.
-    int release() noexcept { return fd_.release(); }
-
-private:
-    detail::OwnedFd fd_;
-};
 
 /// The credentials of the process at the other end (SO_PEERCRED), as of connect/socketpair.
 struct PeerCred {
@@ -107,91 +47,10 @@ struct PeerCred {
 
 /// What `recv_with_fds` produced: the bytes and the descriptors that came with them.
 struct FdMessage {
-    std::size_t size = 0;      ///< bytes stored in the caller's buffer (0: the peer closed)
-    std::vector<UniqueFd> fds; ///< descriptors received (close-on-exec), owned
-    bool truncated = false;    ///< a datagram longer than the buffer: the rest of it is lost
+    std::size_t size = 0;     ///< bytes stored in the caller's buffer (0: the peer closed)
+    std::vector<OwnedFd> fds; ///< descriptors received (close-on-exec), owned
+    bool truncated = false;   ///< a datagram longer than the buffer: the rest of it is lost
 };
-
-class UnixStream;
-class UnixDatagram;
-
-namespace detail {
-
-/// The most descriptors one message may carry (the kernel's SCM_MAX_FD).
-inline constexpr std::size_t kMaxFdsPerMessage = 253;
-
-class [[nodiscard]] UnixConnectAwaitable : public IoAwaitable<UnixConnectAwaitable> {
-public:
-    explicit UnixConnectAwaitable(const UnixAddr& addr) noexcept;
-    UnixConnectAwaitable(UnixConnectAwaitable&& o) noexcept;
-    ~UnixConnectAwaitable();
-    bool await_ready() const noexcept { return setup_error_ != 0; }
-    void prepare() noexcept { op_.set_connect_address(addr_.data(), addr_.size()); }
-    Result<UnixStream> result();
-
-private:
-    UnixAddr addr_;
-    int setup_error_ = 0;
-};
-
-class [[nodiscard]] UnixAcceptAwaitable : public IoAwaitable<UnixAcceptAwaitable> {
-public:
-    UnixAcceptAwaitable(int fd, UnixAddr* peer) noexcept;
-    void prepare() noexcept {
-        if (peer_ != nullptr) op_.set_accept_address(addr_.data(), &addrlen_);
-    }
-    Result<UnixStream> result();
-
-private:
-    UnixAddr addr_;
-    std::uint32_t addrlen_ = UnixAddr::capacity();
-    UnixAddr* peer_;
-};
-
-/// sendmsg with the descriptors in an SCM_RIGHTS control message.
-class [[nodiscard]] FdSendAwaitable : public IoAwaitable<FdSendAwaitable> {
-public:
-    FdSendAwaitable(int fd, const void* buf, std::size_t len, std::span<const int> fds,
-                    const UnixAddr* to);
-    bool await_ready() const noexcept { return setup_error_ != 0; }
-    void prepare() noexcept;
-    Result<std::size_t> result();
-
-private:
-    iovec iov_{};
-    msghdr msg_{};
-    std::vector<char> control_;
-    const UnixAddr* to_;
-    int setup_error_ = 0;
-};
-
-/// recvmsg with room for `max_fds` descriptors, MSG_CMSG_CLOEXEC.
-class [[nodiscard]] FdRecvAwaitable : public IoAwaitable<FdRecvAwaitable> {
-public:
-    FdRecvAwaitable(int fd, void* buf, std::size_t len, std::size_t max_fds);
-    void prepare() noexcept;
-    Result<FdMessage> result();
-
-private:
-    iovec iov_{};
-    msghdr msg_{};
-    std::vector<char> control_;
-};
-
-/// A datagram receive (recvmsg, MSG_TRUNC): the size, truncation and sender.
-class [[nodiscard]] UnixRecvFromAwaitable : public IoAwaitable<UnixRecvFromAwaitable> {
-public:
-    UnixRecvFromAwaitable(int fd, void* buf, std::size_t len, UnixAddr* from) noexcept;
-    void prepare() noexcept;
-    Result<RecvInfo> result();
-
-private:
-    iovec iov_{};
-    msghdr msg_{};
-    UnixAddr* from_;
-};
-
-} // namespace detail
 
 /// A connected Unix stream socket. Move-only; destroying it closes it. Same operations as
 /// TcpStream, plus descriptor passing and peer credentials.
@@ -252,8 +111,10 @@ private:
 /// A listening Unix stream socket. A path listener removes its socket file when it is closed or
 /// destroyed (if the file is still the one it created). At bind, a socket file that nobody listens
 /// on (a crashed server's: connecting to it is refused) is removed and the bind retried; a live
-/// one is `EADDRINUSE`, and a path that is not a socket is never removed.
-class UnixListener {
+/// one is `EADDRINUSE`, and a path that is not a socket is never removed. Its descriptor (`fd`,
+/// `is_open`, `close`, `release`) is an FdHandle's; `close` and `release` are its own, for the
+/// file (closed through an `FdHandle&`, the file is removed when the listener is destroyed).
+class UnixListener : public FdHandle {
 public:
     UnixListener() noexcept = default;
     /// Takes over the socket (and the file to remove) of `o`.
@@ -271,22 +132,23 @@ public:
     }
     /// The bound address.
     Result<UnixAddr> local_addr() const noexcept;
-    /// The socket's descriptor, still owned by the listener (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
     /// Remove the socket file now, then close asynchronously; the listener is empty at once.
     [[nodiscard]] detail::CloseAwaitable close() noexcept;
+    /// Give up the socket and its file: galay forgets the socket, and neither closes it nor
+    /// removes the file any more (the caller may go on listening on it).
+    int release() noexcept;
 
 private:
     void remove_file() noexcept;
 
-    detail::OwnedFd fd_;
     std::string path_; // the socket file this listener created ("" for abstract)
     dev_t dev_ = 0;    // and its identity, so a successor's file at that path is left alone
     ino_t ino_ = 0;
 };
 
-/// A Unix datagram socket: bound or not, connected or not. Message boundaries are kept.
-class UnixDatagram {
+/// A Unix datagram socket: bound or not, connected or not. Message boundaries are kept. Its
+/// descriptor (`fd`, `is_open`, `close`, `release`) is an FdHandle's.
+class UnixDatagram : public FdHandle {
 public:
     UnixDatagram() noexcept = default;
     /// An unbound socket (it can send; nobody can address a reply to it).
@@ -338,13 +200,8 @@ public:
     Result<PeerCred> peer_cred() const noexcept;
     /// The local address.
     Result<UnixAddr> local_addr() const noexcept;
-    /// The socket's descriptor, still owned (-1 when empty).
-    int fd() const noexcept { return fd_.get(); }
-    /// True while it holds an open socket.
-    bool is_open() const noexcept { return fd_.is_open(); }
 
 private:
-    detail::OwnedFd fd_;
     std::string path_; // the socket file bind() created, removed on destruction
 };
 

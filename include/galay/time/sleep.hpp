@@ -19,6 +19,38 @@
 namespace galay {
 
 namespace detail {
+template <class T>
+struct IsResult; // is T a Result<U> (below)
+} // namespace detail
+
+/// Suspend the current task for `d` (a non-positive duration still yields once).
+[[nodiscard]] Task<Result<void>> sleep(std::chrono::nanoseconds d);
+/// Suspend the current task until the steady clock reaches `t`.
+[[nodiscard]] Task<Result<void>> sleep_until(std::chrono::steady_clock::time_point t);
+
+/// Run `task`; if it has not finished within `d`, cancel it (its pending operation is cancelled
+/// and finished first) and return `std::errc::timed_out`. A task returning `Result<U>` gives
+/// `Result<U>` (not nested); `void` gives `Result<void>`.
+///
+/// What the task had done by then stays done, and what it would have returned is dropped: a
+/// task that read part of a message from a stream leaves the stream past those bytes. Where the
+/// stream must stay usable after a timeout, put the deadline on its operations instead
+/// (`.timeout(d)` / `.deadline(t)` on a recv consume nothing when they time out).
+template <class T>
+[[nodiscard]] auto timeout(std::chrono::nanoseconds d, Task<T> task) {
+    using Out = std::conditional_t<detail::IsResult<T>::value, T,
+                                   std::conditional_t<std::is_void_v<T>, Result<void>, Result<T>>>;
+    return [](std::chrono::nanoseconds d, Task<T> task) -> Task<Out> {
+        auto r = co_await when_any(std::move(task), sleep(d));
+        if (r.index() == 1) co_return Out(std::unexpected(make_error_code(std::errc::timed_out)));
+        if constexpr (std::is_void_v<T>)
+            co_return Out{};
+        else
+            co_return Out(std::move(std::get<0>(r)));
+    }(d, std::move(task));
+}
+
+namespace detail {
 
 /// Suspends until a steady-clock deadline, or until its task's scope is cancelled.
 class [[nodiscard]] SleepAwaiter final : public Cancellable {
@@ -54,32 +86,5 @@ template <class T>
 struct IsResult<Result<T>> : std::true_type {};
 
 } // namespace detail
-
-/// Suspend the current task for `d` (a non-positive duration still yields once).
-[[nodiscard]] Task<Result<void>> sleep(std::chrono::nanoseconds d);
-/// Suspend the current task until the steady clock reaches `t`.
-[[nodiscard]] Task<Result<void>> sleep_until(std::chrono::steady_clock::time_point t);
-
-/// Run `task`; if it has not finished within `d`, cancel it (its pending operation is cancelled
-/// and finished first) and return `std::errc::timed_out`. A task returning `Result<U>` gives
-/// `Result<U>` (not nested); `void` gives `Result<void>`.
-///
-/// What the task had done by then stays done, and what it would have returned is dropped: a
-/// task that read part of a message from a stream leaves the stream past those bytes. Where the
-/// stream must stay usable after a timeout, put the deadline on its operations instead
-/// (`.timeout(d)` / `.deadline(t)` on a recv consume nothing when they time out).
-template <class T>
-[[nodiscard]] auto timeout(std::chrono::nanoseconds d, Task<T> task) {
-    using Out = std::conditional_t<detail::IsResult<T>::value, T,
-                                   std::conditional_t<std::is_void_v<T>, Result<void>, Result<T>>>;
-    return [](std::chrono::nanoseconds d, Task<T> task) -> Task<Out> {
-        auto r = co_await when_any(std::move(task), sleep(d));
-        if (r.index() == 1) co_return Out(std::unexpected(make_error_code(std::errc::timed_out)));
-        if constexpr (std::is_void_v<T>)
-            co_return Out{};
-        else
-            co_return Out(std::move(std::get<0>(r)));
-    }(d, std::move(task));
-}
 
 } // namespace galay

@@ -1,4 +1,4 @@
-// The drivers' side of fault injection (the plan and its knobs: galay/detail/faults.hpp).
+// The drivers' side of fault injection (the plan and its knobs: fault_plan.hpp).
 //
 // Every injection point starts with `if (faults::on()) [[unlikely]]`: one relaxed load and a
 // branch that is never taken when no plan is installed. Built only with the CMake option
@@ -6,7 +6,7 @@
 // points compile away and no environment variable can change what the library does.
 #pragma once
 
-#include "galay/detail/faults.hpp"
+#include "driver/common/fault_plan.hpp"
 #include "galay/detail/io_op.hpp"
 
 #ifndef GALAY_FAULT_INJECTION

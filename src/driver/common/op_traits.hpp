@@ -5,7 +5,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
-#include "galay/detail/worker_counters.hpp"
+#include "runtime/worker_counters.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -70,7 +70,7 @@ public:
     void shutdown() noexcept override;
 
 private:
-    // --- fault injection (galay/detail/faults.hpp) ----------------------------------------------
+    // --- fault injection (driver/common/fault_plan.hpp) ----------------------------------------
     /// A fault for this attempt of `op` instead of its system call: an errno to pretend (0:
     /// none); `len` may be cut for a short transfer. An injected EAGAIN is followed by a
     /// readiness report at the next poll, as it would be for bytes that are really there.

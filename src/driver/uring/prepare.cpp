@@ -7,6 +7,7 @@
 #include "driver/fs_ops.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/process_ops.hpp"
+#include "galay/owned_fd.hpp" // forget_fd_everywhere
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -311,7 +311,7 @@ private:
     bool shutting_down_ = false;
     unsigned loop_depth_ = 0;    // block_on loops running on this thread (close_later)
     bool closes_queued_ = false; // close_later queued SQEs not yet submitted
-    // Fault injection (galay/detail/faults.hpp); empty unless a plan is installed.
+    // Fault injection (driver/common/fault_plan.hpp); empty unless a plan is installed.
     struct Injected {
         IoOp* op;
         std::int32_t res;

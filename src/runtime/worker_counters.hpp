@@ -1,5 +1,5 @@
-// galay/detail/worker_counters.hpp: the counters one Scheduler keeps about itself (what
-// galay/metrics.hpp reads). Included by galay/runtime.hpp; not meant to be included on its own.
+// The counters one Scheduler keeps about itself (SchedulerCore::counters_; what
+// metrics::snapshot reads and galay/metrics.hpp's WorkerMetrics reports).
 //
 // Every counter has one writer, the scheduler's own thread, so an increment is a relaxed load and
 // a relaxed store (no locked instruction), and any thread may read it at any time. Built with
@@ -7,6 +7,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
+#include "galay/metrics.hpp"
 
 #include <array>
 #include <atomic>
@@ -20,9 +21,9 @@
 namespace galay::detail {
 
 /// How many OpCode values there are (the per-kind arrays' size).
-inline constexpr std::size_t kOpKinds = static_cast<std::size_t>(OpCode::send_zc) + 1;
-/// Buckets of the completions-per-turn histogram: 0, 1, 2-3, 4-7, ..., 128-255, 256 and more.
-inline constexpr std::size_t kTurnBuckets = 10;
+inline constexpr std::size_t kOpKinds = op_kind_count;
+/// Buckets of the completions-per-turn histogram (metrics::turn_buckets).
+inline constexpr std::size_t kTurnBuckets = metrics::turn_buckets;
 
 /// A counter with one writing thread and any number of reading ones.
 class Counter {
@@ -112,10 +113,4 @@ struct WorkerCounters {
     }
 };
 
-} // namespace galay::detail
-
-namespace galay::detail {
-/// Schedulers with a paused clock alive in the process: while 0, `Scheduler::now_ns()` reads the
-/// steady clock without looking further.
-inline std::atomic<int> g_paused_clocks{0};
 } // namespace galay::detail

@@ -9,7 +9,9 @@
 //
 // Compiled in only with the CMake option GALAY_FAULT_INJECTION (ON in the debug, asan, tsan and
 // soak presets; OFF by default, in release and in what `cmake --install` installs): a production
-// build ignores GALAY_FAULTS, and `install()` stops the program with a message there.
+// build ignores GALAY_FAULTS, and `install()` stops the program with a message there. For the
+// same reason this header is not installed: the tests include it from src/ (their include path
+// has it), so a program built against an installed galay cannot even name a plan.
 // Off unless a plan is installed (by a test, or by GALAY_FAULTS in the environment, read once
 // when the first scheduler starts: "seed=7,interrupted=0.2,short=0.3,fail=0.01,error=ECONNRESET").
 // Off, each driver pays one predictable branch per operation. Decisions come from a seeded
