@@ -310,10 +310,7 @@ int main(int argc, char** argv) {
     app.add_option("port", opt.port, "TCP port (0: any free port, printed)")
         ->required()
         ->check(galay::tools::whole(0, 65535));
-    app.add_option_function<std::string>(
-           "--backend", [&opt](const std::string& b) { opt.backend = *galay::parse_backend(b); },
-           "io_uring, epoll or auto")
-        ->check(CLI::IsMember({"io_uring", "epoll", "auto"}));
+    galay::tools::add_backend_flag(app, &opt.backend);
     app.add_option("--drain", drain, "seconds the connections get to finish after a hand-over")
         ->check(galay::tools::whole(0, 86400))
         ->capture_default_str();
