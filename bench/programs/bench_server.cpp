@@ -360,11 +360,7 @@ int main(int argc, char** argv) {
     CLI::App app{"TCP echo server on galay-kernel's Runtime"};
     Args a;
     add_options(app, a);
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "bench_server")) return *code;
 
     auto addr = SocketAddr::from_ip(a.bind_ip, a.port);
     if (!addr) {

@@ -107,11 +107,7 @@ int main(int argc, char** argv) {
     app.add_flag("--pin", pin, "pin worker 0 and 1 to the first two CPUs");
     app.add_flag("--json", json, "print one JSON object");
     tools::add_backend_flag(app, &backend);
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (auto code = tools::parse_command_line(app, argc, argv, "bench_wake")) return *code;
 
     nlohmann::json out;
     std::vector<double> ratios_p50, ratios_mean, ratios_cpu;
