@@ -23,6 +23,7 @@ func Parse(tool, summary string) {
 		fs.SetOutput(os.Stdout)
 		fmt.Printf("%s\nUsage: %s [OPTIONS]\n\nOptions:\n", summary, tool)
 		fs.PrintDefaults()
+		fmt.Println("  --help\n    \tprint this help and exit")
 		os.Exit(0)
 	}
 	if err != nil {
