@@ -1,9 +1,11 @@
-// `--backend auto|io_uring|epoll`: the one piece of the shared command line that needs galay (the
-// programs built on it include this; the baselines, which have no galay code, do not).
+// The pieces of the shared command line that need galay: `--backend auto|io_uring|epoll` and an
+// IP:PORT value (the programs built on galay include this; the baselines, which have no galay
+// code, do not).
 #pragma once
 
 #include "galay_cli.hpp"
 
+#include <galay/net/socket_addr.hpp>
 #include <galay/runtime.hpp>
 
 #include <string>
@@ -21,6 +23,17 @@ inline void add_backend_flag(CLI::App& app, Backend* out) {
            },
            "I/O backend: auto (io_uring when the kernel allows it), io_uring, epoll")
         ->type_name("auto|io_uring|epoll");
+}
+
+/// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.
+inline CLI::Validator socket_address() {
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            auto a = SocketAddr::parse(s);
+            if (!a || a->port() == 0) return "'" + s + "' is not IP:PORT (port 1..65535)";
+            return {};
+        },
+        "IP:PORT", "socket-address");
 }
 
 } // namespace galay::tools

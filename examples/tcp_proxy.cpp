@@ -7,7 +7,7 @@
 // --copy makes it copy through a buffer instead (bench/studies/relay.py compares the two).
 //   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60] [--copy]     then: nc 127.0.0.1 9001
 // Exit 1: the port cannot be bound; 2: bad arguments.
-#include "galay_cli.hpp"
+#include "galay_cli_backend.hpp"
 
 #include <galay/galay.hpp>
 
@@ -50,17 +50,6 @@ galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
     }
 }
 
-/// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.
-CLI::Validator upstream_address() {
-    return CLI::Validator(
-        [](std::string& s) -> std::string {
-            auto a = galay::SocketAddr::parse(s);
-            if (!a || a->port() == 0) return "'" + s + "' is not IP:PORT (port 1..65535)";
-            return {};
-        },
-        "IP:PORT", "upstream");
-}
-
 int main(int argc, char** argv) {
     std::uint16_t port = 0;
     std::string upstream_text;
@@ -71,7 +60,7 @@ int main(int argc, char** argv) {
         ->check(galay::tools::whole(0, 65535));
     app.add_option("upstream", upstream_text, "the upstream's IP:PORT")
         ->required()
-        ->check(upstream_address());
+        ->check(galay::tools::socket_address());
     app.add_option("--idle", idle,
                    "close a connection idle for this many seconds (at most 30 days)")
         ->check(galay::tools::whole(1, 30 * 86400))

@@ -7,7 +7,7 @@
 //   then: curl --cacert ca.pem https://localhost:8443/
 //
 // Exit 1: the port, the certificate or the key cannot be used; 2: bad arguments.
-#include "galay_cli.hpp"
+#include "galay_cli_backend.hpp"
 
 #include <galay/galay.hpp>
 #include <galay/tls/stream.hpp>
@@ -60,17 +60,6 @@ galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen
     }
 }
 
-/// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.
-CLI::Validator upstream_address() {
-    return CLI::Validator(
-        [](std::string& s) -> std::string {
-            auto a = galay::SocketAddr::parse(s);
-            if (!a || a->port() == 0) return "'" + s + "' is not IP:PORT (port 1..65535)";
-            return {};
-        },
-        "IP:PORT", "upstream");
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -83,7 +72,7 @@ int main(int argc, char** argv) {
         ->check(galay::tools::whole(0, 65535));
     app.add_option("upstream", upstream_text, "the upstream's IP:PORT")
         ->required()
-        ->check(upstream_address());
+        ->check(galay::tools::socket_address());
     app.add_option("--tls-cert", cert, "certificate chain (PEM)")
         ->required()
         ->check(galay::tools::non_empty());

@@ -131,6 +131,17 @@ std::vector<std::string> group_members(pid_t pgid) {
     return out;
 }
 
+/// The first command's shell printed its pid (`echo $$`, the line after "[1] $ ..."): that is its
+/// group's id. Nothing of the group may be left alive.
+void expect_group_gone(const ProcessResult& r) {
+    const auto nl = r.out.find('\n');
+    ASSERT_NE(nl, std::string::npos) << r.out;
+    const pid_t pgid = std::stoi(r.out.substr(nl + 1, r.out.find('\n', nl + 1) - nl - 1));
+    ASSERT_GT(pgid, 1);
+    const std::vector<std::string> left = group_members(pgid);
+    EXPECT_TRUE(left.empty()) << left.size() << " left, first: " << left.front();
+}
+
 } // namespace
 
 // A shell that starts background processes and exits 0 at once was reported as "timed out ...
@@ -142,13 +153,7 @@ TEST_P(RunJobsTest, AShellThatExitsAtOnceIsExitZeroAndLeavesNothingBehind) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_TRUE(has(r.out, "[1] exit 0 in ")) << r.out;
     EXPECT_FALSE(has(r.out, "timed out")) << r.out;
-    // The shell's pid is its group's id: nothing of that group is left.
-    const auto nl = r.out.find('\n');
-    ASSERT_NE(nl, std::string::npos) << r.out;
-    const pid_t pgid = std::stoi(r.out.substr(nl + 1, r.out.find('\n', nl + 1) - nl - 1));
-    ASSERT_GT(pgid, 1);
-    const std::vector<std::string> left = group_members(pgid);
-    EXPECT_TRUE(left.empty()) << left.size() << " left, first: " << left.front();
+    expect_group_gone(r);
 }
 
 // A timed-out job takes its whole group with it, not only the shell.
@@ -157,12 +162,7 @@ TEST_P(RunJobsTest, ATimeoutKillsTheWholeGroup) {
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_TRUE(has(r.out, "[1] timed out after 0.5 s: killed")) << r.out;
     EXPECT_FALSE(has(r.out, "[1] exit")) << r.out;
-    const auto nl = r.out.find('\n');
-    ASSERT_NE(nl, std::string::npos) << r.out;
-    const pid_t pgid = std::stoi(r.out.substr(nl + 1, r.out.find('\n', nl + 1) - nl - 1));
-    ASSERT_GT(pgid, 1);
-    const std::vector<std::string> left = group_members(pgid);
-    EXPECT_TRUE(left.empty()) << left.size() << " left, first: " << left.front();
+    expect_group_gone(r);
 }
 
 GALAY_INSTANTIATE_BACKENDS(RunJobsTest);
