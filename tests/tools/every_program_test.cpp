@@ -111,6 +111,10 @@ TEST_P(EveryProgramTest, NumbersAndNamesAreCheckedWhole) {
         {{"raw_uring", "--bufs", "3"}, "raw_uring: error: --bufs: "},
         {{"latency_blocking", "-p", "9000x"}, "latency_blocking: error: --port: "},
         {{"tls_load", "localhost", "443", "-c", "1e3"}, "tls_load: error: -c: "},
+        {{"go_https_server", "--port", "0x10", "--cert", "c", "--key", "k"},
+         "go_https_server: error: --port: "},
+        {{"go_tls_client", "-addr", "127.0.0.1:9", "-ca", "c", "-bytes=010"},
+         "go_tls_client: error: --bytes: "},
     };
     for (const Case& c : cases) {
         if (::access((std::string(GALAY_BIN_DIR) + "/" + c.args[0]).c_str(), X_OK) != 0)

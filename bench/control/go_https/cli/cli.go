@@ -32,6 +32,58 @@ func Parse(tool, summary string) {
 	if fs.NArg() != 0 {
 		Fail(tool, fmt.Sprintf("'%s': unexpected argument", fs.Arg(0)))
 	}
+	// Go reads an int flag with base prefixes ("0x10", "010", "0b1"): a number here is decimal
+	// digits only, as in every other program of bin/.
+	for name, text := range rawValues(os.Args[1:]) {
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if _, isInt := f.Value.(flag.Getter).Get().(int); isInt && !decimal(text) {
+			Fail(tool, fmt.Sprintf("--%s: '%s' is not a whole number", name, text))
+		}
+	}
+}
+
+// rawValues maps each flag given as -name=value, --name=value or -name value to its text.
+func rawValues(args []string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		if n, v, ok := strings.Cut(name, "="); ok {
+			out[n] = v
+			continue
+		}
+		if f := flag.CommandLine.Lookup(name); f != nil {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				continue
+			}
+		}
+		if i+1 < len(args) {
+			out[name] = args[i+1]
+			i++
+		}
+	}
+	return out
+}
+
+// decimal: an optional '-' and decimal digits only, without a leading 0 (Go would read "010"
+// as octal).
+func decimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Fail reports a usage error in the one-line form and exits 2.
