@@ -456,10 +456,10 @@ pid_t start_and_wait(const std::vector<std::string>& a, std::unique_ptr<ServerOu
 
 } // namespace
 
-// The hand-over used the abstract name @galay-hot-restart-<pid>-<round>: any user who bound it
-// first made every hand-over fail (EADDRINUSE). The channel is now an inherited socketpair, with
-// no name to occupy.
-TEST_P(HotRestartTest, ASquatterOnTheOldNamesDoesNotBlockTheHandOver) {
+// A predictable abstract name (@galay-hot-restart-<pid>-<round>) lets any user bind it first and
+// make every hand-over fail (EADDRINUSE): the channel is an inherited socketpair, with no name
+// to occupy, so squatters on those names change nothing.
+TEST_P(HotRestartTest, ASquatterOnPredictableNamesDoesNotBlockTheHandOver) {
     std::unique_ptr<ServerOutput> out;
     pid_t pid = start_and_wait(args(), &out);
     ASSERT_GT(pid, 0);
@@ -496,8 +496,9 @@ TEST_P(HotRestartTest, ASquatterOnTheOldNamesDoesNotBlockTheHandOver) {
         ::close(fd);
 }
 
-// A successor that exited at start was reported 10 s later as "Connection timed out". It closes
-// its end of the channel, so the old process reports its exit status at once and serves on.
+// A successor that exits at start must be reported with its exit status, not after a timeout as
+// "Connection timed out": it closes its end of the channel, so the old process learns of it at
+// once, reaps it and serves on.
 TEST_P(HotRestartTest, ASuccessorThatExitsAtStartIsReportedWithItsExitStatus) {
     char dir_template[] = "/tmp/galay-hot-restart-XXXXXX";
     ASSERT_NE(::mkdtemp(dir_template), nullptr);

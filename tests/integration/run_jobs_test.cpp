@@ -144,10 +144,10 @@ void expect_group_gone(const ProcessResult& r) {
 
 } // namespace
 
-// A shell that starts background processes and exits 0 at once was reported as "timed out ...
-// killed" (the background processes held its output pipe until the timeout), and they were left
-// running under PID 1. Each job is now a process group: the shell's exit ends the job and its
-// group is killed; the report is the shell's own exit status.
+// A shell that starts background processes and exits 0 at once is "exit 0", not "timed out ...
+// killed" (its background processes hold the output pipe until they are killed), and none of
+// them is left running under PID 1: each job is a process group, the shell's exit ends the job
+// and its group is killed.
 TEST_P(RunJobsTest, AShellThatExitsAtOnceIsExitZeroAndLeavesNothingBehind) {
     const ProcessResult r = run_jobs({"--timeout", "30", "sleep 100 & sleep 100 & echo $$"});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -296,8 +296,8 @@ void expect_one_line_failure(const ProcessResult& r, const std::string& says) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
-// A chunk size of -2 was read by strtoul as 2^64 - 2, and `size + 2` wrapped to 0: an 8 KB body
-// came out as 8 MB with exit 0. Sizes are hex digits only, and overflow is an error.
+// A chunk size of -2 read by strtoul is 2^64 - 2, and `size + 2` wraps to 0: an 8 KB body would
+// come out as 8 MB with exit 0. Sizes are hex digits only, and overflow is an error.
 TEST_P(TlsExamplesTest, https_get_refuses_chunk_sizes_that_are_negative_or_overflow) {
     const std::string junk(8192, 'x');
     const std::vector<std::pair<std::string, std::string>> bodies = {
@@ -382,7 +382,7 @@ long status_kib(pid_t pid, const std::string& field) {
     return -1;
 }
 
-// The whole answer was kept in memory (it grew by ~150 MB/s until the timeout). The body now
+// A client that keeps the whole answer in memory grows by ~150 MB/s on an endless body. The body
 // streams through one buffer: after the first 8 MiB, the next 120 MiB raise the peak RSS by less
 // than 8 MiB. (stdout is a pipe this test reads and counts.)
 TEST_P(TlsExamplesTest, https_get_streams_an_endless_body_in_bounded_memory) {
@@ -430,8 +430,8 @@ TEST_P(TlsExamplesTest, https_get_streams_an_endless_body_in_bounded_memory) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
 }
 
-// open() of a FIFO blocks until a writer comes: --ca (or SSL_CERT_FILE) naming one hung
-// https_get before --timeout applied. It is opened without blocking and must be a regular file.
+// open() of a FIFO blocks until a writer comes: --ca (or SSL_CERT_FILE) naming one would hang
+// https_get before --timeout applies. It is opened without blocking and must be a regular file.
 TEST_P(TlsExamplesTest, https_get_refuses_a_fifo_as_its_ca_file) {
     TempDir dir;
     const std::string fifo = (dir.path() / "ca.pem").string();

@@ -74,10 +74,10 @@ TEST_P(EveryProgramTest, AnUnknownFlagIsOneLineAndExitTwo) {
     }
 }
 
-// Numbers that overflowed or were read up to the first non-digit: `--idle 9223372037` (seconds
-// that overflow nanoseconds) closed every connection at once, `--idle 5x` and `--timeout 5x`
-// were read as 5, and a URL port of `18443abc` as 18443. Every number is now checked whole and
-// in range, and an empty path is refused instead of falling back to a default.
+// Numbers are checked whole and in range: `--idle 9223372037` (seconds that overflow nanoseconds)
+// would close every connection at once, and a number read up to its first non-digit would take
+// `--idle 5x` and `--timeout 5x` as 5 and a URL port of `18443abc` as 18443. An empty path is
+// refused, never a fall-back to a default.
 TEST_P(EveryProgramTest, NumbersAndNamesAreCheckedWhole) {
     struct Case {
         std::vector<std::string> args; // program and arguments
