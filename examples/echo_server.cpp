@@ -2,13 +2,12 @@
 //   ./echo_server 9000    then: nc 127.0.0.1 9000
 //   ./echo_server 0       any free port (printed)
 // Exit codes: 1 when the port cannot be bound, 2 for a bad argument.
+#include "galay_cli.hpp"
+
 #include <galay/galay.hpp>
 
 #include <array>
-#include <charconv>
 #include <cstdio>
-#include <optional>
-#include <string_view>
 
 using namespace std::chrono_literals;
 
@@ -34,26 +33,15 @@ galay::Task<void> serve(std::uint16_t port) {
     }
 }
 
-/// "9000" -> 9000; nullopt for anything but a whole number 0..65535.
-std::optional<std::uint16_t> parse_port(std::string_view s) {
-    unsigned v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v > 65535)
-        return std::nullopt;
-    return static_cast<std::uint16_t>(v);
-}
-
 int main(int argc, char** argv) {
-    std::optional<std::uint16_t> port = 9000;
-    if (argc > 2 || (argc == 2 && !(port = parse_port(argv[1])))) {
-        std::fprintf(stderr,
-                     "usage: echo_server [port]   (port: 0..65535, 0 = any free port; "
-                     "got '%s')\n",
-                     argc > 1 ? argv[1] : "");
-        return 2;
-    }
+    std::uint16_t port = 9000;
+    CLI::App app{"A TCP echo server.", "echo_server"};
+    app.add_option("port", port, "TCP port (0: any free port, printed)")
+        ->check(galay::tools::whole(0, 65535))
+        ->capture_default_str();
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "echo_server")) return *code;
     try {
-        galay::block_on(serve(*port));
+        galay::block_on(serve(port));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "echo_server: %s\n", e.what());
         return 1;

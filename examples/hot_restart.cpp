@@ -6,28 +6,33 @@
 //   kill -TERM <pid>     stop accepting, drain, exit 0
 // PORT 0 picks a free port; the "serving on" line gives the real one.
 //
-// The hand-over: the old process binds a Unix socket under an abstract name, starts the
-// successor with that name in GALAY_HOT_RESTART_SOCKET, checks (SO_PEERCRED) that the process
-// that connects is that child, and sends it the listening sockets with SCM_RIGHTS. The successor
-// adopts them (TcpListener::from_fd), starts accepting and answers one byte; only then does the
-// old process stop accepting. The listening sockets are never closed on the way (each process
-// holds the same kernel socket), so a connection that arrives during the hand-over waits in the
-// one listen queue until one of the two accepts it. If the successor fails, the old one kills it
-// and goes on serving.
+// The hand-over: the old process makes a connected pair of Unix sockets (socketpair), starts the
+// successor with one end inherited (its number in GALAY_HOT_RESTART_FD) and sends the listening
+// sockets over the other with SCM_RIGHTS. No name is bound, so no other process can occupy or
+// reach the channel; the successor checks (SO_PEERCRED) that the other end was made by its
+// parent under its own uid. It adopts the sockets (TcpListener::from_fd), starts accepting and
+// answers one byte; only then does the old process stop accepting. The listening sockets are
+// never closed on the way (each process holds the same kernel socket), so a connection that
+// arrives during the hand-over waits in the one listen queue until one of the two accepts it. If
+// the successor fails, the old one goes on serving and says why: a successor that exits at start
+// closes its end, so its exit status is reported at once; one that hangs is killed after 10 s.
 //
 // Exit codes: 1 when the port cannot be bound or the hand-over received is unusable, 2 for a
 // bad argument.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -38,7 +43,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kHandoverEnv = "GALAY_HOT_RESTART_SOCKET";
+constexpr const char* kHandoverEnv = "GALAY_HOT_RESTART_FD";
 constexpr char kReady = 'R';   // the successor accepts: the old process may stop
 constexpr char kSockets = 'L'; // the byte the listening sockets travel with
 constexpr std::array<char, 1> kReadyMsg{kReady};
@@ -120,55 +125,83 @@ galay::Result<std::vector<galay::TcpListener>> bind_all(std::uint16_t port) {
     return out;
 }
 
-/// The successor's side: connect to the predecessor, adopt the listening sockets it sends.
-galay::Task<galay::Result<galay::UnixStream>> receive_listeners(Server& s, std::string name) {
-    auto addr = galay::UnixAddr::parse(name);
-    if (!addr) co_return std::unexpected(addr.error());
-    auto conn = co_await galay::UnixStream::connect(*addr).timeout(10s);
-    if (!conn) co_return std::unexpected(conn.error());
+/// The successor's side: the inherited end of the hand-over channel, checked to be a Unix
+/// stream socket whose other end its parent made under this uid, then the listening sockets it
+/// brings. Returns the channel, for the answer.
+galay::Task<galay::Result<galay::UnixStream>> receive_listeners(Server& s, std::string fd_text) {
+    const auto fd = galay::tools::parse_whole(fd_text, 3, 1 << 20);
+    if (!fd || ::fcntl(static_cast<int>(*fd), F_SETFD, FD_CLOEXEC) != 0)
+        co_return galay::fail(EBADF); // (and from here no child of ours inherits it)
+    auto int_option = [&](int name) {
+        int v = -1;
+        socklen_t len = sizeof v;
+        return ::getsockopt(static_cast<int>(*fd), SOL_SOCKET, name, &v, &len) == 0 ? v : -1;
+    };
+    if (int_option(SO_DOMAIN) != AF_UNIX || int_option(SO_TYPE) != SOCK_STREAM)
+        co_return galay::fail(ENOTSOCK);
+    galay::UnixStream conn(static_cast<int>(*fd));
+    auto cred = conn.peer_cred();
+    if (!cred) co_return std::unexpected(cred.error());
+    if (cred->pid != ::getppid() || cred->uid != ::getuid()) co_return galay::fail(EPERM);
     std::array<char, 1> tag{};
-    auto msg = co_await conn->recv_with_fds(tag, 16).timeout(10s);
+    auto msg = co_await conn.recv_with_fds(tag, 16).timeout(10s);
     if (!msg) co_return std::unexpected(msg.error());
     if (msg->size != 1 || tag[0] != kSockets || msg->fds.empty()) co_return galay::fail(EPROTO);
-    for (galay::UniqueFd& fd : msg->fds) {
-        auto l = galay::TcpListener::from_fd(fd.get());
+    for (galay::UniqueFd& listener_fd : msg->fds) {
+        auto l = galay::TcpListener::from_fd(listener_fd.get());
         if (!l) co_return std::unexpected(l.error());
-        (void)fd.release(); // (the listener owns it now)
+        (void)listener_fd.release(); // (the listener owns it now)
         s.listeners.push_back(std::move(*l));
     }
-    co_return std::move(*conn);
+    co_return std::move(conn);
+}
+
+/// Why a hand-over failed, in words.
+using HandOverResult = std::expected<pid_t, std::string>;
+
+/// What became of a successor that closed the channel or did not answer: its exit status if it
+/// has ended (waiting a moment for it), else it is killed.
+galay::Task<std::string> successor_fate(galay::process::Child& child, std::string what) {
+    const pid_t pid = child.id();
+    const galay::Result<galay::process::ExitStatus> st = co_await child.wait().timeout(10s);
+    if (st)
+        co_return "the successor (pid " + std::to_string(pid) + ") " + what + ": " +
+            st->to_string();
+    co_return "the successor (pid " + std::to_string(pid) + ") " + what +
+        " and was still running: killed";
 }
 
 /// The predecessor's side: start the successor and hand it the listening sockets. Returns its
-/// pid once it accepts on them; on any failure the successor is killed and reaped.
-galay::Task<galay::Result<pid_t>> hand_over(Server& s, const Options& opt, unsigned round) {
-    const std::string name =
-        "@galay-hot-restart-" + std::to_string(::getpid()) + "-" + std::to_string(round);
-    auto addr = galay::UnixAddr::parse(name);
-    if (!addr) co_return std::unexpected(addr.error());
-    auto rendezvous = galay::UnixListener::bind(*addr, 1);
-    if (!rendezvous) co_return std::unexpected(rendezvous.error());
+/// pid once it accepts on them; on any failure the successor is killed and reaped, and the
+/// reason says what happened (its exit status when it exited).
+galay::Task<HandOverResult> hand_over(Server& s, const Options& opt) {
+    auto channel = galay::UnixStream::pair();
+    if (!channel) co_return std::unexpected("socketpair: " + channel.error().message());
+    galay::UnixStream ours = std::move(channel->first), theirs = std::move(channel->second);
+    // The successor's end is inherited across exec (only by it: this process spawns nothing
+    // else, and the copy here is closed as soon as the child has it).
+    if (::fcntl(theirs.fd(), F_SETFD, 0) != 0)
+        co_return std::unexpected(std::string("fcntl: ") + std::strerror(errno));
     galay::process::Command cmd(opt.self);
     cmd.args(opt.args);
-    cmd.env(kHandoverEnv, name);
+    cmd.env(kHandoverEnv, std::to_string(theirs.fd()));
     auto child = cmd.spawn();
-    if (!child) co_return std::unexpected(child.error());
+    theirs = galay::UnixStream();
+    if (!child)
+        co_return std::unexpected("cannot start " + opt.self + ": " + child.error().message());
     // From here, dropping `child` on a failure kills and reaps the successor.
-    auto conn = co_await rendezvous->accept().timeout(10s);
-    if (!conn) co_return std::unexpected(conn.error());
-    // An abstract name is open to any process on the host: hand the sockets to our child only.
-    auto cred = conn->peer_cred();
-    if (!cred) co_return std::unexpected(cred.error());
-    if (cred->pid != child->id()) co_return galay::fail(EPERM);
     std::vector<int> fds;
     for (const galay::TcpListener& l : s.listeners)
         fds.push_back(l.fd());
-    auto sent = co_await conn->send_with_fds(kSocketsMsg, fds).timeout(10s);
-    if (!sent) co_return std::unexpected(sent.error());
+    auto sent = co_await ours.send_with_fds(kSocketsMsg, fds).timeout(10s);
+    if (!sent) co_return std::unexpected(co_await successor_fate(*child, "closed the hand-over"));
     std::array<char, 1> ack{};
-    auto got = co_await conn->recv(ack).timeout(10s);
-    if (!got) co_return std::unexpected(got.error());
-    if (*got != 1 || ack[0] != kReady) co_return galay::fail(EPROTO); // it failed and exited
+    const galay::Result<std::size_t> got = co_await ours.recv(ack).timeout(10s);
+    if (!got && got.error() == std::errc::timed_out)
+        co_return std::unexpected("the successor (pid " + std::to_string(child->id()) +
+                                  ") did not take over within 10 s: killed");
+    if (!got || *got != 1 || ack[0] != kReady)
+        co_return std::unexpected(co_await successor_fate(*child, "exited before taking over"));
     co_return child->detach();
 }
 
@@ -211,10 +244,10 @@ galay::Task<void> stop_and_drain(Server& s, std::chrono::seconds drain) {
 
 /// Serve until a stop signal (false) or a hand-over that succeeded (true).
 galay::Task<bool> serve_until_handed_over(Server& s, const Options& opt) {
-    for (unsigned round = 1;; ++round) {
+    for (;;) {
         const galay::Result<int> sig = co_await control_signals();
         if (!sig || *sig != SIGUSR2) co_return false;
-        auto successor = co_await hand_over(s, opt, round);
+        const HandOverResult successor = co_await hand_over(s, opt);
         if (successor) {
             std::printf("hot_restart: pid %d handed %zu listener(s) to pid %d, draining %zu "
                         "connection(s)\n",
@@ -222,8 +255,8 @@ galay::Task<bool> serve_until_handed_over(Server& s, const Options& opt) {
             std::fflush(stdout);
             co_return true;
         }
-        std::fprintf(stderr, "hot_restart: hand-over failed (%s); still serving\n",
-                     successor.error().message().c_str());
+        std::fprintf(stderr, "hot_restart: hand-over failed: %s; still serving\n",
+                     successor.error().c_str());
     }
 }
 
@@ -233,8 +266,8 @@ galay::Task<int> run(Options opt, std::optional<std::string> handover) {
     if (handover) {
         auto p = co_await receive_listeners(s, *handover);
         if (!p) {
-            std::fprintf(stderr, "hot_restart: cannot take over from %s: %s\n", handover->c_str(),
-                         p.error().message().c_str());
+            std::fprintf(stderr, "hot_restart: cannot take over (%s=%s): %s\n", kHandoverEnv,
+                         handover->c_str(), p.error().message().c_str());
             co_return 1;
         }
         predecessor = std::move(*p);
@@ -267,49 +300,23 @@ galay::Task<int> run(Options opt, std::optional<std::string> handover) {
     co_return 0;
 }
 
-std::optional<unsigned long> parse_uint(std::string_view s, unsigned long max) {
-    unsigned long v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v > max)
-        return std::nullopt;
-    return v;
-}
-
-int usage(const char* why) {
-    std::fprintf(stderr,
-                 "hot_restart: %s\nusage: hot_restart PORT [--backend io_uring|epoll|auto] "
-                 "[--drain SECS]\n",
-                 why);
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
     Options opt;
-    std::optional<unsigned long> port;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        opt.args.emplace_back(a);
-        if ((a == "--backend" || a == "--drain") && i + 1 >= argc)
-            return usage("an option is missing its value");
-        if (a == "--backend") {
-            opt.args.emplace_back(argv[++i]);
-            auto b = galay::parse_backend(argv[i]);
-            if (!b) return usage("--backend: io_uring, epoll or auto");
-            opt.backend = *b;
-        } else if (a == "--drain") {
-            opt.args.emplace_back(argv[++i]);
-            auto d = parse_uint(argv[i], 86400);
-            if (!d) return usage("--drain: whole seconds, 0..86400");
-            opt.drain = std::chrono::seconds(*d);
-        } else if (!port && (port = parse_uint(a, 65535))) {
-        } else {
-            return usage(("unexpected argument '" + std::string(a) + "'").c_str());
-        }
-    }
-    if (!port) return usage("PORT (0..65535) is required");
-    opt.port = static_cast<std::uint16_t>(*port);
+    long drain = 30;
+    CLI::App app{"A TCP echo server that hands its listening sockets to its successor on SIGUSR2.",
+                 "hot_restart"};
+    app.add_option("port", opt.port, "TCP port (0: any free port, printed)")
+        ->required()
+        ->check(galay::tools::whole(0, 65535));
+    galay::tools::add_backend_flag(app, &opt.backend);
+    app.add_option("--drain", drain, "seconds the connections get to finish after a hand-over")
+        ->check(galay::tools::whole(0, 86400))
+        ->capture_default_str();
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "hot_restart")) return *code;
+    opt.drain = std::chrono::seconds(drain);
+    opt.args = galay::tools::args_from(argc, argv); // as given, for the successor
     // The path, not /proc/self/exe: a binary replaced on disk (the reason to restart) is
     // started as the new one.
     std::error_code ec;

@@ -2,57 +2,141 @@
 // what each one wrote as it finishes.
 //   ./run_jobs [-j N] [--timeout SECS] [--max-output BYTES] [--backend B] COMMAND...
 //   ./run_jobs -j 2 --timeout 5 'make -C a' 'make -C b' 'sleep 100'
-// Each COMMAND runs under /bin/sh -c, with stdin from /dev/null and stdout and stderr collected
-// (at most --max-output bytes each, default 1 MiB); at most N run at once (default 4). A command
-// still running after --timeout seconds (default 10), or writing more than the limit, is killed
-// and reaped. For each command, in the order they finish:
+// Each COMMAND runs under /bin/sh -c in a process group of its own, with stdin from /dev/null
+// and stdout and stderr collected (at most --max-output bytes each, default 1 MiB); at most N
+// run at once (default 4). A job ends when its shell does: whatever the shell left running in
+// its group (`sleep 100 &`) is then killed, so that nothing outlives run_jobs and a background
+// process holding the output pipe cannot keep the job waiting. A shell still running after
+// --timeout seconds (default 10), or writing more than the limit, is killed with its whole
+// group. For each command, in the order they finish:
 //   [2] $ make -C b
 //   ...its stdout, then its stderr...
 //   [2] exit 0 in 1.93 s          (or: exit 3, signal 9, timed out after 5 s: killed, ...)
+// and ", its background processes killed" when the shell left some behind. (A process that
+// leaves the group, with setsid say, is beyond the reach of a group kill.)
 // Exit code: 0 when every command exited 0, 1 when one did not (or could not start), 2 for a
 // bad argument.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 
-#include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace {
 
 struct Options {
     std::size_t jobs = 4;
-    std::chrono::seconds timeout{10};
+    double timeout = 10;
     std::size_t max_output = 1 << 20;
     galay::Backend backend = galay::Backend::automatic;
     std::vector<std::string> commands;
 };
 
-/// What a job's last line says.
-std::string verdict(const galay::Result<galay::process::Output>& r, const Options& opt,
-                    double secs) {
-    char took[32];
-    std::snprintf(took, sizeof took, " in %.2f s", secs);
-    if (r) return r->status.to_string() + took;
-    if (r.error() == std::errc::timed_out)
-        return "timed out after " + std::to_string(opt.timeout.count()) + " s: killed";
-    if (r.error() == galay::errc::output_too_large)
-        return "wrote more than " + std::to_string(opt.max_output) + " bytes: killed";
-    return "could not run: " + r.error().message();
+/// How one job went.
+struct Outcome {
+    std::optional<galay::process::ExitStatus> status; // the shell's, once reaped
+    bool timed_out = false;                           // the shell still ran at the deadline
+    bool too_much = false;                            // it wrote more than --max-output
+    bool leftovers = false;                           // its group outlived the shell
+    std::string out, err;
+    std::string error; // could not run, or could not wait
+};
+
+/// Kill every process of the group `pgid` (its leader included, while it is unreaped).
+void kill_group(pid_t pgid) {
+    (void)::kill(-pgid, SIGKILL);
 }
 
-void print(std::size_t index, const std::string& command,
-           const galay::Result<galay::process::Output>& r, const std::string& last) {
-    std::printf("[%zu] $ %s\n", index, command.c_str());
-    if (r) {
-        std::fwrite(r->out.data(), 1, r->out.size(), stdout);
-        std::fwrite(r->err.data(), 1, r->err.size(), stdout);
-        if (!r->out.empty() && r->out.back() != '\n' && r->err.empty()) std::putchar('\n');
-        if (!r->err.empty() && r->err.back() != '\n') std::putchar('\n');
+/// Read `from` into `into` until EOF (every writer gone), the deadline or more than `limit`
+/// bytes (then the whole group is killed, which ends the other reads too).
+galay::Task<void> collect(galay::PipeReader& from, std::string& into, Outcome& o, std::size_t limit,
+                          pid_t pgid, std::chrono::steady_clock::time_point deadline) {
+    char chunk[16384];
+    for (;;) {
+        const galay::Result<std::size_t> n =
+            co_await from.read(std::span(chunk, sizeof chunk)).deadline(deadline);
+        if (!n || *n == 0) co_return; // (a timeout is the watcher's to report)
+        if (into.size() + *n > limit) {
+            o.too_much = true;
+            kill_group(pgid);
+            co_return;
+        }
+        into.append(chunk, *n);
     }
+}
+
+/// Wait for the shell until the deadline; then its group goes: killed with it when it is still
+/// running, killed after it when it has ended (its background processes).
+galay::Task<void> watch(galay::process::Child& shell, Outcome& o,
+                        std::chrono::steady_clock::time_point deadline) {
+    const pid_t pgid = shell.id();
+    galay::Result<galay::process::ExitStatus> st = co_await shell.wait().deadline(deadline);
+    if (!st && st.error() == std::errc::timed_out) {
+        o.timed_out = true;
+        kill_group(pgid); // (the shell is not reaped yet: its pid is still the group's)
+        st = co_await shell.wait();
+    } else if (st) {
+        // The group outlives its leader while a member runs, and its id cannot be reused
+        // meanwhile: a signal to it reaches only what the shell left behind.
+        o.leftovers = ::kill(-pgid, 0) == 0;
+        if (o.leftovers) kill_group(pgid);
+    }
+    if (st)
+        o.status = *st;
+    else
+        o.error = "wait: " + st.error().message();
+}
+
+galay::Task<Outcome> run_one(const std::string& command, const Options& opt) {
+    Outcome o;
+    galay::process::Command cmd("/bin/sh");
+    cmd.arg("-c").arg(command);
+    cmd.set_stdin(galay::process::Stdio::null)
+        .set_stdout(galay::process::Stdio::piped)
+        .set_stderr(galay::process::Stdio::piped)
+        .process_group(0);
+    auto shell = cmd.spawn();
+    if (!shell) {
+        o.error = "could not run: " + shell.error().message();
+        co_return o;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + galay::tools::to_duration(opt.timeout);
+    const pid_t pgid = shell->id();
+    co_await galay::when_all(
+        collect(shell->stdout_pipe(), o.out, o, opt.max_output, pgid, deadline),
+        collect(shell->stderr_pipe(), o.err, o, opt.max_output, pgid, deadline),
+        watch(*shell, o, deadline));
+    co_return o;
+}
+
+/// What a job's last line says.
+std::string verdict(const Outcome& o, const Options& opt, double secs) {
+    if (!o.error.empty()) return o.error;
+    if (o.timed_out) {
+        char text[64];
+        std::snprintf(text, sizeof text, "timed out after %g s: killed", opt.timeout);
+        return text;
+    }
+    if (o.too_much) return "wrote more than " + std::to_string(opt.max_output) + " bytes: killed";
+    char took[32];
+    std::snprintf(took, sizeof took, " in %.2f s", secs);
+    return o.status->to_string() + took + (o.leftovers ? ", its background processes killed" : "");
+}
+
+void print(std::size_t index, const std::string& command, const Outcome& o,
+           const std::string& last) {
+    std::printf("[%zu] $ %s\n", index, command.c_str());
+    // (What a job that was killed wrote before it is there too: it says how far it got.)
+    std::fwrite(o.out.data(), 1, o.out.size(), stdout);
+    std::fwrite(o.err.data(), 1, o.err.size(), stdout);
+    if (!o.out.empty() && o.out.back() != '\n' && o.err.empty()) std::putchar('\n');
+    if (!o.err.empty() && o.err.back() != '\n') std::putchar('\n');
     std::printf("[%zu] %s\n", index, last.c_str());
     std::fflush(stdout);
 }
@@ -62,16 +146,12 @@ galay::Task<bool> job(std::size_t index, const Options& opt, galay::Semaphore& s
     const auto got = co_await slots.acquire();
     if (!got) co_return false;
     const std::string& command = opt.commands[index - 1];
-    galay::process::Command cmd("/bin/sh");
-    cmd.arg("-c").arg(command);
     const auto start = std::chrono::steady_clock::now();
-    // The timeout cancels output(), which kills and reaps the child.
-    const galay::Result<galay::process::Output> r =
-        co_await galay::timeout(opt.timeout, cmd.output(opt.max_output));
+    const Outcome o = co_await run_one(command, opt);
     slots.release();
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    print(index, command, r, verdict(r, opt, took.count()));
-    co_return r && r->status.success();
+    print(index, command, o, verdict(o, opt, took.count()));
+    co_return o.error.empty() && !o.timed_out && !o.too_much && o.status->success();
 }
 
 galay::Task<int> run(const Options& opt) {
@@ -87,57 +167,28 @@ galay::Task<int> run(const Options& opt) {
     co_return failed == 0 ? 0 : 1;
 }
 
-std::optional<unsigned long> parse_uint(std::string_view s, unsigned long min, unsigned long max) {
-    unsigned long v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v < min || v > max)
-        return std::nullopt;
-    return v;
-}
-
-int usage(const std::string& why) {
-    std::fprintf(stderr,
-                 "run_jobs: %s\nusage: run_jobs [-j N] [--timeout SECS] [--max-output BYTES] "
-                 "[--backend io_uring|epoll|auto] COMMAND...\n",
-                 why.c_str());
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
+    namespace tools = galay::tools;
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        const bool takes_value =
-            a == "-j" || a == "--timeout" || a == "--max-output" || a == "--backend";
-        if (takes_value && i + 1 >= argc) return usage(std::string(a) + " needs a value");
-        if (a == "-j") {
-            auto n = parse_uint(argv[++i], 1, 4096);
-            if (!n) return usage("-j: a whole number of jobs, 1..4096");
-            opt.jobs = *n;
-        } else if (a == "--timeout") {
-            auto n = parse_uint(argv[++i], 1, 86400);
-            if (!n) return usage("--timeout: whole seconds, 1..86400");
-            opt.timeout = std::chrono::seconds(*n);
-        } else if (a == "--max-output") {
-            auto n = parse_uint(argv[++i], 1, 1ul << 30);
-            if (!n) return usage("--max-output: bytes, 1..1073741824");
-            opt.max_output = *n;
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(argv[++i]);
-            if (!b) return usage("--backend: io_uring, epoll or auto");
-            opt.backend = *b;
-        } else if (a == "--") {
-            for (++i; i < argc; ++i)
-                opt.commands.emplace_back(argv[i]);
-        } else if (a.starts_with("-")) {
-            return usage("unknown option '" + std::string(a) + "'");
-        } else {
-            opt.commands.emplace_back(a);
-        }
-    }
-    if (opt.commands.empty()) return usage("no COMMAND to run");
+    CLI::App app{"Run shell commands, several at once, each with a time limit; print what each "
+                 "wrote as it finishes.",
+                 "run_jobs"};
+    app.add_option("-j", opt.jobs, "how many commands run at once")
+        ->check(tools::whole(1, 4096))
+        ->capture_default_str();
+    app.add_option("--timeout", opt.timeout,
+                   "seconds each command may run (then it and its process group are killed)")
+        ->check(tools::seconds(0.001, 86400))
+        ->capture_default_str();
+    app.add_option("--max-output", opt.max_output,
+                   "bytes of stdout and of stderr kept per command (more: killed)")
+        ->check(tools::whole(1, 1 << 30))
+        ->capture_default_str();
+    tools::add_backend_flag(app, &opt.backend);
+    app.add_option("commands", opt.commands, "shell commands (each run by /bin/sh -c)")->required();
+    if (auto code = tools::parse_command_line(app, argc, argv, "run_jobs")) return *code;
     try {
         galay::SchedulerOptions so;
         so.backend = opt.backend;

@@ -6,12 +6,13 @@
 // Between two TCP sockets io::copy_bidirectional splices (the bytes never enter user space);
 // --copy makes it copy through a buffer instead (bench/studies/relay.py compares the two).
 //   ./tcp_proxy 9001 127.0.0.1:9000 [--idle 60] [--copy]     then: nc 127.0.0.1 9001
+// Exit 1: the port cannot be bound; 2: bad arguments.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 using namespace std::chrono_literals;
@@ -40,7 +41,7 @@ galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
     auto listener = galay::TcpListener::bind(listen);
     if (!listener)
         throw galay::Error(listener.error(), "tcp_proxy: listen on " + listen.to_string());
-    std::printf("tcp_proxy: %s -> %s (%s)\n", listen.to_string().c_str(),
+    std::printf("tcp_proxy: %s -> %s (%s)\n", listener->local_addr()->to_string().c_str(),
                 upstream.to_string().c_str(), galay::current_scheduler().backend_name());
     std::fflush(stdout);
     for (;;) {
@@ -50,32 +51,27 @@ galay::Task<void> serve(galay::SocketAddr listen, galay::SocketAddr upstream,
 }
 
 int main(int argc, char** argv) {
-    if (argc > 3 && std::strcmp(argv[argc - 1], "--copy") == 0) {
-        g_copy = true;
-        --argc;
-    }
-    if (argc < 3) {
-        std::fprintf(
-            stderr,
-            "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds] [--copy]\n");
-        return 2;
-    }
-    char* end = nullptr;
-    const long port = std::strtol(argv[1], &end, 10);
-    auto upstream = galay::SocketAddr::parse(argv[2]);
+    std::uint16_t port = 0;
+    std::string upstream_text;
     long idle = 60;
-    if (argc == 5 && std::strcmp(argv[3], "--idle") == 0) idle = std::strtol(argv[4], nullptr, 10);
-    if (*end != '\0' || port < 0 || port > 65535 || !upstream || idle <= 0 ||
-        (argc != 3 && argc != 5)) {
-        std::fprintf(
-            stderr,
-            "usage: tcp_proxy <listen-port> <upstream-ip:port> [--idle seconds] [--copy]\n");
-        return 2;
-    }
+    CLI::App app{"A TCP proxy: each connection joined to a new one to the upstream.", "tcp_proxy"};
+    app.add_option("listen-port", port, "port to listen on (0: any free port, printed)")
+        ->required()
+        ->check(galay::tools::whole(0, 65535));
+    app.add_option("upstream", upstream_text, "the upstream's IP:PORT")
+        ->required()
+        ->check(galay::tools::socket_address());
+    app.add_option("--idle", idle,
+                   "close a connection idle for this many seconds (at most 30 days)")
+        ->check(galay::tools::whole(1, 30 * 86400))
+        ->capture_default_str();
+    app.add_flag("--copy", g_copy, "copy through a buffer instead of splicing");
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "tcp_proxy")) return *code;
+    const galay::SocketAddr upstream = *galay::SocketAddr::parse(upstream_text);
     std::signal(SIGPIPE, SIG_IGN);
     try {
-        galay::block_on(serve(galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
-                              *upstream, std::chrono::seconds(idle)));
+        galay::block_on(
+            serve(galay::SocketAddr::any_v4(port), upstream, std::chrono::seconds(idle)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;

@@ -5,28 +5,24 @@
 //
 //   tls_proxy 8443 127.0.0.1:8080 --tls-cert cert.pem --tls-key key.pem [--idle 60]
 //             [--max-handshakes 1024]
+//   then: curl --cacert ca.pem https://localhost:8443/
 //
 // At most --max-handshakes TLS handshakes are in progress at once: a connection accepted beyond
 // them is closed at once (a line on stderr at most once a second says how many).
-//   then: curl --cacert ca.pem https://localhost:8443/
 //
 // Exit 1: the port, the certificate or the key cannot be used; 2: bad arguments.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 #include <galay/tls/stream.hpp>
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <string_view>
 
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr const char* kUsage = "usage: tls_proxy <listen-port> <upstream-ip:port> --tls-cert FILE "
-                               "--tls-key FILE [--idle SECONDS] [--max-handshakes N]\n";
 
 /// The handshakes in progress (one thread: no atomics), bounded by --max-handshakes: a crowd of
 /// clients that connect and say nothing holds at most `limit` TLS states (~60 KB each) until the
@@ -100,45 +96,42 @@ galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen
     }
 }
 
-[[noreturn]] void usage(const std::string& what) {
-    std::fprintf(stderr, "tls_proxy: %s\n%s", what.c_str(), kUsage);
-    std::exit(2);
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3) usage("missing arguments");
-    char* end = nullptr;
-    const long port = std::strtol(argv[1], &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535) usage("bad port '" + std::string(argv[1]) + "'");
-    auto upstream = galay::SocketAddr::parse(argv[2]);
-    if (!upstream) usage("bad upstream '" + std::string(argv[2]) + "'");
-    std::string cert, key;
-    long idle = 60, max_handshakes = 1024;
-    for (int i = 3; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
-        if (arg == "--tls-cert")
-            cert = argv[++i];
-        else if (arg == "--tls-key")
-            key = argv[++i];
-        else if (arg == "--idle")
-            idle = std::strtol(argv[++i], nullptr, 10);
-        else if (arg == "--max-handshakes")
-            max_handshakes = std::strtol(argv[++i], nullptr, 10);
-        else
-            usage("unexpected argument '" + std::string(arg) + "'");
-    }
-    if (cert.empty() || key.empty()) usage("--tls-cert and --tls-key are required");
-    if (idle <= 0) usage("--idle: a positive number of seconds");
-    if (max_handshakes <= 0) usage("--max-handshakes: a positive number");
+    std::uint16_t port = 0;
+    std::string upstream_text, cert, key;
+    long idle = 60;
+    CLI::App app{"A TLS-terminating proxy: TLS in, plain TCP to the upstream.", "tls_proxy"};
+    app.add_option("listen-port", port, "port to listen on (0: any free port, printed)")
+        ->required()
+        ->check(galay::tools::whole(0, 65535));
+    app.add_option("upstream", upstream_text, "the upstream's IP:PORT")
+        ->required()
+        ->check(galay::tools::socket_address());
+    app.add_option("--tls-cert", cert, "certificate chain (PEM)")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--tls-key", key, "private key (PEM)")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--idle", idle,
+                   "close a connection idle for this many seconds (at most 30 days)")
+        ->check(galay::tools::whole(1, 30 * 86400))
+        ->capture_default_str();
+    long max_handshakes = 1024;
+    app.add_option("--max-handshakes", max_handshakes,
+                   "handshakes in progress at once (beyond: closed at once)")
+        ->check(galay::tools::whole(1, 1000000))
+        ->capture_default_str();
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "tls_proxy")) return *code;
+    const galay::SocketAddr upstream = *galay::SocketAddr::parse(upstream_text);
     std::signal(SIGPIPE, SIG_IGN);
     try {
         const galay::tls::Context ctx =
             galay::tls::Context::server({.cert_file = cert, .key_file = key});
-        galay::block_on(serve(ctx, galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
-                              *upstream, std::chrono::seconds(idle),
+        galay::block_on(serve(ctx, galay::SocketAddr::any_v4(port), upstream,
+                              std::chrono::seconds(idle),
                               static_cast<std::size_t>(max_handshakes)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());

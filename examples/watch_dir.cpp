@@ -8,13 +8,14 @@
 // A write is reported once, when the file is closed after it ("modified"). Ends after N events
 // (--count; default: never), after SECS seconds with no event (--idle-timeout, exit 1), or when
 // DIR goes away. Exit code: 0, 1 on an idle timeout or an error, 2 for a bad argument.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -155,53 +156,6 @@ struct Options {
     std::string dir;
 };
 
-[[noreturn]] void bad(const std::string& flag, const std::string& problem) {
-    std::fprintf(stderr, "watch_dir: error: %s: %s (see --help)\n", flag.c_str(), problem.c_str());
-    std::exit(2);
-}
-
-long number(const std::string& flag, std::string_view text) {
-    long v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-        bad(flag, "'" + std::string(text) + "' is not a non-negative number");
-    return v;
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) bad(a, "needs a value");
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
-            std::printf("usage: watch_dir [--count N] [--idle-timeout SECS] [--backend "
-                        "io_uring|epoll|auto] DIR\n"
-                        "Prints each change in DIR (created, modified, deleted, renamed, moved "
-                        "in/out) as it happens.\n");
-            std::exit(0);
-        } else if (a == "--count") {
-            o.count = number(a, value());
-        } else if (a == "--idle-timeout") {
-            o.idle = std::chrono::seconds(number(a, value()));
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(value());
-            if (!b) bad(a, "expected io_uring, epoll or auto");
-            o.backend = *b;
-        } else if (!a.empty() && a[0] == '-') {
-            bad(a, "unknown option");
-        } else if (o.dir.empty()) {
-            o.dir = a;
-        } else {
-            bad(a, "only one directory");
-        }
-    }
-    if (o.dir.empty()) bad("DIR", "missing");
-    return o;
-}
-
 galay::Task<int> watch(const Options& o) {
     auto w = DirWatcher::open(o.dir);
     if (!w) {
@@ -233,7 +187,21 @@ galay::Task<int> watch(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    Options o;
+    long idle = 0;
+    CLI::App app{"Prints each change in DIR (created, modified, deleted, renamed, moved in/out) "
+                 "as it happens.",
+                 "watch_dir"};
+    app.add_option("DIR", o.dir, "the directory to watch")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--count", o.count, "stop after this many events (default: no limit)")
+        ->check(galay::tools::whole(0, 1'000'000'000));
+    app.add_option("--idle-timeout", idle, "exit 1 after this many seconds without an event")
+        ->check(galay::tools::whole(1, 86400));
+    galay::tools::add_backend_flag(app, &o.backend);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "watch_dir")) return *code;
+    o.idle = std::chrono::seconds(idle);
     galay::Scheduler sched({.backend = o.backend});
     return sched.block_on(watch(o));
 }

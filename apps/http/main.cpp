@@ -32,6 +32,8 @@
 // (docs/benchmarks/experiments.md).
 #include "http/server.hpp"
 
+#include "galay_cli_backend.hpp"
+
 #include <sys/resource.h>
 
 #include <csignal>
@@ -42,31 +44,6 @@
 #include <string_view>
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]\n"
-    "                   [--idle-timeout SECONDS] [--header-timeout SECONDS]\n"
-    "                   [--file-send sendfile|copy]  (files over 16 KiB; sendfile)\n"
-    "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n"
-    "                   [--fair]  (every ready completion each loop turn: fair_completions)\n"
-    "                   [--batching]  (the default: bounded batches of ready connections)\n"
-    "                   [--tls-cert FILE --tls-key FILE]  (HTTPS; PEM certificate chain and key)\n"
-    "                   [--max-handshakes N]  (HTTPS: handshakes in progress at once; 1024)\n";
-
-[[noreturn]] void usage_error(const std::string& what) {
-    std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
-    std::exit(2);
-}
-
-long parse_number(std::string_view flag, const char* text, long lo, long hi) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
-        usage_error(std::string(flag) + ": expected a number from " + std::to_string(lo) + " to " +
-                    std::to_string(hi) + ", got '" + text + "'");
-    return v;
-}
 
 void report_accept_error(const galay::SocketAddr& where, std::error_code e, std::uint64_t count) {
     const bool fds =
@@ -88,63 +65,51 @@ void raise_fd_limit() {
 } // namespace
 
 int main(int argc, char** argv) {
-    long port = 8080, workers = 1;
+    namespace tools = galay::tools;
+    long port = 8080, workers = 1, idle_timeout = 0, header_timeout = 0;
     http::ServerConfig config;
     galay::Backend backend = galay::Backend::automatic;
-    bool have_port = false, register_files = true, fair = false;
-    std::string tls_cert, tls_key;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) usage_error(std::string(arg) + " needs a value");
-            return argv[++i];
-        };
-        if (arg == "-h" || arg == "--help") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        } else if (arg == "--workers" || arg == "-w") {
-            workers = parse_number(arg, value(), 1, 256);
-        } else if (arg == "--root") {
-            config.root = value();
-        } else if (arg == "--backend") {
-            const char* b = value();
-            auto parsed = galay::parse_backend(b);
-            if (!parsed) usage_error(std::string("--backend: unknown backend '") + b + "'");
-            backend = *parsed;
-        } else if (arg == "--idle-timeout") {
-            config.keepalive_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
-        } else if (arg == "--header-timeout") {
-            config.header_timeout = std::chrono::seconds(parse_number(arg, value(), 1, 86400));
-        } else if (arg == "--file-send") {
-            const std::string_view how = value();
-            if (how == "sendfile")
-                config.file_send = http::ServerConfig::FileSend::sendfile;
-            else if (how == "copy")
-                config.file_send = http::ServerConfig::FileSend::copy;
-            else
-                usage_error("--file-send: sendfile or copy, not '" + std::string(how) + "'");
-        } else if (arg == "--no-register-files") {
-            register_files = false;
-        } else if (arg == "--fair") {
-            fair = true;
-        } else if (arg == "--batching") {
-            fair = false;
-        } else if (arg == "--tls-cert") {
-            tls_cert = value();
-        } else if (arg == "--tls-key") {
-            tls_key = value();
-        } else if (arg == "--max-handshakes") {
-            config.max_handshakes =
-                static_cast<std::size_t>(parse_number(arg, value(), 1, 1000000));
-        } else if (!arg.empty() && arg[0] != '-' && !have_port) {
-            port = parse_number("port", argv[i], 0, 65535);
-            have_port = true;
-        } else {
-            usage_error("unexpected argument '" + std::string(arg) + "'");
-        }
-    }
+    bool no_register_files = false, fair = false, batching = false;
+    std::string tls_cert, tls_key, file_send;
+    CLI::App app{"An HTTP/1.1 server: GET / answers a fixed body, other paths are static files "
+                 "from --root, GET /metrics the Runtime's figures.",
+                 "http_server"};
+    app.add_option("port", port, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    app.add_option("-w,--workers", workers, "worker threads")
+        ->check(tools::whole(1, 256))
+        ->capture_default_str();
+    app.add_option("--root", config.root, "serve static files from DIR")->check(tools::non_empty());
+    tools::add_backend_flag(app, &backend);
+    app.add_option("--idle-timeout", idle_timeout, "seconds a kept-alive connection may idle")
+        ->check(tools::whole(1, 86400));
+    app.add_option("--header-timeout", header_timeout, "seconds to a complete request head")
+        ->check(tools::whole(1, 86400));
+    app.add_option("--file-send", file_send, "files over 16 KiB: sendfile (default) or copy")
+        ->check(CLI::IsMember({"sendfile", "copy"}));
+    app.add_flag("--no-register-files", no_register_files,
+                 "io_uring: keep fds out of the ring's file table");
+    auto* fair_flag = app.add_flag("--fair", fair, "every ready completion each loop turn");
+    app.add_flag("--batching", batching, "bounded batches of ready connections (the default)")
+        ->excludes(fair_flag);
+    auto* cert = app.add_option("--tls-cert", tls_cert, "HTTPS: PEM certificate chain")
+                     ->check(tools::non_empty());
+    auto* key =
+        app.add_option("--tls-key", tls_key, "HTTPS: PEM private key")->check(tools::non_empty());
+    cert->needs(key);
+    key->needs(cert);
+    app.add_option("--max-handshakes", config.max_handshakes,
+                   "HTTPS: handshakes in progress at once (beyond: closed at once)")
+        ->check(tools::whole(1, 1000000))
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "http_server")) return *code;
+    if (idle_timeout != 0) config.keepalive_timeout = std::chrono::seconds(idle_timeout);
+    if (header_timeout != 0) config.header_timeout = std::chrono::seconds(header_timeout);
+    if (file_send == "copy") config.file_send = http::ServerConfig::FileSend::copy;
+    if (file_send == "sendfile") config.file_send = http::ServerConfig::FileSend::sendfile;
+    const bool register_files = !no_register_files;
 
-    if (tls_cert.empty() != tls_key.empty()) usage_error("--tls-cert and --tls-key go together");
     if (!tls_cert.empty()) {
         try {
             config.tls = galay::tls::Context::server(

@@ -4,6 +4,8 @@
 // the report: one JSON object with --json, else one human line.
 #pragma once
 
+#include "galay_cli.hpp"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,21 +20,11 @@
 
 namespace foreign {
 
-/// Parses the command line: nullopt to go on, else the exit code (0 after --help on stdout; 2
-/// after one line `<tool>: error: <what> (see --help)` on stderr).
+/// Parses the command line with the shared parser (galay_cli.hpp): nullopt to go on, else the
+/// exit code (0 after --help on stdout; 2 after one line `<tool>: error: <what> (see --help)` on
+/// stderr).
 inline std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* tool) {
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        std::fputs(app.help().c_str(), stdout);
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        std::string what = e.what();
-        std::replace(what.begin(), what.end(), '\n', ' ');
-        std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, what.c_str());
-        return 2;
-    }
-    return std::nullopt;
+    return galay::tools::parse_command_line(app, argc, argv, tool);
 }
 
 /// A usage error found after parsing (a combination of flags): one line, exit code 2.

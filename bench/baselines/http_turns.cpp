@@ -69,6 +69,8 @@
 #include "measure/histogram.hpp"     // the suite's latency histogram (no galay code)
 #include "measure/latency_stats.hpp" // quantile (no galay code)
 
+#include "galay_cli.hpp"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -992,10 +994,12 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"rotate", "alternate"}));
     app.add_flag("--json", o.json, "Print one JSON object on stdout instead of the table");
-    CLI11_PARSE(app, argc, argv);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "http_turns")) return *code;
     if (o.path.empty() || o.path.front() != '/' ||
         o.path.find_first_of(" \r\n") != std::string::npos) {
-        std::fprintf(stderr, "http_turns: --path '%s': must start with '/' and have no spaces\n",
+        std::fprintf(stderr,
+                     "http_turns: error: --path: '%s' must start with '/' and have no spaces "
+                     "(see --help)\n",
                      o.path.c_str());
         return 2;
     }

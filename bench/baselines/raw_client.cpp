@@ -17,6 +17,8 @@
 #include "measure/format.hpp"    // the suite's number formats (no galay code)
 #include "measure/histogram.hpp" // bench_client's histogram: the same percentiles
 
+#include "galay_cli.hpp"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -588,7 +590,7 @@ int main(int argc, char** argv) {
     app.add_option("--server-pid", o.server_pid, "Report this process's CPU over the window")
         ->check(CLI::PositiveNumber);
     app.add_flag("--json", o.json, "Print one JSON object on stdout (progress goes to stderr)");
-    CLI11_PARSE(app, argc, argv);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "raw_client")) return *code;
 
     std::signal(SIGPIPE, SIG_IGN);
     if (!baseline::ensure_fds("raw_client", static_cast<size_t>(o.connections))) return 1;

@@ -13,6 +13,7 @@
 //   --et           edge-triggered; EPOLLIN|EPOLLOUT registered once, never modified. A read that
 //                  returns less than the buffer drained the socket, so no extra read to EAGAIN.
 #include "epoll_server.hpp"
+#include "galay_cli.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -138,20 +139,17 @@ struct Server : baseline::EpollServer<Conn> {
 } // namespace
 
 int main(int argc, char** argv) {
-    const char* port_arg = nullptr;
-    bool edge = false;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--et") == 0) {
-            edge = true;
-        } else if (std::strcmp(argv[i], "--lt") == 0) {
-            edge = false;
-        } else if (argv[i][0] == '-') {
-            std::fprintf(stderr, "usage: raw_epoll [port] [--lt|--et]\n");
-            return 2;
-        } else {
-            port_arg = argv[i];
-        }
-    }
+    namespace tools = galay::tools;
+    std::string port_text = "8080";
+    bool edge = false, level = false;
+    CLI::App app{"A hand-written epoll echo server (the baseline for bench_server).", "raw_epoll"};
+    app.add_option("port", port_text, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    auto* et = app.add_flag("--et", edge, "edge-triggered");
+    app.add_flag("--lt", level, "level-triggered (the default)")->excludes(et);
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_epoll")) return *code;
+    const char* port_arg = port_text.c_str();
     auto srv = std::make_unique<Server>();
     srv->edge = edge;
     srv->open(port_arg, "raw_epoll");

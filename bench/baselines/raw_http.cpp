@@ -13,6 +13,7 @@
 // EPOLLOUT until it is gone (reads stop meanwhile: back-pressure), as raw_epoll does.
 // SIGINT/SIGTERM: exit 0 with a one-line summary on stderr.
 #include "epoll_server.hpp"
+#include "galay_cli.hpp"
 
 #include <cstdint>
 #include <ctime>
@@ -169,12 +170,17 @@ struct Server : baseline::EpollServer<Conn> {
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        std::fprintf(stderr, "usage: raw_http [port]\n");
-        return 2;
-    }
+    namespace tools = galay::tools;
+    std::string port_text = "8080";
+    CLI::App app{"A hand-written epoll HTTP/1.1 server answering every request with a fixed body "
+                 "(the baseline for http_server).",
+                 "raw_http"};
+    app.add_option("port", port_text, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_http")) return *code;
     auto srv = std::make_unique<Server>();
-    srv->open(argc == 2 ? argv[1] : nullptr, "raw_http");
+    srv->open(port_text.c_str(), "raw_http");
     Server::run(*srv);
     std::fprintf(stderr, "raw_http: %lu connections, %lu requests, %lu short writes\n",
                  srv->accepted, srv->requests, srv->short_writes);

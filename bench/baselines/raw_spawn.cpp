@@ -7,13 +7,14 @@
 //       {"spawns", "secs", "per_sec", "cpu_us_per_spawn"}
 //
 // No galay code: it is the yardstick (no pipes, no pidfd, stdio inherited, as the others run it).
+#include "galay_cli.hpp"
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,25 +31,25 @@ double cpu_s() {
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-int usage(const char* why) {
-    std::fprintf(stderr, "raw_spawn: %s\nusage: raw_spawn PROGRAM SECS [CONCURRENCY]\n", why);
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3 || argc > 4) return usage("PROGRAM and SECS are required");
-    char* end = nullptr;
-    const double secs = std::strtod(argv[2], &end);
-    if (end == argv[2] || *end != '\0' || secs <= 0) return usage("SECS must be a positive number");
+    namespace tools = galay::tools;
+    std::string program;
+    double secs = 0;
     long conc = 1;
-    if (argc == 4) {
-        conc = std::strtol(argv[3], &end, 10);
-        if (end == argv[3] || *end != '\0' || conc < 1 || conc > 4096)
-            return usage("CONCURRENCY must be 1..4096");
-    }
-    char* child_argv[] = {argv[1], nullptr};
+    CLI::App app{"Spawn PROGRAM with posix_spawn and reap it, again and again, for SECS seconds "
+                 "(the baseline for bench_local spawn).",
+                 "raw_spawn"};
+    app.add_option("PROGRAM", program, "the program to run (no arguments)")
+        ->required()
+        ->check(tools::non_empty());
+    app.add_option("SECS", secs, "seconds to run")->required()->check(tools::seconds(0.001, 86400));
+    app.add_option("CONCURRENCY", conc, "children running at once")
+        ->check(tools::whole(1, 4096))
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_spawn")) return *code;
+    char* child_argv[] = {program.data(), nullptr};
     const auto start = std::chrono::steady_clock::now();
     const auto until = start + std::chrono::duration<double>(secs);
     const double c0 = cpu_s();
@@ -56,9 +57,9 @@ int main(int argc, char** argv) {
     long running = 0;
     auto spawn_one = [&] {
         pid_t pid = 0;
-        const int rc = ::posix_spawn(&pid, argv[1], nullptr, nullptr, child_argv, environ);
+        const int rc = ::posix_spawn(&pid, program.c_str(), nullptr, nullptr, child_argv, environ);
         if (rc != 0) {
-            std::fprintf(stderr, "raw_spawn: %s: %s\n", argv[1], std::strerror(rc));
+            std::fprintf(stderr, "raw_spawn: %s: %s\n", program.c_str(), std::strerror(rc));
             std::exit(1);
         }
         ++running;
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
         }
         --running;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            std::fprintf(stderr, "raw_spawn: %s did not exit 0\n", argv[1]);
+            std::fprintf(stderr, "raw_spawn: %s did not exit 0\n", program.c_str());
             return 1;
         }
         ++spawns;

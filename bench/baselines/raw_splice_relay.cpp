@@ -9,6 +9,7 @@
 // pair both directions are pumped until splice(2) would block: pipe -> destination first, then
 // source -> pipe. EOF is passed on as a write shutdown; an error closes the pair.
 #include "common.hpp"
+#include "galay_cli.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -70,29 +71,40 @@ void close_pair(Pair* p) {
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: raw_splice_relay <listen-port> <upstream-ip:port>\n");
-        return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    baseline::raise_nofile();
-    const int port = baseline::parse_port(argv[1]);
-    std::string up = argv[2];
-    const auto colon = up.rfind(':');
+    namespace tools = galay::tools;
+    int port = 0;
+    std::string up;
     sockaddr_in upstream{};
     upstream.sin_family = AF_INET;
-    if (colon == std::string::npos ||
-        inet_pton(AF_INET, up.substr(0, colon).c_str(), &upstream.sin_addr) != 1) {
-        std::fprintf(stderr, "raw_splice_relay: bad upstream %s\n", argv[2]);
-        return 2;
-    }
-    upstream.sin_port = htons(static_cast<uint16_t>(std::atoi(up.c_str() + colon + 1)));
+    CLI::App app{"A hand-written epoll + splice TCP relay (the baseline for tcp_proxy).",
+                 "raw_splice_relay"};
+    app.add_option("listen-port", port, "TCP port to listen on (0: any free port)")
+        ->required()
+        ->check(tools::whole(0, 65535));
+    app.add_option("upstream", up, "IPv4:PORT to relay to")
+        ->required()
+        ->check(CLI::Validator(
+            [&upstream](std::string& s) -> std::string {
+                const auto colon = s.rfind(':');
+                const auto p =
+                    colon == std::string::npos
+                        ? std::nullopt
+                        : tools::parse_whole(std::string_view(s).substr(colon + 1), 1, 65535);
+                if (!p || inet_pton(AF_INET, s.substr(0, colon).c_str(), &upstream.sin_addr) != 1)
+                    return "'" + s + "' is not IPv4:PORT";
+                upstream.sin_port = htons(static_cast<uint16_t>(*p));
+                return "";
+            },
+            "IPv4:PORT", "upstream"));
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_splice_relay")) return *code;
+    signal(SIGPIPE, SIG_IGN);
+    baseline::raise_nofile();
     int bound = 0;
     const int lfd = baseline::make_listener(port, &bound);
     const int ep = epoll_create1(EPOLL_CLOEXEC);
     epoll_event lev{.events = EPOLLIN, .data = {.ptr = nullptr}};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev);
-    std::printf("raw_splice_relay: %d -> %s\n", bound, argv[2]);
+    std::printf("raw_splice_relay: %d -> %s\n", bound, up.c_str());
     std::fflush(stdout);
     epoll_event evs[256];
     for (;;) {

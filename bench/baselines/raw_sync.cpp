@@ -22,6 +22,8 @@
 // Every reply and every received value is checked (count and sum); a mismatch exits 1.
 #include "measure/histogram.hpp"
 
+#include "galay_cli.hpp"
+
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <nlohmann/json.hpp>
@@ -295,8 +297,8 @@ int main(int argc, char** argv) {
                    "default: the second of --cpus; -1: not pinned");
     app.add_option("--cpus", cpus)->capture_default_str();
     app.add_flag("--json", o.json);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "raw_sync")) return *code;
     try {
-        app.parse(argc, argv);
         o.producers.clear();
         std::stringstream ps(producers);
         for (std::string item; std::getline(ps, item, ',');)
@@ -306,14 +308,11 @@ int main(int argc, char** argv) {
         if (o.blocking_cpu == -2) o.blocking_cpu = o.cpus[1];
         for (unsigned p : o.producers)
             if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
-        return 2;
+        return galay::tools::print_exit(galay::tools::usage_error("raw_sync", e.what()));
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "raw_sync: bad list: %s\n", e.what());
-        return 2;
+        return galay::tools::print_exit(galay::tools::usage_error(
+            "raw_sync", "--producers: '" + producers + "' is not a list of numbers"));
     }
 
     nlohmann::json j;

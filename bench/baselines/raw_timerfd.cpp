@@ -11,6 +11,8 @@
 // a usage error.
 #include "measure/histogram.hpp"
 
+#include "galay_cli.hpp"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -58,14 +60,7 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--cpu", cpu, "the CPU the ticking thread is pinned to")->capture_default_str();
     app.add_flag("--json", json, "print one JSON object");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        app.exit(e);
-        return 2;
-    }
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "raw_timerfd")) return *code;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);

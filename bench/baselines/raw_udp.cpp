@@ -9,6 +9,7 @@
 // UDP_SEGMENT send (the cheapest echo there is: no copy, no split).
 //
 //   taskset -c 0 raw_udp 9000 &  taskset -c 1 bench_udp client -p 9000 -d 5 --server-pid $!
+#include "galay_cli.hpp"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -123,13 +124,18 @@ void drain(Socket& s) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const unsigned port = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 9000;
-    const int nsock = argc > 2 ? std::atoi(argv[2]) : 1;
-    g_offload = argc > 3 && std::strcmp(argv[3], "offload") == 0;
-    if (port == 0 || port > 65535 || nsock < 1 || nsock > 1024 || (argc > 3 && !g_offload)) {
-        std::fprintf(stderr, "usage: raw_udp [port] [sockets] [offload]\n");
-        return 2;
-    }
+    namespace tools = galay::tools;
+    unsigned port = 9000;
+    int nsock = 1;
+    std::string mode;
+    CLI::App app{"A hand-written epoll UDP echo server (the baseline for bench_udp).", "raw_udp"};
+    app.add_option("port", port, "UDP port")->check(tools::whole(1, 65535))->capture_default_str();
+    app.add_option("sockets", nsock, "sockets bound to the port (SO_REUSEPORT)")
+        ->check(tools::whole(1, 1024))
+        ->capture_default_str();
+    app.add_option("offload", mode, "'offload': GSO/GRO")->check(CLI::IsMember({"offload"}));
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_udp")) return *code;
+    g_offload = mode == "offload";
     int ep = ::epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0) die("epoll_create1");
     std::vector<std::unique_ptr<Socket>> socks;

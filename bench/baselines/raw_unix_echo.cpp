@@ -10,6 +10,7 @@
 //
 // No galay code: it is the yardstick. A short write is finished before the next read of that
 // connection (blocking the loop for it would be unfair to nobody at 256 B: it never happens).
+#include "galay_cli.hpp"
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -178,30 +179,28 @@ int client(const char* path, int conns, std::size_t size, double secs) {
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc >= 3 && std::strcmp(argv[1], "server") == 0) return serve(argv[2]);
-    if (argc >= 3 && std::strcmp(argv[1], "client") == 0) {
-        int conns = 100;
-        std::size_t size = 256;
-        double secs = 5;
-        for (int i = 3; i + 1 < argc; i += 2) {
-            if (std::strcmp(argv[i], "-c") == 0)
-                conns = std::atoi(argv[i + 1]);
-            else if (std::strcmp(argv[i], "-s") == 0)
-                size = static_cast<std::size_t>(std::atol(argv[i + 1]));
-            else if (std::strcmp(argv[i], "-d") == 0)
-                secs = std::atof(argv[i + 1]);
-            else {
-                std::fprintf(stderr, "raw_unix_echo: unknown option %s\n", argv[i]);
-                return 2;
-            }
-        }
-        if (conns <= 0 || size == 0 || secs <= 0) {
-            std::fprintf(stderr, "raw_unix_echo: -c, -s and -d must be positive\n");
-            return 2;
-        }
-        return client(argv[2], conns, size, secs);
-    }
-    std::fprintf(stderr, "usage: raw_unix_echo server PATH | raw_unix_echo client PATH [-c N] [-s "
-                         "SIZE] [-d SECS]\n");
-    return 2;
+    namespace tools = galay::tools;
+    std::string server_path, client_path;
+    int conns = 100;
+    std::size_t size = 256;
+    double secs = 5;
+    CLI::App app{"A hand-written epoll echo server and client over a Unix stream socket.",
+                 "raw_unix_echo"};
+    app.require_subcommand(1);
+    CLI::App* server = app.add_subcommand("server", "echo on a Unix socket at PATH");
+    server->add_option("PATH", server_path, "socket path")->required()->check(tools::non_empty());
+    CLI::App* cli = app.add_subcommand("client", "connect to PATH and measure echoes");
+    cli->add_option("PATH", client_path, "socket path")->required()->check(tools::non_empty());
+    cli->add_option("-c", conns, "connections")
+        ->check(tools::whole(1, 100000))
+        ->capture_default_str();
+    cli->add_option("-s", size, "message bytes")
+        ->check(tools::whole(1, 1 << 24))
+        ->capture_default_str();
+    cli->add_option("-d", secs, "seconds")
+        ->check(tools::seconds(0.001, 86400))
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_unix_echo")) return *code;
+    if (server->parsed()) return serve(server_path.c_str());
+    return client(client_path.c_str(), conns, size, secs);
 }

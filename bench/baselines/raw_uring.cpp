@@ -26,6 +26,7 @@
 // the whole pool; the others then wait in the ENOBUFS list (correct, but slow). An echo benchmark
 // client reads everything, so this never triggers there.
 #include "common.hpp"
+#include "galay_cli.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -459,12 +460,6 @@ const char* setup_name(unsigned flags) {
     return "plain";
 }
 
-int usage() {
-    std::fprintf(stderr, "usage: raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] "
-                         "[--buf-size BYTES] [--bufs N] [--bundle | --inc]\n");
-    return 2;
-}
-
 /// A listening Unix stream socket at `path` (a stale socket file is removed first).
 int make_unix_listener(const char* path) {
     sockaddr_un a{};
@@ -489,37 +484,39 @@ int make_unix_listener(const char* path) {
 
 int main(int argc, char** argv) {
     auto srv = std::make_unique<Server>();
-    const char* port_arg = nullptr;
-    const char* unix_path = nullptr;
-    bool defer = true;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--no-fixed") {
-            srv->fixed = false;
-        } else if (a == "--unix" && i + 1 < argc) {
-            unix_path = argv[++i];
-        } else if (a == "--inc") {
-            srv->pool.inc = true;
-        } else if (a == "--bundle") {
-            srv->bundle = srv->pool.mirror = true;
-        } else if (a == "--no-defer") {
-            defer = false;
-        } else if ((a == "--buf-size" || a == "--bufs") && i + 1 < argc) {
-            unsigned long v = std::strtoul(argv[++i], nullptr, 10);
-            if (a == "--buf-size") {
-                if (v < 64 || v > (1u << 20)) return usage();
-                srv->pool.size = static_cast<uint32_t>(v);
-            } else {
-                if (v == 0 || v > 32768 || (v & (v - 1))) return usage(); // power of two
-                srv->pool.entries = static_cast<unsigned>(v);
-            }
-        } else if (a[0] == '-') {
-            return usage();
-        } else {
-            port_arg = argv[i];
-        }
-    }
-    if (srv->bundle && srv->pool.inc) return usage(); // (the mirror assumes whole buffers)
+    namespace tools = galay::tools;
+    std::string port_text = "8080", unix_arg;
+    bool no_fixed = false, no_defer = false, bundle = false, inc = false;
+    CLI::App app{"A hand-written liburing echo server (the baseline for bench_server).",
+                 "raw_uring"};
+    app.add_option("port", port_text, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    app.add_option("--unix", unix_arg, "listen on this Unix socket path instead")
+        ->check(tools::non_empty());
+    app.add_flag("--no-fixed", no_fixed, "no registered (fixed) descriptors");
+    app.add_flag("--no-defer", no_defer, "no IORING_SETUP_DEFER_TASKRUN");
+    app.add_option("--buf-size", srv->pool.size, "bytes per provided buffer")
+        ->check(tools::whole(64, 1 << 20))
+        ->capture_default_str();
+    app.add_option("--bufs", srv->pool.entries, "provided buffers (a power of two)")
+        ->check(tools::whole(1, 32768))
+        ->check(CLI::Validator(
+            [](std::string& s) -> std::string {
+                const unsigned long v = std::stoul(s);
+                return (v & (v - 1)) == 0 ? "" : "'" + s + "' is not a power of two";
+            },
+            "", "power-of-two"))
+        ->capture_default_str();
+    auto* b = app.add_flag("--bundle", bundle, "receive bundles");
+    app.add_flag("--inc", inc, "incrementally consumed buffers")->excludes(b);
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring")) return *code;
+    srv->fixed = !no_fixed;
+    const bool defer = !no_defer;
+    if (bundle) srv->bundle = srv->pool.mirror = true;
+    srv->pool.inc = inc;
+    const char* port_arg = port_text.c_str();
+    const char* unix_path = unix_arg.empty() ? nullptr : unix_arg.c_str();
     const int want_port = baseline::parse_port(port_arg);
     const rlim_t nofile = baseline::raise_nofile();
 

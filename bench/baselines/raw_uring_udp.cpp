@@ -10,6 +10,7 @@
 //              sendmmsg system call per socket, buffers recycled at once
 //
 // Rings are SINGLE_ISSUER|DEFER_TASKRUN like galay's; every socket asks for a 4 MiB SO_RCVBUF.
+#include "galay_cli.hpp"
 #include <arpa/inet.h>
 #include <liburing.h>
 #include <netinet/in.h>
@@ -264,9 +265,20 @@ struct Server {
 } // namespace
 
 int main(int argc, char** argv) {
-    unsigned port = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 9000;
-    const int nsock = argc > 2 ? std::atoi(argv[2]) : 1;
-    const std::string m = argc > 3 ? argv[3] : "mmsg";
+    namespace tools = galay::tools;
+    unsigned port = 9000;
+    int nsock = 1;
+    std::string m = "mmsg";
+    CLI::App app{"A hand-written io_uring UDP echo server (the baseline for bench_udp).",
+                 "raw_uring_udp"};
+    app.add_option("port", port, "UDP port")->check(tools::whole(1, 65535))->capture_default_str();
+    app.add_option("sockets", nsock, "sockets bound to the port (SO_REUSEPORT)")
+        ->check(tools::whole(1, 64))
+        ->capture_default_str();
+    app.add_option("mode", m, "how datagrams are received and sent")
+        ->check(CLI::IsMember({"mmsg", "ms-sqe", "ms-linked", "ms-mmsg"}))
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring_udp")) return *code;
     Server srv;
     if (m == "mmsg")
         srv.mode = Mode::mmsg;
@@ -277,12 +289,7 @@ int main(int argc, char** argv) {
     else if (m == "ms-mmsg")
         srv.mode = Mode::ms_mmsg;
     else
-        port = 0; // usage error below
-    if (port == 0 || port > 65535 || nsock < 1 || nsock > 64) {
-        std::fprintf(stderr,
-                     "usage: raw_uring_udp [port] [sockets] [mmsg|ms-sqe|ms-linked|ms-mmsg]\n");
-        return 2;
-    }
+        srv.mode = Mode::ms_mmsg;
     io_uring_params p{};
     p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE;
     p.cq_entries = 4 * kEntries;

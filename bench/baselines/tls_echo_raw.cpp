@@ -17,6 +17,7 @@
 // exit 0 with a one-line summary on stderr. Exit 1: the certificate, key or port cannot be used;
 // 2: bad flags.
 #include "common.hpp"
+#include "galay_cli.hpp"
 
 #include <netdb.h>
 #include <openssl/err.h>
@@ -35,11 +36,7 @@ constexpr int kMaxEvents = 1024;
 constexpr uint64_t kUpstream = uint64_t{1} << 32; // epoll tag: the upstream side of a slot
 
 [[noreturn]] void usage(const std::string& what) {
-    std::fprintf(stderr,
-                 "tls_echo_raw: %s\nusage: tls_echo_raw [port] --cert CHAIN.pem --key KEY.pem "
-                 "[--upstream HOST:PORT]\n",
-                 what.c_str());
-    std::exit(2);
+    std::exit(galay::tools::print_exit(galay::tools::usage_error("tls_echo_raw", what)));
 }
 
 [[noreturn]] void die_ssl(const std::string& what) {
@@ -323,34 +320,28 @@ SSL_CTX* make_context(const std::string& cert, const std::string& key) {
 } // namespace
 
 int main(int argc, char** argv) {
-    std::string cert, key, upstream;
-    const char* port_arg = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(std::string(a) + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--cert")
-            cert = value();
-        else if (a == "--key")
-            key = value();
-        else if (a == "--upstream")
-            upstream = value();
-        else if (a.size() > 1 && a[0] == '-')
-            usage("unknown flag " + std::string(a));
-        else if (!port_arg)
-            port_arg = argv[i];
-        else
-            usage("one port only");
-    }
-    if (cert.empty() || key.empty()) usage("--cert and --key are required");
+    namespace tools = galay::tools;
+    std::string cert, key, upstream, port_text = "8443";
+    CLI::App app{"A hand-written epoll + OpenSSL TLS echo server or TLS-terminating relay (the "
+                 "baseline for tls_proxy).",
+                 "tls_echo_raw"};
+    app.add_option("port", port_text, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    app.add_option("--cert", cert, "certificate chain (PEM)")
+        ->required()
+        ->check(tools::non_empty());
+    app.add_option("--key", key, "private key (PEM)")->required()->check(tools::non_empty());
+    app.add_option("--upstream", upstream, "relay to HOST:PORT instead of echoing")
+        ->check(tools::non_empty());
+    if (auto code = tools::parse_command_line(app, argc, argv, "tls_echo_raw")) return *code;
+    const char* port_arg = port_text.c_str();
 
     sockaddr_storage up{};
     socklen_t uplen = 0;
     if (!upstream.empty()) {
         const size_t colon = upstream.rfind(':');
-        if (colon == std::string::npos) usage("--upstream: expected HOST:PORT");
+        if (colon == std::string::npos) usage("--upstream: '" + upstream + "' is not HOST:PORT");
         addrinfo hints{};
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;

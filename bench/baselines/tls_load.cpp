@@ -37,6 +37,7 @@
 // messages (echo). Exit 0; 1 when no connection succeeded at all or an echo was wrong; 2: bad
 // flags.
 #include "common.hpp"
+#include "galay_cli.hpp"
 #include "load_common.hpp"
 #include "measure/histogram.hpp" // the suite's latency histogram (no galay code)
 
@@ -49,6 +50,7 @@
 
 #include <cstdint>
 #include <ctime>
+#include <expected>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,74 +69,45 @@ struct Options {
     std::string ca, name = "localhost";
 };
 
-[[noreturn]] void usage(const std::string& what) {
-    std::fprintf(
-        stderr,
-        "tls_load: %s\nusage: tls_load HOST PORT [--mode get|keepalive|echo] [-c N] [-d SECONDS] "
-        "[--warmup SECONDS] [--resume] [--bytes N] [--plain] [--ca FILE] [--name NAME] "
-        "[--json] [--mark]\n",
-        what.c_str());
-    std::exit(2);
-}
-
-double number(const char* flag, const char* text, double lo, double hi) {
-    char* end = nullptr;
-    const double v = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !(v >= lo && v <= hi))
-        usage(std::string(flag) + ": expected a number from " + std::to_string(lo) + " to " +
-              std::to_string(hi) + ", got '" + text + "'");
-    return v;
-}
-
-Options parse(int argc, char** argv) {
+/// The options, or the exit code of --help or a usage error (printed).
+std::expected<Options, int> parse(int argc, char** argv) {
+    namespace tools = galay::tools;
     Options o;
-    std::vector<std::string> pos;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) usage(std::string(a) + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--mode") {
-            const std::string_view m = value();
-            if (m == "get")
-                o.mode = Mode::get;
-            else if (m == "echo")
-                o.mode = Mode::echo;
-            else if (m == "keepalive")
-                o.mode = Mode::keepalive;
-            else
-                usage("--mode: get, keepalive or echo, got '" + std::string(m) + "'");
-        } else if (a == "-c")
-            o.conns = static_cast<int>(number("-c", value(), 1, 100000));
-        else if (a == "-d")
-            o.duration = number("-d", value(), 0.1, 86400);
-        else if (a == "--warmup")
-            o.warmup = number("--warmup", value(), 0, 86400);
-        else if (a == "--bytes")
-            o.bytes = static_cast<size_t>(number("--bytes", value(), 1, 1 << 30));
-        else if (a == "--resume")
-            o.resume = true;
-        else if (a == "--plain")
-            o.plain = true;
-        else if (a == "--json")
-            o.json = true;
-        else if (a == "--mark")
-            o.mark = true;
-        else if (a == "--ca")
-            o.ca = value();
-        else if (a == "--name")
-            o.name = value();
-        else if (a.size() > 1 && a[0] == '-')
-            usage("unknown flag " + std::string(a));
-        else
-            pos.emplace_back(a);
-    }
-    if (pos.size() != 2) usage("expected HOST PORT");
-    o.host = pos[0];
-    o.port = pos[1];
-    if (o.plain && o.mode != Mode::echo) usage("--plain is for --mode echo");
-    if (o.plain && o.resume) usage("--plain and --resume exclude each other");
+    std::string mode = "get";
+    CLI::App app{"A TLS load generator: new handshakes, keep-alive requests or echoes against "
+                 "HOST PORT.",
+                 "tls_load"};
+    app.add_option("HOST", o.host, "server host")->required()->check(tools::non_empty());
+    app.add_option("PORT", o.port, "server port")->required()->check(tools::whole(1, 65535));
+    app.add_option("--mode", mode, "get (a handshake per request), keepalive or echo")
+        ->check(CLI::IsMember({"get", "keepalive", "echo"}))
+        ->capture_default_str();
+    app.add_option("-c", o.conns, "connections")
+        ->check(tools::whole(1, 100000))
+        ->capture_default_str();
+    app.add_option("-d", o.duration, "measured seconds")
+        ->check(tools::seconds(0.1, 86400))
+        ->capture_default_str();
+    app.add_option("--warmup", o.warmup, "seconds before measuring")
+        ->check(tools::seconds(0, 86400))
+        ->capture_default_str();
+    app.add_option("--bytes", o.bytes, "bytes per echo")
+        ->check(tools::whole(1, 1 << 30))
+        ->capture_default_str();
+    auto* resume = app.add_flag("--resume", o.resume, "resume TLS sessions");
+    app.add_flag("--plain", o.plain, "plain TCP (with --mode echo)")->excludes(resume);
+    app.add_flag("--json", o.json, "print one JSON object");
+    app.add_flag("--mark", o.mark, "print a mark line when the measured window starts");
+    app.add_option("--ca", o.ca, "CA certificate (PEM) to trust")->check(tools::non_empty());
+    app.add_option("--name", o.name, "server name to verify")
+        ->check(tools::non_empty())
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "tls_load"))
+        return std::unexpected(*code);
+    o.mode = mode == "echo" ? Mode::echo : mode == "keepalive" ? Mode::keepalive : Mode::get;
+    if (o.plain && o.mode != Mode::echo)
+        return std::unexpected(
+            tools::print_exit(tools::usage_error("tls_load", "--plain: is for --mode echo only")));
     return o;
 }
 
@@ -667,7 +640,9 @@ private:
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    const auto parsed = parse(argc, argv);
+    if (!parsed) return parsed.error();
+    const Options o = *parsed;
     baseline::raise_nofile();
     std::signal(SIGPIPE, SIG_IGN);
     Load load(o);

@@ -15,6 +15,8 @@
 //
 // CPU is this process's user + system time (every thread: workers and the blocking pool) over
 // the run. Exit codes: 0, 1 when an operation fails (its error on stderr), 2 for a bad argument.
+#include "galay_cli_backend.hpp"
+
 #include <galay/galay.hpp>
 
 #include <fcntl.h>
@@ -49,23 +51,6 @@ double now_s() {
 [[noreturn]] void die(const std::string& what, std::error_code ec) {
     std::fprintf(stderr, "bench_local: %s: %s\n", what.c_str(), ec.message().c_str());
     std::exit(1);
-}
-
-int usage(const std::string& why) {
-    std::fprintf(stderr,
-                 "bench_local: %s\nusage: bench_local spawn PROGRAM SECS [--concurrency C] "
-                 "[--backend B]\n       bench_local fsmeta DIR --mode uring|pool|sync "
-                 "[--files N] [--dirs D] [--concurrency C] [--backend B]\n",
-                 why.c_str());
-    return 2;
-}
-
-std::optional<unsigned long> parse_uint(std::string_view s, unsigned long min, unsigned long max) {
-    unsigned long v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || v < min || v > max)
-        return std::nullopt;
-    return v;
 }
 
 // ---- spawn ----------------------------------------------------------------------------------
@@ -217,54 +202,43 @@ int fsmeta(const std::string& root, const std::string& mode, unsigned long files
 } // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3) return usage("a workload (spawn or fsmeta) and its arguments are required");
-    const std::string_view what = argv[1];
+    namespace tools = galay::tools;
     galay::SchedulerOptions so;
     unsigned conc = 0;
     unsigned long files = 100000;
     unsigned dirs = 16;
-    std::string mode;
-    std::vector<std::string> positional;
-    for (int i = 2; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        const bool takes = a == "--concurrency" || a == "--backend" || a == "--files" ||
-                           a == "--dirs" || a == "--mode";
-        if (takes && i + 1 >= argc) return usage(std::string(a) + " needs a value");
-        if (a == "--concurrency") {
-            auto n = parse_uint(argv[++i], 1, 4096);
-            if (!n) return usage("--concurrency: 1..4096");
-            conc = static_cast<unsigned>(*n);
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(argv[++i]);
-            if (!b) return usage("--backend: io_uring, epoll or auto");
-            so.backend = *b;
-        } else if (a == "--files") {
-            auto n = parse_uint(argv[++i], 1, 100000000);
-            if (!n) return usage("--files: 1..100000000");
-            files = *n;
-        } else if (a == "--dirs") {
-            auto n = parse_uint(argv[++i], 1, 4096);
-            if (!n) return usage("--dirs: 1..4096");
-            dirs = static_cast<unsigned>(*n);
-        } else if (a == "--mode") {
-            mode = argv[++i];
-            if (mode != "uring" && mode != "pool" && mode != "sync")
-                return usage("--mode: uring, pool or sync");
-        } else if (a.starts_with("--")) {
-            return usage("unknown option '" + std::string(a) + "'");
-        } else {
-            positional.emplace_back(a);
-        }
+    std::string mode, program, dir;
+    double secs = 0;
+    CLI::App app{"Local workloads on galay-kernel: spawning processes, filesystem metadata.",
+                 "bench_local"};
+    app.require_subcommand(1);
+    CLI::App* spawn = app.add_subcommand("spawn", "spawn PROGRAM and reap it for SECS seconds");
+    spawn->add_option("PROGRAM", program, "the program to run")
+        ->required()
+        ->check(tools::non_empty());
+    spawn->add_option("SECS", secs, "seconds")->required()->check(tools::seconds(1, 3600));
+    CLI::App* fs = app.add_subcommand("fsmeta", "create, stat and remove files under DIR");
+    fs->add_option("DIR", dir, "the directory")->required()->check(tools::non_empty());
+    fs->add_option("--mode", mode, "uring, pool or sync")
+        ->required()
+        ->check(CLI::IsMember({"uring", "pool", "sync"}));
+    fs->add_option("--files", files, "files")
+        ->check(tools::whole(1, 100000000))
+        ->capture_default_str();
+    fs->add_option("--dirs", dirs, "subdirectories")
+        ->check(tools::whole(1, 4096))
+        ->capture_default_str();
+    for (CLI::App* sub : {spawn, fs}) {
+        sub->add_option("--concurrency", conc, "operations in flight (default: spawn 1, fsmeta 32)")
+            ->check(tools::whole(1, 4096));
+        tools::add_backend_flag(*sub, &so.backend);
     }
+    if (auto code = tools::parse_command_line(app, argc, argv, "bench_local")) return *code;
     try {
-        if (what == "spawn") {
-            if (positional.size() != 2) return usage("spawn takes PROGRAM and SECS");
-            const auto secs = parse_uint(positional[1], 1, 3600);
-            if (!secs) return usage("SECS: whole seconds, 1..3600");
+        if (spawn->parsed()) {
             const double c0 = cpu_s(), t0 = now_s();
             galay::Scheduler s(so);
-            const unsigned long n = s.block_on(
-                spawn_all(positional[0], static_cast<double>(*secs), conc == 0 ? 1 : conc));
+            const unsigned long n = s.block_on(spawn_all(program, secs, conc == 0 ? 1 : conc));
             const double took = now_s() - t0, cpu = cpu_s() - c0;
             std::printf("{\"spawns\": %lu, \"secs\": %.6f, \"per_sec\": %.1f, "
                         "\"cpu_us_per_spawn\": %.3f, \"backend\": \"%s\"}\n",
@@ -272,12 +246,7 @@ int main(int argc, char** argv) {
                         n == 0 ? 0.0 : cpu / static_cast<double>(n) * 1e6, s.backend_name());
             return 0;
         }
-        if (what == "fsmeta") {
-            if (positional.size() != 1) return usage("fsmeta takes one DIR");
-            if (mode.empty()) return usage("fsmeta needs --mode");
-            return fsmeta(positional[0], mode, files, dirs, conc == 0 ? 32 : conc, so);
-        }
-        return usage("unknown workload '" + std::string(what) + "'");
+        return fsmeta(dir, mode, files, dirs, conc == 0 ? 32 : conc, so);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_local: %s\n", e.what());
         return 1;

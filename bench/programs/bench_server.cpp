@@ -153,12 +153,13 @@ void add_options(CLI::App& app, Args& a) {
                  "io_uring: keep connections out of the ring's registered-file table (to measure "
                  "what it buys)");
     app.add_option("--unix", a.unix_path,
-                   "echo over a Unix stream socket at PATH (\"@name\": abstract) instead of TCP");
+                   "echo over a Unix stream socket at PATH (\"@name\": abstract) instead of TCP")
+        ->check(tools::non_empty());
     app.add_flag("--pin", a.pin, "pin worker i to the i-th CPU this process may use");
     app.add_flag("--json", a.json, "at exit, print the per-worker figures as one JSON object");
     app.add_option("--metrics", a.metrics_port,
                    "serve GET /metrics (Prometheus text) on this port (0: any free port)")
-        ->check(CLI::Range(0, 65535));
+        ->check(tools::whole(0, 65535));
     app.add_flag("--empty-hooks", a.empty_hooks,
                  "install task hooks that do nothing (what hooks cost)");
     app.add_option("--stall-ms", a.stall_ms,
@@ -343,11 +344,7 @@ int main(int argc, char** argv) {
     CLI::App app{"TCP echo server on galay-kernel's Runtime"};
     Args a;
     add_options(app, a);
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "bench_server")) return *code;
 
     auto addr = SocketAddr::from_ip(a.bind_ip, a.port);
     if (!addr) {

@@ -980,8 +980,8 @@ int main(int argc, char** argv) {
     app.add_option("--interval-period-us", o.interval_period_us, "interval period, microseconds")
         ->capture_default_str();
     app.add_option("--cases", cases, "which cases to run (comma-separated)")->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "bench_sync")) return *code;
     try {
-        app.parse(argc, argv);
         auto parse_list = [](const std::string& s, auto& out, const char* what) {
             out.clear();
             std::stringstream ss(s);
@@ -1033,11 +1033,8 @@ int main(int argc, char** argv) {
                 if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed))
                     throw CLI::ValidationError("--cpus", "CPU " + std::to_string(c) +
                                                              " is not available to this process");
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
-        return 2;
+        return tools::print_exit(tools::usage_error("bench_sync", e.what()));
     }
     o.baselines = !no_baselines;
     return run(o);

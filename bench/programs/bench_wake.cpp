@@ -97,11 +97,7 @@ int main(int argc, char** argv) {
     tools::add_paired_run_flags(app, &runs, "alternating eventfd / msg_ring runs",
                                 "pin worker 0 and 1 to the first two CPUs");
     tools::add_backend_flag(app, &backend);
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (auto code = tools::parse_command_line(app, argc, argv, "bench_wake")) return *code;
 
     nlohmann::json out;
     std::vector<double> ratios_p50, ratios_mean, ratios_cpu;

@@ -14,6 +14,7 @@
 // "listening on" line gives the real one. SIGINT or SIGTERM: it stops accepting, lets each
 // connection finish the requests it has received (a second at most), closes them, prints a
 // summary on stderr and exits 0. Exit 1: the port cannot be used; 2: bad arguments.
+#include "galay_cli_backend.hpp"
 #include "mini_redis/server.hpp"
 
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,55 +31,23 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: mini_redis [--port P] [--workers N] [--backend io_uring|epoll|auto]\n"
-    "                  [--max-connections N]\n"
-    "  --port P             TCP port on 127.0.0.1 (default 6379; 0: any free port)\n"
-    "  --workers N          worker threads, one shard of the keys each (default 1)\n"
-    "  --backend B          io_uring, epoll or auto (default auto)\n"
-    "  --max-connections N  clients beyond this are refused (default 10000)\n";
-
 /// The options from the command line, or the exit code when there is nothing to run (--help:
 /// 0; a bad flag: 2, said in one line on stderr).
-int parse_options(int argc, char** argv, mini_redis::Options& o) {
-    auto fail = [](const std::string& what) {
-        std::fprintf(stderr, "mini_redis: error: %s (see --help)\n", what.c_str());
-        return 2;
-    };
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view flag = argv[i];
-        if (flag == "-h" || flag == "--help") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        }
-        if (flag != "--port" && flag != "--workers" && flag != "--backend" &&
-            flag != "--max-connections")
-            return fail(std::string(flag) + ": unknown option");
-        if (i + 1 >= argc) return fail(std::string(flag) + ": needs a value");
-        const char* value = argv[++i];
-        if (flag == "--backend") {
-            auto b = galay::parse_backend(value);
-            if (!b)
-                return fail("--backend: io_uring, epoll or auto, not '" + std::string(value) + "'");
-            o.backend = *b;
-            continue;
-        }
-        const long lo = flag == "--port" ? 0 : 1;
-        const long hi = flag == "--port" ? 65535 : flag == "--workers" ? 256 : 1000000;
-        char* end = nullptr;
-        errno = 0;
-        const long n = std::strtol(value, &end, 10);
-        if (errno != 0 || end == value || *end != '\0' || n < lo || n > hi)
-            return fail(std::string(flag) + ": a number from " + std::to_string(lo) + " to " +
-                        std::to_string(hi) + ", not '" + value + "'");
-        if (flag == "--port")
-            o.port = static_cast<std::uint16_t>(n);
-        else if (flag == "--workers")
-            o.workers = static_cast<unsigned>(n);
-        else
-            o.max_connections = static_cast<unsigned>(n);
-    }
-    return -1;
+std::optional<int> parse_options(int argc, char** argv, mini_redis::Options& o) {
+    CLI::App app{"A Redis-protocol key-value server on galay-kernel, one shard of the keys per "
+                 "worker.",
+                 "mini_redis"};
+    app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any free port)")
+        ->check(galay::tools::whole(0, 65535))
+        ->capture_default_str();
+    app.add_option("--workers", o.workers, "worker threads, one shard of the keys each")
+        ->check(galay::tools::whole(1, 256))
+        ->capture_default_str();
+    galay::tools::add_backend_flag(app, &o.backend);
+    app.add_option("--max-connections", o.max_connections, "clients beyond this are refused")
+        ->check(galay::tools::whole(1, 1000000))
+        ->capture_default_str();
+    return galay::tools::parse_command_line(app, argc, argv, "mini_redis");
 }
 
 /// As many descriptors as the hard limit allows: each client is one.
@@ -93,7 +63,7 @@ void raise_fd_limit() {
 
 int main(int argc, char** argv) {
     mini_redis::Options options;
-    if (const int code = parse_options(argc, argv, options); code >= 0) return code;
+    if (auto code = parse_options(argc, argv, options)) return *code;
     raise_fd_limit();
     std::signal(SIGPIPE, SIG_IGN);
     // Caught from here on: a SIGTERM right after "listening on" is a clean stop.

@@ -196,6 +196,10 @@ public:
     Command& set_stdout(Stdio s) noexcept;
     /// Where the child's stderr goes (default: inherit).
     Command& set_stderr(Stdio s) noexcept;
+    /// Start the child in process group `pgid`, as setpgid(0, pgid) in the child would; 0 makes
+    /// a new group whose id is the child's pid, so that `kill(-pid, sig)` reaches every process
+    /// it starts (that does not leave the group). Default: the parent's group.
+    Command& process_group(pid_t pgid) noexcept;
 
     /// Start it. A program that does not exist is `ENOENT` (not executable: `EACCES`), a
     /// working directory that does not exist `ENOENT` too, at once. The child starts with no
@@ -213,6 +217,7 @@ private:
     bool env_clear_ = false;
     std::optional<std::string> dir_;
     Stdio stdin_ = Stdio::inherit, stdout_ = Stdio::inherit, stderr_ = Stdio::inherit;
+    std::optional<pid_t> pgroup_;
 };
 
 } // namespace process

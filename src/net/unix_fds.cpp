@@ -2,11 +2,34 @@
 // Received descriptors are close-on-exec (MSG_CMSG_CLOEXEC) and owned at once, so no path out of
 // a receive (a truncated control message included) leaves one open.
 #include "galay/net/unix.hpp"
+#include "net/scm_rights.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace galay::detail {
+
+void scm_rights_fds(std::span<const std::byte> control, std::vector<int>& out) {
+    std::size_t at = 0;
+    while (control.size() - at >= sizeof(cmsghdr)) {
+        cmsghdr h;
+        std::memcpy(&h, control.data() + at, sizeof h); // (the buffer may be unaligned)
+        const std::size_t len = h.cmsg_len;
+        if (len < CMSG_LEN(0) || len > control.size() - at) return;
+        if (h.cmsg_level == SOL_SOCKET && h.cmsg_type == SCM_RIGHTS) {
+            const std::size_t n = (len - CMSG_LEN(0)) / sizeof(int);
+            for (std::size_t i = 0; i < n; ++i) {
+                int fd;
+                std::memcpy(&fd, control.data() + at + CMSG_LEN(0) + i * sizeof(int), sizeof fd);
+                out.push_back(fd);
+            }
+        }
+        const std::size_t step = CMSG_ALIGN(len);
+        if (step > control.size() - at) return;
+        at += step;
+    }
+}
 
 FdSendAwaitable::FdSendAwaitable(int fd, const void* buf, std::size_t len, std::span<const int> fds,
                                  const UnixAddr* to)
@@ -72,15 +95,12 @@ Result<FdMessage> FdRecvAwaitable::result() {
     FdMessage m;
     m.size = static_cast<std::size_t>(op_.result);
     if (msg_.msg_controllen > 0) {
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg_); c != nullptr; c = CMSG_NXTHDR(&msg_, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-            const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (std::size_t i = 0; i < n; ++i) {
-                int fd;
-                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                m.fds.emplace_back(fd);
-            }
-        }
+        std::vector<int> fds;
+        scm_rights_fds(std::as_bytes(std::span(control_.data(),
+                                               std::min(msg_.msg_controllen, control_.size()))),
+                       fds);
+        for (const int fd : fds)
+            m.fds.emplace_back(fd);
     }
     // (A stream never sets MSG_TRUNC: what does not fit stays queued for the next receive.)
     m.truncated = (msg_.msg_flags & MSG_TRUNC) != 0;

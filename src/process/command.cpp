@@ -137,6 +137,11 @@ Command& Command::set_stderr(Stdio s) noexcept {
     return *this;
 }
 
+Command& Command::process_group(pid_t pgid) noexcept {
+    pgroup_ = pgid;
+    return *this;
+}
+
 Result<Child> Command::spawn() {
     Child child;
     StdioPlan plan;
@@ -163,7 +168,12 @@ Result<Child> Command::spawn() {
     ::sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (pgroup_) {
+        posix_spawnattr_setpgroup(&attr, *pgroup_);
+        flags |= POSIX_SPAWN_SETPGROUP;
+    }
+    posix_spawnattr_setflags(&attr, flags);
 
     std::vector<char*> argv;
     argv.push_back(program_.data());

@@ -15,6 +15,7 @@
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -281,13 +285,13 @@ private:
 /// Start hot_restart with `args`, stdout and stderr into one pipe. Returns the pid (or -1).
 pid_t start_server(std::vector<std::string> args, int* out_fd,
                    const std::vector<std::string>& extra_env = {}) {
+    if (args.empty() || !args.front().starts_with('/')) args.insert(args.begin(), HOT_RESTART_BIN);
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-    args.insert(args.begin(), HOT_RESTART_BIN);
     std::vector<char*> argv;
     for (std::string& a : args)
         argv.push_back(a.data());
@@ -398,10 +402,19 @@ TEST_P(HotRestartTest, BadArgumentsAndABusyPortAreClearErrors) {
     };
     auto [code, text] = run_to_end({"port"});
     EXPECT_EQ(code, 2);
-    EXPECT_NE(text.find("usage: hot_restart PORT"), std::string::npos) << text;
+    EXPECT_EQ(text, "hot_restart: error: port: 'port' is not a whole number (expected 0 .. 65535) "
+                    "(see --help)\n");
     std::tie(code, text) = run_to_end({"0", "--backend"});
     EXPECT_EQ(code, 2);
-    EXPECT_NE(text.find("missing its value"), std::string::npos) << text;
+    EXPECT_TRUE(text.starts_with("hot_restart: error: --backend: ") &&
+                text.ends_with(" missing (see --help)\n") &&
+                std::count(text.begin(), text.end(), '\n') == 1)
+        << text;
+    std::tie(code, text) = run_to_end({"0", "--drain", "5x"});
+    EXPECT_EQ(code, 2);
+    EXPECT_NE(text.find("hot_restart: error: --drain: '5x' is not a whole number"),
+              std::string::npos)
+        << text;
 
     std::uint16_t port = 0;
     const int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -418,12 +431,107 @@ TEST_P(HotRestartTest, BadArgumentsAndABusyPortAreClearErrors) {
     EXPECT_NE(text.find("cannot listen on port " + std::to_string(port)), std::string::npos)
         << text;
 
-    // A successor whose predecessor is not there.
-    std::tie(code, text) =
-        run_to_end(args(), {"GALAY_HOT_RESTART_SOCKET=@galay-no-such-predecessor"});
+    // A successor whose hand-over descriptor is not there, or is not a Unix stream socket.
+    std::tie(code, text) = run_to_end(args(), {"GALAY_HOT_RESTART_FD=999"});
     EXPECT_EQ(code, 1);
-    EXPECT_NE(text.find("cannot take over from @galay-no-such-predecessor"), std::string::npos)
+    EXPECT_NE(text.find("cannot take over (GALAY_HOT_RESTART_FD=999)"), std::string::npos) << text;
+    std::tie(code, text) = run_to_end(args(), {"GALAY_HOT_RESTART_FD=12abc"});
+    EXPECT_EQ(code, 1);
+    EXPECT_NE(text.find("cannot take over (GALAY_HOT_RESTART_FD=12abc)"), std::string::npos)
         << text;
+}
+
+namespace {
+
+/// Start hot_restart (`bin`), wait for its "serving on" line; its pid, or -1.
+pid_t start_and_wait(const std::vector<std::string>& a, std::unique_ptr<ServerOutput>* out) {
+    int fd = -1;
+    const pid_t pid = start_server(a, &fd);
+    if (pid <= 0) return -1;
+    *out = std::make_unique<ServerOutput>(fd);
+    const std::regex serving(R"(pid (\d+) serving on )");
+    std::smatch m;
+    return (*out)->wait_line(serving, m) ? pid : -1;
+}
+
+} // namespace
+
+// A predictable abstract name (@galay-hot-restart-<pid>-<round>) lets any user bind it first and
+// make every hand-over fail (EADDRINUSE): the channel is an inherited socketpair, with no name
+// to occupy, so squatters on those names change nothing.
+TEST_P(HotRestartTest, ASquatterOnPredictableNamesDoesNotBlockTheHandOver) {
+    std::unique_ptr<ServerOutput> out;
+    pid_t pid = start_and_wait(args(), &out);
+    ASSERT_GT(pid, 0);
+    std::vector<int> squatters;
+    for (int round = 1; round <= 3; ++round) {
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(fd, 0);
+        sockaddr_un ua{};
+        ua.sun_family = AF_UNIX;
+        const std::string name =
+            "galay-hot-restart-" + std::to_string(pid) + "-" + std::to_string(round);
+        std::memcpy(ua.sun_path + 1, name.data(), name.size());
+        ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&ua),
+                         static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+                  0);
+        ASSERT_EQ(::listen(fd, 4), 0);
+        squatters.push_back(fd);
+    }
+    ASSERT_EQ(::kill(pid, SIGUSR2), 0);
+    std::smatch m;
+    const std::regex handed("pid " + std::to_string(pid) + R"( handed \d+ listener)");
+    const bool ok = out->wait_line(handed, m);
+    if (!ok) ::kill(pid, SIGKILL);
+    EXPECT_TRUE(ok) << out->all();
+    EXPECT_EQ(reap(pid), ok ? 0 : 128 + SIGKILL) << out->all();
+    if (ok) {
+        const std::regex next("pid (?!" + std::to_string(pid) + R"( )(\d+) serving on )");
+        ASSERT_TRUE(out->wait_line(next, m)) << out->all();
+        const pid_t succ = std::stoi(m[1]);
+        ASSERT_EQ(::kill(succ, SIGTERM), 0);
+        EXPECT_EQ(reap(succ), 0) << out->all();
+    }
+    for (const int fd : squatters)
+        ::close(fd);
+}
+
+// A successor that exits at start must be reported with its exit status, not after a timeout as
+// "Connection timed out": it closes its end of the channel, so the old process learns of it at
+// once, reaps it and serves on.
+TEST_P(HotRestartTest, ASuccessorThatExitsAtStartIsReportedWithItsExitStatus) {
+    char dir_template[] = "/tmp/galay-hot-restart-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    const std::string dir = dir_template;
+    const std::string bin = dir + "/hot_restart";
+    {
+        std::ifstream from(HOT_RESTART_BIN, std::ios::binary);
+        std::ofstream to(bin, std::ios::binary);
+        to << from.rdbuf();
+    }
+    ASSERT_EQ(::chmod(bin.c_str(), 0700), 0);
+    std::vector<std::string> a = args();
+    a.insert(a.begin(), bin);
+    std::unique_ptr<ServerOutput> out;
+    pid_t pid = start_and_wait(a, &out);
+    ASSERT_GT(pid, 0);
+    // The binary on disk is replaced (the reason to restart) by one that exits 3 at once.
+    ASSERT_EQ(::unlink(bin.c_str()), 0);
+    {
+        std::ofstream script(bin);
+        script << "#!/bin/sh\nexit 3\n";
+    }
+    ASSERT_EQ(::chmod(bin.c_str(), 0700), 0);
+    ASSERT_EQ(::kill(pid, SIGUSR2), 0);
+    std::smatch m;
+    const std::regex failed(
+        R"(hand-over failed: the successor \(pid \d+\) (closed the hand-over|exited before taking over): exit 3; still serving)");
+    EXPECT_TRUE(out->wait_line(failed, m)) << out->all();
+    // ... and it still serves: it stops on SIGTERM like any server.
+    ASSERT_EQ(::kill(pid, SIGTERM), 0);
+    EXPECT_EQ(reap(pid), 0) << out->all();
+    EXPECT_EQ(out->all().find("timed out"), std::string::npos) << out->all();
+    std::filesystem::remove_all(dir);
 }
 
 GALAY_INSTANTIATE_BACKENDS(HotRestartTest);

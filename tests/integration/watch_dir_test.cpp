@@ -86,11 +86,14 @@ TEST_P(WatchDirTest, BadArgumentsAndAMissingDirectory) {
     auto bad = run_it({"--count", "x", "/tmp"});
     ASSERT_TRUE(bad);
     EXPECT_TRUE(bad->status.exited && bad->status.code == 2);
-    EXPECT_EQ(bad->err,
-              "watch_dir: error: --count: 'x' is not a non-negative number (see --help)\n");
+    EXPECT_TRUE(bad->err.starts_with("watch_dir: error: --count") &&
+                bad->err.ends_with("(see --help)\n") &&
+                bad->err.find('\n') == bad->err.size() - 1)
+        << bad->err;
     auto help = run_it({"--help"});
     ASSERT_TRUE(help);
-    EXPECT_TRUE(help->status.success() && help->out.starts_with("usage: watch_dir"));
+    EXPECT_TRUE(help->status.success() && help->out.find("watch_dir") != std::string::npos &&
+                help->out.find("--count") != std::string::npos && help->err.empty());
     auto missing = run_it({"--backend", backend_name(GetParam()), "/nonexistent/galay-watch-dir"});
     ASSERT_TRUE(missing);
     EXPECT_TRUE(missing->status.exited && missing->status.code == 1);

@@ -9,6 +9,8 @@
 //
 // Exit status: 0 clean, 1 a leak or an I/O error (with a message saying which), 2 bad usage.
 // tests/soak/soak.py runs it (make soak).
+#include "galay_cli.hpp"
+
 #include <galay/galay.hpp>
 
 #include "runtime/scheduler_access.hpp" // the driver's pool and op counts (src/)
@@ -208,46 +210,30 @@ bool direct_io_works(const std::filesystem::path& dir) {
     return true;
 }
 
-int usage(const char* why) {
-    std::fprintf(stderr,
-                 "soak_local: %s\nusage: soak_local --duration SECS [--backend all|io_uring|epoll] "
-                 "[--dir DIR] [--rss-slack-kib N]\n",
-                 why);
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
+    namespace tools = galay::tools;
     double duration = 0;
     std::string backend = "all";
-    std::filesystem::path dir = "/var/tmp";
+    std::string dir_text = "/var/tmp";
     std::uint64_t slack_kib = 2048;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
-        const std::string v = argv[++i];
-        char* end = nullptr;
-        if (a == "--duration") {
-            duration = std::strtod(v.c_str(), &end);
-            if (end == v.c_str() || *end != '\0' || !(duration > 0 && duration < 86400))
-                return usage("--duration must be a number of seconds in (0, 86400)");
-        } else if (a == "--backend") {
-            if (v != "all" && v != "io_uring" && v != "epoll")
-                return usage("--backend must be all, io_uring or epoll");
-            backend = v;
-        } else if (a == "--dir") {
-            dir = v;
-        } else if (a == "--rss-slack-kib") {
-            slack_kib = std::strtoull(v.c_str(), &end, 10);
-            if (end == v.c_str() || *end != '\0') return usage("--rss-slack-kib must be a number");
-        } else {
-            return usage(("unknown argument " + a).c_str());
-        }
-    }
-    if (duration <= 0) return usage("--duration is required");
-    if (!std::filesystem::is_directory(dir))
-        return usage((dir.string() + " is not a directory").c_str());
+    CLI::App app{"The soak's in-process part: UDP sockets, files and TCP connections opened, used "
+                 "and closed in a loop, with descriptors and memory checked.",
+                 "soak_local"};
+    app.add_option("--duration", duration, "seconds")
+        ->required()
+        ->check(tools::seconds(0.001, 86399));
+    app.add_option("--backend", backend, "all, io_uring or epoll")
+        ->check(CLI::IsMember({"all", "io_uring", "epoll"}))
+        ->capture_default_str();
+    app.add_option("--dir", dir_text, "a directory for the files")
+        ->check(tools::non_empty())
+        ->check(CLI::ExistingDirectory)
+        ->capture_default_str();
+    app.add_option("--rss-slack-kib", slack_kib, "RSS growth allowed, KiB")->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "soak_local")) return *code;
+    const std::filesystem::path dir = dir_text;
 
     std::vector<Backend> backends;
     if (backend != "epoll") {

@@ -7,6 +7,8 @@
 //
 // The benchmarks, their calibration and the JSON schema are those of bench_latency and of every
 // control group (bench/control/README.md). Exit 1 on any I/O error or wrong echo, 2 on bad flags.
+#include "galay_cli.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -154,51 +156,45 @@ std::string json_list(const std::vector<T>& v) {
     return s + "]";
 }
 
-int usage() {
-    std::fprintf(stderr, "usage: latency_blocking server [-p port]\n"
-                         "       latency_blocking -h host -p port [-n samples] [--sample-ms ms] "
-                         "[--warmup-ms ms] [--json]\n");
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
+    namespace tools = galay::tools;
     std::string host = "127.0.0.1";
-    int port = -1, samples = 30;
+    int port = -1, server_port = 9000, samples = 30;
     double sample_ms = 5, warmup_ms = 200;
-    bool json = false, server = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) std::exit(usage());
-            return argv[++i];
-        };
-        if (a == "server" && i == 1) {
-            server = true;
-        } else if (a == "-h" || a == "--host") {
-            host = value();
-        } else if (a == "-p" || a == "--port") {
-            port = std::atoi(value().c_str());
-        } else if (a == "-n" || a == "--samples") {
-            samples = std::atoi(value().c_str());
-        } else if (a == "--sample-ms") {
-            sample_ms = std::atof(value().c_str());
-        } else if (a == "--warmup-ms") {
-            warmup_ms = std::atof(value().c_str());
-        } else if (a == "--json") {
-            json = true;
-        } else {
-            return usage();
-        }
-    }
-    if (server) return serve(port < 0 ? 9000 : port);
-    if (port <= 0 || port > 65535 || samples < 2 || sample_ms <= 0 || warmup_ms < 0) return usage();
+    bool json = false;
+    CLI::App app{"The latency study's floor: blocking POSIX sockets at both ends (a client, or "
+                 "with `server` the echo server).",
+                 "latency_blocking"};
+    app.set_help_flag("--help", "Print this help message and exit"); // (-h is the host)
+    CLI::App* server = app.add_subcommand("server", "serve (one thread per connection)");
+    server->add_option("-p,--port", server_port, "TCP port")
+        ->check(tools::whole(1, 65535))
+        ->capture_default_str();
+    app.add_option("-h,--host", host, "server IPv4 address")->capture_default_str();
+    app.add_option("-p,--port", port, "server port (required)")->check(tools::whole(1, 65535));
+    app.add_option("-n,--samples", samples, "samples per benchmark")
+        ->check(tools::whole(2, 1000000))
+        ->capture_default_str();
+    app.add_option("--sample-ms", sample_ms, "milliseconds per sample")
+        ->check(tools::finite_range(0.001, 3.6e6))
+        ->capture_default_str();
+    app.add_option("--warmup-ms", warmup_ms, "milliseconds of warm-up")
+        ->check(tools::finite_range(0, 3.6e6))
+        ->capture_default_str();
+    app.add_flag("--json", json, "print JSON (default: a table)");
+    if (auto code = tools::parse_command_line(app, argc, argv, "latency_blocking")) return *code;
+    if (server->parsed()) return serve(server_port);
+    if (port < 0)
+        return tools::print_exit(tools::usage_error("latency_blocking", "--port: is required"));
     std::signal(SIGPIPE, SIG_IGN);
     Client c;
     c.addr.sin_family = AF_INET;
     c.addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (::inet_pton(AF_INET, host.c_str(), &c.addr.sin_addr) != 1) return usage();
+    if (::inet_pton(AF_INET, host.c_str(), &c.addr.sin_addr) != 1)
+        return tools::print_exit(tools::usage_error(
+            "latency_blocking", "--host: '" + host + "' is not an IPv4 address"));
 
     std::string out = "{\"schema\":\"galay-latency/1\",\"implementation\":\"blocking-sockets\","
                       "\"server\":\"latency_blocking server\",\"samples\":" +

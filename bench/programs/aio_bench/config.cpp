@@ -193,27 +193,17 @@ void add_run_options(CLI::App& app, Config& cfg, RawArgs& a) {
                  "io_uring registerfiles)");
 }
 
-/// CLI11's verdict: --help and --version as exit code 0, every parse error as one line.
+/// The shared parser's verdict (galay_cli.hpp): --help as exit code 0, every parse error as one
+/// line, which main prints in the "aio_bench: error: ... (see --help)" frame.
 Check run_parser(CLI::App& app, int argc, char** argv) {
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return std::unexpected(UsageError{app.help(), 0});
-    } catch (const CLI::CallForVersion& e) {
-        return std::unexpected(UsageError{"aio_bench 1.0\n", 0});
-    } catch (const CLI::ParseError& e) {
-        std::string msg = e.what();
-        if (auto* x = dynamic_cast<const CLI::ExtrasError*>(&e)) {
-            (void)x;
-            msg = "unknown argument(s): " + msg.substr(msg.find(':') + 1);
-            while (msg.find("  ") != std::string::npos)
-                msg.erase(msg.find("  "), 1);
-        }
-        for (auto& c : msg)
-            if (c == '\n') c = ' ';
-        return usage(msg);
-    }
-    return {};
+    auto exit = galay::tools::parse_args(app, galay::tools::args_from(argc, argv), "aio_bench");
+    if (!exit) return {};
+    if (exit->code == 0) return std::unexpected(UsageError{exit->message, 0});
+    const std::string head = "aio_bench: error: ", tail = " (see --help)\n";
+    std::string what = exit->message;
+    if (what.starts_with(head) && what.ends_with(tail))
+        what = what.substr(head.size(), what.size() - head.size() - tail.size());
+    return usage(what);
 }
 
 Check read_engine_and_pattern(const RawArgs& a, Config& cfg) {

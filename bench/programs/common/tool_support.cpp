@@ -16,18 +16,6 @@
 
 namespace galay::tools {
 
-void add_backend_flag(CLI::App& app, Backend* out) {
-    app.add_option_function<std::string>(
-           "--backend",
-           [out](const std::string& s) {
-               auto b = parse_backend(s);
-               if (!b) throw CLI::ValidationError("--backend", "must be auto, io_uring or epoll");
-               *out = *b;
-           },
-           "I/O backend: auto (io_uring when the kernel allows it), io_uring, epoll")
-        ->type_name("auto|io_uring|epoll");
-}
-
 void add_paired_run_flags(CLI::App& app, PairedRuns* runs, const char* pairs_help,
                           const char* pin_help) {
     app.add_option("--pairs", runs->pairs, pairs_help)
@@ -54,7 +42,7 @@ void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to) {
                    std::string("poll up to this many microseconds before sleeping "
                                "(SchedulerOptions::idle_spin; 0: off): ") +
                        applies_to)
-        ->check(CLI::Range(0u, 10'000'000u))
+        ->check(whole(0, 10'000'000))
         ->capture_default_str();
 }
 

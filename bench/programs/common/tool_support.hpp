@@ -6,6 +6,7 @@
 
 #include "common/cli.hpp"
 #include "common/signals.hpp"
+#include "galay_cli_backend.hpp" // add_backend_flag
 #include "measure/format.hpp"
 
 #include <galay/runtime.hpp>
@@ -20,9 +21,6 @@
 #include <vector>
 
 namespace galay::tools {
-
-/// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
-void add_backend_flag(CLI::App& app, Backend* out);
 
 /// The command line of a tool that alternates two modes A and B in pairs of runs (bench_wake,
 /// bench_asyncfd): --pairs, --rounds (timed round trips per run), --warmup (untimed ones first),

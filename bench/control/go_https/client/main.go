@@ -21,6 +21,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"galay.dev/bench/go_https/cli"
 )
 
 func fail(format string, args ...any) {
@@ -35,11 +37,15 @@ func main() {
 	n := flag.Int("bytes", 1024, "bytes to send and expect back (0: handshake only)")
 	alpn := flag.String("alpn", "", "ALPN protocol to offer (none when empty)")
 	timeout := flag.Duration("timeout", 10*time.Second, "deadline for the whole exchange")
-	flag.Parse()
-	if *addr == "" || *caFile == "" || *n < 0 || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "go_tls_client: usage: go_tls_client -addr HOST:PORT -ca FILE "+
-			"[-name NAME] [-bytes N] [-alpn PROTO] [-timeout D]")
-		os.Exit(2)
+	cli.Parse("go_tls_client", "A TLS client on Go's crypto/tls: connect, verify, send bytes, "+
+		"expect them echoed.")
+	switch {
+	case *addr == "":
+		cli.Fail("go_tls_client", "--addr: is required")
+	case *caFile == "":
+		cli.Fail("go_tls_client", "--ca: is required")
+	case *n < 0:
+		cli.Fail("go_tls_client", fmt.Sprintf("--bytes: %d is negative", *n))
 	}
 	pem, err := os.ReadFile(*caFile)
 	if err != nil {

@@ -18,16 +18,22 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+
+	"galay.dev/bench/go_https/cli"
 )
 
 func main() {
 	port := flag.Int("port", 8443, "TCP port (0: a free one)")
 	cert := flag.String("cert", "", "PEM certificate chain")
 	key := flag.String("key", "", "PEM private key")
-	flag.Parse()
-	if *cert == "" || *key == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "go_https_server: usage: go_https_server -port N -cert FILE -key FILE")
-		os.Exit(2)
+	cli.Parse("go_https_server", "The Go HTTPS server of the TLS study (net/http, TLS 1.3).")
+	switch {
+	case *port < 0 || *port > 65535:
+		cli.Fail("go_https_server", fmt.Sprintf("--port: %d is outside 0 .. 65535", *port))
+	case *cert == "":
+		cli.Fail("go_https_server", "--cert: is required")
+	case *key == "":
+		cli.Fail("go_https_server", "--key: is required")
 	}
 	pair, err := tls.LoadX509KeyPair(*cert, *key)
 	if err != nil {
