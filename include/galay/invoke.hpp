@@ -16,7 +16,11 @@
 // return a `Task<T>` (a coroutine: it runs as a task of that worker, so it may await I/O
 // there). The callable is moved into the call; what it captures must be safe to use on the
 // other worker (values, or state that belongs to that worker, as a `Sharded<T>` shard does).
-// A result that is a reference is copied on the worker that made it.
+// A result that is a reference is copied on the worker that made it. With g++ 12, a callable
+// that owns something (a `std::string`, a `unique_ptr` captured by value) must not be a
+// temporary of the `co_await` expression (it would be destroyed twice, as the README's
+// aggregate hazard): bind the call first, `auto call = rt.invoke_on(w, [s = std::move(s)] {..});
+// co_await std::move(call);`. Captures of pointers, references and numbers are safe inline.
 //
 // Cost: nothing is allocated once warm. The call's state (the callable and the reply slot) is
 // one small coroutine frame from a per-thread cache; a callable returning a `Task` adds that
@@ -236,7 +240,7 @@ private:
         if (!p_->state.compare_exchange_strong(expected, detail::SpawnBase::kRunning,
                                                std::memory_order_acq_rel))
             return false;
-        registered_ = false;
+        // (registered_ stays: await_resume still ends the wait, which reads why it ended)
         p_->request_abort();
         std::exchange(p_, nullptr)->release();
         return true;
