@@ -55,8 +55,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <coroutine>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <type_traits>
@@ -252,7 +252,8 @@ private:
     Promise* p_ = nullptr;
     // A coroutine awaited in place, on its own worker.
     [[no_unique_address]] std::conditional_t<kCoroutine, std::optional<Task<value_type>>,
-                                             std::monostate> inner_;
+                                             std::monostate>
+        inner_;
     bool local_ = false;
     bool registered_ = false;
     bool cancelled_at_once_ = false;

@@ -105,16 +105,17 @@ public:
     /// galay/invoke.hpp: `co_await` it, or `.join()` on a plain thread). The arguments are
     /// copied into the call.
     template <class M, class... Args>
-    requires std::is_member_function_pointer_v<M>
+        requires std::is_member_function_pointer_v<M>
     [[nodiscard]] auto invoke_on(unsigned worker, M method, Args... args) {
-        return runtime().invoke_on(worker, [st = st_.get(), worker, method,
-                                            ... a = std::move(args)]() mutable -> decltype(auto) {
-            return std::invoke(method, st->shard(worker), std::move(a)...);
-        });
+        return runtime().invoke_on(
+            worker,
+            [st = st_.get(), worker, method, ... a = std::move(args)]() mutable -> decltype(auto) {
+                return std::invoke(method, st->shard(worker), std::move(a)...);
+            });
     }
     /// `fn(shard)` on worker `worker`'s shard, on that worker (`fn` may return a `Task`).
     template <class F>
-    requires std::invocable<F&, T&>
+        requires std::invocable<F&, T&>
     [[nodiscard]] auto invoke_on(unsigned worker, F fn) {
         return runtime().invoke_on(
             worker, [st = st_.get(), worker, f = std::move(fn)]() mutable -> decltype(auto) {
@@ -125,7 +126,7 @@ public:
     /// `fn(shard)` on every worker at once (a copy of `fn` each; a plain call or a `Task<void>`);
     /// done when all are. The first exception, in worker order, is rethrown after all finished.
     template <class F>
-    requires std::invocable<F&, T&>
+        requires std::invocable<F&, T&>
     [[nodiscard]] Task<void> invoke_on_all(F fn) {
         return st_->invoke_on_all(std::move(fn));
     }
@@ -133,7 +134,7 @@ public:
     /// `map(shard)` on every worker at once (a copy of `map` each; a value or a `Task` of one),
     /// then `init = reduce(std::move(init), value)` here, in worker order; gives `init`.
     template <class Map, class Acc, class Reduce>
-    requires std::invocable<Map&, T&>
+        requires std::invocable<Map&, T&>
     [[nodiscard]] Task<Acc> map_reduce(Map map, Acc init, Reduce reduce) {
         return st_->map_reduce(std::move(map), std::move(init), std::move(reduce));
     }

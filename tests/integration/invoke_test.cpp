@@ -62,10 +62,12 @@ Task<void> exceptions(Runtime& rt) {
     // As a Result, fn's own exception is still thrown (only the wait's failures are errors).
     thrown = false;
     try {
-        (void)co_await rt.invoke_on(1, []() -> Task<int> {
-                              throw std::logic_error("coroutine");
-                              co_return 1;
-                          })
+        (void)co_await rt
+            .invoke_on(1,
+                       []() -> Task<int> {
+                           throw std::logic_error("coroutine");
+                           co_return 1;
+                       })
             .result();
     } catch (const std::logic_error&) {
         thrown = true;
@@ -116,8 +118,7 @@ TEST_P(InvokeTest, APlainThreadJoinsTheCall) {
     Runtime rt(rt_options(2));
     EXPECT_EQ(rt.invoke_on(1, [] { return where_am_i(); }).join(), 1);
     EXPECT_EQ(rt.invoke_on(0, [] { return named_on_worker("x"); }).join(), "x0");
-    EXPECT_THROW(rt.invoke_on(1, [] { throw std::runtime_error("x"); }).join(),
-                 std::runtime_error);
+    EXPECT_THROW(rt.invoke_on(1, [] { throw std::runtime_error("x"); }).join(), std::runtime_error);
     EXPECT_THROW((void)rt.invoke_on(2, [] { return 0; }), std::out_of_range);
 }
 
@@ -169,12 +170,14 @@ TEST_P(InvokeTest, ACancelledWaitSkipsACallNotStarted) {
 }
 
 Task<Result<int>> wait_for_running(Runtime& rt, Held* held, std::atomic<bool>* finished) {
-    co_return co_await rt.invoke_on(1, [held, finished] {
-                             held->entered.count_down();
-                             held->release.wait();
-                             finished->store(true);
-                             return 5;
-                         })
+    co_return co_await rt
+        .invoke_on(1,
+                   [held, finished] {
+                       held->entered.count_down();
+                       held->release.wait();
+                       finished->store(true);
+                       return 5;
+                   })
         .result();
 }
 
@@ -221,10 +224,12 @@ TEST_P(InvokeTest, ACancelledWaitCancelsARunningCoroutine) {
 }
 
 Task<Result<int>> slow_answer(Runtime& rt, Event* gate) {
-    co_return co_await rt.invoke_on(1, [gate]() -> Task<int> {
-                             (void)co_await gate->wait();
-                             co_return 1;
-                         })
+    co_return co_await rt
+        .invoke_on(1,
+                   [gate]() -> Task<int> {
+                       (void)co_await gate->wait();
+                       co_return 1;
+                   })
         .timeout(std::chrono::milliseconds(1));
 }
 

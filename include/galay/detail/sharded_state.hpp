@@ -137,9 +137,8 @@ private:
     template <class... Args>
     Task<void> construct_on(unsigned i, const Args&... args) {
         // (args live in construct_all's frame, which outlives this call)
-        co_await rt_.invoke_on(i, [this, i, &args...] {
-            shards_[i].value = std::make_unique<T>(args...);
-        });
+        co_await rt_.invoke_on(
+            i, [this, i, &args...] { shards_[i].value = std::make_unique<T>(args...); });
     }
 
     template <class F>
@@ -151,8 +150,10 @@ private:
 
     template <class V, class Map>
     static Task<V> map_on(ShardedState* st, unsigned i, Map map) {
-        co_return co_await st->rt_.invoke_on(i, [st, i, m = std::move(map)]() mutable
-                                             -> decltype(auto) { return std::invoke(m, st->shard(i)); });
+        co_return co_await st->rt_.invoke_on(
+            i, [st, i, m = std::move(map)]() mutable -> decltype(auto) {
+                return std::invoke(m, st->shard(i));
+            });
     }
 
     /// On worker i: the shard's stop() (if it has one), then its destructor.

@@ -26,12 +26,12 @@ class Timeout {
 public:
     /// A limit of `d` (a non-positive one expires at once, as `.timeout(0s)` always has).
     template <class Rep, class Period>
-    requires std::convertible_to<std::chrono::duration<Rep, Period>, std::chrono::nanoseconds>
+        requires std::convertible_to<std::chrono::duration<Rep, Period>, std::chrono::nanoseconds>
     constexpr Timeout(std::chrono::duration<Rep, Period> d) noexcept
         : ns_(std::chrono::nanoseconds(d).count()) {}
     /// The limit in `d`, or none when `d` is empty.
     template <class Rep, class Period>
-    requires std::convertible_to<std::chrono::duration<Rep, Period>, std::chrono::nanoseconds>
+        requires std::convertible_to<std::chrono::duration<Rep, Period>, std::chrono::nanoseconds>
     constexpr Timeout(const std::optional<std::chrono::duration<Rep, Period>>& d) noexcept
         : ns_(d ? std::chrono::nanoseconds(*d).count() : kNone) {}
     /// No limit.
