@@ -34,6 +34,9 @@ FAILURES. Sections (each runs only if its binaries were built):
   relay    bench/studies/relay.py (short: 64 KiB messages, 16 connections; galay splice and copy
            vs Tokio and the hand-written splice relay) and bench/studies/static_files.py (short:
            GET 1 MiB at 100 connections; http_server's sendfile vs nginx)
+  kv       bench/studies/kv.py (short): examples/mini_redis (io_uring, epoll) vs Debian's
+           redis-server, redis-benchmark SET and GET at -P 1 and -P 16, 50 connections, 100,000
+           keys: requests/s and server CPU per request ratios (skipped without redis)
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -60,10 +63,12 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 STUDIES = os.path.join(BENCH, "studies")
 sys.path[:0] = [os.path.join(BENCH, "harness"), STUDIES]
+import children  # noqa: E402  (what it starts ends when it does)
 import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import http_servers  # noqa: E402  (the HTTP comparison)
+import kv  # noqa: E402  (mini_redis vs redis-server)
 import latency  # noqa: E402  (the latency study)
 import plot_pages  # noqa: E402  (the plots, with their spread)
 import tls  # noqa: E402  (HTTPS, new TLS connections and TLS echo)
@@ -78,8 +83,8 @@ def have(bindir, name):
 def backend_available(bindir, backend):
     """Whether `backend` runs here: start bench_server on it and see if it listens."""
     port = harness.free_port()
-    p = subprocess.Popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = children.popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ok = harness.wait_accepting(p, port, 5.0)
     err = "" if ok else (p.stderr.read() if p.poll() is not None else "did not start")
     harness.stop(p)
@@ -105,7 +110,7 @@ def tcp_section(args, backends):
                                    warmup=args.warmup, duration=args.duration,
                                    client_args="", start_timeout=10.0)
             runs = {"A": [], "B": []}
-            with tempfile.TemporaryDirectory() as logdir:
+            with tempfile.TemporaryDirectory(prefix="galay-suite-tcp-") as logdir:
                 for pair in range(args.pairs):
                     order = (("A", f"bench_server {{port}} --backend {be}"),
                              ("B", f"{baseline[be]} {{port}}"))
@@ -144,8 +149,8 @@ def tcp_section(args, backends):
 def run_json(argv, timeout):
     """Run a tool with --json; returns (exit code, parsed object or None, stderr)."""
     try:
-        cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=timeout)
+        cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout", None, ""
     obj = None
@@ -193,8 +198,8 @@ def udp_section(args, backends):
         servers.append(("raw_udp", "raw_udp {port}"))
     for label, cmd in servers:
         port = harness.free_port()
-        srv = subprocess.Popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        srv = children.popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         if srv.poll() is not None:
             FAILURES.append(f"udp {label}: server exited: {srv.stderr.read().strip()}")
@@ -473,10 +478,10 @@ def relay_report(ctx):
             lines += [f"Tokio proxy (bench/control/tokio_proxy) not built: {why}; no ratios "
                       "against it.", ""]
         out = os.path.join(a.out, "relay.json")
-        p = subprocess.run([sys.executable, os.path.join(STUDIES, "relay.py"), "--bin", a.bin,
-                            "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
-                            "--warmup", "0.3", "--proxies", proxies, "--out", out],
-                           capture_output=True, text=True)
+        p = children.run([sys.executable, os.path.join(STUDIES, "relay.py"), "--bin", a.bin,
+                          "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
+                          "--warmup", "0.3", "--proxies", proxies, "--out", out],
+                         capture_output=True, text=True)
         if p.returncode != 0:
             FAILURES.append(f"relay: bench/studies/relay.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
@@ -486,10 +491,10 @@ def relay_report(ctx):
         lines += ["static files: http_server or wrk missing, skipped.", ""]
     else:
         out = os.path.join(a.out, "static_files.json")
-        p = subprocess.run([sys.executable, os.path.join(STUDIES, "static_files.py"),
-                            "--bin", a.bin, "--sizes", "1048576", "-c", "100", "--rounds", rounds,
-                            "-d", seconds, "--warmup", "1", "--out", out],
-                           capture_output=True, text=True)
+        p = children.run([sys.executable, os.path.join(STUDIES, "static_files.py"),
+                          "--bin", a.bin, "--sizes", "1048576", "-c", "100", "--rounds", rounds,
+                          "-d", seconds, "--warmup", "1", "--out", out],
+                         capture_output=True, text=True)
         if p.returncode != 0:
             FAILURES.append(f"static files: bench/studies/static_files.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
@@ -520,7 +525,7 @@ def sync_report(ctx):
                                "500000", "--blocking-rounds", "5000"]
     cmd = [sys.executable, os.path.join(STUDIES, "sync.py"),
            "--bin", a.bin, "--pairs", str(max(3, a.pairs)), "--json", out] + small
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = children.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         FAILURES.append(f"sync: bench/studies/sync.py exited {p.returncode}: "
                         f"{p.stderr.strip()[-300:]}")
@@ -556,7 +561,7 @@ def local_report(ctx):
     cmd = [sys.executable, os.path.join(STUDIES, "local.py"),
            "--bindir", a.bin, "--rounds", str(max(3, a.pairs)),
            "--backends", ",".join(ctx.backends), "--json"] + small
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = children.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         FAILURES.append(f"local: bench/studies/local.py exited {p.returncode}: "
                         f"{p.stderr.strip()[-300:]}")
@@ -587,6 +592,16 @@ def local_report(ctx):
     return {"lines": lines + [""], "data": data, "plots": []}
 
 
+def kv_report(ctx):
+    # bench/studies/kv.py, short form: examples/mini_redis (io_uring, epoll) vs Debian's
+    # redis-server under redis-benchmark, SET and GET at -P 1 and -P 16.
+    lines, data, plots = kv.suite_section(ctx.args.bin, ctx.args.out, quick=not ctx.args.full,
+                                          pairs=ctx.args.pairs)
+    if data.get("failed"):
+        FAILURES.append("kv: a run failed (see the kv lines above)")
+    return {"lines": lines, "data": data, "plots": plots}
+
+
 # The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
 SECTIONS = [
     ("tcp", tcp_report),
@@ -600,6 +615,7 @@ SECTIONS = [
     ("local", local_report),
     ("tls", tls_report),
     ("relay", relay_report),
+    ("kv", kv_report),
 ]
 
 

@@ -113,6 +113,14 @@ STUDIES = [
     Study("Relay", "relay", "TCP proxies at 64 KiB-1 MiB: splicing and copying against Tokio "
           "and a hand-written splice relay; idle relays", []),
     Study("Static files", "static", "sendfile against nginx, on loopback and over veth", []),
+    Study("Key-value", "kv",
+          "server CPU per request, mini_redis / redis-server, redis-benchmark, 50 connections", [
+              Figure("io_uring GET -P 1", "kv_cpu_ratios", "mini_redis io_uring / redis-server",
+                     "GET -P 1", LESS_CPU),
+              Figure("io_uring GET -P 16", "kv_cpu_ratios", "mini_redis io_uring / redis-server",
+                     "GET -P 16", LESS_CPU),
+              Figure("epoll GET -P 16", "kv_cpu_ratios", "mini_redis epoll / redis-server",
+                     "GET -P 16", LESS_CPU)]),
     Study("Observability", "observability",
           "what metrics, task hooks and zero-copy send's support cost an echo server", []),
 ]
