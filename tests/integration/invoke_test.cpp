@@ -203,7 +203,8 @@ Task<void> parked(Event* gate, std::atomic<bool>* started, Result<void>* woke) {
 
 Task<Result<void>> wait_for_coroutine(Runtime& rt, Event* gate, std::atomic<bool>* started,
                                       Result<void>* woke) {
-    co_return co_await rt.invoke_on(1, [=] { return parked(gate, started, woke); }).result();
+    auto call = rt.invoke_on(1, [=] { return parked(gate, started, woke); }).result();
+    co_return co_await std::move(call);
 }
 
 TEST_P(InvokeTest, ACancelledWaitCancelsARunningCoroutine) {
