@@ -101,9 +101,9 @@ public:
     /// worker of this Sharded's Runtime, or once it is stopped.
     T& local() { return st_->local(); }
 
-    /// `(shard.*method)(args...)` on worker `worker`'s shard, on that worker (see invoke_on in
-    /// galay/invoke.hpp: `co_await` it, or `.join()` on a plain thread). The arguments are
-    /// copied into the call.
+    /// Call the member function `method` of the shard of worker `worker` with `args`, on that
+    /// worker (see invoke_on in galay/invoke.hpp: `co_await` it, or `.join()` on a plain
+    /// thread). The arguments are copied into the call.
     template <class M, class... Args>
         requires std::is_member_function_pointer_v<M>
     [[nodiscard]] auto invoke_on(unsigned worker, M method, Args... args) {
@@ -113,7 +113,7 @@ public:
                 return std::invoke(method, st->shard(worker), std::move(a)...);
             });
     }
-    /// `fn(shard)` on worker `worker`'s shard, on that worker (`fn` may return a `Task`).
+    /// `fn(shard)` on the shard of worker `worker`, on that worker (`fn` may return a `Task`).
     template <class F>
         requires std::invocable<F&, T&>
     [[nodiscard]] auto invoke_on(unsigned worker, F fn) {
