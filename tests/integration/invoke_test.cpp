@@ -148,8 +148,8 @@ Task<Result<void>> wait_for(Runtime& rt, std::atomic<int>* runs) {
 }
 
 TEST_P(InvokeTest, ACancelledWaitSkipsACallNotStarted) {
-    Runtime rt(rt_options(2));
     Held held;
+    Runtime rt(rt_options(2));
     auto blocker = rt.invoke_on(1, [&held] {
         held.entered.count_down();
         held.release.wait();
@@ -182,9 +182,9 @@ Task<Result<int>> wait_for_running(Runtime& rt, Held* held, std::atomic<bool>* f
 }
 
 TEST_P(InvokeTest, ACancelledWaitLetsARunningPlainCallFinish) {
-    Runtime rt(rt_options(2));
     Held held;
     std::atomic<bool> finished{false};
+    Runtime rt(rt_options(2));
     JoinHandle<Result<int>> waiter = rt.spawn_on(0, wait_for_running(rt, &held, &finished));
     held.entered.wait(); // the call is running on worker 1
     waiter.abort();
@@ -196,32 +196,38 @@ TEST_P(InvokeTest, ACancelledWaitLetsARunningPlainCallFinish) {
     EXPECT_TRUE(finished.load());
 }
 
-Task<void> parked(Event* gate, std::atomic<bool>* started, Result<void>* woke) {
-    started->store(true);
-    *woke = co_await gate->wait();
+/// A coroutine call parked on an Event; what its wait gave, once it has ended.
+struct Parked {
+    Event gate; // never set
+    std::atomic<bool> started{false};
+    Result<void> woke;
+    std::latch ended{1};
+};
+
+Task<void> parked(Parked* p) {
+    p->started.store(true);
+    p->woke = co_await p->gate.wait();
+    p->ended.count_down();
 }
 
-Task<Result<void>> wait_for_coroutine(Runtime& rt, Event* gate, std::atomic<bool>* started,
-                                      Result<void>* woke) {
-    auto call = rt.invoke_on(1, [=] { return parked(gate, started, woke); }).result();
+Task<Result<void>> wait_for_coroutine(Runtime& rt, Parked* p) {
+    auto call = rt.invoke_on(1, [p] { return parked(p); }).result();
     co_return co_await std::move(call);
 }
 
 TEST_P(InvokeTest, ACancelledWaitCancelsARunningCoroutine) {
+    Parked p; // (outlives the Runtime)
     Runtime rt(rt_options(2));
-    Event gate; // never set
-    std::atomic<bool> started{false};
-    Result<void> woke;
-    JoinHandle<Result<void>> waiter =
-        rt.spawn_on(0, wait_for_coroutine(rt, &gate, &started, &woke));
+    JoinHandle<Result<void>> waiter = rt.spawn_on(0, wait_for_coroutine(rt, &p));
+    std::atomic<bool>& started = p.started;
     // Once the coroutine has started on worker 1 (the call below queues behind its first turn).
     while (!started.load())
         rt.invoke_on(1, [] {}).join();
     waiter.abort();
     EXPECT_EQ(waiter.join().error(), std::errc::operation_canceled);
-    rt.invoke_on(1, [] {}).join(); // the cancellation reached worker 1 before this
-    EXPECT_FALSE(woke.has_value());
-    EXPECT_EQ(woke.error(), std::errc::operation_canceled);
+    p.ended.wait(); // the call's coroutine saw the cancellation and ended
+    EXPECT_FALSE(p.woke.has_value());
+    EXPECT_EQ(p.woke.error(), std::errc::operation_canceled);
 }
 
 Task<Result<int>> slow_answer(Runtime& rt, Event* gate) {
@@ -235,8 +241,8 @@ Task<Result<int>> slow_answer(Runtime& rt, Event* gate) {
 }
 
 TEST_P(InvokeTest, ATimeoutGivesUpWaiting) {
+    Event gate; // never set: only the deadline ends the wait (outlives the Runtime)
     Runtime rt(rt_options(2));
-    Event gate; // never set: only the deadline ends the wait
     Result<int> r = rt.spawn_on(0, slow_answer(rt, &gate)).join();
     EXPECT_EQ(r.error(), std::errc::timed_out);
 }

@@ -327,19 +327,31 @@ Task<void> line_server(TcpStream s, Event* gate, std::latch* held) {
     }
 }
 
-TEST_P(ServerTest, DrainClosesIdleConnectionsAtOnce) {
-    Runtime rt(rt_options(2));
-    Event gate;
-    std::latch held(1);
-    auto server = serve(rt, SocketAddr::loopback_v4(0),
-                        [&](TcpStream s) { return line_server(std::move(s), &gate, &held); });
-    ASSERT_TRUE(server);
-    constexpr int kIdle = 1000;
-    std::vector<int> fds;
-    for (int i = 0; i < kIdle; ++i) {
-        fds.push_back(connect_to(server->local_addr()));
-        ASSERT_EQ(echo_once(fds.back(), "x\n"), "x\n"); // keep-alive: served, now idle
+/// A line_server on a Runtime, and `n` keep-alive clients it has served once: idle now.
+struct IdleClients {
+    IdleClients(const RuntimeOptions& o, int n)
+        : rt(o)
+        , server(serve(rt, SocketAddr::loopback_v4(0),
+                       [this](TcpStream s) { return line_server(std::move(s), &gate, &held); })) {
+        if (!server) throw Error(server.error(), "serve");
+        for (int i = 0; i < n; ++i) {
+            fds.push_back(connect_to(server->local_addr()));
+            if (echo_once(fds.back(), "x\n") != "x\n") throw std::runtime_error("not served");
+        }
     }
+    Runtime rt;
+    Event gate;
+    std::latch held{1};
+    Result<TcpServer> server;
+    std::vector<int> fds;
+};
+
+TEST_P(ServerTest, DrainClosesIdleConnectionsAtOnce) {
+    constexpr int kIdle = 1000;
+    IdleClients c(rt_options(2), kIdle);
+    Runtime& rt = c.rt;
+    auto& server = c.server;
+    std::vector<int>& fds = c.fds;
     ASSERT_EQ(open_connections(*server, 2), static_cast<std::size_t>(kIdle));
     // The deadline is far beyond any plausible run: a drain that waited for it would time the
     // test out; it returns as soon as the idle connections are closed, cutting none.
@@ -356,17 +368,12 @@ TEST_P(ServerTest, DrainClosesIdleConnectionsAtOnce) {
 }
 
 TEST_P(ServerTest, DrainWaitsForTheActiveRequestOnly) {
-    Runtime rt(rt_options(2));
-    Event gate;
-    std::latch held(1);
-    auto server = serve(rt, SocketAddr::loopback_v4(0),
-                        [&](TcpStream s) { return line_server(std::move(s), &gate, &held); });
-    ASSERT_TRUE(server);
-    std::vector<int> idle_fds;
-    for (int i = 0; i < 3; ++i) {
-        idle_fds.push_back(connect_to(server->local_addr()));
-        ASSERT_EQ(echo_once(idle_fds.back(), "x\n"), "x\n");
-    }
+    IdleClients c(rt_options(2), 3);
+    Runtime& rt = c.rt;
+    auto& server = c.server;
+    std::vector<int>& idle_fds = c.fds;
+    Event& gate = c.gate;
+    std::latch& held = c.held;
     const int busy = connect_to(server->local_addr());
     ASSERT_EQ(::send(busy, "hold\n", 5, MSG_NOSIGNAL), 5);
     held.wait(); // its request is in progress on the server

@@ -53,47 +53,27 @@ struct InvokeCoro;
 /// The invoke task's promise: the spawned-task state, the callable, the coroutine it returned
 /// (if it is one) and the outcome.
 template <class F>
-struct InvokePromise final : SpawnBase {
+struct InvokePromise final : SpawnOutcome<invoke_value_t<F>> {
     using T = invoke_value_t<F>;
     static constexpr bool kCoroutine = IsTask<std::invoke_result_t<F&>>::value;
 
     std::optional<F> fn;
     std::optional<Task<T>> inner; // (kCoroutine) the callable's task, destroyed first
-    Slot<T> slot;
 
+    // (An exception of a call whose caller gave up is reported by SpawnOutcome.)
     InvokePromise() noexcept {
-        drop_inner = [](SpawnBase& b) noexcept {
+        this->drop_inner = [](SpawnBase& b) noexcept {
             auto& self = static_cast<InvokePromise&>(b);
             self.inner.reset();
             self.fn.reset();
         };
-    }
-    ~InvokePromise() {
-        // The caller gave up waiting and the callable threw: nobody else will see it.
-        if (slot.error && !taken && !shut_down) report_unhandled_exception(slot.error);
     }
 
     static void* operator new(std::size_t n) { return invoke_frame_alloc(n); }
     static void operator delete(void* p, std::size_t n) noexcept { invoke_frame_free(p, n); }
 
     InvokeCoro<F> get_return_object() noexcept;
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    struct Final {
-        bool await_ready() const noexcept { return false; }
-        void await_suspend(std::coroutine_handle<InvokePromise> h) const noexcept {
-            h.promise().finish(); // (may destroy this frame: it is suspended here)
-        }
-        void await_resume() const noexcept {}
-    };
-    Final final_suspend() const noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { slot.error = std::current_exception(); }
-
-    Lifted<T> take() {
-        check_result();
-        taken = true;
-        return slot.take();
-    }
+    FinishAtFinal<InvokePromise> final_suspend() const noexcept { return {}; }
 };
 
 template <class F>
