@@ -39,6 +39,8 @@ enum class errc {
     output_too_large,  ///< process::Command::output: the child wrote more than the limit
     lagged,            ///< Broadcast: the receiver fell behind and messages were overwritten before
                        ///< it read them (Receiver::missed() says how many); the next recv goes on
+    not_pollable,      ///< AsyncFd: a regular file or a directory is always ready, so readiness
+                       ///< means nothing there (read it with fs::File)
 };
 
 /// The category of galay::errc codes (name "galay").

@@ -1,6 +1,7 @@
 // galay/galay.hpp: everything at once.
 #pragma once
 
+#include "galay/async_fd.hpp"
 #include "galay/backend.hpp"
 #include "galay/blocking.hpp"
 #include "galay/error.hpp"
@@ -16,6 +17,7 @@
 #include "galay/io/zero_copy.hpp"
 #include "galay/join_handle.hpp"
 #include "galay/metrics.hpp"
+#include "galay/metrics_endpoint.hpp"
 #include "galay/net/datagram.hpp"
 #include "galay/net/server.hpp"
 #include "galay/net/socket_addr.hpp"

@@ -48,9 +48,10 @@ enum class OpKind : std::uint8_t {
     splice_out,  ///< pipe -> socket
     sendfile,    ///< file -> socket (fs::File::send_to)
     send_zc,     ///< a send without copying (io::send_all_zc)
+    poll,        ///< a readiness wait on a descriptor galay did not open (AsyncFd)
 };
 
 /// How many kinds there are (the size of the metrics' per-kind arrays).
-inline constexpr std::size_t op_kind_count = static_cast<std::size_t>(OpKind::send_zc) + 1;
+inline constexpr std::size_t op_kind_count = static_cast<std::size_t>(OpKind::poll) + 1;
 
 } // namespace galay

@@ -47,6 +47,9 @@ public:
         case errc::lagged:
             return "the broadcast receiver fell behind: messages were overwritten before it read "
                    "them";
+        case errc::not_pollable:
+            return "a regular file or a directory is always ready: AsyncFd cannot wait on it "
+                   "(read it with fs::File)";
         }
         return "unknown galay error " + std::to_string(ev);
     }

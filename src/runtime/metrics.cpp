@@ -75,6 +75,8 @@ const char* op_kind_name(OpKind kind) noexcept {
         return "sendfile";
     case OpCode::send_zc:
         return "send_zc";
+    case OpCode::poll:
+        return "poll";
     }
     return "unknown";
 }

@@ -27,6 +27,14 @@ using namespace std::chrono_literals;
 
 namespace examples {
 
+namespace async_fd {
+int library_socket();
+void library_reads();
+galay::Task<void> body() {
+#include "example_async_fd.inc"
+}
+} // namespace async_fd
+
 namespace backend {
 void body() {
 #include "example_backend.inc"
@@ -73,6 +81,12 @@ void body() {
 #include "example_metrics.inc"
 }
 } // namespace metrics
+
+namespace metrics_endpoint {
+void body() {
+#include "example_metrics_endpoint.inc"
+}
+} // namespace metrics_endpoint
 
 namespace owned_fd {
 void body() {

@@ -67,10 +67,12 @@ inline constexpr OpTraits kOpTraits[] = {
     {OpCode::splice_out,   false, false, false, true,  false,  false,  false},
     {OpCode::sendfile,     false, false, false, true,  false,  false,  false},
     {OpCode::send_zc,      false, false, false, false, false,  true,   true},
+    // (poll: its queue on a readiness driver follows its events, not the `reads` column)
+    {OpCode::poll,         false, false, false, false, false,  false,  false},
 };
 // clang-format on
 
-static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::send_zc) + 1,
+static_assert(std::size(kOpTraits) == static_cast<std::size_t>(OpCode::poll) + 1,
               "one row per OpCode");
 static_assert(std::size(kOpTraits) <= 32, "the masks below hold 32 op codes");
 static_assert(std::size(kOpTraits) == kOpKinds, "the metrics count every OpCode (kOpKinds)");

@@ -6,6 +6,7 @@
 #include "driver/common/op_traits.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/process_ops.hpp"
+#include "driver/readiness.hpp"
 #include "driver/zero_copy.hpp"
 #include "runtime/drivers.hpp"
 
@@ -118,7 +119,7 @@ bool EpollDriver::wait_ready(IoOp& op) {
     FdState& st = state(op.fd);
     if (!st.registered) {
         epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
         ev.data.fd = op.fd;
         int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
         if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
@@ -128,7 +129,11 @@ bool EpollDriver::wait_ready(IoOp& op) {
         }
         st.registered = true;
     }
-    (waits_for_read(op.code) ? st.readers : st.writers).push_back(op);
+    const bool reads =
+        waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
+    // An AsyncFd wait for input and output at once waits with the readers, retried on EPOLLOUT.
+    if (reads && op.code == OpCode::poll && (op.msg_flags & POLLOUT)) st.poll_out_in_readers = true;
+    (reads ? st.readers : st.writers).push_back(op);
     op.pending = true;
     ++waiting_;
     return false;
@@ -146,7 +151,9 @@ void EpollDriver::cancel(IoOp& op) {
     if (!starved_.remove(op)) {
         if (static_cast<std::size_t>(op.fd) >= fds_.size()) return;
         FdState& st = fds_[op.fd];
-        if (!(waits_for_read(op.code) ? st.readers : st.writers).remove(op)) return;
+        const bool reads =
+            waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
+        if (!(reads ? st.readers : st.writers).remove(op)) return;
     }
     op.result = -ECANCELED;
     --waiting_;
@@ -161,6 +168,7 @@ void EpollDriver::forget_fd(int fd) noexcept {
     st.registered = false;
     st.maybe_readable = true;
     st.peer_closed = false;
+    st.poll_out_in_readers = false;
 }
 
 void EpollDriver::wake() noexcept {
@@ -220,8 +228,10 @@ void EpollDriver::handle_events(int n) {
         if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
         FdState& st = fds_[fd];
         if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
-        if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
             st.maybe_readable = true;
+            retry(st.readers);
+        } else if ((ev & EPOLLOUT) && st.poll_out_in_readers) [[unlikely]] {
             retry(st.readers);
         }
         if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
@@ -385,6 +395,8 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             break;
         case OpCode::waitid:
             return reap_child(op);
+        case OpCode::poll:
+            return poll_now(op); // driver/readiness.hpp
         default:
             op.result = -EOPNOTSUPP;
             return true;

@@ -37,6 +37,9 @@ struct FdState {
     // The peer closed or reset (EPOLLRDHUP/HUP/ERR seen). A short read may then be followed by
     // EOF with no further edge, so reads always try first.
     bool peer_closed = false;
+    // An AsyncFd wait for readable and writable at once is queued with the readers: EPOLLOUT
+    // retries them too.
+    bool poll_out_in_readers = false;
 };
 
 class EpollDriver final : public Driver {

@@ -79,8 +79,9 @@ void UringDriver::prep(IoOp& op) {
     // fs::FixedBuffer: READ_FIXED / WRITE_FIXED when the op lies inside its registration.
     const bool prepared = op.fixed_buffer && fixed_.prep(e, op);
     if (!prepared) prep_plain(e, op, len);
-    // (a waitid's fd is a pidfd the kernel looks up itself, never a registered slot)
-    fixed_file(op) = op.code != OpCode::close && op.code != OpCode::waitid && uses_fixed(op.fd);
+    // (a waitid's pidfd and an AsyncFd's descriptor are never registered slots of ours)
+    fixed_file(op) = op.code != OpCode::close && op.code != OpCode::waitid &&
+                     op.code != OpCode::poll && uses_fixed(op.fd);
     if (fixed_file(op)) e->flags |= IOSQE_FIXED_FILE; // slot number == fd
     io_uring_sqe_set_data(e, &op);
 }
@@ -182,6 +183,15 @@ void UringDriver::prep_plain(io_uring_sqe* e, IoOp& op, std::uint32_t len) {
     case OpCode::sendfile:
         io_uring_prep_poll_add(e, op.fd, POLLOUT);
         break;
+    case OpCode::poll: { // AsyncFd: one-shot, checked at once (level); res = the revents
+        // io_uring leaves EPOLLPRI out when it matches a wake-up's events against the poll's,
+        // so a poll for POLLPRI alone misses TCP urgent data; the socket's wake-up also names
+        // POLLRDBAND, which TCP reports only with urgent data.
+        unsigned events = static_cast<unsigned>(op.msg_flags);
+        if (events & POLLPRI) events |= POLLRDBAND;
+        io_uring_prep_poll_add(e, op.fd, events);
+        break;
+    }
     case OpCode::read:
     case OpCode::write:
     case OpCode::waitid:
