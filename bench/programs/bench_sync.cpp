@@ -29,7 +29,12 @@
 // - interval: an Interval of `--interval-period-us` on a worker pinned to the first CPU, ticked
 //   `--interval-ticks` times: p50/p99 of each tick's lateness (resumed minus due), against
 //   raw_timerfd (bench/baselines), a blocking read loop on a periodic timerfd on the same CPU.
-// - `--cases` picks the cases (default all: pingpong,throughput,blocking,broadcast,interval).
+// - invoke (only when `--cases` names it): on one 2-worker Runtime with pinned workers, a task on
+//   worker 0 asks worker 1 for a value with `rt.invoke_on(1, fn)` and waits for it, against the
+//   Channel ping-pong between a task on each of the same two workers; `--invoke-pairs` alternating
+//   pairs (Channel first) of `--rounds` round trips each after a tenth as many warm-up ones; p50
+//   per side, the ratio invoke / Channel per pair (median [min-max]) and heap allocations per call.
+// - `--cases` picks the cases (default: pingpong,throughput,blocking,broadcast,interval).
 // - `galay_local`: the same ping-pong between two tasks of one worker (no thread crossed), the
 //   counterpart of Tokio's multi-thread runtime, which keeps such a pair on one worker.
 // - spawn_blocking round trip: a task on a worker pinned to the first CPU awaits
@@ -119,6 +124,7 @@ struct Options {
     std::uint64_t interval_ticks = 2000;
     std::uint64_t interval_period_us = 1000;
     std::vector<std::string> cases{"pingpong", "throughput", "blocking", "broadcast", "interval"};
+    unsigned invoke_pairs = 5;
     bool has(const char* c) const {
         return std::find(cases.begin(), cases.end(), c) != cases.end();
     }
@@ -218,6 +224,99 @@ PingPong galay_pingpong(const Options& o, const SchedulerOptions& so, bool local
             ++out.errors;
         }
     return out;
+}
+
+/// Channel ping-pong against invoke_on, between the two workers of one Runtime.
+struct InvokeVsChannel {
+    std::vector<std::uint64_t> channel_p50, invoke_p50;
+    std::vector<double> ratios; // invoke / Channel, per pair
+    std::uint64_t calls = 0, allocations = 0, errors = 0;
+};
+
+Task<void> channel_pong(Channel<std::uint64_t>* there, Channel<std::uint64_t>* back) {
+    for (;;) {
+        auto v = co_await there->recv();
+        if (!v) co_return;
+        auto sent = co_await back->send(*v);
+        if (!sent) co_return;
+    }
+}
+
+/// The ping side: the p50 of `warmup + rounds` round trips (the warm-up not recorded).
+Task<std::uint64_t> channel_ping(Channel<std::uint64_t>* there, Channel<std::uint64_t>* back,
+                                 std::uint64_t warmup, std::uint64_t rounds) {
+    tools::LatencyHistogram hist;
+    for (std::uint64_t i = 0; i < warmup + rounds; ++i) {
+        const auto t0 = Clock::now();
+        auto sent = co_await there->send(i);
+        auto v = co_await back->recv();
+        const auto t1 = Clock::now();
+        if (!sent || !v || *v != i) throw std::runtime_error("channel ping-pong: lost a message");
+        if (i >= warmup)
+            hist.record(static_cast<std::uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    }
+    there->close();
+    co_return hist.percentile_ns(0.50);
+}
+
+/// invoke_on round trips from this worker to worker 1: the p50; heap allocations into `allocs`.
+Task<std::uint64_t> invoke_ping(Runtime* rt, std::uint64_t warmup, std::uint64_t rounds,
+                                std::uint64_t* allocs) {
+    tools::LatencyHistogram hist;
+    std::uint64_t before = 0;
+    for (std::uint64_t i = 0; i < warmup + rounds; ++i) {
+        if (i == warmup) before = allocations();
+        const auto t0 = Clock::now();
+        const std::uint64_t v = co_await rt->invoke_on(1, [i] { return i; });
+        const auto t1 = Clock::now();
+        if (v != i) throw std::runtime_error("invoke_on: wrong value");
+        if (i >= warmup)
+            hist.record(static_cast<std::uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    }
+    *allocs = allocations() - before;
+    co_return hist.percentile_ns(0.50);
+}
+
+InvokeVsChannel galay_invoke(const Options& o, const SchedulerOptions& so) {
+    InvokeVsChannel out;
+    RuntimeOptions ro;
+    ro.workers = 2;
+    ro.scheduler = so;
+    ro.pin_workers = true;
+    Runtime rt(ro);
+    const std::uint64_t warmup = std::max<std::uint64_t>(o.rounds / 10, 1);
+    try {
+        for (unsigned k = 0; k < o.invoke_pairs; ++k) {
+            Channel<std::uint64_t> there(o.capacity), back(o.capacity);
+            JoinHandle<void> pong = rt.spawn_on(1, channel_pong(&there, &back));
+            const std::uint64_t ch =
+                rt.spawn_on(0, channel_ping(&there, &back, warmup, o.rounds)).join();
+            back.close();
+            pong.join();
+            std::uint64_t allocs = 0;
+            const std::uint64_t inv =
+                rt.spawn_on(0, invoke_ping(&rt, warmup, o.rounds, &allocs)).join();
+            out.channel_p50.push_back(ch);
+            out.invoke_p50.push_back(inv);
+            out.ratios.push_back(ch > 0 ? double(inv) / double(ch) : 0.0);
+            out.calls += o.rounds;
+            out.allocations += allocs;
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_sync: invoke: %s\n", e.what());
+        ++out.errors;
+    }
+    return out;
+}
+
+/// The median of `v` (sorted here).
+template <class T>
+T median_of(std::vector<T> v) {
+    if (v.empty()) return T{};
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 struct Throughput {
@@ -613,6 +712,23 @@ void print_text(const nlohmann::json& j) {
                     static_cast<unsigned long long>(p["p999_ns"].get<std::uint64_t>()),
                     p["mean_ns"].get<double>(), allocs.c_str());
     }
+    if (j.contains("galay") && j["galay"].contains("invoke")) {
+        const auto& iv = j["galay"]["invoke"];
+        std::printf("\ninvoke_on round trip vs Channel ping-pong, same two workers (%s pairs of "
+                    "%s rounds)\n%-6s %16s %16s %10s\n",
+                    iv["pairs"].dump().c_str(), iv["rounds"].dump().c_str(), "pair",
+                    "Channel p50 ns", "invoke p50 ns", "ratio");
+        for (std::size_t k = 0; k < iv["ratios"].size(); ++k)
+            std::printf(
+                "%-6zu %16llu %16llu %10.3f\n", k + 1,
+                static_cast<unsigned long long>(iv["channel_p50_ns"][k].get<std::uint64_t>()),
+                static_cast<unsigned long long>(iv["invoke_p50_ns"][k].get<std::uint64_t>()),
+                iv["ratios"][k].get<double>());
+        if (iv.contains("ratio_median"))
+            std::printf("ratio invoke / Channel: %.3fx [%.3f-%.3f]; allocations per call: %s\n",
+                        iv["ratio_median"].get<double>(), iv["ratio_min"].get<double>(),
+                        iv["ratio_max"].get<double>(), iv["allocations_per_call"].dump().c_str());
+    }
     std::printf("\n%-14s %10s %16s %14s\n", "throughput", "producers", "messages/s", "allocs/msg");
     for (const char* name : {"galay", "moodycamel", "tokio", "tokio_pinned"}) {
         if (!j.contains(name) || !j[name].is_object() || !j[name].contains("throughput")) continue;
@@ -775,6 +891,26 @@ std::uint64_t measure_galay(const Options& o, const SchedulerOptions& so, nlohma
             ours["broadcast"].push_back(bj);
         }
     }
+    if (o.has("invoke")) {
+        InvokeVsChannel iv = galay_invoke(o, so);
+        errors += iv.errors;
+        nlohmann::json ij = {{"pairs", iv.ratios.size()},
+                             {"rounds", o.rounds},
+                             {"channel_p50_ns", iv.channel_p50},
+                             {"invoke_p50_ns", iv.invoke_p50},
+                             {"ratios", iv.ratios}};
+        if (!iv.ratios.empty()) {
+            ij["ratio_median"] = median_of(iv.ratios);
+            ij["ratio_min"] = *std::min_element(iv.ratios.begin(), iv.ratios.end());
+            ij["ratio_max"] = *std::max_element(iv.ratios.begin(), iv.ratios.end());
+        }
+#ifdef GALAY_BENCH_COUNTS_ALLOCATIONS
+        ij["allocations_per_call"] = iv.calls ? double(iv.allocations) / double(iv.calls) : 0.0;
+#else
+        ij["allocations_per_call"] = nullptr;
+#endif
+        ours["invoke"] = ij;
+    }
     if (o.has("interval")) {
         IntervalRun iv = galay_interval(o, so);
         errors += iv.errors;
@@ -823,7 +959,7 @@ std::uint64_t measure_baselines(const Options& o, nlohmann::json& j) {
         }
         std::string cases;
         for (const std::string& c : o.cases)
-            if (c != "interval") cases += (cases.empty() ? "" : ",") + c;
+            if (c != "interval" && c != "invoke") cases += (cases.empty() ? "" : ",") + c;
         args << " --broadcast-receivers " << join(o.broadcast_receivers) << " --broadcast-messages "
              << o.broadcast_messages << " --cases " << cases;
         if (cases.empty()) return errors;
@@ -979,7 +1115,12 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--interval-period-us", o.interval_period_us, "interval period, microseconds")
         ->capture_default_str();
-    app.add_option("--cases", cases, "which cases to run (comma-separated)")->capture_default_str();
+    app.add_option("--cases", cases,
+                   "which cases to run (comma-separated; invoke runs only when named)")
+        ->capture_default_str();
+    app.add_option("--invoke-pairs", o.invoke_pairs,
+                   "invoke: alternating pairs of Channel ping-pong and invoke_on runs")
+        ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "bench_sync")) return *code;
     try {
         auto parse_list = [](const std::string& s, auto& out, const char* what) {
@@ -1006,17 +1147,18 @@ int main(int argc, char** argv) {
         o.cases.clear();
         std::stringstream cs(cases);
         for (std::string c; std::getline(cs, c, ',');) {
-            static const std::vector<std::string> known{"pingpong", "throughput", "blocking",
-                                                        "broadcast", "interval"};
+            static const std::vector<std::string> known{"pingpong",  "throughput", "blocking",
+                                                        "broadcast", "interval",   "invoke"};
             if (std::find(known.begin(), known.end(), c) == known.end())
                 throw CLI::ValidationError("--cases", "unknown case '" + c +
                                                           "' (pingpong, throughput, blocking, "
-                                                          "broadcast, interval)");
+                                                          "broadcast, interval, invoke)");
             o.cases.push_back(c);
         }
         if (o.broadcast_messages == 0 || o.interval_ticks == 0 || o.interval_period_us == 0)
             throw CLI::ValidationError("--broadcast-messages/--interval-ticks/--interval-period-us",
                                        "must be >= 1");
+        if (o.invoke_pairs == 0) throw CLI::ValidationError("--invoke-pairs", "must be >= 1");
         if (o.cpus.size() != 2) throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
         for (unsigned p : o.producers)
             if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");

@@ -10,6 +10,7 @@
 #include "galay/fs/file.hpp"
 #include "galay/fs/fixed_buffer.hpp"
 #include "galay/fs/ops.hpp"
+#include "galay/invoke.hpp"
 #include "galay/io/buf_reader.hpp"
 #include "galay/io/buf_writer.hpp"
 #include "galay/io/copy.hpp"
@@ -29,11 +30,13 @@
 #include "galay/process.hpp"
 #include "galay/runtime.hpp"
 #include "galay/scheduler.hpp"
+#include "galay/sharded.hpp"
 #include "galay/signal.hpp"
 #include "galay/sync.hpp"
 #include "galay/task.hpp"
 #include "galay/time/interval.hpp"
 #include "galay/time/sleep.hpp"
+#include "galay/time/timeout.hpp"
 
 /// @namespace galay
 /// galay-kernel: coroutine tasks, the schedulers that run them, and the sockets, files, timers

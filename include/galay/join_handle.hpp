@@ -36,6 +36,7 @@
 #include "galay/detail/spawned_task.hpp"
 #include "galay/error.hpp"
 #include "galay/task.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <chrono>
 #include <stdexcept>
@@ -103,7 +104,7 @@ public:
     /// `co_await handle.timeout(d)`: a `Result<T>`; `timed_out` when the task is not done within
     /// `d` (the task goes on), `operation_canceled` when the wait was cancelled or the runtime
     /// shut down. The task's own exception is rethrown.
-    detail::HandleAwaiter<T, true> timeout(std::chrono::nanoseconds d) const noexcept {
+    detail::HandleAwaiter<T, true> timeout(Timeout d) const noexcept {
         return detail::HandleAwaiter<T, true>(p_).timeout(d);
     }
     /// `co_await handle.deadline(t)`: as timeout(), with an absolute steady-clock deadline.

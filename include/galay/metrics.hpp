@@ -108,6 +108,9 @@ struct WorkerMetrics {
     /// Spins that found nothing and ended in a sleep: their time was spent for nothing.
     std::uint64_t idle_spins_slept = 0;
     std::uint64_t idle_spin_ns = 0; ///< time spent spinning (part of `busy_ns`)
+    /// Connections `galay::serve` accepted on this worker and refused at once, over
+    /// `ServeOptions::max_connections`.
+    std::uint64_t connections_refused = 0;
     /// Per operation kind, indexed by `OpKind`.
     std::array<OpMetrics, op_kind_count> ops{};
     /// Completions per turn: bucket 0 counts turns with none, bucket b turns with 2^(b-1) to

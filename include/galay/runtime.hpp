@@ -39,6 +39,7 @@
 //     running on the pool are waited for.
 #pragma once
 
+#include "galay/invoke.hpp"
 #include "galay/join_handle.hpp"
 #include "galay/scheduler.hpp"
 #include "galay/task.hpp"
@@ -111,11 +112,22 @@ public:
     /// The worker `spawn` would pick now.
     unsigned least_loaded() const noexcept;
 
+    /// Run `fn()` on worker `worker` (< size()) and give its value back: `co_await` the result
+    /// in a task on any worker, or `.join()` it on a plain thread (galay/invoke.hpp). `fn` is a
+    /// plain callable or returns a `Task<T>`. Nothing is allocated once warm; on the caller's
+    /// own worker it runs in place.
+    template <class F>
+    [[nodiscard]] Invoke<std::decay_t<F>> invoke_on(unsigned worker, F&& fn) {
+        if (worker >= size()) throw std::out_of_range("galay: invoke_on: no such worker");
+        return Invoke<std::decay_t<F>>(*this, worker, std::forward<F>(fn));
+    }
+
     /// Stop: cancel every task, let them finish (up to `shutdown_grace`), destroy what is left,
     /// join the threads. Idempotent; from a thread that is not a worker.
     void shutdown() noexcept;
 
 private:
+    friend void detail::invoke_place(Runtime&, unsigned, detail::SpawnBase&) noexcept;
     /// spawn_on's second half: start `t` on worker `worker`, or refuse it after shutdown.
     void place(unsigned worker, detail::SpawnBase& t) noexcept;
 
@@ -129,6 +141,11 @@ int this_worker() noexcept;
 template <class T>
 JoinHandle<T> spawn_on(unsigned worker, Task<T> task,
                        std::source_location where = std::source_location::current());
+
+/// `invoke_on(worker, fn)` on the current thread's Runtime (a worker thread only): see
+/// Runtime::invoke_on.
+template <class F>
+[[nodiscard]] Invoke<std::decay_t<F>> invoke_on(unsigned worker, F&& fn);
 
 namespace detail {
 /// Terminate with `what` on stderr (misuse that cannot be reported otherwise).
@@ -150,6 +167,14 @@ JoinHandle<T> spawn_on(unsigned worker, Task<T> task, std::source_location where
     if (rt == nullptr)
         detail::fatal("galay: spawn_on() outside a Runtime worker (use rt.spawn_on)");
     return rt->spawn_on(worker, std::move(task), where);
+}
+
+template <class F>
+Invoke<std::decay_t<F>> invoke_on(unsigned worker, F&& fn) {
+    Runtime* rt = Runtime::current();
+    if (rt == nullptr)
+        detail::fatal("galay: invoke_on() outside a Runtime worker (use rt.invoke_on)");
+    return rt->invoke_on(worker, std::forward<F>(fn));
 }
 
 } // namespace galay

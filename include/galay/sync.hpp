@@ -7,6 +7,7 @@
 #include "galay/sync/cancel_token.hpp"
 #include "galay/sync/channel.hpp"
 #include "galay/sync/event.hpp"
+#include "galay/sync/latch.hpp"
 #include "galay/sync/mutex.hpp"
 #include "galay/sync/oneshot.hpp"
 #include "galay/sync/rwlock.hpp"

@@ -56,8 +56,8 @@ CountdownHandle countdown_of(std::coroutine_handle<> h) noexcept {
 
 } // namespace
 
-BatchAwaitable&& BatchAwaitable::timeout(std::chrono::nanoseconds d) && {
-    deadline_ns_ = Scheduler::now_ns() + d.count();
+BatchAwaitable&& BatchAwaitable::timeout(Timeout d) && {
+    if (d) deadline_ns_ = Scheduler::now_ns() + d.value().count();
     return std::move(*this);
 }
 

@@ -2,6 +2,7 @@
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/sync/event.hpp"
 #include "galay/time/sleep.hpp"
+#include "runtime/scheduler_access.hpp"
 
 #include <sys/socket.h>
 
@@ -11,10 +12,15 @@
 namespace galay {
 namespace detail {
 
+struct WorkerCount;
+
 /// One running connection task, in its frame: its cancel scope on its worker's list, so that a
-/// drain can cancel it there.
+/// drain can cancel it there, and the scope of its wait for the next request while it is at
+/// rest in `galay::idle` (null while it serves a request).
 struct ConnEntry {
     CancelScope scope;
+    CancelScope* idle = nullptr;
+    WorkerCount* worker = nullptr;
     ConnEntry* prev = nullptr;
     ConnEntry* next = nullptr;
 };
@@ -28,10 +34,27 @@ struct ConnEntryLinks {
 struct alignas(64) WorkerCount {
     std::atomic<std::size_t> live{0};
     std::atomic<std::uint64_t> accepted{0};
-    // The worker's own thread only: its running connections, and whether a drain cut them.
+    std::atomic<std::uint64_t> refused{0};
+    // The worker's own thread only: its running connections, whether a drain closes them when
+    // they are idle (at once, or when they next go idle), and whether it cut them all.
     IntrusiveList<ConnEntry, ConnEntryLinks> running;
+    bool close_idle = false;
     bool cut = false;
 };
+
+void* idle_begin(CancelScope* scope, CancelScope& child) noexcept {
+    auto* conn = static_cast<ConnEntry*>(scope != nullptr ? scope->connection() : nullptr);
+    if (conn == nullptr) return nullptr;
+    child.attach_to(scope); // an abort or a cut of the connection still reaches the wait
+    conn->idle = &child;
+    if (conn->worker->close_idle) child.request(); // draining: the wait fails at once
+    return conn;
+}
+
+void idle_end(void* conn, CancelScope& child) noexcept {
+    static_cast<ConnEntry*>(conn)->idle = nullptr;
+    child.detach();
+}
 
 namespace {
 
@@ -65,6 +88,8 @@ struct ServerState {
     ListenMode mode = ListenMode::sharded;
     std::function<Task<void>(TcpStream)> handler;
     std::function<void(const SocketAddr&, std::error_code, std::uint64_t)> on_error;
+    std::size_t max_connections = 0; // 0: no limit
+    std::function<Task<void>(TcpStream)> on_refused;
     std::unique_ptr<WorkerCount[]> counts;
     unsigned workers = 0;
     std::atomic<unsigned> next{0};
@@ -74,6 +99,15 @@ struct ServerState {
     std::atomic<std::size_t> total_live{0};
     std::atomic<bool> draining{false};
     Event idle;
+
+    /// Count a new connection in, unless `max_connections` are open already.
+    bool admit() noexcept {
+        std::size_t live = total_live.load();
+        do {
+            if (max_connections != 0 && live >= max_connections) return false;
+        } while (!total_live.compare_exchange_weak(live, live + 1));
+        return true;
+    }
 
     void connection_ended() noexcept {
         if (total_live.fetch_sub(1) == 1 && draining.load()) idle.set();
@@ -140,6 +174,8 @@ public:
     Running(WorkerCount& w, CancelScope* caller) noexcept
         : w_(w) {
         entry.scope.attach_to(caller); // abort and shutdown still reach the handler
+        entry.scope.set_connection(&entry);
+        entry.worker = &w;
         w_.running.push_back(entry);
         if (w_.cut) entry.scope.request();
     }
@@ -160,6 +196,21 @@ Task<void> run_connection(ConnectionSlot slot, TcpStream s) {
     Task<void> handler = st.handler(std::move(s));
     if (auto h = handler.handle()) h.promise().scope = &running.entry.scope;
     co_await std::move(handler);
+}
+
+/// On worker `w`: end the wait of every connection idle there now, and of the others as soon as
+/// they go idle (galay::idle).
+Task<void> close_idle_connections(std::shared_ptr<ServerState> st, unsigned w) {
+    WorkerCount& c = st->counts[w];
+    c.close_idle = true;
+    for (ConnEntry* e = c.running.front(); e != nullptr; e = c.running.next(*e))
+        if (e->idle != nullptr) e->idle->request();
+    co_return;
+}
+
+/// A refused connection's last words (ServeOptions::on_refused), then the stream closes.
+Task<void> refuse(std::shared_ptr<ServerState> st, TcpStream s) {
+    co_await st->on_refused(std::move(s));
 }
 
 /// On worker `w`: cancel every connection running there, and the ones that start later.
@@ -188,9 +239,14 @@ Task<void> accept_loop(std::shared_ptr<ServerState> st, TcpListener listener, un
     for (;;) {
         auto conn = co_await listener.accept();
         if (conn) {
+            if (!st->admit()) {
+                st->counts[self].refused.fetch_add(1, std::memory_order_relaxed);
+                SchedulerAccess::counters(current_scheduler()).conns_refused.add();
+                if (st->on_refused) spawn(refuse(st, std::move(*conn)));
+                continue; // (without a hook the stream closes here)
+            }
             const unsigned w = st->mode == ListenMode::sharded ? self : st->least_loaded();
             st->counts[w].live.fetch_add(1, std::memory_order_relaxed);
-            st->total_live.fetch_add(1);
             st->counts[w].accepted.fetch_add(1, std::memory_order_relaxed);
             auto task = run_connection(ConnectionSlot(st, w), std::move(*conn));
             if (w == self)
@@ -248,6 +304,11 @@ Task<std::size_t> TcpServer::drain(std::chrono::steady_clock::time_point deadlin
     acceptors_.clear();
     st->draining.store(true);
     if (st->total_live.load() == 0) st->idle.set();
+    // Connections at rest between requests close now; the others when they next go idle.
+    for (unsigned w = 0; w < st->workers; ++w) {
+        auto done = co_await st->rt->spawn_on(w, detail::close_idle_connections(st, w)).result();
+        (void)done;
+    }
     auto finished = co_await st->idle.wait().deadline(deadline);
     if (finished) co_return 0;
     const std::size_t cut = st->total_live.load();
@@ -270,6 +331,11 @@ std::uint64_t TcpServer::accepted(unsigned worker) const noexcept {
     return state_->counts[worker].accepted.load(std::memory_order_relaxed);
 }
 
+std::uint64_t TcpServer::refused(unsigned worker) const noexcept {
+    if (!state_ || worker >= state_->workers) return 0;
+    return state_->counts[worker].refused.load(std::memory_order_relaxed);
+}
+
 Result<TcpServer> serve(Runtime& rt, const SocketAddr& addr,
                         std::function<Task<void>(TcpStream)> handler, ServeOptions options) {
     if (!handler) return fail(EINVAL);
@@ -287,6 +353,8 @@ Result<TcpServer> serve(Runtime& rt, const SocketAddr& addr,
     st->mode = options.mode;
     st->handler = std::move(handler);
     st->on_error = std::move(options.on_accept_error);
+    st->max_connections = options.max_connections;
+    st->on_refused = std::move(options.on_refused);
     st->workers = n;
     st->counts = std::make_unique<detail::WorkerCount[]>(n);
 

@@ -98,6 +98,7 @@ WorkerMetrics& WorkerMetrics::operator+=(const WorkerMetrics& o) noexcept {
     idle_spins_found_work += o.idle_spins_found_work;
     idle_spins_slept += o.idle_spins_slept;
     idle_spin_ns += o.idle_spin_ns;
+    connections_refused += o.connections_refused;
     for (std::size_t k = 0; k < ops.size(); ++k) {
         ops[k].started += o.ops[k].started;
         ops[k].completed += o.ops[k].completed;
@@ -140,6 +141,7 @@ WorkerMetrics snapshot(const Scheduler& s) {
     m.ready_depth = c.ready_depth.get();
     m.timers_armed = c.timers_armed.get();
     m.remote_wakeups = c.remote_wakeups.get();
+    m.connections_refused = c.conns_refused.get();
     m.remote_items = c.remote_items.get();
     m.pooled_buffers_in_use = c.pool_in_use.get();
     m.enobufs = c.enobufs.get();
@@ -291,6 +293,9 @@ std::string prometheus_text(const RuntimeMetrics& m) {
                &WorkerMetrics::idle_spins_slept);
     per_worker_seconds(t, m, "idle_spin_seconds_total", "Time the worker spent in idle spins.",
                        &WorkerMetrics::idle_spin_ns);
+    per_worker(t, m, "connections_refused_total", "counter",
+               "Connections refused over ServeOptions::max_connections.",
+               &WorkerMetrics::connections_refused);
     per_kind(t, m, "ops_started_total", "counter", "Operations handed to the driver.",
              [](const OpMetrics& o) { return o.started; });
     per_kind(t, m, "ops_completed_total", "counter", "Operations completed (failures included).",

@@ -11,6 +11,7 @@
 // thread) always finds its target; what arrives after phase 3 is dropped there.
 #include "galay/runtime.hpp"
 #include "runtime/scheduler_access.hpp"
+#include "runtime/stop_hooks.hpp"
 #include "runtime/thread_signals.hpp"
 
 #include <pthread.h>
@@ -212,6 +213,8 @@ void RuntimeCore::shutdown() noexcept {
     if (t_runtime == &self_)
         detail::fatal("galay: Runtime::shutdown() called from one of its own workers (it joins "
                       "them); call it from another thread");
+    // What must be torn down on the workers themselves (a Sharded's shards), while they run.
+    if (!closed_.load(std::memory_order_seq_cst)) run_stop_hooks(self_);
     closed_.store(true, std::memory_order_seq_cst);
     while (entered_.load(std::memory_order_seq_cst) != 0)
         std::this_thread::yield();

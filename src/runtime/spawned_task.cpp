@@ -69,12 +69,20 @@ void SpawnBase::finish() noexcept {
     if (sched != nullptr) SchedulerAccess::core(*sched).leave(*this);
     const std::uint32_t prev = state.exchange(kDone, std::memory_order_acq_rel);
     if (prev == kAwaited) {
-        // The awaiter published `waiter` before kAwaited and can no longer withdraw it.
-        if (waiter_sched == Scheduler::current())
-            SchedulerAccess::schedule(*waiter_sched, waiter);
+        // The awaiter published `waiter` before kAwaited and can no longer withdraw it, so it
+        // holds its reference until it is resumed: the task's is dropped first, and the state is
+        // freed where the awaiter takes the result (an invoke_on frame goes back to the
+        // caller's cache).
+        Scheduler* to = waiter_sched;
+        const std::coroutine_handle<> h = waiter;
+        release();
+        if (to == Scheduler::current())
+            SchedulerAccess::schedule(*to, h);
         else
-            SchedulerAccess::core(*waiter_sched).post(waiter);
-    } else if (prev == kJoining) {
+            SchedulerAccess::core(*to).post(h);
+        return;
+    }
+    if (prev == kJoining) {
         // (the handle's reference keeps this state alive meanwhile)
         JoinStripe& js = join_stripe(this);
         { std::lock_guard lk(js.m); } // the joiner checks the state under this lock

@@ -59,6 +59,7 @@ struct WorkerCounters {
     Counter spins_found;    // idle spins that ended with work to do (no sleep)
     Counter spins_slept;    // idle spins that found nothing and ended in a sleep
     Counter spin_ns;        // time spent in idle spins
+    Counter conns_refused;  // connections galay::serve refused (ServeOptions::max_connections)
     std::array<Counter, kOpKinds> ops_started;
     std::array<Counter, kOpKinds> ops_completed;
     std::array<Counter, kOpKinds> ops_failed;           // completed with an error

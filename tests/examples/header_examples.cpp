@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -55,6 +56,17 @@ galay::Task<void> body(galay::TcpStream& stream, std::span<char> buf) {
 namespace fd_handle {
 #include "example_fd_handle.inc"
 } // namespace fd_handle
+
+namespace invoke {
+std::size_t shard_size();
+galay::Task<std::string> load_async();
+extern galay::Runtime& rt;
+#include "example_invoke.inc"
+} // namespace invoke
+
+namespace sharded {
+#include "example_sharded.inc"
+} // namespace sharded
 
 namespace join_handle {
 galay::Task<int> compute();
@@ -227,6 +239,13 @@ galay::Task<void> body() {
 }
 } // namespace sync_event
 
+namespace sync_latch {
+galay::Task<void> part(unsigned i, galay::Latch& done);
+galay::Task<void> body(galay::Runtime& rt) {
+#include "example_sync_latch.inc"
+}
+} // namespace sync_latch
+
 namespace sync_mutex {
 #include "example_sync_mutex.inc"
 } // namespace sync_mutex
@@ -277,6 +296,15 @@ galay::Task<void> body(galay::TcpStream& stream, std::span<char> buf) {
 #include "example_time_sleep.inc"
 }
 } // namespace time_sleep
+
+namespace time_timeout {
+struct Config {
+    std::optional<std::chrono::seconds> idle_timeout;
+};
+galay::Task<void> body(const Config& config, galay::TcpStream& conn, std::span<char> buf) {
+#include "example_time_timeout.inc"
+}
+} // namespace time_timeout
 
 namespace tls_context {
 void body() {

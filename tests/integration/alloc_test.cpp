@@ -277,6 +277,30 @@ TEST_P(AllocationTest, ASpawnAllocatesOneFrameBesidesTheTasks) {
     EXPECT_EQ(per_round, 2u * kRounds) << "the task frame and the wrapper frame, nothing else";
 }
 
+Task<std::uint64_t> invoke_allocations(Runtime& rt, unsigned target) {
+    for (int i = 0; i < kWarmup; ++i) // warm-up: the frame cache and the cross-thread queues
+        (void)co_await rt.invoke_on(target, [i] { return i; });
+    const std::uint64_t before = tools::start_counting();
+    long sum = 0;
+    for (int i = 0; i < kMeasured; ++i)
+        sum += co_await rt.invoke_on(target, [i] { return i; });
+    const std::uint64_t n = tools::stop_counting() - before;
+    CO_ASSERT(sum == static_cast<long>(kMeasured) * (kMeasured - 1) / 2);
+    co_return n;
+}
+
+TEST_P(AllocationTest, InvokeOnAllocatesNothingWhenWarm) {
+    // A call's state is a coroutine frame from the caller's per-thread cache, freed back there
+    // when the caller takes the result: nothing per call, across workers or on the caller's own.
+    RuntimeOptions o;
+    o.workers = 2;
+    o.scheduler = options();
+    Runtime rt(o);
+    EXPECT_EQ(rt.spawn_on(0, invoke_allocations(rt, 1)).join(), 0u) << measured("invoke_on calls");
+    EXPECT_EQ(rt.spawn_on(0, invoke_allocations(rt, 0)).join(), 0u)
+        << measured("invoke_on calls on the caller's own worker");
+}
+
 TEST_P(AllocationTest, TheCounterSeesAllocations) { // the test above can fail
     std::uint64_t before = g_allocations.load();
     int* volatile p = new int(3); // volatile: an optimised build may not elide the pair

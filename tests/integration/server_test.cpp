@@ -11,7 +11,9 @@
 #include <array>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <latch>
 #include <vector>
 
 using namespace galay;
@@ -238,6 +240,156 @@ TEST_P(ServerTest, DrainCutsTheConnectionsStillOpenAtTheDeadline) {
             ::close(fd);
         }
     }
+}
+
+// --- max_connections ---
+
+Task<void> say_busy(TcpStream s) {
+    static constexpr std::string_view kBusy = "-ERR max number of clients reached\r\n";
+    auto sent = co_await s.send_all(std::span(kBusy.data(), kBusy.size())).timeout(5s);
+    (void)sent;
+}
+
+/// Everything the server sends until it closes `fd` (5 s at most per read).
+std::string read_to_eof(int fd) {
+    std::string got;
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 5000) != 1) return got + "<timed out>";
+        char buf[256];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return got;
+        got.append(buf, static_cast<std::size_t>(n));
+    }
+}
+
+std::uint64_t refused(const TcpServer& server, unsigned workers) {
+    std::uint64_t n = 0;
+    for (unsigned w = 0; w < workers; ++w)
+        n += server.refused(w);
+    return n;
+}
+
+TEST_P(ServerTest, MaxConnectionsRefusesBeyondTheLimitAndCountsIt) {
+    Runtime rt(rt_options(2));
+    for (ListenMode mode : {ListenMode::sharded, ListenMode::dispatch}) {
+        const std::uint64_t before = metrics::snapshot(rt).total().connections_refused;
+        auto server = serve(rt, SocketAddr::loopback_v4(0), echo,
+                            {.mode = mode, .max_connections = 2, .on_refused = say_busy});
+        ASSERT_TRUE(server);
+        std::vector<int> fds;
+        for (int i = 0; i < 2; ++i) {
+            fds.push_back(connect_to(server->local_addr()));
+            EXPECT_EQ(echo_once(fds.back(), "hi"), "hi"); // accepted and served
+        }
+        const int third = connect_to(server->local_addr());
+        EXPECT_EQ(read_to_eof(third), "-ERR max number of clients reached\r\n");
+        ::close(third);
+        EXPECT_EQ(refused(*server, 2), 1u);
+        EXPECT_EQ(open_connections(*server, 2), 2u);
+        EXPECT_EQ(metrics::snapshot(rt).total().connections_refused - before, 1u);
+        EXPECT_EQ(echo_once(fds[0], "still"), "still"); // the admitted ones go on
+        for (int fd : fds)
+            ::close(fd);
+        EXPECT_EQ(rt.spawn(server->drain(std::chrono::steady_clock::now() + 60s)).join(), 0u);
+    }
+    // Without a hook, a refused connection is closed at once.
+    auto server = serve(rt, SocketAddr::loopback_v4(0), echo, {.max_connections = 1});
+    ASSERT_TRUE(server);
+    const int first = connect_to(server->local_addr());
+    EXPECT_EQ(echo_once(first, "hi"), "hi");
+    const int second = connect_to(server->local_addr());
+    EXPECT_TRUE(closed_by_server(second));
+    EXPECT_EQ(refused(*server, 2), 1u);
+    ::close(second);
+    ::close(first);
+}
+
+// --- drain and idle connections ---
+
+/// A line server whose connections wait for each request in galay::idle; a request "hold" waits
+/// for `gate` (after counting `held` down) before its answer.
+Task<void> line_server(TcpStream s, Event* gate, std::latch* held) {
+    io::BufReader reader(s);
+    for (;;) {
+        auto line = co_await idle(reader.read_line());
+        if (!line) co_return; // closed by the peer, or the server drains
+        std::string reply(*line);
+        if (reply == "hold") {
+            held->count_down();
+            auto opened = co_await gate->wait();
+            if (!opened) co_return;
+            reply = "done";
+        }
+        reply += '\n';
+        auto sent = co_await s.send_all(std::span(reply.data(), reply.size()));
+        if (!sent) co_return;
+    }
+}
+
+/// A line_server on a Runtime, and `n` keep-alive clients it has served once: idle now.
+struct IdleClients {
+    IdleClients(const RuntimeOptions& o, int n)
+        : rt(o)
+        , server(serve(rt, SocketAddr::loopback_v4(0),
+                       [this](TcpStream s) { return line_server(std::move(s), &gate, &held); })) {
+        if (!server) throw Error(server.error(), "serve");
+        for (int i = 0; i < n; ++i) {
+            fds.push_back(connect_to(server->local_addr()));
+            if (echo_once(fds.back(), "x\n") != "x\n") throw std::runtime_error("not served");
+        }
+    }
+    Runtime rt;
+    Event gate;
+    std::latch held{1};
+    Result<TcpServer> server;
+    std::vector<int> fds;
+};
+
+TEST_P(ServerTest, DrainClosesIdleConnectionsAtOnce) {
+    constexpr int kIdle = 1000;
+    IdleClients c(rt_options(2), kIdle);
+    Runtime& rt = c.rt;
+    auto& server = c.server;
+    std::vector<int>& fds = c.fds;
+    ASSERT_EQ(open_connections(*server, 2), static_cast<std::size_t>(kIdle));
+    // The deadline is far beyond any plausible run: a drain that waited for it would time the
+    // test out; it returns as soon as the idle connections are closed, cutting none.
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(rt.spawn(server->drain(start + 600s)).join(), 0u);
+    const auto took = std::chrono::steady_clock::now() - start;
+    std::printf("drain of %d idle connections: %.1f ms\n", kIdle,
+                std::chrono::duration<double, std::milli>(took).count());
+    EXPECT_EQ(open_connections(*server, 2), 0u);
+    for (int fd : fds) {
+        EXPECT_TRUE(closed_by_server(fd));
+        ::close(fd);
+    }
+}
+
+TEST_P(ServerTest, DrainWaitsForTheActiveRequestOnly) {
+    IdleClients c(rt_options(2), 3);
+    Runtime& rt = c.rt;
+    auto& server = c.server;
+    std::vector<int>& idle_fds = c.fds;
+    Event& gate = c.gate;
+    std::latch& held = c.held;
+    const int busy = connect_to(server->local_addr());
+    ASSERT_EQ(::send(busy, "hold\n", 5, MSG_NOSIGNAL), 5);
+    held.wait(); // its request is in progress on the server
+    auto drained = rt.spawn(server->drain(std::chrono::steady_clock::now() + 600s));
+    for (int fd : idle_fds) { // closed at once, while the request goes on
+        EXPECT_TRUE(closed_by_server(fd));
+        ::close(fd);
+    }
+    pollfd p{busy, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "the active connection was closed";
+    EXPECT_EQ(open_connections(*server, 2), 1u);
+    // The request finishes: its answer arrives, then the connection, idle again, is closed.
+    rt.invoke_on(0, [&gate] { gate.set(); }).join();
+    EXPECT_EQ(read_to_eof(busy), "done\n");
+    ::close(busy);
+    EXPECT_EQ(drained.join(), 0u);
 }
 
 TEST_P(ServerTest, ShutdownClosesEverythingAndThePortCanBeBoundAtOnce) {

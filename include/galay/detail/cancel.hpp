@@ -89,11 +89,21 @@ public:
             s = s->owner_;
         return s != nullptr ? s->task_ : nullptr;
     }
+    /// The connection of `galay::serve` whose scope this is (galay::idle finds it), or null.
+    void set_connection(void* conn) noexcept { connection_ = conn; }
+    /// The connection this scope runs under: its own, or the nearest enclosing scope's.
+    void* connection() const noexcept {
+        const CancelScope* s = this;
+        while (s != nullptr && s->connection_ == nullptr)
+            s = s->owner_;
+        return s != nullptr ? s->connection_ : nullptr;
+    }
 
 private:
     using Linked = IntrusiveList<Cancellable, CancellableLinks>;
     Linked linked_;
     void* task_ = nullptr;
+    void* connection_ = nullptr;
     bool requested_ = false;
 };
 

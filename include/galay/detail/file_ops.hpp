@@ -68,7 +68,7 @@ public:
     BatchAwaitable& operator=(BatchAwaitable&&) = delete;
 
     /// Cancel the operations still pending after `d`; they then fail with `timed_out`.
-    [[nodiscard]] BatchAwaitable&& timeout(std::chrono::nanoseconds d) &&;
+    [[nodiscard]] BatchAwaitable&& timeout(Timeout d) &&;
     [[nodiscard]] BatchAwaitable&& deadline(std::chrono::steady_clock::time_point t) &&;
 
     bool await_ready() const noexcept;

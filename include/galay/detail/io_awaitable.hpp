@@ -7,6 +7,7 @@
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
 #include "galay/scheduler.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <chrono>
 #include <coroutine>
@@ -27,10 +28,13 @@ public:
     IoAwaitable& operator=(IoAwaitable&&) = delete;
 
     /// Fail with `std::errc::timed_out` if the op has not completed within `d`. The kernel
-    /// operation is cancelled and finished before the awaiting coroutine resumes.
-    [[nodiscard]] Derived&& timeout(std::chrono::nanoseconds d) && {
-        op_.timer.deadline_ns = Scheduler::now_ns() + d.count();
-        has_deadline_ = true;
+    /// operation is cancelled and finished before the awaiting coroutine resumes. An empty `d`
+    /// (`galay::no_timeout`, an empty optional) arms nothing.
+    [[nodiscard]] Derived&& timeout(Timeout d) && {
+        if (d) {
+            op_.timer.deadline_ns = Scheduler::now_ns() + d.value().count();
+            has_deadline_ = true;
+        }
         return static_cast<Derived&&>(*this);
     }
     /// Same, with an absolute steady-clock deadline.

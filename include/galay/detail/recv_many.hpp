@@ -2,6 +2,7 @@
 #pragma once
 
 #include "galay/error.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <chrono>
 #include <coroutine>
@@ -24,7 +25,7 @@ public:
         , out_(&out)
         , max_(max) {}
     /// Give up after `d` when nothing came: `std::errc::timed_out`.
-    [[nodiscard]] RecvManyAwaiter&& timeout(std::chrono::nanoseconds d) && {
+    [[nodiscard]] RecvManyAwaiter&& timeout(Timeout d) && {
         (void)std::move(first_).timeout(d);
         return std::move(*this);
     }

@@ -14,7 +14,9 @@
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
+#include "galay/time/timeout.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
@@ -78,9 +80,9 @@ public:
     TimedRemoteWait(TimedRemoteWait&&) noexcept = default;
 
     /// Give up waiting after `d`: the wait ends with `std::errc::timed_out` (what it waited for
-    /// goes on).
-    Derived&& timeout(std::chrono::nanoseconds d) && {
-        deadline_ns_ = steady_ns() + (d.count() > 0 ? d.count() : 1);
+    /// goes on). An empty `d` (`galay::no_timeout`) arms nothing.
+    Derived&& timeout(Timeout d) && {
+        if (d) deadline_ns_ = steady_ns() + std::max<std::int64_t>(d.value().count(), 1);
         return static_cast<Derived&&>(*this);
     }
     /// Same, with an absolute steady-clock deadline.

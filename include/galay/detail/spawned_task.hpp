@@ -95,32 +95,27 @@ void task_first_resume(SpawnBase& t) noexcept;
 template <class T>
 struct SpawnCoro;
 
-/// The wrapper's promise: the shared state plus the user's task and its outcome.
+/// The final awaiter of a spawned task's wrapper (promise `P`): finish() the task. That may
+/// destroy this very frame (when nobody holds the state any more): allowed, the coroutine is
+/// suspended here.
+template <class P>
+struct FinishAtFinal {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<P> h) const noexcept { h.promise().finish(); }
+    void await_resume() const noexcept {}
+};
+
+/// What every spawned task's promise adds to the shared state: the outcome, and the promise
+/// members that only concern it.
 template <class T>
-struct SpawnPromise final : SpawnBase {
-    Task<T> inner;
+struct SpawnOutcome : SpawnBase {
     Slot<T> slot;
 
-    SpawnPromise() noexcept {
-        drop_inner = [](SpawnBase& b) noexcept { static_cast<SpawnPromise&>(b).inner = Task<T>{}; };
-    }
-    ~SpawnPromise() {
+    ~SpawnOutcome() {
         // Nobody took it and nobody ever will: report it as for any detached task.
         if (slot.error && !taken && !shut_down) report_unhandled_exception(slot.error);
     }
-
-    SpawnCoro<T> get_return_object() noexcept;
     std::suspend_always initial_suspend() const noexcept { return {}; }
-    struct Final {
-        bool await_ready() const noexcept { return false; }
-        // May destroy this very frame (when the handle is already gone): allowed, the coroutine
-        // is suspended here.
-        void await_suspend(std::coroutine_handle<SpawnPromise> h) const noexcept {
-            h.promise().finish();
-        }
-        void await_resume() const noexcept {}
-    };
-    Final final_suspend() const noexcept { return {}; }
     void return_void() noexcept {}
     void unhandled_exception() noexcept { slot.error = std::current_exception(); }
 
@@ -129,6 +124,21 @@ struct SpawnPromise final : SpawnBase {
         taken = true;
         return slot.take();
     }
+};
+
+/// The wrapper's promise: the shared state plus the user's task and its outcome.
+template <class T>
+struct SpawnPromise final : SpawnOutcome<T> {
+    Task<T> inner;
+
+    SpawnPromise() noexcept {
+        this->drop_inner = [](SpawnBase& b) noexcept {
+            static_cast<SpawnPromise&>(b).inner = Task<T>{};
+        };
+    }
+
+    SpawnCoro<T> get_return_object() noexcept;
+    FinishAtFinal<SpawnPromise> final_suspend() const noexcept { return {}; }
 };
 
 template <class T>

@@ -167,7 +167,7 @@ public:
             return std::move(*this);
         }
         /// The whole transfer must finish within `d`.
-        Step&& timeout(std::chrono::nanoseconds d) && {
+        Step&& timeout(Timeout d) && {
             (void)std::move(inner_).timeout(d);
             return std::move(*this);
         }

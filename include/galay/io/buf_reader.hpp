@@ -88,7 +88,7 @@ public:
             , room_(r.buf_.room())
             , op_(r.stream_->recv(room_)) {}
         /// Give up after `d` (`std::errc::timed_out`).
-        Fill&& timeout(std::chrono::nanoseconds d) && {
+        Fill&& timeout(Timeout d) && {
             (void)std::move(op_).timeout(d); // sets the deadline in place
             return std::move(*this);
         }

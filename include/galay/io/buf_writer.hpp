@@ -90,14 +90,18 @@ public:
     std::span<char> spare(std::size_t n = 0) { return buf_.room(n); }
     /// Make the first `n` bytes of the last `spare()` part of the output.
     void commit(std::size_t n) noexcept { buf_.commit(n); }
-    /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not.
+    /// Copy `data` into the buffer if it fits (no I/O); false, with nothing copied, if not. What
+    /// a reply formatter uses: append replies while they fit, `co_await flush()` when one does
+    /// not (or at the end of a batch), with no suspension per reply.
     template <ConstBuffer B>
     bool try_write(const B& data) {
         return buf_.append(as_chars(data));
     }
 
     /// Take all of `data` (buffered or sent) -> Result<size_t> (= data.size()). `data` must stay
-    /// alive until the operation completes.
+    /// alive AND unchanged until the operation completes: a write that does not fit in the buffer
+    /// sends from the caller's memory across a suspension (no copy), so bytes changed meanwhile
+    /// go out changed.
     class [[nodiscard]] Write : public detail::Deadlined<Write> {
     public:
         /// A write of `data` to `w` (made by `BufWriter::write`).

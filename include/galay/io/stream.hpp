@@ -12,6 +12,7 @@
 #include "galay/detail/in_place.hpp"
 #include "galay/error.hpp"
 #include "galay/net/tcp.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <sys/uio.h>
 
@@ -78,8 +79,8 @@ Op with_deadline(Op&& op, std::int64_t ns) {
 template <class Derived>
 class Deadlined : public galay::detail::AwaitedInPlace<Derived> {
 public:
-    Derived&& timeout(std::chrono::nanoseconds d) && {
-        deadline_ns_ = Scheduler::now_ns() + d.count();
+    Derived&& timeout(Timeout d) && {
+        if (d) deadline_ns_ = Scheduler::now_ns() + d.value().count();
         return static_cast<Derived&&>(*this);
     }
     Derived&& deadline(std::chrono::steady_clock::time_point t) && {

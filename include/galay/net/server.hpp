@@ -24,8 +24,28 @@
 // EADDRINUSE, never silently shared. The handler is called as `handler(TcpStream)` on the worker
 // that will run the connection and must return a `Task<void>`; it is kept alive until the last
 // connection task has finished (a capturing lambda coroutine is fine).
+//
+// A limit and a graceful stop:
+//   - `ServeOptions::max_connections`: a connection accepted while that many are open is
+//     refused (counted per worker: `TcpServer::refused`, `metrics::WorkerMetrics::
+//     connections_refused`); `on_refused` may answer it first (a Redis server says "-ERR max
+//     number of clients reached"), otherwise it is closed at once.
+//   - `drain(deadline)` stops accepting, closes at once the connections that are idle between
+//     two requests, waits for the others to finish their request (and close when they next go
+//     idle), and cuts what is left at the deadline (Go's Server.Shutdown). A handler says where
+//     it is idle by waiting for its next request through `galay::idle`:
+//
+//         galay::Task<void> session(galay::TcpStream conn) {
+//             galay::io::BufReader reader(conn);
+//             for (;;) {
+//                 auto line = co_await galay::idle(reader.read_line()); // at rest here
+//                 if (!line) co_return;     // closed, or operation_canceled: the server drains
+//                 ...                       // a request in progress: drain waits for it
+//             }
+//         }
 #pragma once
 
+#include "galay/detail/idle_wait.hpp"
 #include "galay/net/tcp.hpp"
 #include "galay/runtime.hpp"
 
@@ -33,6 +53,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace galay {
@@ -58,6 +80,15 @@ struct ServeOptions {
     /// backlog meanwhile).
     std::function<void(const SocketAddr& where, std::error_code error, std::uint64_t count)>
         on_accept_error{};
+    /// The most connections of this server open at once, over all its workers (0: no limit).
+    /// One accepted while that many are open is refused: counted on the accepting worker
+    /// (`TcpServer::refused`, `metrics::WorkerMetrics::connections_refused`), then handed to
+    /// `on_refused`, or closed at once when there is none.
+    std::size_t max_connections = 0;
+    /// The last words to a refused connection, run as a task of its own on the accepting worker
+    /// (`co_await conn.send_all(msg).timeout(1s)`, say), after which the stream is closed. It
+    /// does not count as an open connection: keep it short and put a timeout on what it awaits.
+    std::function<Task<void>(TcpStream)> on_refused{};
 };
 
 namespace detail {
@@ -84,9 +115,12 @@ public:
     /// returns at once and they close as soon as their workers run. Open connections go on.
     void stop() noexcept;
     /// Graceful shutdown, from a task: stop accepting (and wait until the listeners are
-    /// closed), let the open connections finish until `deadline`, then cancel the rest (each on
-    /// its worker, as `when_any` cancels a loser) and wait for them to end. Gives how many were
-    /// cut (0 when all finished in time). A handler that ignores cancellation delays it.
+    /// closed); close at once every connection idle between requests (waiting in
+    /// `galay::idle`: that wait ends with `operation_canceled`), and each of the others as soon
+    /// as it goes idle; let those finish until `deadline`, then cancel the rest (each on its
+    /// worker, as `when_any` cancels a loser) and wait for them to end. Gives how many were cut
+    /// at the deadline (0 when all finished in time). A handler that ignores cancellation
+    /// delays it; one that never waits in `galay::idle` is waited for until the deadline.
     [[nodiscard]] Task<std::size_t> drain(std::chrono::steady_clock::time_point deadline);
     /// Connection tasks of this server running on `worker` now: a handler counts from its
     /// accept until it returns, whatever it does with its stream (one that hands the stream to
@@ -94,6 +128,8 @@ public:
     std::size_t connections(unsigned worker) const noexcept;
     /// Connections accepted for `worker` so far.
     std::uint64_t accepted(unsigned worker) const noexcept;
+    /// Connections `worker` refused so far (`ServeOptions::max_connections`).
+    std::uint64_t refused(unsigned worker) const noexcept;
 
 private:
     friend Result<TcpServer> serve(Runtime&, const SocketAddr&,
@@ -107,5 +143,15 @@ private:
 [[nodiscard]] Result<TcpServer> serve(Runtime& rt, const SocketAddr& addr,
                                       std::function<Task<void>(TcpStream)> handler,
                                       ServeOptions options = {});
+
+/// Await `op` (the wait for a connection's next request) as a connection at rest: a `drain()` of
+/// the server running this connection cancels it at once (it then gives `operation_canceled`, or
+/// its real result when that came first), and once the server drains, it fails that way without
+/// waiting. Outside a connection of `serve` it is `op` itself. A request that arrived completes
+/// `op` as usual and the connection is active again until its next `idle`.
+template <class Op>
+[[nodiscard]] detail::IdleWait<std::remove_cvref_t<Op>> idle(Op&& op) {
+    return detail::IdleWait<std::remove_cvref_t<Op>>(std::forward<Op>(op));
+}
 
 } // namespace galay

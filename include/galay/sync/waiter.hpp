@@ -61,6 +61,7 @@
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/error.hpp"
 #include "galay/runtime.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -242,8 +243,9 @@ template <class Derived>
 class Waiter : public WaiterBase, public detail::AwaitedInPlace<Derived> {
 public:
     /// Give up after `d`: the wait ends with `std::errc::timed_out` unless it was woken first.
-    Derived&& timeout(std::chrono::nanoseconds d) && {
-        set_deadline_ns(Scheduler::now_ns() + std::max<std::int64_t>(d.count(), 1));
+    /// An empty `d` (`galay::no_timeout`) arms nothing.
+    Derived&& timeout(Timeout d) && {
+        if (d) set_deadline_ns(Scheduler::now_ns() + std::max<std::int64_t>(d.value().count(), 1));
         return static_cast<Derived&&>(*this);
     }
     /// Same, with an absolute steady-clock deadline.

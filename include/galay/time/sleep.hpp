@@ -12,6 +12,7 @@
 
 #include "galay/detail/cancel.hpp"
 #include "galay/runtime.hpp"
+#include "galay/time/timeout.hpp"
 
 #include <chrono>
 #include <type_traits>
@@ -30,18 +31,28 @@ struct IsResult; // is T a Result<U> (below)
 
 /// Run `task`; if it has not finished within `d`, cancel it (its pending operation is cancelled
 /// and finished first) and return `std::errc::timed_out`. A task returning `Result<U>` gives
-/// `Result<U>` (not nested); `void` gives `Result<void>`.
+/// `Result<U>` (not nested); `void` gives `Result<void>`. An empty `d` (`galay::no_timeout`)
+/// runs the task without a deadline (and without the timer task).
 ///
 /// What the task had done by then stays done, and what it would have returned is dropped: a
 /// task that read part of a message from a stream leaves the stream past those bytes. Where the
 /// stream must stay usable after a timeout, put the deadline on its operations instead
 /// (`.timeout(d)` / `.deadline(t)` on a recv consume nothing when they time out).
 template <class T>
-[[nodiscard]] auto timeout(std::chrono::nanoseconds d, Task<T> task) {
+[[nodiscard]] auto timeout(Timeout d, Task<T> task) {
     using Out = std::conditional_t<detail::IsResult<T>::value, T,
                                    std::conditional_t<std::is_void_v<T>, Result<void>, Result<T>>>;
-    return [](std::chrono::nanoseconds d, Task<T> task) -> Task<Out> {
-        auto r = co_await when_any(std::move(task), sleep(d));
+    return [](Timeout d, Task<T> task) -> Task<Out> {
+        if (!d) {
+            if constexpr (std::is_void_v<T>) {
+                co_await std::move(task);
+                co_return Out{};
+            } else {
+                auto v = co_await std::move(task);
+                co_return Out(std::move(v));
+            }
+        }
+        auto r = co_await when_any(std::move(task), sleep(d.value()));
         if (r.index() == 1) co_return Out(std::unexpected(make_error_code(std::errc::timed_out)));
         if constexpr (std::is_void_v<T>)
             co_return Out{};
