@@ -25,6 +25,9 @@ if(Python3_Interpreter_FOUND)
     foreign_py_test(foreign_pg_clients_py test_foreign_pg_clients.py 240
                     $<TARGET_FILE_DIR:raw_pg>)
   endif()
+  if(TARGET galay_pg)
+    foreign_py_test(galay_pg_py test_galay_pg.py 240 $<TARGET_FILE_DIR:galay_pg>)
+  endif()
   if(TARGET curl_multi_loop AND TARGET curl_threads)
     foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
                     $<TARGET_FILE_DIR:curl_multi_loop>)
