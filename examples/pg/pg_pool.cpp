@@ -207,8 +207,10 @@ bool PoolState::send(Session& s, const std::shared_ptr<Pending>& p) {
     return true;
 }
 
-/// Hands the queued queries to connections with room, in order, starting after the last one
-/// used (so the load spreads).
+/// Hands the queued queries to connections with room, in order. One at a time per connection:
+/// the next free one after the last used (the load spreads). Pipeline mode: the last used one
+/// while it has room, so that a burst of queries (the tasks its last results woke) goes out
+/// as one sync group rather than one query per connection.
 void PoolState::dispatch() {
     while (!waiting.empty() && !closing) {
         Session* room = nullptr;
@@ -216,7 +218,7 @@ void PoolState::dispatch() {
             Session* s = conns[(next + k) % conns.size()].session.get();
             if (s != nullptr && !s->dead && s->queries < cap()) {
                 room = s;
-                next = (next + k + 1) % conns.size();
+                next = (next + k + (opts.pipeline ? 0 : 1)) % conns.size();
             }
         }
         if (room == nullptr) return;
