@@ -147,7 +147,8 @@ galay::Task<void> serve_http(galay::TcpStream conn) {
                           lower.find("connection: close") == std::string::npos;
         const std::string out =
             co_await answer(std::string_view(head).substr(0, head.find("\r\n")), keep);
-        if (!co_await conn.send_all(out) || !keep) co_return;
+        auto sent = co_await conn.send_all(out); // (into a variable: the g++ 12 note)
+        if (!sent || !keep) co_return;
     }
 }
 

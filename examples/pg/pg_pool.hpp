@@ -2,8 +2,7 @@
 // galay tasks through galay::AsyncFd, queries with parameters, many in flight from one thread.
 //
 //     pg::Options opts{.conninfo = "host=/run/postgresql dbname=app", .connections = 4};
-//     auto pool = co_await pg::Pool::open(std::move(opts)); // (a named Options: g++ 12 frees a
-//                                                           // braced temporary twice here)
+//     auto pool = co_await pg::Pool::open(std::move(opts)); // named: the guide's g++ 12 note
 //     if (!pool) { std::puts(pool.error().message.c_str()); co_return; }
 //     pg::QueryResult r = co_await pool->query("SELECT $1::int + $2::int", 1, 2);
 //     if (r) std::printf("%s\n", std::string(r->get(0, 0)).c_str());      // "3"

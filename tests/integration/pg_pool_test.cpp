@@ -97,7 +97,8 @@ TEST_P(PgPoolTest, AThousandQueriesInFlightOverFourConnections) {
         auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 4));
         CO_ASSERT(pool);
         std::string wrong;
-        EXPECT_EQ(co_await many_at_once(*pool, 1000, wrong), 1000) << wrong;
+        const int right = co_await many_at_once(*pool, 1000, wrong);
+        EXPECT_EQ(right, 1000) << wrong;
         EXPECT_EQ(pool->stats().connections_up, 4);
     }());
 }
@@ -109,7 +110,8 @@ TEST_P(PgPoolTest, PipelineModeCarriesThemAll) {
         auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 4, true));
         CO_ASSERT(pool);
         std::string wrong;
-        EXPECT_EQ(co_await many_at_once(*pool, 1000, wrong), 1000) << wrong;
+        const int right = co_await many_at_once(*pool, 1000, wrong);
+        EXPECT_EQ(right, 1000) << wrong;
         // The server counts the statements: 1,000 went over 4 backends.
         auto n = co_await pool->query("SELECT count(*) FROM pg_stat_activity WHERE "
                                       "backend_type = 'client backend' AND datname = 'postgres'");
