@@ -69,6 +69,7 @@ struct InFlight {
 /// One connection's life, from connected to lost: a new one for every reconnection, so nothing
 /// (a waiter, a stale wake-up) carries over to the next socket.
 struct Session {
+    std::size_t index = 0; ///< its connection's place in the pool
     PGconn* pg = nullptr;
     galay::AsyncFd afd;
     std::shared_ptr<PGcancel> cancel;
@@ -321,7 +322,12 @@ galay::Task<void> PoolState::read_loop(std::shared_ptr<Session> s) {
         drain(*s, completed);
         if (s->dead) co_return;
         if (PQstatus(s->pg) == CONNECTION_BAD) co_return lose(*s, one_line(PQerrorMessage(s->pg)));
-        if (completed) dispatch();
+        if (completed) {
+            // The tasks these results woke will send their next queries in this turn of the
+            // loop: in pipeline mode they go to this connection first, as one sync group.
+            if (opts.pipeline) next = s->index;
+            dispatch();
+        }
     }
 }
 
@@ -348,6 +354,7 @@ galay::Task<void> PoolState::run(std::size_t i) {
             backoff = std::chrono::milliseconds(50);
             conns[i].session = std::move(*s);
         }
+        conns[i].session->index = i;
         std::shared_ptr<Session> s = conns[i].session;
         galay::spawn(write_loop(s));
         dispatch();
