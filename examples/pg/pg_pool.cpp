@@ -57,7 +57,9 @@ struct Pending {
     galay::Event done;
     std::optional<QueryResult> result;
     bool sent = false, abandoned = false;
-    std::shared_ptr<PGcancel> cancel; ///< of the connection it was sent on
+    /// The connection it was sent on. Alive while the query waits for its result: a lost
+    /// connection ends its queries first.
+    struct Session* carrier = nullptr;
 };
 
 /// A request on a connection whose results have not all been read, in the order sent.
@@ -175,17 +177,20 @@ galay::Task<std::expected<std::shared_ptr<Session>, Error>> PoolState::connect()
 /// Sends `p` on `s` (PQsendQueryParams, then PQflush or a wake-up of the writer); false when
 /// the connection broke (it is then lost, and `p` was not taken).
 bool PoolState::send(Session& s, const std::shared_ptr<Pending>& p) {
-    std::vector<const char*> values;
-    values.reserve(p->params.size());
-    for (const Param& v : p->params)
-        values.push_back(v ? v->c_str() : nullptr);
-    if (PQsendQueryParams(s.pg, p->sql.c_str(), static_cast<int>(values.size()), nullptr,
-                          values.data(), nullptr, nullptr, 0) != 1) {
+    // The parameters' pointers: on the stack for up to 16 (no allocation per query).
+    const std::size_t n = p->params.size();
+    const char* few[16];
+    std::vector<const char*> many(n > 16 ? n : 0);
+    const char** values = n > 16 ? many.data() : few;
+    for (std::size_t k = 0; k < n; ++k)
+        values[k] = p->params[k] ? p->params[k]->c_str() : nullptr;
+    if (PQsendQueryParams(s.pg, p->sql.c_str(), static_cast<int>(n), nullptr, values, nullptr,
+                          nullptr, 0) != 1) {
         lose(s, one_line(PQerrorMessage(s.pg)));
         return false;
     }
     p->sent = true;
-    p->cancel = s.cancel;
+    p->carrier = &s;
     s.inflight.push_back({p});
     ++s.queries;
     if (opts.pipeline) {
@@ -371,13 +376,17 @@ QueryCall&& QueryCall::timeout(std::chrono::nanoseconds d) && {
 }
 
 galay::Task<QueryResult> QueryCall::run() {
-    auto s = state_;
-    auto p = pending_;
+    // This QueryCall owns the task, so its members outlive the frame.
+    detail::PoolState* s = state_.get();
+    const std::shared_ptr<detail::Pending>& p = pending_;
     if (s->closing) co_return std::unexpected(Error{ErrorKind::closed, "the pool is closed", ""});
     s->waiting.push_back(p);
     s->dispatch();
-    auto w = p->timeout.count() > 0 ? co_await p->done.wait().timeout(p->timeout)
-                                    : co_await p->done.wait();
+    galay::Result<void> w;
+    if (p->timeout.count() > 0)
+        w = co_await p->done.wait().timeout(p->timeout);
+    else
+        w = co_await p->done.wait();
     if (w || p->result) co_return std::move(*p->result);
     p->abandoned = true;
     if (!p->sent) {
@@ -385,7 +394,8 @@ galay::Task<QueryResult> QueryCall::run() {
         co_return std::unexpected(Error{ErrorKind::timeout, "no connection was free in time", ""});
     }
     // Ask the server to stop it, from the blocking pool: PQcancel connects and waits.
-    if (p->cancel == nullptr)
+    std::shared_ptr<PGcancel> cancel = p->carrier->cancel;
+    if (cancel == nullptr)
         co_return std::unexpected(Error{ErrorKind::timeout, "no result in time (no cancel)", ""});
     ++s->stats.cancels_sent;
     galay::spawn([](std::shared_ptr<PGcancel> c) -> galay::Task<void> {
@@ -393,7 +403,7 @@ galay::Task<QueryResult> QueryCall::run() {
             char err[256];
             PQcancel(c.get(), err, sizeof err);
         });
-    }(p->cancel));
+    }(std::move(cancel)));
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p->timeout).count();
     co_return std::unexpected(Error{ErrorKind::timeout,
                                     w.error() == std::errc::timed_out
