@@ -27,10 +27,8 @@ namespace {
 
 constexpr const char* kTool = "galay_pg";
 
-struct Options : foreign::pg::Options {
-    std::string mode = "single", backend = "io_uring";
-    int depth = 16, inflight = 1000;
-    bool pipeline() const { return mode == "pipeline"; }
+struct Options : foreign::pg::Options, foreign::pg::ModeOptions {
+    std::string backend = "io_uring";
 };
 
 struct Run {
@@ -116,24 +114,12 @@ int main(int argc, char** argv) {
     app.add_option("--backend", o.backend, "galay's backend")
         ->capture_default_str()
         ->check(CLI::IsMember({"io_uring", "epoll"}));
-    app.add_option("--mode", o.mode,
-                   "single: one query in flight per connection; pipeline: "
-                   "libpq pipeline mode")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"single", "pipeline"}));
-    app.add_option("--depth", o.depth, "pipeline: queries per PQpipelineSync at most")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
-    app.add_option("--inflight", o.inflight, "pipeline: queries in flight across the connections")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000000));
+    foreign::pg::add_mode_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
     if (o.prepared)
         return foreign::usage_error(kTool, "--prepared: the pool sends unnamed statements only");
-    if (o.pipeline() && o.inflight < o.connections)
-        return foreign::usage_error(kTool, "--inflight: " + std::to_string(o.inflight) +
-                                               " is fewer than --connections " +
-                                               std::to_string(o.connections));
+    if (auto problem = foreign::pg::mode_problem(o, o); !problem.empty())
+        return foreign::usage_error(kTool, problem);
     auto backend = galay::parse_backend(o.backend);
     galay::Scheduler sched({.backend = *backend});
     return sched.block_on(bench(o));
