@@ -15,11 +15,13 @@
 // Measured: queries completed, wall time and this process's CPU (getrusage) over --duration
 // seconds after --warmup; then no new query is sent and the ones in flight are waited for (10 s).
 // A lost connection is made again by the pool; its queries in flight count as errors. Exit 0 with
-// no error, 1 with errors or when the pool cannot connect (one line with libpq's message), 2 on
-// bad flags.
+// no error, 1 with errors, when the pool cannot connect (one line with libpq's message) or the
+// backend cannot run here (one line: "galay_pg: backend io_uring unavailable: ..."), 2 on bad
+// flags.
 #include "pg_client.hpp"
 #include "pg_pool.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,7 +122,13 @@ int main(int argc, char** argv) {
         return foreign::usage_error(kTool, "--prepared: the pool sends unnamed statements only");
     if (auto problem = foreign::pg::mode_problem(o, o); !problem.empty())
         return foreign::usage_error(kTool, problem);
-    auto backend = galay::parse_backend(o.backend);
-    galay::Scheduler sched({.backend = *backend});
-    return sched.block_on(bench(o));
+    std::optional<galay::Scheduler> sched;
+    try {
+        sched.emplace(galay::SchedulerOptions{.backend = *galay::parse_backend(o.backend)});
+    } catch (const std::exception& e) { // io_uring refused by the kernel, or not built in
+        std::fprintf(stderr, "%s: backend %s unavailable: %s\n", kTool, o.backend.c_str(),
+                     e.what());
+        return 1;
+    }
+    return sched->block_on(bench(o));
 }
