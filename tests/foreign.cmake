@@ -25,10 +25,24 @@ if(Python3_Interpreter_FOUND)
     foreign_py_test(foreign_pg_clients_py test_foreign_pg_clients.py 240
                     $<TARGET_FILE_DIR:raw_pg>)
   endif()
+  if(TARGET galay_pg)
+    foreign_py_test(galay_pg_py test_galay_pg.py 240 $<TARGET_FILE_DIR:galay_pg>)
+  endif()
   if(TARGET curl_multi_loop AND TARGET curl_threads)
     foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
                     $<TARGET_FILE_DIR:curl_multi_loop>)
   endif()
   # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
   foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)
+endif()
+# The PostgreSQL pool of examples/pg, pg_query and pg_http, on both backends against a real server.
+if(TARGET galay_pg_pool AND TARGET galay_test_postgres)
+  add_executable(pg_pool_tests integration/pg_pool_test.cpp)
+  target_link_libraries(pg_pool_tests PRIVATE galay_pg_pool galay_test_postgres GTest::gtest
+                                              GTest::gtest_main)
+  target_include_directories(pg_pool_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  add_dependencies(pg_pool_tests pg_query pg_http)
+  target_compile_definitions(pg_pool_tests PRIVATE PG_QUERY_BIN="$<TARGET_FILE:pg_query>"
+                                                   PG_HTTP_BIN="$<TARGET_FILE:pg_http>")
+  gtest_discover_tests(pg_pool_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240)
 endif()

@@ -130,6 +130,35 @@ inline void add_options(CLI::App& app, Options& o) {
     app.add_flag("--json", o.json, "print one JSON object");
 }
 
+/// The flags of the clients that run both modes (raw_pg, galay_pg).
+struct ModeOptions {
+    std::string mode = "single";
+    int depth = 16, inflight = 1000;
+    bool pipeline() const { return mode == "pipeline"; }
+};
+
+inline void add_mode_options(CLI::App& app, ModeOptions& o) {
+    app.add_option("--mode", o.mode,
+                   "single: one query in flight per connection; pipeline: "
+                   "libpq pipeline mode")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"single", "pipeline"}));
+    app.add_option("--depth", o.depth, "pipeline: queries per PQpipelineSync")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--inflight", o.inflight, "pipeline: queries in flight across the connections")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000000));
+}
+
+/// After parsing: what is wrong with the combination of flags ("" when nothing).
+inline std::string mode_problem(const Options& o, const ModeOptions& m) {
+    if (m.pipeline() && m.inflight < o.connections)
+        return "--inflight: " + std::to_string(m.inflight) + " is fewer than --connections " +
+               std::to_string(o.connections);
+    return "";
+}
+
 /// How a run went: what its report says besides the flags.
 struct Outcome {
     std::string mode = "single";

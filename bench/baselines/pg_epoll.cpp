@@ -34,11 +34,7 @@ namespace {
 
 constexpr const char* kTool = "raw_pg";
 
-struct Options : foreign::pg::Options {
-    std::string mode = "single";
-    int depth = 16, inflight = 1000;
-    bool pipeline() const { return mode == "pipeline"; }
-};
+struct Options : foreign::pg::Options, foreign::pg::ModeOptions {};
 
 /// A request whose replies have not all been read, in the order sent.
 struct Item {
@@ -369,22 +365,10 @@ int main(int argc, char** argv) {
     CLI::App app{"raw_pg: N non-blocking libpq connections on one epoll loop, SELECT $1::int "
                  "(the floor of the PostgreSQL comparison)"};
     foreign::pg::add_options(app, o);
-    app.add_option("--mode", o.mode,
-                   "single: one query in flight per connection; pipeline: "
-                   "libpq pipeline mode")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"single", "pipeline"}));
-    app.add_option("--depth", o.depth, "pipeline: queries per PQpipelineSync")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
-    app.add_option("--inflight", o.inflight, "pipeline: queries in flight across the connections")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000000));
+    foreign::pg::add_mode_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
-    if (o.pipeline() && o.inflight < o.connections)
-        return foreign::usage_error(kTool, "--inflight: " + std::to_string(o.inflight) +
-                                               " is fewer than --connections " +
-                                               std::to_string(o.connections));
+    if (auto problem = foreign::pg::mode_problem(o, o); !problem.empty())
+        return foreign::usage_error(kTool, problem);
     Client client(o);
     return client.run();
 }

@@ -1,0 +1,197 @@
+// A PostgreSQL connection pool on galay's loop: N non-blocking libpq connections, each driven by
+// galay tasks through galay::AsyncFd, queries with parameters, many in flight from one thread.
+//
+//     pg::Options opts{.conninfo = "host=/run/postgresql dbname=app", .connections = 4};
+//     auto pool = co_await pg::Pool::open(std::move(opts)); // named: the guide's g++ 12 note
+//     if (!pool) { std::puts(pool.error().message.c_str()); co_return; }
+//     pg::QueryResult r = co_await pool->query("SELECT $1::int + $2::int", 1, 2);
+//     if (r) std::printf("%s\n", std::string(r->get(0, 0)).c_str());      // "3"
+//     auto slow = co_await pool->query("SELECT pg_sleep(60)").timeout(100ms);
+//     // slow.error().kind == pg::ErrorKind::timeout: PQcancel was sent, the connection goes on
+//
+// Example code to copy, not part of the galay library. What it does, and why:
+// - Every connection has a reader task (waits readable, PQconsumeInput, PQgetResult while
+//   !PQisBusy) and a writer task (PQflush until done, waiting writable between tries). A query is
+//   sent by the task that asks for it, on a connection with room; the others queue in order.
+// - `pipeline = true`: each connection is in libpq's pipeline mode and carries up to
+//   `max_inflight` queries; the queries sent in one turn of the loop share one PQpipelineSync
+//   (at most `sync_every`). An error in a pipelined query makes the server skip the rest of its
+//   sync group: those end with ErrorKind::pipeline_aborted (retry them).
+// - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
+//   pool (it makes a connection of its own: it must not block the loop). The server then ends the
+//   statement running on that connection; in pipeline mode that can be a later one of the group.
+// - A lost connection (a server restart) ends every query it carried with
+//   ErrorKind::connection_lost, and is made again (backoff 50 ms doubling to 2 s). While no
+//   connection is up, a failed attempt ends the queued queries with ErrorKind::connect.
+// Everything runs on the thread of the scheduler that opened the pool.
+#pragma once
+
+#include <galay/galay.hpp>
+
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pg {
+
+enum class ErrorKind {
+    connect,          ///< a connection could not be made: server down, wrong password, ...
+    server,           ///< the server refused the query (SQL error): `sqlstate` says which
+    connection_lost,  ///< the connection broke while the query was in flight
+    timeout,          ///< past its timeout (the server was asked to cancel it)
+    pipeline_aborted, ///< skipped: an earlier query of its pipeline sync group failed
+    closed,           ///< the pool was closed
+};
+
+/// A query's or a connection's failure: what kind, libpq's or the server's message on one line,
+/// and the SQLSTATE when the server gave one ("57014" for a cancelled statement).
+struct Error {
+    ErrorKind kind;
+    std::string message;
+    std::string sqlstate;
+};
+
+/// The name of an ErrorKind ("connect", "server", ...).
+const char* kind_name(ErrorKind k) noexcept;
+
+/// A query's result: the rows (none for a command) of libpq's PGresult, which it owns.
+class Rows {
+public:
+    explicit Rows(PGresult* r) noexcept
+        : res_(r) {}
+    int rows() const noexcept { return PQntuples(res_.get()); }
+    int columns() const noexcept { return PQnfields(res_.get()); }
+    std::string_view column_name(int c) const noexcept { return PQfname(res_.get(), c); }
+    bool is_null(int r, int c) const noexcept { return PQgetisnull(res_.get(), r, c) == 1; }
+    /// The value in text form ("" for NULL: see is_null).
+    std::string_view get(int r, int c) const noexcept {
+        return {PQgetvalue(res_.get(), r, c),
+                static_cast<std::size_t>(PQgetlength(res_.get(), r, c))};
+    }
+    /// "SELECT 1", "INSERT 0 3" ...
+    std::string_view command_tag() const noexcept { return PQcmdStatus(res_.get()); }
+    const PGresult* raw() const noexcept { return res_.get(); }
+
+private:
+    struct Clear {
+        void operator()(PGresult* r) const noexcept { PQclear(r); }
+    };
+    std::unique_ptr<PGresult, Clear> res_;
+};
+
+using QueryResult = std::expected<Rows, Error>;
+
+/// A parameter in libpq's text form; nullopt is SQL NULL.
+using Param = std::optional<std::string>;
+inline Param to_param(std::nullptr_t) {
+    return std::nullopt;
+}
+inline Param to_param(std::string_view s) {
+    return std::string(s);
+}
+inline Param to_param(const char* s) {
+    return std::string(s);
+}
+inline Param to_param(const std::string& s) {
+    return s;
+}
+inline Param to_param(bool b) {
+    return b ? "true" : "false";
+}
+template <class T>
+    requires(std::integral<T> || std::floating_point<T>) && (!std::same_as<T, bool>)
+Param to_param(T v) {
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+}
+template <class T>
+Param to_param(const std::optional<T>& v) {
+    return v ? to_param(*v) : std::nullopt;
+}
+
+struct Options {
+    std::string conninfo;   ///< libpq's connection string or URI
+    int connections = 4;    ///< connections in the pool
+    bool pipeline = false;  ///< libpq pipeline mode: many queries per connection
+    int max_inflight = 256; ///< pipeline: queries in flight per connection at most
+    int sync_every = 64;    ///< pipeline: queries per PQpipelineSync at most
+    std::chrono::milliseconds connect_timeout{10'000}; ///< each connection attempt
+    std::chrono::milliseconds query_timeout{0};        ///< default per query; 0: none
+};
+
+/// What the pool did so far.
+struct Stats {
+    int connections_up = 0;
+    std::uint64_t reconnects = 0;       ///< connections made again after a loss
+    std::uint64_t connections_lost = 0; ///< losses while connected
+    std::uint64_t cancels_sent = 0;     ///< PQcancel calls for queries past their timeout
+};
+
+namespace detail {
+struct PoolState;
+struct Pending;
+} // namespace detail
+
+/// `co_await pool.query(...)` (with `.timeout(d)` before it) -> QueryResult.
+class [[nodiscard]] QueryCall {
+public:
+    QueryCall(std::shared_ptr<detail::PoolState> s, std::shared_ptr<detail::Pending> p) noexcept
+        : state_(std::move(s))
+        , pending_(std::move(p)) {}
+    /// End the query with ErrorKind::timeout (and cancel it on the server) after `d`.
+    QueryCall&& timeout(std::chrono::nanoseconds d) &&;
+    auto operator co_await() && {
+        task_.emplace(run());
+        return std::move(*task_).operator co_await();
+    }
+
+private:
+    galay::Task<QueryResult> run();
+    std::shared_ptr<detail::PoolState> state_;
+    std::shared_ptr<detail::Pending> pending_;
+    std::optional<galay::Task<QueryResult>> task_;
+};
+
+/// A pool of libpq connections (see the top of this file). Move-only; destroying it closes it.
+class Pool {
+public:
+    /// Makes every connection (one after the other; each within `connect_timeout`), then starts
+    /// their tasks. Fails with ErrorKind::connect and libpq's message when one cannot be made.
+    static galay::Task<std::expected<Pool, Error>> open(Options o);
+
+    Pool(Pool&&) noexcept = default;
+    Pool& operator=(Pool&&) noexcept = default;
+    ~Pool() { close(); }
+
+    /// Run `sql` with `params` ($1, $2, ... in text form: numbers, strings, nullptr for NULL).
+    template <class... Args>
+    QueryCall query(std::string sql, Args&&... params) {
+        return query_params(std::move(sql), {to_param(std::forward<Args>(params))...});
+    }
+    QueryCall query_params(std::string sql, std::vector<Param> params);
+
+    /// Ends every query queued or in flight with ErrorKind::closed and lets go of the
+    /// connections (their tasks end at the loop's next turn). Idempotent.
+    void close() noexcept;
+
+    Stats stats() const noexcept;
+
+private:
+    static galay::Task<std::expected<Pool, Error>>
+    open_state(std::shared_ptr<detail::PoolState> state);
+    explicit Pool(std::shared_ptr<detail::PoolState> s) noexcept
+        : state_(std::move(s)) {}
+    std::shared_ptr<detail::PoolState> state_;
+};
+
+} // namespace pg

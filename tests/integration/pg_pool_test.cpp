@@ -1,0 +1,364 @@
+// The PostgreSQL pool of examples/pg on both backends, against a real server
+// (support/postgres.hpp): parameters and NULLs, 1,000 queries in flight over 4 connections (one
+// at a time per connection, and in pipeline mode), an error inside a pipeline, a query past its
+// timeout cancelled on the server, a wrong password, a server that is down or stops, a restart
+// in the middle of a load (every query ends, the pool recovers), and pg_http answering curl.
+// Every wait is bounded: a query carries a timeout, a process a deadline.
+#include "pg_pool.hpp"
+#include "support/backends.hpp"
+#include "support/postgres.hpp"
+#include "support/process.hpp"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace galay {
+namespace {
+
+using namespace std::chrono_literals;
+using test::PostgresServer;
+
+#define SKIP_WITHOUT_POSTGRES()                                                                    \
+    if (auto why = test::postgres_missing()) GTEST_SKIP() << "SKIP: " << *why
+
+class PgPoolTest : public test::BackendTest {};
+
+pg::Options pool_options(const std::string& conninfo, int conns, bool pipeline = false) {
+    pg::Options o;
+    o.conninfo = conninfo;
+    o.connections = conns;
+    o.pipeline = pipeline;
+    o.connect_timeout = 20s;
+    o.query_timeout = 30s; // every query in these tests ends by then, whatever happens
+    return o;
+}
+
+std::string describe(const pg::QueryResult& r) {
+    if (r) return "ok";
+    return std::string(pg::kind_name(r.error().kind)) + ": " + r.error().message;
+}
+
+TEST_P(PgPoolTest, QueriesWithParametersNullsAndErrors) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 2));
+        CO_ASSERT(pool);
+        auto sum = co_await pool->query("SELECT $1::int + $2::int", 40, 2);
+        CO_ASSERT(sum);
+        EXPECT_EQ(sum->get(0, 0), "42");
+        EXPECT_EQ(sum->command_tag(), "SELECT 1");
+        auto text = co_await pool->query("SELECT $1::text AS a, $2::text AS b, $3::bool", "it's",
+                                         nullptr, true);
+        CO_ASSERT(text);
+        EXPECT_EQ(text->column_name(0), "a");
+        EXPECT_EQ(text->get(0, 0), "it's");
+        EXPECT_TRUE(text->is_null(0, 1));
+        EXPECT_EQ(text->get(0, 2), "t");
+        auto rows = co_await pool->query("SELECT generate_series(1, $1::int)", 5);
+        CO_ASSERT(rows);
+        EXPECT_EQ(rows->rows(), 5);
+        EXPECT_EQ(rows->get(4, 0), "5");
+        auto bad = co_await pool->query("SELECT 1 / $1::int", 0);
+        CO_ASSERT(!bad);
+        EXPECT_EQ(bad.error().kind, pg::ErrorKind::server);
+        EXPECT_EQ(bad.error().sqlstate, "22012");
+        EXPECT_NE(bad.error().message.find("division by zero"), std::string::npos);
+        auto after = co_await pool->query("SELECT 'still fine'");
+        CO_ASSERT(after);
+        EXPECT_EQ(after->get(0, 0), "still fine");
+    }());
+}
+
+/// `n` queries `SELECT $1::int` with distinct values, all in flight at once; how many came back
+/// right (and the first wrong one in `wrong`).
+Task<int> many_at_once(pg::Pool& pool, int n, std::string& wrong) {
+    std::vector<JoinHandle<pg::QueryResult>> all;
+    for (int i = 0; i < n; ++i)
+        all.push_back(spawn([](pg::Pool& p, int v) -> Task<pg::QueryResult> {
+            co_return co_await p.query("SELECT $1::int * 2", v);
+        }(pool, i)));
+    int right = 0;
+    for (int i = 0; i < n; ++i) {
+        pg::QueryResult r = co_await all[static_cast<std::size_t>(i)];
+        if (r && r->get(0, 0) == std::to_string(2 * i))
+            ++right;
+        else if (wrong.empty())
+            wrong = r ? "got " + std::string(r->get(0, 0)) : describe(r);
+    }
+    co_return right;
+}
+
+TEST_P(PgPoolTest, AThousandQueriesInFlightOverFourConnections) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 4));
+        CO_ASSERT(pool);
+        std::string wrong;
+        const int right = co_await many_at_once(*pool, 1000, wrong);
+        EXPECT_EQ(right, 1000) << wrong;
+        EXPECT_EQ(pool->stats().connections_up, 4);
+    }());
+}
+
+TEST_P(PgPoolTest, PipelineModeCarriesThemAll) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 4, true));
+        CO_ASSERT(pool);
+        std::string wrong;
+        const int right = co_await many_at_once(*pool, 1000, wrong);
+        EXPECT_EQ(right, 1000) << wrong;
+        // The server counts the statements: 1,000 went over 4 backends.
+        auto n = co_await pool->query("SELECT count(*) FROM pg_stat_activity WHERE "
+                                      "backend_type = 'client backend' AND datname = 'postgres'");
+        CO_ASSERT(n);
+        EXPECT_EQ(n->get(0, 0), "4");
+    }());
+}
+
+/// One query as a task of its own (to have several in flight from one test task).
+Task<pg::QueryResult> ask(pg::Pool& pool, std::string sql, std::vector<pg::Param> params) {
+    co_return co_await pool.query_params(std::move(sql), std::move(params));
+}
+
+TEST_P(PgPoolTest, AnErrorInAPipelineFailsItsGroupOnly) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 1, true));
+        CO_ASSERT(pool);
+        // Sent in one turn of the loop: one sync group, the failing query in the middle.
+        auto first = spawn(ask(*pool, "SELECT $1::int", {"1"}));
+        auto bad = spawn(ask(*pool, "SELECT 1 / $1::int", {"0"}));
+        auto skipped = spawn(ask(*pool, "SELECT $1::int", {"3"}));
+        pg::QueryResult r1 = co_await first;
+        pg::QueryResult r2 = co_await bad;
+        pg::QueryResult r3 = co_await skipped;
+        CO_ASSERT(r1);
+        EXPECT_EQ(r1->get(0, 0), "1");
+        CO_ASSERT(!r2);
+        EXPECT_EQ(r2.error().kind, pg::ErrorKind::server);
+        EXPECT_EQ(r2.error().sqlstate, "22012");
+        CO_ASSERT(!r3);
+        EXPECT_EQ(r3.error().kind, pg::ErrorKind::pipeline_aborted) << describe(r3);
+        // The next group runs.
+        auto again = co_await pool->query("SELECT $1::int", 4);
+        CO_ASSERT(again);
+        EXPECT_EQ(again->get(0, 0), "4");
+    }());
+}
+
+TEST_P(PgPoolTest, AQueryPastItsTimeoutIsCancelledOnTheServer) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        // One connection: the next query can only run once the sleep has ended, which without
+        // the cancel would be 60 s away (past its 20 s timeout).
+        auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 1));
+        CO_ASSERT(pool);
+        auto slow = co_await pool->query("SELECT pg_sleep(60)").timeout(200ms);
+        CO_ASSERT(!slow);
+        EXPECT_EQ(slow.error().kind, pg::ErrorKind::timeout) << describe(slow);
+        EXPECT_EQ(pool->stats().cancels_sent, 1u);
+        auto next = co_await pool->query("SELECT $1::int", 7).timeout(20s);
+        CO_ASSERT(next);
+        EXPECT_EQ(next->get(0, 0), "7");
+        EXPECT_EQ(pool->stats().connections_lost, 0u);
+    }());
+}
+
+TEST_P(PgPoolTest, AWrongPasswordIsAClearError) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo("wrong"), 2));
+        CO_ASSERT(!pool);
+        EXPECT_EQ(pool.error().kind, pg::ErrorKind::connect);
+        EXPECT_NE(pool.error().message.find("password authentication failed"), std::string::npos)
+            << pool.error().message;
+    }());
+}
+
+TEST_P(PgPoolTest, AServerThatIsDownIsAClearError) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    const std::string conninfo = server.tcp_conninfo();
+    server.stop(); // nobody listens on its port now
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(conninfo, 2));
+        CO_ASSERT(!pool);
+        EXPECT_EQ(pool.error().kind, pg::ErrorKind::connect);
+        EXPECT_NE(pool.error().message.find("Connection refused"), std::string::npos)
+            << pool.error().message;
+    }());
+}
+
+TEST_P(PgPoolTest, AServerThatStopsEndsTheQueriesInFlight) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 2));
+        CO_ASSERT(pool);
+        auto sleeping = spawn(ask(*pool, "SELECT pg_sleep(60)", {}));
+        // Stopping waits for the server's exit: on the blocking pool, while this loop serves.
+        auto stopped = co_await spawn_blocking([&] { server.stop(); });
+        CO_ASSERT(stopped);
+        pg::QueryResult r = co_await sleeping;
+        CO_ASSERT(!r);
+        EXPECT_TRUE(r.error().kind == pg::ErrorKind::connection_lost ||
+                    r.error().kind == pg::ErrorKind::server)
+            << describe(r);
+        // No server: a new query ends with the connection error, not at its timeout.
+        auto later = co_await pool->query("SELECT 1");
+        CO_ASSERT(!later);
+        EXPECT_EQ(later.error().kind, pg::ErrorKind::connect) << describe(later);
+        EXPECT_NE(later.error().message.find("Connection refused"), std::string::npos)
+            << describe(later);
+    }());
+}
+
+/// The load of the restart test: `tasks` tasks each running queries one after the other until
+/// `stop`, every query with a timeout; the counts of what came back.
+struct Load {
+    std::mutex m;
+    std::condition_variable cv;
+    long ok = 0, errors = 0, ok_after_restart = 0;
+    bool restarted = false, stop = false;
+    std::string wrong; ///< a wrong value (never acceptable)
+    std::string error_kinds;
+
+    void count(const pg::QueryResult& r, int v) {
+        std::lock_guard lock(m);
+        if (r && r->get(0, 0) == std::to_string(v)) {
+            ++ok;
+            ok_after_restart += restarted;
+        } else if (r) {
+            wrong = "sent " + std::to_string(v) + ", got " + std::string(r->get(0, 0));
+        } else {
+            ++errors;
+            const std::string k = pg::kind_name(r.error().kind);
+            if (error_kinds.find(k) == std::string::npos) error_kinds += k + ";";
+        }
+        cv.notify_all();
+    }
+    bool stopping() {
+        std::lock_guard lock(m);
+        return stop;
+    }
+};
+
+Task<void> load_task(pg::Pool& pool, Load& load, int id) {
+    for (int i = 0; !load.stopping(); ++i) {
+        const int v = id * 1'000'000 + i;
+        auto r = co_await pool.query("SELECT $1::int", v).timeout(20s);
+        load.count(r, v);
+        if (!r) co_await sleep(10ms); // a retry's pace while the server is away
+    }
+}
+
+TEST_P(PgPoolTest, AServerRestartUnderLoadEndsEveryQueryAndThePoolRecovers) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    Load load;
+    pg::Stats stats;
+    // The pool runs on a thread of its own: this one restarts the server (the fixture must be
+    // started from the thread it lives on).
+    std::thread client([&] {
+        run([&]() -> Task<void> {
+            auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 4));
+            if (!pool) {
+                std::lock_guard lock(load.m);
+                load.wrong = "open: " + pool.error().message;
+                load.stop = true;
+                load.cv.notify_all();
+                co_return;
+            }
+            std::vector<JoinHandle<void>> tasks;
+            for (int id = 0; id < 64; ++id)
+                tasks.push_back(spawn(load_task(*pool, load, id)));
+            for (auto& t : tasks)
+                co_await t; // each ends once `stop` is set and its query has ended
+            stats = pool->stats();
+        }());
+    });
+    auto wait_until = [&](auto pred) {
+        std::unique_lock lock(load.m);
+        return load.cv.wait_for(lock, 60s, [&] { return pred() || load.stop; }) && pred();
+    };
+    EXPECT_TRUE(wait_until([&] { return load.ok >= 500; })) << load.wrong;
+    server.restart();
+    {
+        std::lock_guard lock(load.m);
+        load.restarted = true;
+    }
+    EXPECT_TRUE(wait_until([&] { return load.ok_after_restart >= 500; }))
+        << "errors " << load.errors << " (" << load.error_kinds << ")";
+    {
+        std::lock_guard lock(load.m);
+        load.stop = true;
+    }
+    client.join();
+    EXPECT_EQ(load.wrong, "");
+    EXPECT_GE(load.ok_after_restart, 500);
+    EXPECT_GE(stats.connections_lost, 1u);
+    EXPECT_GE(stats.reconnects, 1u);
+    EXPECT_EQ(stats.connections_up, 4);
+}
+
+TEST_P(PgPoolTest, PgHttpAnswersCurlWithTheQuerysResult) {
+    SKIP_WITHOUT_POSTGRES();
+    if (test::run_process({"curl", "--version"}).exit_code != 0)
+        GTEST_SKIP() << "SKIP: curl is not installed";
+    PostgresServer server;
+    test::Process http({PG_HTTP_BIN, "--dsn", server.tcp_conninfo(), "--port", "0", "--backend",
+                        backend_name(GetParam()), "--conns", "2"});
+    ASSERT_TRUE(http.wait_for("listening on http://", false, 60s)) << http.err();
+    ASSERT_TRUE(http.wait_for("(", false, 10s)) << http.out();
+    const std::string out = http.out();
+    const auto at = out.find("http://");
+    const std::string base = out.substr(at, out.find(' ', at) - at);
+    auto sum =
+        test::run_process({"curl", "-sS", "-w", " %{http_code}", base + "/sum?a=40&b=2"}, 30s);
+    EXPECT_EQ(sum.exit_code, 0) << sum.err;
+    EXPECT_EQ(sum.out, "42\n 200");
+    auto bad =
+        test::run_process({"curl", "-sS", "-w", " %{http_code}", base + "/sum?a=x&b=2"}, 30s);
+    EXPECT_NE(bad.out.find("invalid input syntax for type integer"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find(" 400"), std::string::npos) << bad.out;
+    auto missing = test::run_process({"curl", "-sS", "-w", " %{http_code}", base + "/nope"}, 30s);
+    EXPECT_NE(missing.out.find(" 404"), std::string::npos) << missing.out;
+    http.signal(SIGTERM);
+    auto end = http.finish(30s);
+    EXPECT_TRUE(end.exited && end.exit_code == 0) << end.exit_code << " " << end.err;
+}
+
+TEST_P(PgPoolTest, PgQueryPrintsRowsAndSaysWhatWentWrong) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    const std::string be = backend_name(GetParam());
+    auto ok = test::run_process({PG_QUERY_BIN, "--backend", be, "--dsn", server.tcp_conninfo(),
+                                 "SELECT $1::int + $2::int, $3::text", "1", "2", "\\N"},
+                                60s);
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+    EXPECT_EQ(ok.out, "3\t\\N\n");
+    auto wrong = test::run_process(
+        {PG_QUERY_BIN, "--backend", be, "--dsn", server.tcp_conninfo("wrong"), "SELECT 1"}, 60s);
+    EXPECT_EQ(wrong.exit_code, 1);
+    EXPECT_NE(wrong.err.find("pg_query: connect: "), std::string::npos) << wrong.err;
+    EXPECT_NE(wrong.err.find("password authentication failed"), std::string::npos) << wrong.err;
+    auto usage = test::run_process({PG_QUERY_BIN, "--conns", "x", "--dsn", "d", "SELECT 1"}, 60s);
+    EXPECT_EQ(usage.exit_code, 2);
+    EXPECT_EQ(usage.err, "pg_query: error: --conns: 'x' is not a number >= 1 (see --help)\n");
+    auto help = test::run_process({PG_QUERY_BIN, "--help"}, 60s);
+    EXPECT_EQ(help.exit_code, 0);
+    EXPECT_NE(help.out.find("usage: pg_query"), std::string::npos);
+}
+
+GALAY_INSTANTIATE_BACKENDS(PgPoolTest);
+
+} // namespace
+} // namespace galay
