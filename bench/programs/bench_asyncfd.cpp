@@ -61,7 +61,8 @@ Task<bool> read_exact(AsyncFd& afd, std::span<char> buf) {
         if (n > 0) {
             got += static_cast<std::size_t>(n);
         } else if (n < 0 && errno == EAGAIN) {
-            if (!co_await afd.readable()) co_return false;
+            auto ready = co_await afd.readable();
+            if (!ready) co_return false;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else {
@@ -79,7 +80,8 @@ Task<bool> write_all(AsyncFd& afd, std::span<const char> buf) {
         if (n > 0) {
             put += static_cast<std::size_t>(n);
         } else if (n < 0 && errno == EAGAIN) {
-            if (!co_await afd.writable()) co_return false;
+            auto ready = co_await afd.writable();
+            if (!ready) co_return false;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else {
@@ -95,9 +97,16 @@ Task<void> foreign_side(int fd, bool initiator, int rounds) {
     if (!afd) throw Error(afd.error(), "AsyncFd::borrow");
     std::array<char, kMessage> buf{};
     for (int i = 0; i < rounds; ++i) {
-        if (initiator && !co_await write_all(*afd, buf)) throw std::runtime_error("write");
-        if (!co_await read_exact(*afd, buf)) throw std::runtime_error("read");
-        if (!initiator && !co_await write_all(*afd, buf)) throw std::runtime_error("write");
+        if (initiator) {
+            const bool sent = co_await write_all(*afd, buf);
+            if (!sent) throw std::runtime_error("write");
+        }
+        const bool got = co_await read_exact(*afd, buf);
+        if (!got) throw std::runtime_error("read");
+        if (!initiator) {
+            const bool sent = co_await write_all(*afd, buf);
+            if (!sent) throw std::runtime_error("write");
+        }
     }
     afd->reset(); // (borrowed: the socket stays open, closed by run_once)
 }
@@ -105,9 +114,16 @@ Task<void> foreign_side(int fd, bool initiator, int rounds) {
 Task<void> native_side(UnixStream& s, bool initiator, int rounds) {
     std::array<char, kMessage> buf{};
     for (int i = 0; i < rounds; ++i) {
-        if (initiator && !co_await s.send_all(buf)) throw std::runtime_error("send_all");
-        if (!co_await s.recv_exact(buf)) throw std::runtime_error("recv_exact");
-        if (!initiator && !co_await s.send_all(buf)) throw std::runtime_error("send_all");
+        if (initiator) {
+            auto sent = co_await s.send_all(buf);
+            if (!sent) throw std::runtime_error("send_all");
+        }
+        auto got = co_await s.recv_exact(buf);
+        if (!got) throw std::runtime_error("recv_exact");
+        if (!initiator) {
+            auto sent = co_await s.send_all(buf);
+            if (!sent) throw std::runtime_error("send_all");
+        }
     }
 }
 
