@@ -6,7 +6,8 @@ JOBS ?= $(shell nproc)
 CTEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib \
-	wrk nginx-light libssl-dev openssl python3-prometheus-client
+	wrk nginx-light libssl-dev openssl python3-prometheus-client \
+	libpq-dev postgresql libcurl4-openssl-dev curl redis-server redis-tools
 # The second compiler (make test-clang, and make test-tsan, whose build is clang's): clang-16 with
 # libc++-16; GoogleTest is built from Debian's source package (googletest) for that library.
 CLANG_DEB_PACKAGES := clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev googletest
@@ -18,6 +19,11 @@ DOCS_DEB_PACKAGES := doxygen python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian's python3 (with python3-matplotlib for the plots), even when another python3 is first in PATH.
 PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+
+# Every suite below runs under tests/leftovers.py, which fails the run when it left a process, a
+# listening port or a temporary file behind, and names it (it gives the run a TMPDIR of its own
+# and is the subreaper of everything the run starts).
+LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
 .PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring bench soak fuzz \
 	format clean
@@ -51,32 +57,32 @@ build: deps
 test: deps
 	cmake --preset debug >/dev/null
 	cmake --build --preset debug -j $(JOBS)
-	ctest --preset debug -j $(CTEST_JOBS)
+	$(LEFTOVERS) ctest --preset debug -j $(CTEST_JOBS)
 
 test-asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan -j $(CTEST_JOBS)
+	$(LEFTOVERS) ctest --preset asan -j $(CTEST_JOBS)
 
 # ThreadSanitizer on the second compiler (clang-16, libc++-16): the whole suite, so that one run
 # checks the threads and the other compiler and standard library.
 test-tsan: deps-clang
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
-	ctest --preset tsan -j $(CTEST_JOBS)
+	$(LEFTOVERS) ctest --preset tsan -j $(CTEST_JOBS)
 
 # The whole suite built by clang-16 with libc++-16, without a sanitizer.
 test-clang: deps-clang
 	cmake --preset clang >/dev/null
 	cmake --build --preset clang -j $(JOBS)
-	ctest --preset clang -j $(CTEST_JOBS)
+	$(LEFTOVERS) ctest --preset clang -j $(CTEST_JOBS)
 
 # The epoll half of the suite in a build without io_uring and libaio (the no-uring preset,
 # build/no-uring): what a kernel or distribution without liburing gets.
 test-no-uring: deps
 	cmake --preset no-uring >/dev/null
 	cmake --build --preset no-uring -j $(JOBS)
-	ctest --preset no-uring -j $(CTEST_JOBS)
+	$(LEFTOVERS) ctest --preset no-uring -j $(CTEST_JOBS)
 
 # Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
 # connection churn against bench_server and UDP/file/TCP
@@ -89,17 +95,17 @@ SOAK_PRESET ?= soak
 soak: deps
 	cmake --preset $(SOAK_PRESET) >/dev/null
 	cmake --build --preset $(SOAK_PRESET) -j $(JOBS) --target bench_server soak_local
-	$(PYTHON) tests/soak/soak.py --bin build/$(SOAK_PRESET)/bin --duration $(SOAK_SECONDS)
+	$(LEFTOVERS) $(PYTHON) tests/soak/soak.py --bin build/$(SOAK_PRESET)/bin --duration $(SOAK_SECONDS)
 
 # The main job: build release, run the benchmark suite on every supported backend, print the report.
 bench: build
-	$(PYTHON) bench/suite.py --bin build/release/bin
+	$(LEFTOVERS) $(PYTHON) bench/suite.py --bin build/release/bin
 
 # Build the libFuzzer targets (fuzz/, clang-16) and run each for a share of FUZZ_SECONDS.
 fuzz: deps-fuzz
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
-	fuzz/run.sh build/fuzz/bin $(FUZZ_SECONDS)
+	$(LEFTOVERS) fuzz/run.sh build/fuzz/bin $(FUZZ_SECONDS)
 
 # The API reference, from the comments of the public headers (docs/Doxyfile), in
 # build/docs/html/index.html. Any doxygen warning fails it, an undocumented public name included.

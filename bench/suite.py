@@ -60,6 +60,7 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 STUDIES = os.path.join(BENCH, "studies")
 sys.path[:0] = [os.path.join(BENCH, "harness"), STUDIES]
+import children  # noqa: E402  (what it starts ends when it does)
 import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
@@ -78,8 +79,8 @@ def have(bindir, name):
 def backend_available(bindir, backend):
     """Whether `backend` runs here: start bench_server on it and see if it listens."""
     port = harness.free_port()
-    p = subprocess.Popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = children.popen([os.path.join(bindir, "bench_server"), str(port), "--backend", backend],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ok = harness.wait_accepting(p, port, 5.0)
     err = "" if ok else (p.stderr.read() if p.poll() is not None else "did not start")
     harness.stop(p)
@@ -105,7 +106,7 @@ def tcp_section(args, backends):
                                    warmup=args.warmup, duration=args.duration,
                                    client_args="", start_timeout=10.0)
             runs = {"A": [], "B": []}
-            with tempfile.TemporaryDirectory() as logdir:
+            with tempfile.TemporaryDirectory(prefix="galay-suite-tcp-") as logdir:
                 for pair in range(args.pairs):
                     order = (("A", f"bench_server {{port}} --backend {be}"),
                              ("B", f"{baseline[be]} {{port}}"))
@@ -144,8 +145,8 @@ def tcp_section(args, backends):
 def run_json(argv, timeout):
     """Run a tool with --json; returns (exit code, parsed object or None, stderr)."""
     try:
-        cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=timeout)
+        cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout", None, ""
     obj = None
@@ -193,8 +194,8 @@ def udp_section(args, backends):
         servers.append(("raw_udp", "raw_udp {port}"))
     for label, cmd in servers:
         port = harness.free_port()
-        srv = subprocess.Popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        srv = children.popen(["taskset", "-c", "0"] + harness.resolve(cmd, args.bin, port),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         if srv.poll() is not None:
             FAILURES.append(f"udp {label}: server exited: {srv.stderr.read().strip()}")
@@ -473,10 +474,10 @@ def relay_report(ctx):
             lines += [f"Tokio proxy (bench/control/tokio_proxy) not built: {why}; no ratios "
                       "against it.", ""]
         out = os.path.join(a.out, "relay.json")
-        p = subprocess.run([sys.executable, os.path.join(STUDIES, "relay.py"), "--bin", a.bin,
-                            "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
-                            "--warmup", "0.3", "--proxies", proxies, "--out", out],
-                           capture_output=True, text=True)
+        p = children.run([sys.executable, os.path.join(STUDIES, "relay.py"), "--bin", a.bin,
+                          "--sizes", "65536", "-c", "16", "--rounds", rounds, "-d", seconds,
+                          "--warmup", "0.3", "--proxies", proxies, "--out", out],
+                         capture_output=True, text=True)
         if p.returncode != 0:
             FAILURES.append(f"relay: bench/studies/relay.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
@@ -486,10 +487,10 @@ def relay_report(ctx):
         lines += ["static files: http_server or wrk missing, skipped.", ""]
     else:
         out = os.path.join(a.out, "static_files.json")
-        p = subprocess.run([sys.executable, os.path.join(STUDIES, "static_files.py"),
-                            "--bin", a.bin, "--sizes", "1048576", "-c", "100", "--rounds", rounds,
-                            "-d", seconds, "--warmup", "1", "--out", out],
-                           capture_output=True, text=True)
+        p = children.run([sys.executable, os.path.join(STUDIES, "static_files.py"),
+                          "--bin", a.bin, "--sizes", "1048576", "-c", "100", "--rounds", rounds,
+                          "-d", seconds, "--warmup", "1", "--out", out],
+                         capture_output=True, text=True)
         if p.returncode != 0:
             FAILURES.append(f"static files: bench/studies/static_files.py exited {p.returncode}: "
                             f"{p.stderr.strip()[-300:]}")
@@ -520,7 +521,7 @@ def sync_report(ctx):
                                "500000", "--blocking-rounds", "5000"]
     cmd = [sys.executable, os.path.join(STUDIES, "sync.py"),
            "--bin", a.bin, "--pairs", str(max(3, a.pairs)), "--json", out] + small
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = children.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         FAILURES.append(f"sync: bench/studies/sync.py exited {p.returncode}: "
                         f"{p.stderr.strip()[-300:]}")
@@ -556,7 +557,7 @@ def local_report(ctx):
     cmd = [sys.executable, os.path.join(STUDIES, "local.py"),
            "--bindir", a.bin, "--rounds", str(max(3, a.pairs)),
            "--backends", ",".join(ctx.backends), "--json"] + small
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = children.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         FAILURES.append(f"local: bench/studies/local.py exited {p.returncode}: "
                         f"{p.stderr.strip()[-300:]}")

@@ -6,8 +6,10 @@ Ports and servers:
   resolve(cmd, bindir, port)   a shell-like command string to argv ({port} filled, binary in bindir)
   label_of(cmd)                a command string without its {port}, for tables
   wait_accepting(proc, port)   polls a TCP connect until the server accepts (False if it died)
-  stop(proc, sig, timeout)     stops a server, killing it if it does not exit in time
+  stop(proc, sig, timeout)     stops a server, killing its process group if it does not exit in
+                               time (children.stop: every process is started through children.py)
   raise_nofile()               RLIMIT_NOFILE soft limit up to the hard limit
+  temp_dir(name)               a directory galay-<name>-XXXXXXXX in $TMPDIR, removed at the end
   start_pinned(cmd, cpu, ...)  a server on one CPU (taskset), returned once it accepts
   veth_netns(srv_cpu, cli_cpu) a network namespace joined by a veth pair, RPS steered (a with)
 Rounds (every contender once per round, ratios taken within a round):
@@ -42,8 +44,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+
+import children
 
 # ---------------------------------------------------------------------------------------------
 # Ports and servers
@@ -56,8 +61,8 @@ def cargo_build(crate_dir, binary):
     (path of `binary`, None), or (None, why not: no cargo, or the build's last error line)."""
     if shutil.which("cargo") is None:
         return None, "cargo not found (Debian: cargo)"
-    r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
-                        os.path.join(crate_dir, "Cargo.toml")], capture_output=True, text=True)
+    r = children.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
+                      os.path.join(crate_dir, "Cargo.toml")], capture_output=True, text=True)
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["?"])[-1]
         return None, f"cargo build failed ({last})"
@@ -71,8 +76,8 @@ def go_build(src_dir, out, package="."):
     if go is None:
         return None, "no Go toolchain on PATH"
     env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
-    r = subprocess.run([go, "build", "-o", out, package], cwd=src_dir, env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = children.run([go, "build", "-o", out, package], cwd=src_dir, env=env,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         name = os.path.relpath(src_dir, root)
@@ -131,16 +136,7 @@ def wait_accepting(proc, port, timeout, host="127.0.0.1"):
     return False
 
 
-def stop(proc, sig=signal.SIGTERM, timeout=5):
-    """Stops `proc` with `sig`, killing it if it has not exited within `timeout` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+stop = children.stop
 
 
 def start_pinned(cmd, cpu, bindir, port, env=None, timeout=10, host="127.0.0.1", prefix=()):
@@ -152,9 +148,9 @@ def start_pinned(cmd, cpu, bindir, port, env=None, timeout=10, host="127.0.0.1",
     and the end of its stderr."""
     argv = list(prefix) + ["taskset", "-c", str(cpu)] + (
         resolve(cmd, bindir, port) if isinstance(cmd, str) else list(cmd))
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL,
-                            env=None if env is None else dict(os.environ, **env))
+    proc = children.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL,
+                          env=None if env is None else dict(os.environ, **env))
     if not wait_accepting(proc, port, timeout, host):
         err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
         stop(proc)
@@ -181,20 +177,38 @@ NETNS_TAG = "gkv"  # names are gkv<pid>-<2 hex>: the pid of the run that made th
 
 
 def _ip(*args, check=True):
-    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    r = children.run(["ip", *args], capture_output=True, text=True)
     if check and r.returncode != 0:
         raise NetnsError(f"ip {' '.join(args)}: {r.stderr.strip() or f'exit {r.returncode}'}")
     return r
 
 
+def _end_netns(name):
+    """Ends every process in namespace `name` (SIGTERM, SIGKILL after children.GRACE), then
+    deletes it, which destroys its veth pair too. `ip netns del` alone would only unlink the
+    name: a process inside keeps the namespace, and its ports, alive."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        r = _ip("netns", "pids", name, check=False)
+        left = [int(p) for p in r.stdout.split() if p.isdigit() and int(p) != os.getpid()]
+        deadline = time.monotonic() + children.GRACE
+        for p in left:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in left:
+            children.wait_gone(p, max(0.0, deadline - time.monotonic()))
+    _ip("netns", "del", name, check=False)
+
+
 def _sweep_stale_netns():
-    """Deletes namespaces a run that has died left behind (its pid is gone); deleting one
-    destroys its veth pair too."""
+    """Ends the namespaces, and the processes in them, that a run which has died left behind (its
+    pid is gone)."""
     r = _ip("netns", "list", check=False)
     for line in r.stdout.splitlines():
         m = re.match(rf"({NETNS_TAG}(\d+)-[0-9a-f]{{2}})\b", line)
         if m and not os.path.exists(f"/proc/{m.group(2)}"):
-            _ip("netns", "del", m.group(1), check=False)
+            _end_netns(m.group(1))
 
 
 def _free_subnet():
@@ -221,8 +235,8 @@ def _set_rps(prefix, dev, cpus):
     from inside the namespace `prefix` runs in (sysfs shows a namespace's own devices)."""
     path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
     mask = sum(1 << c for c in _cpu_list(cpus))
-    r = subprocess.run(list(prefix) + ["sh", "-c", f'echo {mask:x} > "$0"', path],
-                       capture_output=True, text=True)
+    r = children.run(list(prefix) + ["sh", "-c", f'echo {mask:x} > "$0"', path],
+                     capture_output=True, text=True)
     if r.returncode != 0:
         raise NetnsError(f"RPS on {dev} (writing {path}): {r.stderr.strip()}")
 
@@ -234,20 +248,16 @@ def veth_netns(server_cpu, client_cpu):
     reach at Netns.ns_addr. RPS on each end steers receive processing to the receiver's CPU:
     the namespace's end (the server receiving) to `server_cpu`, this namespace's end (the client
     receiving) to `client_cpu`. Yields a Netns; always torn down on leaving, on an error,
-    Ctrl-C or SIGTERM. Names carry this process's pid, so a run that was killed -9 never blocks
-    the next one, which deletes what it left. Raises NetnsError (one line: why) without `ip`,
-    CAP_NET_ADMIN or veth."""
+    Ctrl-C or SIGTERM (children.py turns those into exceptions once it has stopped the
+    servers), every process left inside it ended first. Names carry this process's pid, so a run
+    that was killed -9 never blocks the next one, which ends what it left. Raises NetnsError (one
+    line: why) without `ip`, CAP_NET_ADMIN or veth."""
     if shutil.which("ip") is None:
         raise NetnsError("ip (iproute2) is not installed")
     _sweep_stale_netns()
     name = f"{NETNS_TAG}{os.getpid()}-{random.randrange(256):02x}"
     host_if, ns_if = name + "h", name + "n"
     host_addr, ns_addr = _free_subnet()
-    old_term = None
-    if threading.current_thread() is threading.main_thread():
-        def on_term(signum, frame):
-            raise SystemExit(128 + signum)
-        old_term = signal.signal(signal.SIGTERM, on_term)
     made = False
     try:
         r = _ip("netns", "add", name, check=False)
@@ -266,10 +276,8 @@ def veth_netns(server_cpu, client_cpu):
         yield ns
     finally:
         if made:
-            _ip("netns", "del", name, check=False)  # takes the veth pair with it
+            _end_netns(name)  # takes the veth pair with it
             _ip("link", "del", host_if, check=False)  # already gone unless the move failed
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
 
 
 @contextlib.contextmanager
@@ -285,6 +293,15 @@ def bench_network(args):
     with veth_netns(args.server_cpu, args.client_cpu) as ns:
         args.host, args.prefix = ns.ns_addr, ns.prefix
         yield ns
+
+
+def temp_dir(name):
+    """A fresh directory `galay-<name>-XXXXXXXX` under $TMPDIR (or /tmp), removed when the script
+    ends however it ends, after its children have been stopped (children.at_exit): a
+    benchmark's temporary files are recognisable by name and never outlive its run."""
+    path = tempfile.mkdtemp(prefix=f"galay-{name}-")
+    children.at_exit(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
 
 
 def raise_nofile():

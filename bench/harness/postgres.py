@@ -13,11 +13,12 @@ are missing; the caller prints it as its skip line.
 The cluster lives in a fresh directory `galay-pg-<our pid>-XXXXXX` under $TMPDIR or /tmp, owned by
 the user the server runs as (PostgreSQL refuses root: `postgres` when we are root, else
 ourselves). The server listens on a Unix socket in that directory (trust) and on a free loopback
-TCP port (SCRAM password). The postmaster runs in a process group of its own, pinned to `cpu`
-with taskset when given (its backends inherit it), with a parent-death signal (SIGKILL) through
-setpriv, so that it never outlives this process: close() stops it (fast shutdown, SIGKILL after
-a deadline) and removes the directory, and so do atexit and SIGTERM; a process killed outright
-takes its server along, and the next Server sweeps the directory it left.
+TCP port (SCRAM password). The postmaster runs in a session of its own (children.popen), pinned
+to `cpu` with taskset when given (its backends inherit it), with a parent-death signal (SIGKILL)
+through setpriv, so that it never outlives this process: close() stops it (fast shutdown,
+SIGKILL after a deadline) and removes the directory, and so does children.py's stop_all (at
+exit, on SIGINT, SIGTERM and SIGHUP) before it signals the other children; a process killed
+outright takes its server along, and the next Server sweeps the directory it left.
 
 Server CPU (server_cpu_s): the postmaster's own user+system time, that of the children it has
 reaped (cutime+cstime: a backend's once its client disconnected) and that of its live children
@@ -25,23 +26,21 @@ reaped (cutime+cstime: a backend's once its client disconnected) and that of its
 disconnects (before a client starts, and after wait_no_backends()): a backend reaped between
 the two halves of a read would count twice or not at all.
 """
-import atexit
 import glob
 import os
 import pwd
 import re
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
+
+import children
 
 PREFIX = "galay-pg-"
 _live = set()
-_cleanup_installed = False
 
 
 class Unavailable(RuntimeError):
@@ -66,7 +65,7 @@ def bindir():
     if found:
         return max(found)[1]
     if shutil.which("pg_config"):
-        r = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        r = children.run(["pg_config", "--bindir"], capture_output=True, text=True)
         if r.returncode == 0 and has(r.stdout.strip()):
             return r.stdout.strip()
     raise Unavailable("postgresql server binaries not found: apt-get install postgresql "
@@ -99,7 +98,7 @@ def _stat_fields(pid):
         return f.read().rsplit(")", 1)[1].split()
 
 
-def children(pid):
+def child_pids(pid):
     """Direct children of `pid` (every thread's list); [] when it is gone."""
     out = []
     for task in glob.glob(f"/proc/{pid}/task/*"):
@@ -116,7 +115,7 @@ def server_cpu_s(pid):
     its reaped children's and its live children's user+system time. None when it is gone."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    for child in children(pid):
+    for child in child_pids(pid):
         try:
             f = _stat_fields(child)
             total += int(f[11]) + int(f[12])
@@ -153,18 +152,6 @@ def processes_in(path):
     return out
 
 
-def _wait_gone(pid, timeout):
-    """Waits until `pid` (any process) has ended; False when it is still there at the deadline."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
-
-
 def _kill_and_wait(pids, timeout=30):
     for p in pids:
         try:
@@ -172,7 +159,7 @@ def _kill_and_wait(pids, timeout=30):
         except ProcessLookupError:
             pass
     for p in pids:
-        _wait_gone(p, timeout)
+        children.wait_gone(p, timeout)
 
 
 def _sweep(base):
@@ -188,20 +175,6 @@ def _sweep(base):
 def _cleanup_all():
     for s in list(_live):
         s.close()
-
-
-def _install_cleanup():
-    """atexit closes every server; SIGTERM (when nobody else handles it) exits through atexit."""
-    global _cleanup_installed
-    if _cleanup_installed:
-        return
-    _cleanup_installed = True
-    atexit.register(_cleanup_all)
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        def on_term(signum, frame):
-            raise SystemExit(128 + signum)
-        signal.signal(signal.SIGTERM, on_term)
 
 
 def _tail(path, n=1500):
@@ -225,7 +198,7 @@ class Server:
         self.proc, self.port = None, None
         base = base or tempfile.gettempdir()
         _sweep(base)
-        _install_cleanup()
+        children.at_stop(_cleanup_all)  # a fast shutdown first, before stop_all's SIGTERM
         self.dir = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "server.log")
@@ -258,8 +231,8 @@ class Server:
                 pw = pwd.getpwnam("postgres")
                 os.chown(log, pw.pw_uid, pw.pw_gid)
             pin = ["taskset", "-c", str(self.cpu)] if self.cpu is not None else []
-            return subprocess.Popen(self._prefix + pin + argv, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=out, cwd=cwd, start_new_session=True)
+            return children.popen(self._prefix + pin + argv, stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=out, cwd=cwd, start_new_session=True)
 
     def _initdb(self, max_connections):
         pwfile = os.path.join(self.dir, "pwfile")
@@ -352,12 +325,12 @@ class Server:
 
     def processes(self):
         """The postmaster and its children, or [] when stopped."""
-        return [self.pid] + children(self.pid) if self.proc else []
+        return [self.pid] + child_pids(self.pid) if self.proc else []
 
     def backends(self):
         """The pids of the client backends (their title is `postgres: <role> <db> ...`)."""
         out = []
-        for p in children(self.pid) if self.proc else []:
+        for p in child_pids(self.pid) if self.proc else []:
             try:
                 with open(f"/proc/{p}/cmdline", "rb") as f:
                     if f.read().startswith(f"postgres: {self.role} ".encode()):
@@ -374,7 +347,7 @@ class Server:
             if not left:
                 return True
             for p in left:
-                if not _wait_gone(p, max(0.0, deadline - time.monotonic())):
+                if not children.wait_gone(p, max(0.0, deadline - time.monotonic())):
                     return False
             # An ended backend stays listed until the postmaster reaps it (a moment later).
             if time.monotonic() > deadline:
@@ -399,7 +372,7 @@ class Server:
         """SIGKILL to the postmaster and every child, waiting until all have ended (a crash)."""
         if self.proc:
             os.kill(self.proc.pid, signal.SIGSTOP)  # forks nothing between listing and kill
-            _kill_and_wait(children(self.proc.pid) + [self.proc.pid])
+            _kill_and_wait(child_pids(self.proc.pid) + [self.proc.pid])
             self.proc.wait()
             self.proc = None
         _kill_and_wait(processes_in(self.dir))

@@ -25,6 +25,7 @@ import sys
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402
 
 
@@ -35,9 +36,9 @@ def label(cmd):
 def run_one(args, server_cmd):
     port = harness.free_port()
     rec = {"server": label(server_cmd), "ok": False, "problems": []}
-    srv = subprocess.Popen(["taskset", "-c", str(args.server_cpu)]
-                           + harness.resolve(server_cmd, args.bin, port),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    srv = children.popen(["taskset", "-c", str(args.server_cpu)]
+                         + harness.resolve(server_cmd, args.bin, port),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         if not harness.wait_accepting(srv, port, 10.0):
             rec["problems"].append(f"server did not accept on port {port}")
@@ -48,8 +49,8 @@ def run_one(args, server_cmd):
                 + (["-n", str(args.connections)] if args.connections
                    else ["-d", str(args.duration), "--warmup", str(args.warmup)]))
         try:
-            cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                timeout=args.duration + args.warmup + 600)
+            cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=args.duration + args.warmup + 600)
         except subprocess.TimeoutExpired:
             rec["problems"].append("client timed out")
             return rec

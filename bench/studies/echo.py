@@ -31,13 +31,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 # bench/harness (the shared modules) and bench/studies (the other studies), importable however
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 from harness import (RssSampler, children_cpu_s, cpu_busy_s, fmt_spread,  # noqa: E402
                      free_port, label_of, median_of, proc_cpu_s, proc_status, resolve, spread,
                      stop, wait_accepting)
@@ -51,8 +51,8 @@ def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
     srv_argv = ["taskset", "-c", str(args.server_cpu)] + resolve(server_cmd, args.bin, port)
     srv_out = open(os.path.join(logdir, tag + ".server.log"), "w")
     # taskset execs the server, so proc.pid is the server's pid (for /proc/PID/stat and status).
-    server = subprocess.Popen(srv_argv, stdout=srv_out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
+    server = children.popen(srv_argv, stdout=srv_out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
     rec["server_pid"] = server.pid
     try:
         if not wait_accepting(server, port, args.start_timeout):
@@ -78,8 +78,8 @@ def run_one(args, side, server_cmd, client_cmd, conns, size, logdir, seq):
         cli_err_path = os.path.join(logdir, tag + ".client.log")
         with open(cli_err_path, "w") as cli_err:
             try:
-                cp = subprocess.run(cli_argv, stdout=subprocess.PIPE, stderr=cli_err, text=True,
-                                    timeout=args.warmup + args.duration + 120)
+                cp = children.run(cli_argv, stdout=subprocess.PIPE, stderr=cli_err, text=True,
+                                  timeout=args.warmup + args.duration + 120)
                 rc, out = cp.returncode, cp.stdout
             except subprocess.TimeoutExpired:
                 rc, out = "timeout", ""
@@ -170,7 +170,8 @@ def main():
     ap.add_argument("--retries", type=int, default=1, help="repeats of a contaminated pair")
     ap.add_argument("--start-timeout", type=float, default=10.0)
     ap.add_argument("--out", help="JSON output (default bench/results/echo-<time>.json)")
-    ap.add_argument("--logs", help="directory for server/client logs (default: a temp dir)")
+    ap.add_argument("--logs", help="directory for server/client logs "
+                    "(default: bench/results/echo-logs-<time>)")
     args = ap.parse_args()
     if args.quick:
         args.pairs, args.warmup, args.duration = 1, 0.5, 2.0
@@ -179,7 +180,8 @@ def main():
     client_a, client_b = args.client_a or args.client, args.client_b or args.client
     conns_list = [int(x) for x in args.connections.split(",") if x]
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    logdir = args.logs or tempfile.mkdtemp(prefix="echo-bench-")
+    logdir = args.logs or os.path.join(BENCH, "results",
+                                       time.strftime("echo-logs-%Y%m%d-%H%M%S"))
     os.makedirs(logdir, exist_ok=True)
     out = args.out or os.path.join(BENCH, "results",
                                    time.strftime("echo-%Y%m%d-%H%M%S.json"))

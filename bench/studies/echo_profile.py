@@ -24,14 +24,15 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 # bench/harness (the shared modules) and bench/studies (the other studies), importable however
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
-from harness import free_port, label_of, loadavg, resolve, stop, wait_accepting  # noqa: E402
+import children  # noqa: E402  (what it starts ends when it does)
+from harness import (free_port, label_of, loadavg, resolve, stop, temp_dir,  # noqa: E402
+                     wait_accepting)
 
 EVENTS = {
     "enter": "syscalls:sys_enter_io_uring_enter",
@@ -91,8 +92,8 @@ def group_of(sym):
 
 def top_symbols(data, n):
     """(user share, kernel share, {group: share}, [(share, symbol)]) of a perf.data file."""
-    r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
-                        "--percent-limit", "0"], capture_output=True, text=True)
+    r = children.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
+                      "--percent-limit", "0"], capture_output=True, text=True)
     rows = []
     for line in r.stdout.splitlines():
         m = re.match(r"\s*([\d.]+)%\s+\[(.)\]\s+(.*)$", line)
@@ -111,8 +112,8 @@ def top_symbols(data, n):
 def run(args, cmd, tmp, seq):
     port = free_port()
     log = open(os.path.join(tmp, f"{seq}.server.log"), "w+")
-    server = subprocess.Popen(["taskset", "-c", "0"] + resolve(cmd, args.bin, port), stdout=log,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = children.popen(["taskset", "-c", "0"] + resolve(cmd, args.bin, port), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     rec = {"server": label_of(cmd), "load": loadavg()}
     try:
         if not wait_accepting(server, port, 10):
@@ -121,21 +122,21 @@ def run(args, cmd, tmp, seq):
         stat_out = os.path.join(tmp, f"{seq}.stat")
         counter = recorder = None
         if not args.record:  # (tracepoints cost samples of their own: one or the other)
-            counter = subprocess.Popen(["perf", "stat", "-x,", "-o", stat_out, "-e",
-                                        ",".join(EVENTS.values()), "-p", str(server.pid)],
-                                       stderr=subprocess.DEVNULL)
+            counter = children.popen(["perf", "stat", "-x,", "-o", stat_out, "-e",
+                                      ",".join(EVENTS.values()), "-p", str(server.pid)],
+                                     stderr=subprocess.DEVNULL)
         else:
             data = os.path.join(tmp, f"{seq}.data")
-            recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999",
-                                         "-o", data, "-p", str(server.pid)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            recorder = children.popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999",
+                                       "-o", data, "-p", str(server.pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # let the counters attach
         t0 = stat_ticks(server.pid)
-        cli = subprocess.run(["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
-                             + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections),
-                                "-s", str(args.size), "-d", str(args.duration), "--warmup", "0",
-                                "--json"] + shlex.split(args.client_args),
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cli = children.run(["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
+                           + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections),
+                              "-s", str(args.size), "-d", str(args.duration), "--warmup", "0",
+                              "--json"] + shlex.split(args.client_args),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         t1 = stat_ticks(server.pid)
         for p in (counter, recorder):
             if p:
@@ -183,13 +184,13 @@ def main():
     args = ap.parse_args()
     if not shutil.which("perf"):
         sys.exit("echo_profile.py: needs perf (Debian package linux-perf)")
-    probe = subprocess.run(["perf", "stat", "-x,", "-e", EVENTS["sqe"], "true"],
-                           capture_output=True, text=True)
+    probe = children.run(["perf", "stat", "-x,", "-e", EVENTS["sqe"], "true"],
+                         capture_output=True, text=True)
     if probe.returncode != 0 or "not supported" in probe.stderr:
         sys.exit("echo_profile.py: perf cannot read the io_uring tracepoints (run as root, or "
                  "set kernel.perf_event_paranoid to -1): " + probe.stderr.strip()[-200:])
 
-    tmp = tempfile.mkdtemp(prefix="echo-profile-")
+    tmp = temp_dir("echo-profile")
     runs = []
     for r in range(args.rounds):
         for i, cmd in enumerate(args.server):

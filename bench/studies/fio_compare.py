@@ -39,6 +39,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (spreads)
 
 FIO_RW = {"rand_read": "randread", "rand_write": "randwrite", "rand_rw": "randrw",
@@ -90,7 +91,7 @@ NICE = []
 
 def run(cmd, what):
     cmd = NICE + cmd
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = children.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.stderr.write(f"fio_compare: {what} failed (exit {p.returncode}):\n  {' '.join(cmd)}\n"
                          f"{p.stderr}\n")
@@ -192,7 +193,7 @@ def main():
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"fio_compare: {args.bin} not found; build with cmake --preset release && "
                  f"cmake --build --preset release")
-    if subprocess.run(["fio", "--version"], stdout=subprocess.PIPE).returncode != 0:
+    if children.run(["fio", "--version"], stdout=subprocess.PIPE).returncode != 0:
         sys.exit("fio_compare: fio not installed (apt-get install fio)")
     typ = check_direct_dir(os.path.dirname(os.path.abspath(args.file)) or ".")
     size = parse_size(args.size)

@@ -28,6 +28,7 @@ import time
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
 ROOT = os.path.dirname(BENCH)
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (CPU accounting, spreads)
 from file_io_ab import diskstats_ios  # noqa: E402
 
@@ -36,7 +37,7 @@ def run(cmd, dev):
     """Runs cmd; returns (parsed JSON of stdout, its user+sys CPU seconds, foreign device I/Os)."""
     before = diskstats_ios(dev)
     cpu0 = harness.children_cpu_s()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = children.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cpu = harness.children_cpu_s() - cpu0
     after = diskstats_ios(dev)
     if p.returncode != 0:
@@ -65,9 +66,9 @@ def aio_bench_pairs(args):
         print(f"creating {args.file} ({args.size}) with aio_bench seq_write ...", flush=True)
         mib = int(args.size.rstrip("gG")) * 1024 if args.size[-1] in "gG" else int(
             args.size.rstrip("mM"))
-        subprocess.run([args.aio_bench, "-f", args.file, "--size", args.size, "-p", "seq_write",
-                        "-b", "1m", "-q", "4", "--ios", str(mib), "--keep", "--direct",
-                        "--json"], check=True, stdout=subprocess.DEVNULL)
+        children.run([args.aio_bench, "-f", args.file, "--size", args.size, "-p", "seq_write",
+                      "-b", "1m", "-q", "4", "--ios", str(mib), "--keep", "--direct",
+                      "--json"], check=True, stdout=subprocess.DEVNULL)
     base = [args.aio_bench, "-f", args.file, "--size", args.size, "-e", "io_uring", "-p",
             args.pattern, "--direct", "-q", str(args.depth), "-b", args.bs, "-r",
             str(args.runtime), "-M", "--json"]

@@ -93,7 +93,7 @@ def main():
             return 2
     failed = False
     report = {"a": args.a, "b": args.b, "scenario": args.scenario, "results": []}
-    with tempfile.TemporaryDirectory(prefix="http-ab-") as work:
+    with tempfile.TemporaryDirectory(prefix="galay-http-ab-") as work:
         servers = http_servers.Servers(os.path.join(work, "nobin"), work, want=[])
         servers.available = {
             side: (lambda port, cmd=cmd: (shlex.split(cmd.replace("{port}", str(port))

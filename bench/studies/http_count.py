@@ -35,6 +35,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (free_port, wait_accepting, stop)
 
 SERVERS = {
@@ -58,20 +59,20 @@ def number(text, label):
 def count(name, argv_for, conns, seconds):
     port = harness.free_port()
     argv = argv_for(port)
-    with tempfile.TemporaryDirectory(prefix="http_count-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="galay-http-count-") as tmp:
         out = os.path.join(tmp, "cachegrind.out")
         log = os.path.join(tmp, "server.log")
         with open(log, "w") as f:
-            server = subprocess.Popen(
+            server = children.popen(
                 ["taskset", "-c", "0", "valgrind", "--tool=cachegrind", "--cache-sim=yes",
                  f"--cachegrind-out-file={out}"] + argv,
                 stdout=f, stderr=subprocess.STDOUT)
         try:
             if not harness.wait_accepting(server, port, 60):
                 raise RuntimeError(f"did not start accepting on port {port}")
-            wrk = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
-                                  f"-d{seconds}", f"http://127.0.0.1:{port}/"],
-                                 capture_output=True, text=True)
+            wrk = children.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
+                                f"-d{seconds}", f"http://127.0.0.1:{port}/"],
+                               capture_output=True, text=True)
             if wrk.returncode != 0:
                 raise RuntimeError(f"wrk failed: {wrk.stderr.strip()}")
         finally:

@@ -104,6 +104,7 @@ import urllib.parse
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (ports, servers, CPU accounting, spreads and verdicts)
 
 BODY = "Hello, World!"
@@ -268,9 +269,9 @@ def start_checked(servers, name, scenario, conns, args, logdir, seq, rec):
     argv, env = servers.available[name](port)
     tag = f"{seq:03d}-{name}-{scenario}-c{conns}"
     log = open(os.path.join(logdir, tag + ".server.log"), "w")
-    proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            preexec_fn=harness.raise_nofile)
+    proc = children.popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env,
+                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          preexec_fn=harness.raise_nofile)
     if not harness.wait_accepting(proc, port, 10.0):
         rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
                                f"log {log.name}")
@@ -347,14 +348,14 @@ def run_one(servers, name, scenario, conns, args, lua, logdir, seq):
         if url is None:
             return rec
         if args.warmup > 0:  # (wrk takes whole seconds)
-            subprocess.run(wrk_argv(args, conns, lua, args.warmup, url),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
+            children.run(wrk_argv(args, conns, lua, args.warmup, url),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
         cpu0 = harness.tree_cpu_s(proc.pid)
         try:
-            cp = subprocess.run(wrk_argv(args, conns, lua, args.duration, url),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
+            cp = children.run(wrk_argv(args, conns, lua, args.duration, url),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
         except subprocess.TimeoutExpired:
             rec["problems"].append("wrk did not finish")
             return rec
@@ -418,17 +419,17 @@ def run_interleaved(servers, names, scenario, conns, args, lua, logdir, seq):
             return recs
         for n in live:
             if args.warmup > 0:
-                subprocess.run(wrk_argv(args, conns, lua, args.warmup, started[n][2]),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
+                children.run(wrk_argv(args, conns, lua, args.warmup, started[n][2]),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
         turns = max(1, round(args.duration / args.slice))
         total = turns * args.slice * len(live)
         cpu0 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         for i, n in enumerate(live):
             argv = wrk_argv(args, conns, lua, total + 60, started[n][2])
             argv[argv.index("--timeout") + 1] = "60s"  # (a paused request is not a timeout)
-            w = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=harness.raise_nofile)
+            w = children.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=harness.raise_nofile)
             if i > 0:
                 os.kill(w.pid, signal.SIGSTOP)  # (before it connects: it connects on its turn)
             runs[n] = w
@@ -492,8 +493,8 @@ def run_turns(servers, names, scenario, conns, args, logdir, seq):
             * len(live)
         cpu0 = {n: harness.tree_cpu_s(started[n][0].pid) for n in live}
         try:
-            cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=harness.raise_nofile, timeout=2 * turns * args.slice + 90)
+            cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=harness.raise_nofile, timeout=2 * turns * args.slice + 90)
         except subprocess.TimeoutExpired:
             for n in live:
                 recs[n]["problems"].append("http_turns did not finish")

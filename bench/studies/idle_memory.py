@@ -115,7 +115,7 @@ def main():
             pass
         if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < need:
             sys.exit(f"idle_memory: need {need} open files (ulimit -n), have {soft}")
-    with tempfile.TemporaryDirectory(prefix="idle-memory-") as work:
+    with tempfile.TemporaryDirectory(prefix="galay-idle-memory-") as work:
         known = http_servers.GALAY + http_servers.OTHERS
         wanted = args.servers.split(",") if args.servers else None
         if wanted is not None:

@@ -32,6 +32,7 @@ import sys
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 from harness import (free_port, proc_status, raise_nofile, resolve, stop,  # noqa: E402
                      wait_accepting)
 
@@ -70,9 +71,9 @@ def open_relays(port, n, keep):
 def start_proxy(args, up_port):
     port = free_port()
     cmd = f"tcp_proxy {{port}} 127.0.0.1:{up_port} --idle 600" + (" --copy" if args.copy else "")
-    proc = subprocess.Popen(resolve(cmd, args.bin, port), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=dict(os.environ,
-                                                             GALAY_BACKEND=args.backend))
+    proc = children.popen(resolve(cmd, args.bin, port), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, env=dict(os.environ,
+                                                           GALAY_BACKEND=args.backend))
     return proc, port
 
 
@@ -109,8 +110,8 @@ def main():
               f"{nproxies} tcp_proxy processes", file=sys.stderr)
     shares = [args.n // nproxies + (1 if i < args.n % nproxies else 0) for i in range(nproxies)]
     up_port = free_port()
-    upstream = subprocess.Popen(resolve("raw_epoll {port}", args.bin, up_port),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    upstream = children.popen(resolve("raw_epoll {port}", args.bin, up_port),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     proxies = [start_proxy(args, up_port) for _ in range(nproxies)]
     keep = []
     try:

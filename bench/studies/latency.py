@@ -41,6 +41,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import latstats  # noqa: E402
 import plot_pages  # noqa: E402  (the plots, with their spread)
@@ -120,8 +121,8 @@ def implementations(bindir, build_dir, build=True, only=None, spin_us=0):
 
 def _build(cmd, cwd, out, what, env=None):
     try:
-        cp = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, timeout=900, env=env)
+        cp = children.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=900, env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{what} failed: {e}; skipped"
     if cp.returncode != 0 or not os.access(out, os.X_OK):
@@ -158,9 +159,9 @@ def run_one(impl, args):
     name, server_argv, client_argv, env = impl
     port = harness.free_port()
     sub = lambda argv: [a.replace("{port}", str(port)) for a in argv]  # noqa: E731
-    server = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + sub(server_argv),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env=env)
+    server = children.popen(["taskset", "-c", str(args.server_cpu)] + sub(server_argv),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)
     try:
         if not harness.wait_accepting(server, port, 15.0):
             err = server.stderr.read() if server.poll() is not None else "did not accept"
@@ -170,8 +171,8 @@ def run_one(impl, args):
                    "--warmup-ms", str(args.warmup_ms), "--json"])
         budget = 5 * (args.warmup_ms + 3 * args.samples * args.sample_ms) / 1000 + 120
         try:
-            cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                timeout=budget, env=env)
+            cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=budget, env=env)
         except subprocess.TimeoutExpired:
             return None, f"{name}: client timed out after {budget:.0f} s"
         if cp.returncode != 0:

@@ -21,12 +21,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 # bench/harness (the shared modules) and bench/studies (the other studies), importable however
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (free_port, resolve, wait_accepting, stop, spread)
 
 
@@ -37,15 +37,15 @@ def run_mode(args, mode, logdir, seq):
         f"--backend {args.backend}", args.bin, port)
     out_path = os.path.join(logdir, f"server-{seq}-{mode}.out")
     with open(out_path, "w") as out:
-        server = subprocess.Popen(srv_argv, stdout=out, stderr=subprocess.STDOUT)
+        server = children.popen(srv_argv, stdout=out, stderr=subprocess.STDOUT)
         try:
             if not harness.wait_accepting(server, port, 10.0):
                 raise RuntimeError(f"{mode}: bench_server did not accept on port {port}")
             cli_argv = ["taskset", "-c", args.client_cpu] + harness.resolve(
                 f"bench_client -p {port} -c {args.connections} -s {args.size} "
                 f"-P {args.pipeline} -d {args.duration} --json", args.bin, port)
-            cp = subprocess.run(cli_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, timeout=args.duration + 60)
+            cp = children.run(cli_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=args.duration + 60)
             if cp.returncode != 0:
                 raise RuntimeError(f"{mode}: bench_client exited {cp.returncode}: {cp.stderr}")
         finally:
@@ -87,7 +87,7 @@ def main():
     args = ap.parse_args()
 
     runs = []
-    logdir = tempfile.mkdtemp(prefix="listen-imbalance-")
+    logdir = harness.temp_dir("listen-imbalance")
     try:
         for r in range(args.rounds):
             modes = ("sharded", "dispatch") if r % 2 == 0 else ("dispatch", "sharded")

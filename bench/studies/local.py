@@ -33,6 +33,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402
 
 
@@ -51,16 +52,16 @@ def one_run(server_argv, client, path, conns, size, secs):
     """Start the server, load it, return {"qps", "cpu_per_req_us"} or None on failure."""
     if os.path.exists(path):
         os.unlink(path)
-    proc = subprocess.Popen(["taskset", "-c", "1"] + server_argv, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = children.popen(["taskset", "-c", "1"] + server_argv, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
     try:
         if not wait_for_socket(proc, path):
             sys.stderr.write(f"local.py: {server_argv[0]} did not start: {proc.stderr.read()}\n")
             return None
         cpu0 = harness.proc_cpu_s(proc.pid)
-        out = subprocess.run(["taskset", "-c", "0", client, "client", path, "-c", str(conns),
-                              "-s", str(size), "-d", str(secs)],
-                             capture_output=True, text=True, timeout=secs + 60)
+        out = children.run(["taskset", "-c", "0", client, "client", path, "-c", str(conns),
+                            "-s", str(size), "-d", str(secs)],
+                           capture_output=True, text=True, timeout=secs + 60)
         cpu1 = harness.proc_cpu_s(proc.pid)
         if out.returncode != 0:
             sys.stderr.write(f"local.py: client failed: {out.stderr}\n")
@@ -77,18 +78,18 @@ def one_run(server_argv, client, path, conns, size, secs):
 def one_tcp_run(galay, client, backend, conns, size, secs):
     """bench_server on a TCP port, loaded by raw_client; {"qps", "cpu_per_req_us"} or None."""
     port = harness.free_port()
-    proc = subprocess.Popen(["taskset", "-c", "1", galay, str(port), "--backend", backend,
-                             "--bind", "127.0.0.1", "--recv", "pooled"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = children.popen(["taskset", "-c", "1", galay, str(port), "--backend", backend,
+                           "--bind", "127.0.0.1", "--recv", "pooled"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if not harness.wait_accepting(proc, port, 10):
             sys.stderr.write(f"local.py: bench_server (TCP) did not start: {proc.stderr.read()}\n")
             return None
         cpu0 = harness.proc_cpu_s(proc.pid)
-        out = subprocess.run(["taskset", "-c", "0", client, "-h", "127.0.0.1", "-p", str(port),
-                              "-c", str(conns), "-s", str(size), "-d", str(secs),
-                              "--warmup", "0", "--json"],
-                             capture_output=True, text=True, timeout=secs + 60)
+        out = children.run(["taskset", "-c", "0", client, "-h", "127.0.0.1", "-p", str(port),
+                            "-c", str(conns), "-s", str(size), "-d", str(secs),
+                            "--warmup", "0", "--json"],
+                           capture_output=True, text=True, timeout=secs + 60)
         cpu1 = harness.proc_cpu_s(proc.pid)
         if out.returncode != 0:
             sys.stderr.write(f"local.py: raw_client failed: {out.stderr[-2000:]}\n")
@@ -104,7 +105,7 @@ def one_tcp_run(galay, client, backend, conns, size, secs):
 def run_json(argv, timeout):
     """Run a workload program that prints one JSON object; the object, or None (said why)."""
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        out = children.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         sys.stderr.write(f"local.py: {' '.join(argv)} did not finish within {timeout} s\n")
         return None

@@ -34,6 +34,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 from harness import (fmt_spread, free_port, loadavg, raise_nofile, resolve,  # noqa: E402
                      round_ratio, run_rounds, start_pinned, stop, verdict)
 
@@ -69,8 +70,8 @@ def run_one(args, name, size, conns):
                 + ["-h", "127.0.0.1", "-p", str(px_port), "-c", str(conns), "-s", str(size),
                    "-d", str(args.duration), "--warmup", str(args.warmup),
                    "--server-pid", str(proxy.pid), "--json"])
-        cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=args.warmup + args.duration + 60)
+        cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=args.warmup + args.duration + 60)
         lines = [l for l in cp.stdout.splitlines() if l.startswith("{")]
         if cp.returncode != 0 or not lines:
             rec["problems"].append(f"client exit {cp.returncode}: {cp.stderr.strip()[-300:]}")

@@ -51,6 +51,7 @@ import tempfile
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 from harness import (NetnsError, bench_network, children_cpu_s, cpu_busy_s, cpu_irq_s,  # noqa: E402
                      fmt_spread, free_port, irq_time_accounted, loadavg, raise_nofile, resolve,
                      round_ratio, run_rounds, start_pinned, stop, task_cpu_s, tree_cpu_s,
@@ -172,15 +173,15 @@ def run_one(args, name, size, conns, work):
         wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}", "--timeout",
                "5s"]
         if args.warmup > 0:
-            subprocess.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
+            children.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
         ksoft = ksoftirqd_pids()
         cpu0, cli0, ks0 = tree_cpu_s(proc.pid), children_cpu_s(), ksoftirqd_cpu_s(ksoft)
         cpus = {str(args.server_cpu), str(args.client_cpu)}
         mach0 = cpu_busy_s(cpus)
         sirq0 = (cpu_irq_s(args.server_cpu), cpu_irq_s(args.client_cpu))
-        cp = subprocess.run(wrk + [f"-d{args.duration}s", url], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, timeout=args.duration + 60)
+        cp = children.run(wrk + [f"-d{args.duration}s", url], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=args.duration + 60)
         mach = cpu_busy_s(cpus) - mach0
         sirq_s = cpu_irq_s(args.server_cpu) - sirq0[0]
         sirq_c = cpu_irq_s(args.client_cpu) - sirq0[1]

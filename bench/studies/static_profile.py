@@ -44,6 +44,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import static_files  # noqa: E402  (servers, nginx's configuration, the GET check, wrk's output)
 from harness import (NetnsError, bench_network, free_port, loadavg, raise_nofile, start_pinned,  # noqa: E402
                      stop)
@@ -85,8 +86,8 @@ def tcp_counters():
 def ss_figures(port, side, prefix=()):
     """Medians over the connections of one side (the server's: sport; wrk's: dport), `prefix`
     running ss in the server's namespace."""
-    r = subprocess.run(list(prefix) + ["ss", "-tmi", "state", "established", f"( {side} = :{port} )"],
-                       capture_output=True, text=True)
+    r = children.run(list(prefix) + ["ss", "-tmi", "state", "established", f"( {side} = :{port} )"],
+                     capture_output=True, text=True)
     text = r.stdout
     fig = {}
     for key in ("cwnd", "snd_wnd", "notsent"):
@@ -100,8 +101,8 @@ def ss_figures(port, side, prefix=()):
 
 
 def perf_script(data, fields):
-    r = subprocess.run(["perf", "script", "-i", data, "-F", fields], capture_output=True,
-                       text=True)
+    r = children.run(["perf", "script", "-i", data, "-F", fields], capture_output=True,
+                     text=True)
     return r.stdout
 
 
@@ -182,21 +183,21 @@ def profile(args, name, work):
         url = f"http://{args.host}:{port}{path}"
         wrk = ["taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{args.connections}",
                "--timeout", "5s"]
-        subprocess.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
+        children.run(wrk + [f"-d{args.warmup}s", url], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, timeout=args.warmup + 60)
         # 1: the CPU profile, the TCP counters over the whole wrk run and ss mid-run.
         data = os.path.join(work, f"{name}.cpu")
         before = tcp_counters()
-        load = subprocess.Popen(wrk + [f"-d{args.duration + 1}s", url], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        load = children.popen(wrk + [f"-d{args.duration + 1}s", url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)
         ss = {}
         snap = threading.Timer(args.duration / 2, lambda: ss.update(
             server=ss_figures(port, "sport", args.prefix), client=ss_figures(port, "dport")))
         snap.start()
-        subprocess.run(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-o", data, "--",
-                        "sleep", str(args.duration)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        children.run(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-o", data, "--",
+                      "sleep", str(args.duration)], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
         snap.join()
         out, _ = load.communicate(timeout=args.duration + 60)
         after = tcp_counters()
@@ -210,13 +211,13 @@ def profile(args, name, work):
             return rec
         # 2: who transmits, and what sendfile returned.
         data = os.path.join(work, f"{name}.tx")
-        load = subprocess.Popen(wrk + [f"-d{args.duration + 1}s", url],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        load = children.popen(wrk + [f"-d{args.duration + 1}s", url],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        subprocess.run(["perf", "record", "-q", "-a", "-e", "net:net_dev_xmit", "-e",
-                        "syscalls:sys_exit_sendfile64", "-o", data, "--", "sleep",
-                        str(min(args.duration, 2))], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        children.run(["perf", "record", "-q", "-a", "-e", "net:net_dev_xmit", "-e",
+                      "syscalls:sys_exit_sendfile64", "-o", data, "--", "sleep",
+                      str(min(args.duration, 2))], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
         load.wait(timeout=args.duration + 60)
         tx, sent, calls, eagain = transmissions(data, args.devs)
         if proc.poll() is not None:

@@ -31,13 +31,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 # bench/harness (the shared modules) and bench/studies (the other studies), importable however
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (spreads and verdicts)
 
 ROOT = os.path.dirname(BENCH)
@@ -53,7 +53,7 @@ def build_tokio():
 
 
 def run_json(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = children.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"sync.py: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr.strip()}")
     return json.loads(r.stdout)

@@ -23,14 +23,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 # bench/harness (the shared modules) and bench/studies (the other studies), importable however
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
-from harness import free_port, label_of, resolve, stop, wait_accepting  # noqa: E402
+import children  # noqa: E402  (what it starts ends when it does)
+from harness import free_port, label_of, resolve, stop, temp_dir, wait_accepting  # noqa: E402
 
 SYSCALLS = ["io_uring_enter", "epoll_wait", "epoll_pwait", "epoll_ctl", "read", "write", "readv",
             "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "accept4", "close", "futex"]
@@ -39,8 +39,8 @@ SYSCALLS = ["io_uring_enter", "epoll_wait", "epoll_pwait", "epoll_ctl", "read", 
 def perf_works():
     if not shutil.which("perf"):
         return False
-    r = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "true"],
-                       capture_output=True, text=True)
+    r = children.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "true"],
+                     capture_output=True, text=True)
     return r.returncode == 0 and "not supported" not in r.stderr
 
 
@@ -58,27 +58,27 @@ def main():
 
     use_perf = not args.strace and perf_works()
     port = free_port()
-    tmp = tempfile.mkdtemp(prefix="syscalls-")
+    tmp = temp_dir("syscalls")
     out_path = os.path.join(tmp, "counts.txt")
-    server = subprocess.Popen(["taskset", "-c", "0"] + resolve(args.server, args.bin, port),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = children.popen(["taskset", "-c", "0"] + resolve(args.server, args.bin, port),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if not wait_accepting(server, port, 10):
             sys.exit(f"syscalls.py: server did not start: {args.server}")
         if use_perf:
             events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{s}" for s in SYSCALLS]
-            counter = subprocess.Popen(["perf", "stat", "-x,", "-o", out_path, "-e",
-                                        ",".join(events), "-p", str(server.pid)],
-                                       stderr=subprocess.DEVNULL)
+            counter = children.popen(["perf", "stat", "-x,", "-o", out_path, "-e",
+                                      ",".join(events), "-p", str(server.pid)],
+                                     stderr=subprocess.DEVNULL)
         else:
-            counter = subprocess.Popen(["strace", "-c", "-f", "-o", out_path, "-p",
-                                        str(server.pid)], stderr=subprocess.DEVNULL)
+            counter = children.popen(["strace", "-c", "-f", "-o", out_path, "-p",
+                                      str(server.pid)], stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # let the counter attach
-        cli = subprocess.run(["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
-                             + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections),
-                                "-s", str(args.size), "-d", str(args.duration), "--warmup", "0",
-                                "--json"] + shlex.split(args.client_args),
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cli = children.run(["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
+                           + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections),
+                              "-s", str(args.size), "-d", str(args.duration), "--warmup", "0",
+                              "--json"] + shlex.split(args.client_args),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         counter.send_signal(signal.SIGINT)
         counter.wait(timeout=10)
     finally:

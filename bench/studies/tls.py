@@ -70,6 +70,7 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (ports, server start/stop, CPU accounting, spreads, verdicts)
 import http_servers as hb  # noqa: E402  (wrk's report hook, records, nginx, tables)
 
@@ -121,7 +122,7 @@ def make_certificates(work):
          "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", p["cert"]],
     ]
     for argv in steps:
-        cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cp = children.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if cp.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:3])}: {cp.stdout.strip()[-200:]}")
     for k in ("key", "cert", "ca"):
@@ -143,8 +144,8 @@ def nginx_tls_conf(prefix, port, root, cert, key):
 def help_mentions(binary, flag):
     """Whether `binary --help` (or its usage on a bad flag) mentions `flag`."""
     try:
-        cp = subprocess.run([binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, timeout=10)
+        cp = children.run([binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return flag in cp.stdout
@@ -305,9 +306,9 @@ def start(make, name, tag, args, logdir, rec):
     port = harness.free_port()
     argv, env = make(port)
     log = open(os.path.join(logdir, f"{tag}-{name}.server.log"), "w")
-    proc = subprocess.Popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            preexec_fn=harness.raise_nofile)
+    proc = children.popen(["taskset", "-c", str(args.server_cpu)] + argv, env=env, stdout=log,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          preexec_fn=harness.raise_nofile)
     if not harness.wait_accepting(proc, port, 10.0):
         rec["problems"].append(f"did not accept on port {port} (exit {proc.poll()}); "
                                f"log {log.name}")
@@ -327,14 +328,14 @@ def run_wrk(rec, proc, port, conns, args):
     url = f"https://127.0.0.1:{port}/"
     env = client_env(args)
     if args.warmup > 0:
-        subprocess.run(hb.wrk_argv(args, conns, args.lua, args.warmup, url), env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
+        children.run(hb.wrk_argv(args, conns, args.lua, args.warmup, url), env=env,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=harness.raise_nofile, timeout=args.warmup + 60)
     cpu0 = harness.tree_cpu_s(proc.pid)
     try:
-        cp = subprocess.run(hb.wrk_argv(args, conns, args.lua, args.duration, url), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
+        cp = children.run(hb.wrk_argv(args, conns, args.lua, args.duration, url), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=harness.raise_nofile, timeout=args.duration + 60)
     except subprocess.TimeoutExpired:
         rec["problems"].append("wrk did not finish")
         rec["ok"] = False
@@ -367,8 +368,8 @@ def run_tls_load(proc, port, extra, args):
     argv = ["taskset", "-c", str(args.client_cpu), os.path.join(args.bin, "tls_load"),
             "127.0.0.1", str(port), "-d", str(args.duration), "--warmup", str(args.warmup),
             "--json", "--mark"] + extra
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=client_env(args), preexec_fn=harness.raise_nofile)
+    p = children.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=client_env(args), preexec_fn=harness.raise_nofile)
     cpu0 = None
     line = p.stdout.readline()
     if line.strip() == "measuring":
@@ -774,9 +775,9 @@ def measure_echo(servers, args, logdir, result, log):
         return
     up_port = harness.free_port()
     up_log = open(os.path.join(logdir, "upstream.log"), "w")
-    upstream = subprocess.Popen(["taskset", "-c", str(args.client_cpu), raw, str(up_port)],
-                                stdout=up_log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=harness.raise_nofile)
+    upstream = children.popen(["taskset", "-c", str(args.client_cpu), raw, str(up_port)],
+                              stdout=up_log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, preexec_fn=harness.raise_nofile)
     try:
         if not harness.wait_accepting(upstream, up_port, 10.0):
             result["failures"].append(f"the echo upstream raw_epoll did not start; log "

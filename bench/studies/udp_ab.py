@@ -21,11 +21,12 @@ import time
 # the script is started; every study opens with these lines.
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(BENCH, "harness"), os.path.join(BENCH, "studies")]
+import children  # noqa: E402  (what it starts ends when it does)
 import harness  # noqa: E402  (spreads)
 
 
 def start_server(cmd, cpu):
-    p = subprocess.Popen(["taskset", "-c", str(cpu)] + cmd, stdout=subprocess.PIPE, text=True)
+    p = children.popen(["taskset", "-c", str(cpu)] + cmd, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()  # "listening on ..." once the sockets are bound
     if "listening" not in line:
         p.kill()
@@ -36,7 +37,7 @@ def start_server(cmd, cpu):
 def run_client(binary, port, cpu, server_pid, client_args):
     cmd = ["taskset", "-c", str(cpu), f"{binary}/bench_udp", "client", "-p", str(port),
            "--server-pid", str(server_pid), "--json"] + client_args
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = children.run(cmd, capture_output=True, text=True)
     try:
         j = json.loads(out.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """bench/studies/static_files.py --net veth against this build's http_server (argv[1]: its bin
 directory): a tiny run prints the per-CPU softirq columns and says whose CPU each is, its JSON
-has every figure; the namespace is gone after the run, after Ctrl-C and after SIGTERM, and one
-left by a run that died is deleted by the next; without CAP_NET_ADMIN the tool says so in one
+has every figure; the namespace and every process the tool started (the server inside the
+namespace, wrk) are gone after the run, after Ctrl-C and after SIGTERM (this test is their
+subreaper, so an orphan would come back to it and be seen), and one left by a run that died is
+deleted by the next, with the processes in it; without CAP_NET_ADMIN the tool says so in one
 line and exits 1. Without `ip` or CAP_NET_ADMIN here: SKIP (exit 77), said loudly."""
+import ctypes
 import json
 import os
 import re
@@ -14,6 +17,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "bench", "studies", "static_files.py")
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "harness"))
+import children  # noqa: E402  (descendants, wait_gone)
 BIN = sys.argv[1]
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21  # ip netns add needs both (a mount and a namespace)
 
@@ -35,11 +40,26 @@ def namespaces():
     return {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
 
 
+def left_behind():
+    """The processes below this one still running (the tool's orphans come back here)."""
+    out = []
+    for p in children.descendants(os.getpid()):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            out.append(f"{p}: {argv}")
+        except OSError:
+            pass
+    return out
+
+
 def veth_links():
     r = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
     return {m for m in re.findall(r"^\d+: (gkv[^:@]+)", r.stdout, re.M)}
 
 
+PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 backend = "io_uring" if "io_uring" in os.environ.get("GALAY_REQUIRE_BACKENDS", "") else "epoll"
 servers = [f"galay-sendfile-{'uring' if backend == 'io_uring' else 'epoll'}"]
 have_nginx = os.access(shutil.which("nginx") or "/usr/sbin/nginx", os.X_OK)
@@ -49,16 +69,20 @@ base = [sys.executable, TOOL, "--bin", BIN, "--net", "veth", "--sizes", "65536",
         "--rounds", "1", "-d", "1", "--warmup", "0", "--servers", ",".join(servers),
         "--refs", "nginx"]
 
-# A namespace left by a run that died (its pid gone) is deleted by the next run.
+# A namespace left by a run that died (its pid gone) is deleted by the next run, and a process
+# still running inside it is ended.
 dead = subprocess.Popen(["true"])
 dead.wait()
 stale = f"gkv{dead.pid}-00"
 subprocess.run(["ip", "netns", "add", stale], check=True)
+inside = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "1000"])
 before_ns, before_links = namespaces(), veth_links()
 
 r = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=120)
 assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
 assert stale not in namespaces(), "a dead run's namespace was not swept"
+assert inside.wait(timeout=30) == -signal.SIGTERM, inside.returncode
+assert left_behind() == [], left_behind()
 assert namespaces() == before_ns - {stale}, (namespaces(), before_ns)
 assert veth_links() == before_links, (veth_links(), before_links)
 m = re.search(r"^net: veth, server in namespace (gkv\d+-[0-9a-f]{2}) at (10\.213\.[\d.]+), "
@@ -105,6 +129,7 @@ for sig in (signal.SIGINT, signal.SIGTERM):
     assert p.returncode != 0, (sig, out, err)
     assert m.group(1) not in namespaces(), (sig, namespaces())
     assert veth_links() == before_links, (sig, veth_links())
+    assert left_behind() == [], (sig, left_behind())
 
 # Without CAP_NET_ADMIN / CAP_SYS_ADMIN: one line saying why, exit 1, nothing left behind.
 r = subprocess.run(["setpriv", "--bounding-set", "-net_admin,-sys_admin", "--inh-caps",

@@ -52,7 +52,8 @@ TEST_P(RunJobsTest, RunsNAtOnceAndNoMore) {
     const std::string fifo = (dir / "meet").string();
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     // Opening a FIFO waits for the other end: each command finishes only if the other runs.
-    const std::string writer = "echo met > " + fifo, reader = "cat " + fifo;
+    // `exec`: the shell becomes cat, so the kill at the time limit ends cat, not only its shell.
+    const std::string writer = "echo met > " + fifo, reader = "exec cat " + fifo;
     const ProcessResult both = run_jobs({"-j", "2", "--timeout", "30", writer, reader});
     EXPECT_EQ(both.exit_code, 0) << both.out << both.err;
     EXPECT_TRUE(has(both.out, "$ " + reader + "\nmet\n")) << both.out;

@@ -34,6 +34,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bench", "harness"))
+import children  # noqa: E402  (what it starts ends when it does, on SIGTERM too)
+
 ENDINGS = ("close", "reset", "half_close", "reset_mid_echo", "close_idle")
 FAULTS = ("seed=13,interrupted=0.05,would_block=0.05,short=0.2,late=0.1,"
           "end_multishot=0.05,starve_ring=0.2")
@@ -142,8 +146,8 @@ class Churn:
 
 
 def start_server(binary, backend, port):
-    proc = subprocess.Popen([binary, str(port), "--backend", backend, "--bind", "127.0.0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = children.popen([binary, str(port), "--backend", backend, "--bind", "127.0.0.1"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -227,7 +231,7 @@ def local_phase(args, backend, seconds, faults):
         env.pop("GALAY_FAULTS", None)
     cmd = [os.path.join(args.bin, "soak_local"), "--duration", f"{seconds:.1f}", "--backend",
            backend, "--dir", args.dir]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 120)
+    r = children.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 120)
     label = " (under GALAY_FAULTS)" if faults else ""
     for line in r.stdout.splitlines():
         print(line + label)
@@ -257,9 +261,9 @@ def main():
         if b not in ("io_uring", "epoll"):
             ap.error(f"unknown backend {b}")
     if "io_uring" in backends:
-        probe = subprocess.run([os.path.join(args.bin, "soak_local"), "--duration", "0.01",
-                                "--backend", "io_uring", "--dir", args.dir],
-                               capture_output=True, text=True)
+        probe = children.run([os.path.join(args.bin, "soak_local"), "--duration", "0.01",
+                              "--backend", "io_uring", "--dir", args.dir],
+                             capture_output=True, text=True)
         if probe.returncode != 0 and "unavailable" in probe.stderr:
             required = "io_uring" in os.environ.get("GALAY_REQUIRE_BACKENDS", "")
             print(f"soak: {'FAIL' if required else 'SKIP'} io_uring: {probe.stderr.strip()}")

@@ -3,6 +3,11 @@
 //
 // Nothing here sleeps for a fixed time: every wait is for an event (output, delivery of a
 // signal, exit) and is bounded by a generous deadline that fails the test instead of hanging it.
+//
+// A tool never outlives its test: the destructor kills and reaps it, and it runs with a
+// parent-death signal (SIGKILL), so a test process that crashes or is killed by ctest's timeout
+// takes it along (through util-linux's `setpriv --pdeathsig`, which sets it and execs the tool in
+// the same process: posix_spawn cannot set one).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -50,6 +55,11 @@ public:
         posix_spawn_file_actions_adddup2(&fa, out[1], 1);
         posix_spawn_file_actions_adddup2(&fa, err[1], 2);
         std::vector<char*> args;
+        static const bool have_setpriv = ::access(kSetpriv, X_OK) == 0;
+        static std::string pdeathsig[] = {kSetpriv, "--pdeathsig", "KILL", "--"};
+        if (have_setpriv)
+            for (std::string& a : pdeathsig)
+                args.push_back(a.data());
         for (std::string& a : argv)
             args.push_back(a.data());
         args.push_back(nullptr);
@@ -182,6 +192,8 @@ public:
     }
 
 private:
+    static constexpr const char* kSetpriv = "/usr/bin/setpriv";
+
     /// One poll over the open pipes and one read from each readable one. False once both are
     /// closed or the deadline passed.
     bool pump(std::chrono::steady_clock::time_point until) {
