@@ -32,3 +32,21 @@ if(Python3_Interpreter_FOUND)
   # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
   foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)
 endif()
+# examples/curl (libcurl's multi interface on galay's loop): the library against a server of the
+# test's own on both backends, and examples/curl_fetch against nginx on each backend.
+if(TARGET galay_curl_multi)
+  galay_test(curl_multi_tests integration/curl_multi_test.cpp)
+  target_link_libraries(curl_multi_tests PRIVATE galay_curl_multi)
+endif()
+if(TARGET curl_fetch AND Python3_Interpreter_FOUND)
+  set(curl_fetch_backends epoll)
+  if(GALAY_WITH_URING)
+    list(PREPEND curl_fetch_backends io_uring)
+  endif()
+  foreach(backend ${curl_fetch_backends})
+    add_test(NAME curl_fetch_py_${backend}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/integration/curl_fetch_test.py
+                     $<TARGET_FILE:curl_fetch> ${backend})
+    set_tests_properties(curl_fetch_py_${backend} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
