@@ -131,7 +131,7 @@ galay::Task<void> worker(galay_curl::CurlMulti& multi, const Options& o, std::si
 }
 
 galay::Task<int> fetch_all(const Options& o) {
-    galay_curl::CurlMulti multi;
+    galay_curl::CurlMulti multi({.cached_connections = 4L * o.parallel});
     std::vector<Outcome> out(o.urls.size());
     std::size_t next = 0;
     std::vector<galay::Task<void>> workers;

@@ -26,8 +26,12 @@ if(Python3_Interpreter_FOUND)
                     $<TARGET_FILE_DIR:raw_pg>)
   endif()
   if(TARGET curl_multi_loop AND TARGET curl_threads)
+    set(galay_curl_arg "")
+    if(TARGET galay_curl) # libcurl on galay's loop: the same checks, on each backend
+      set(galay_curl_arg galay_curl)
+    endif()
     foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
-                    $<TARGET_FILE_DIR:curl_multi_loop>)
+                    $<TARGET_FILE_DIR:curl_multi_loop> ${galay_curl_arg})
   endif()
   # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
   foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)

@@ -228,7 +228,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* p) {
 } // namespace
 } // namespace detail
 
-CurlMulti::CurlMulti(long max_host_connections)
+CurlMulti::CurlMulti(MultiLimits limits)
     : core_(std::make_shared<detail::Core>()) {
     core_->shared_self = core_;
     core_->multi = curl_multi_init();
@@ -237,8 +237,10 @@ CurlMulti::CurlMulti(long max_host_connections)
     curl_multi_setopt(core_->multi, CURLMOPT_SOCKETDATA, core_.get());
     curl_multi_setopt(core_->multi, CURLMOPT_TIMERFUNCTION, &detail::on_timer);
     curl_multi_setopt(core_->multi, CURLMOPT_TIMERDATA, core_.get());
-    if (max_host_connections > 0)
-        curl_multi_setopt(core_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, max_host_connections);
+    if (limits.cached_connections > 0)
+        curl_multi_setopt(core_->multi, CURLMOPT_MAXCONNECTS, limits.cached_connections);
+    if (limits.host_connections > 0)
+        curl_multi_setopt(core_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.host_connections);
     galay::spawn(detail::run_timer(core_)).detach();
 }
 

@@ -104,12 +104,22 @@ namespace detail {
 struct Core; // the multi handle, its socket records and timer (curl_multi.cpp)
 } // namespace detail
 
+/// The multi handle's limits; 0 leaves libcurl's default.
+struct MultiLimits {
+    /// Idle connections kept for reuse. libcurl's default is 4 x the transfers added at the
+    /// moment a transfer ends, which a burst of finished transfers shrinks (fetch() adds
+    /// the next one a loop turn later): set it for steady reuse.
+    long cached_connections = 0;
+    /// Connections to one host at once (more transfers wait for one).
+    long host_connections = 0;
+};
+
 /// libcurl's multi handle driven by the current thread's galay scheduler (see the top).
 class CurlMulti {
 public:
-    /// A multi handle on the current scheduler. `max_host_connections`: 0 for libcurl's default
-    /// (no limit). Throws std::runtime_error when libcurl cannot make one.
-    explicit CurlMulti(long max_host_connections = 0);
+    /// A multi handle on the current scheduler. Throws std::runtime_error when libcurl cannot
+    /// make one.
+    explicit CurlMulti(MultiLimits limits = {});
     ~CurlMulti();
     CurlMulti(const CurlMulti&) = delete;
     CurlMulti& operator=(const CurlMulti&) = delete;

@@ -4,7 +4,8 @@ against a local nginx started here (Python's http.server when there is no nginx)
 two URLs with every body's size checked (JSON: requests counted, errors 0, connections kept
 alive and reused); bad flags are one line and exit 2; a wrong size, a 404, a refused port and a
 server that stalls in the middle of a body are errors with exit 1, never a hang. No timing is
-asserted. argv[1]: the bin directory of this build. Run by ctest."""
+asserted. argv[1]: the bin directory of this build; then "galay_curl" when it is built (libcurl on
+galay's loop, run on each backend with the same checks). Run by ctest."""
 import json
 import os
 import shutil
@@ -20,7 +21,9 @@ import harness  # noqa: E402
 from foreign_runs import expect_usage, run  # noqa: E402
 
 BIN = sys.argv[1]
-PROGRAMS = [os.path.join(BIN, "curl_multi_loop"), os.path.join(BIN, "curl_threads")]
+PROGRAMS = [[os.path.join(BIN, "curl_multi_loop")], [os.path.join(BIN, "curl_threads")]]
+if "galay_curl" in sys.argv[2:]:
+    PROGRAMS += [[os.path.join(BIN, "galay_curl"), "--backend", b] for b in ("io_uring", "epoll")]
 FIELDS = {"implementation", "transfers", "urls", "warmup_requests", "requests", "seconds",
           "requests_per_s", "client_cpu_s", "client_cpu_us_per_request", "total_requests",
           "connections_opened", "errors", "first_error"}
@@ -28,12 +31,12 @@ BODY = bytes(ord("a") + i % 26 for i in range(1000))
 
 
 for prog in PROGRAMS:
-    name = os.path.basename(prog)
+    name = os.path.basename(prog[0])
     for args, words in (([], "urls is required"), (["x", "--transfers", "0"], "--transfers"),
                         (["x", "--requests", "0"], "--requests"), (["x", "--bogus"], "--bogus"),
                         (["x", "--expect-bytes", "-1"], "--expect-bytes")):
-        expect_usage(name, [prog] + args, words)
-    r = run([prog, "--help"])
+        expect_usage(name, prog + args, words)
+    r = run(prog + ["--help"])
     assert r.returncode == 0 and "--transfers" in r.stdout, r
 print("test_foreign_curl_clients: bad flags ok")
 
@@ -125,26 +128,26 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         urls = [f"http://127.0.0.1:{port}/a.txt", f"http://127.0.0.1:{port}/b.txt"]
         for prog in PROGRAMS:
-            name = os.path.basename(prog)
-            res = check_run([prog] + urls + ["--transfers", "8", "--requests", "400",
+            name = os.path.basename(prog[0])
+            res = check_run(prog + urls + ["--transfers", "8", "--requests", "400",
                                               "--warmup-requests", "40", "--expect-bytes", "1000"],
                             implementation=name, transfers=8, urls=2, requests=400,
                             total_requests=440, warmup_requests=40)
             if keeps_alive:  # one connection per transfer, reused for every request after
                 assert res["connections_opened"] == 8, res
             # More transfers than requests, no warm-up, any body size.
-            check_run([prog, urls[0], "--transfers", "20", "--requests", "5",
+            check_run(prog + [urls[0], "--transfers", "20", "--requests", "5",
                        "--warmup-requests", "0"], requests=5, total_requests=5)
             short = ["--transfers", "4", "--requests", "20", "--warmup-requests", "0"]
-            expect_errors([prog] + urls + short + ["--expect-bytes", "999"], 20,
+            expect_errors(prog + urls + short + ["--expect-bytes", "999"], 20,
                           "a body of 1000 bytes, expected 999")
-            expect_errors([prog, f"http://127.0.0.1:{port}/nope"] + short, 20, "HTTP status 404")
-            expect_errors([prog, "http://127.0.0.1:1/"] + short, 20, "127.0.0.1")
-            expect_errors([prog, f"http://127.0.0.1:{staller.port}/"] + short +
+            expect_errors(prog + [f"http://127.0.0.1:{port}/nope"] + short, 20, "HTTP status 404")
+            expect_errors(prog + ["http://127.0.0.1:1/"] + short, 20, "127.0.0.1")
+            expect_errors(prog + [f"http://127.0.0.1:{staller.port}/"] + short +
                           ["--timeout", "0.3"], 20, "imed out")
-            r = run([prog, urls[0], "--requests", "3", "--warmup-requests", "0"])
+            r = run(prog + [urls[0], "--requests", "3", "--warmup-requests", "0"])
             assert r.returncode == 0 and r.stdout.startswith(f"{name}: 3 requests in "), r
-            print(f"test_foreign_curl_clients: {name}: runs, wrong size, 404, refused, stalled ok")
+            print(f"test_foreign_curl_clients: {' '.join([name] + prog[1:])}: runs, wrong size, 404, refused, stalled ok")
     finally:
         staller.close()
         harness.stop(server)
