@@ -40,6 +40,7 @@ struct Run {
         std::uint64_t bytes = 0;
         galay_curl::FetchOptions fo;
         fo.timeout = std::chrono::milliseconds(o.timeout_ms());
+        fo.keep_headers = false; // as curl_multi_loop: the body's bytes counted, nothing kept
         fo.on_body = [&bytes](std::string_view piece) {
             bytes += piece.size();
             return true;

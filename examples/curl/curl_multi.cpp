@@ -33,8 +33,11 @@ struct SocketRec {
     galay::Event in_gate, out_gate; // wake the watcher of a direction libcurl wants again
 };
 
+struct Core;
+
 /// One fetch() in flight: lives in the fetch() frame.
 struct Transfer {
+    Core* core = nullptr; // gets `easy` back, for the next fetch()
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
     const FetchOptions* options = nullptr;
@@ -44,10 +47,7 @@ struct Transfer {
     CURLcode result = CURLE_OK;
     galay::Event done;
 
-    ~Transfer() {
-        if (easy != nullptr) curl_easy_cleanup(easy);
-        curl_slist_free_all(headers);
-    }
+    ~Transfer();
 };
 
 struct Core {
@@ -60,8 +60,13 @@ struct Core {
     std::size_t in_flight = 0;
     std::uint64_t connects = 0;
     std::weak_ptr<Core> shared_self; // what the tasks spawned from callbacks hold
+    // Easy handles of finished transfers, reset, for the next ones: curl_easy_init costs more
+    // than curl_easy_reset, and a reset handle keeps nothing of its last transfer.
+    std::vector<CURL*> spare;
 
     ~Core() {
+        for (CURL* e : spare)
+            curl_easy_cleanup(e);
         // No callback may reach a Core being destroyed.
         curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, nullptr);
         curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, nullptr);
@@ -103,6 +108,17 @@ struct Core {
         timer_gate.set();
     }
 };
+
+Transfer::~Transfer() {
+    curl_slist_free_all(headers);
+    if (easy == nullptr) return;
+    if (core->spare.size() < 1024) {
+        curl_easy_reset(easy);
+        core->spare.push_back(easy);
+    } else {
+        curl_easy_cleanup(easy);
+    }
+}
 
 namespace {
 
@@ -259,7 +275,13 @@ galay::Task<FetchResult> CurlMulti::fetch(std::string url, FetchOptions options)
     std::shared_ptr<detail::Core> c = core_;
     detail::Transfer t;
     t.options = &options;
-    t.easy = curl_easy_init();
+    t.core = c.get();
+    if (!c->spare.empty()) {
+        t.easy = c->spare.back();
+        c->spare.pop_back();
+    } else {
+        t.easy = curl_easy_init();
+    }
     if (t.easy == nullptr) co_return std::unexpected(FetchError{CURLE_OUT_OF_MEMORY, "no handle"});
     CURL* e = t.easy;
     curl_easy_setopt(e, CURLOPT_URL, url.c_str());
@@ -268,8 +290,10 @@ galay::Task<FetchResult> CurlMulti::fetch(std::string url, FetchOptions options)
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &detail::on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &detail::on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+    if (options.keep_headers) {
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &detail::on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+    }
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
     if (options.follow_redirects) {
         curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);

@@ -66,6 +66,8 @@ struct FetchOptions {
     std::string ca_file;
     /// Do not verify the server's certificate (tests against a self-signed one only).
     bool insecure = false;
+    /// Keep the response's header fields (Response::headers); false saves their copies.
+    bool keep_headers = true;
     /// Streaming: called with each piece of the body as it arrives, instead of keeping it in
     /// Response::body; returning false aborts the transfer (an error, "body refused").
     std::function<bool(std::string_view)> on_body;
@@ -74,7 +76,8 @@ struct FetchOptions {
 /// A finished transfer: what the server answered (any status; 404 is a response, not an error).
 struct Response {
     long status = 0;
-    /// The final response's header fields in order, names as sent.
+    /// The final response's header fields in order, names as sent (unless
+    /// FetchOptions::keep_headers is false).
     std::vector<std::pair<std::string, std::string>> headers;
     /// The body, unless FetchOptions::on_body took it.
     std::string body;
