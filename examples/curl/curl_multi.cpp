@@ -21,15 +21,19 @@ namespace detail {
 
 using Clock = std::chrono::steady_clock;
 
-/// One socket libcurl asked about: from its first CURL_POLL_IN/OUT to its CURL_POLL_REMOVE.
+/// One descriptor number libcurl has used, and its two watcher tasks. Between a socket's first
+/// CURL_POLL_IN/OUT and its CURL_POLL_REMOVE the record holds a borrowing AsyncFd on it; after
+/// REMOVE it is parked (no AsyncFd, nothing wanted) until libcurl announces a socket with the
+/// same number again: libcurl removes a connection's socket whenever it goes back to the
+/// connection cache and announces it again for the next transfer, so a record per number spares
+/// two tasks and an allocation per request.
 struct SocketRec {
-    SocketRec(curl_socket_t s, galay::AsyncFd a)
-        : fd(s)
-        , afd(std::move(a)) {}
+    explicit SocketRec(curl_socket_t s)
+        : fd(s) {}
     curl_socket_t fd;
-    galay::AsyncFd afd; // borrowed: libcurl closes the socket, after REMOVE
-    int want = 0;       // CURL_POLL_IN | CURL_POLL_OUT: what libcurl waits for now
-    bool removed = false;
+    galay::AsyncFd afd;             // borrowed: libcurl closes the socket, after REMOVE
+    int want = 0;                   // CURL_POLL_IN | CURL_POLL_OUT: what libcurl waits for now
+    std::uint64_t gen = 0;          // one more at each REMOVE: a wait begun before is stale
     galay::Event in_gate, out_gate; // wake the watcher of a direction libcurl wants again
 };
 
@@ -89,22 +93,21 @@ struct Core {
         }
     }
 
-    /// The socket is gone for libcurl: its waits end now, before libcurl closes it.
-    void drop(curl_socket_t s) {
-        auto it = sockets.find(s);
-        if (it == sockets.end()) return; // newer libcurl: REMOVE for a socket never announced
-        std::shared_ptr<SocketRec> r = std::move(it->second);
-        sockets.erase(it);
-        r->removed = true;
-        r->afd.reset();
-        r->in_gate.set();
-        r->out_gate.set();
+    /// The socket is gone for libcurl: its waits end now, before libcurl closes it, and its
+    /// record is parked.
+    static void drop(SocketRec& r) {
+        r.afd.reset();
+        r.want = 0;
+        ++r.gen;
     }
 
     void shutdown() {
         closing = true;
-        while (!sockets.empty())
-            drop(sockets.begin()->first);
+        for (auto& [fd, r] : sockets) {
+            drop(*r);
+            r->in_gate.set();
+            r->out_gate.set();
+        }
         timer_gate.set();
     }
 };
@@ -130,19 +133,22 @@ galay::Task<void> watch(std::shared_ptr<Core> c, std::shared_ptr<SocketRec> r, i
     const galay::Interest interest =
         bit == CURL_POLL_IN ? galay::Interest::readable : galay::Interest::writable;
     const int select = bit == CURL_POLL_IN ? CURL_CSELECT_IN : CURL_CSELECT_OUT;
-    while (!r->removed && !c->closing) {
+    while (!c->closing) {
         if ((r->want & bit) == 0) {
             (void)co_await gate.wait();
             continue;
         }
+        const std::uint64_t gen = r->gen;
         auto ev = co_await r->afd.ready(interest);
-        if (r->removed || c->closing) break;
-        if ((r->want & bit) == 0) continue; // libcurl changed its mind meanwhile
+        if (c->closing) break;
+        // Removed meanwhile (the wait was for a socket libcurl let go of), or libcurl no
+        // longer wants this direction: nothing to tell it.
+        if (r->gen != gen || (r->want & bit) == 0) continue;
         if (!ev) {
             // Not a readiness: the socket cannot be waited on. libcurl's next read or write
             // on it reports what is wrong.
             c->action(r->fd, CURL_CSELECT_ERR);
-            if (!r->removed) co_await galay::yield_now();
+            co_await galay::yield_now();
             continue;
         }
         c->action(r->fd, ev->error() ? select | CURL_CSELECT_ERR : select);
@@ -172,21 +178,25 @@ galay::Task<void> run_timer(std::shared_ptr<Core> c) {
 /// CURLMOPT_SOCKETFUNCTION: record what libcurl wants; never calls libcurl back.
 int on_socket(CURL*, curl_socket_t s, int what, void* clientp, void* socketp) {
     auto* c = static_cast<Core*>(clientp);
+    auto* r = static_cast<SocketRec*>(socketp);
     if (what == CURL_POLL_REMOVE) {
-        if (socketp != nullptr) c->drop(s);
+        if (r != nullptr) Core::drop(*r); // newer libcurl: REMOVE for a socket never announced
         return 0;
     }
-    auto* r = static_cast<SocketRec*>(socketp);
-    if (r == nullptr) {
+    if (r == nullptr) { // a new socket (or a cached connection's, back in use)
+        std::shared_ptr<SocketRec>& slot = c->sockets[s];
+        if (!slot) {
+            slot = std::make_shared<SocketRec>(s);
+            // Each watcher holds the Core (shutdown() ends them) and its record.
+            galay::spawn(watch(c->shared_self.lock(), slot, CURL_POLL_IN)).detach();
+            galay::spawn(watch(c->shared_self.lock(), slot, CURL_POLL_OUT)).detach();
+        }
+        r = slot.get();
         auto afd = galay::AsyncFd::borrow(s);
         if (!afd) return -1; // libcurl fails the transfers on this socket
-        auto rec = std::make_shared<SocketRec>(s, std::move(*afd));
-        r = rec.get();
-        c->sockets[s] = rec;
+        r->afd = std::move(*afd);
+        r->want = 0;
         curl_multi_assign(c->multi, s, r);
-        // Each watcher holds the Core (shutdown() ends them) and its record.
-        galay::spawn(watch(c->shared_self.lock(), rec, CURL_POLL_IN)).detach();
-        galay::spawn(watch(c->shared_self.lock(), rec, CURL_POLL_OUT)).detach();
     }
     const int before = r->want;
     r->want = what & (CURL_POLL_IN | CURL_POLL_OUT);

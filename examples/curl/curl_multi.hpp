@@ -7,10 +7,11 @@
 //     else std::printf("%ld, %zu bytes\n", r->status, r->body.size());
 //
 // libcurl does the HTTP; galay only says when its sockets are ready and when its timer is due.
-// libcurl's socket callback makes one record per socket (a borrowing galay::AsyncFd and what
-// libcurl wants: in, out or both) and drops it on CURL_POLL_REMOVE, before libcurl closes the
-// socket; two small tasks per socket wait for readability and writability and call
-// curl_multi_socket_action. Its timer callback moves one deadline that a task sleeps towards.
+// libcurl's socket callback gives each socket a record (a borrowing galay::AsyncFd and what
+// libcurl wants: in, out or both) and resets the AsyncFd on CURL_POLL_REMOVE, before libcurl
+// closes the socket; two small tasks per descriptor number wait for readability and
+// writability and call curl_multi_socket_action. Its timer callback moves one deadline that a
+// task sleeps towards.
 // Callbacks only update records and wake tasks: libcurl is never called from inside libcurl.
 //
 // A transfer ends with its response, or with an error saying why (libcurl's message, "HTTP
