@@ -151,18 +151,19 @@ http {{ access_log off; keepalive_requests 10000000; client_body_temp_path {tmp}
 
 def curl_part(a, out):
     """galay_curl vs curl_multi_loop vs curl_threads against nginx."""
-    lines = ["## libcurl: 10,000 GETs of 1,000 bytes over 50 concurrent transfers (nginx)", ""]
+    requests, warmup = (2000, 500) if a.quick else (10000, 1000)
+    lines = [f"## libcurl: {requests:,} GETs of {BODY:,} bytes over {TRANSFERS} concurrent "
+             "transfers (nginx)", ""]
     have = lambda n: os.access(os.path.join(a.bin, n), os.X_OK)  # noqa: E731
     missing = [n for n in ("curl_multi_loop", "curl_threads") if not have(n)]
     if missing:
-        return lines + [f"SKIP libcurl: {', '.join(missing)} not built (libcurl4-openssl-dev)", ""]
+        return lines + [f"libcurl: {', '.join(missing)} not built, skipping (libcurl4-openssl-dev)",
+                        ""]
     names = ["curl_multi_loop", "curl_threads"]
     if have("galay_curl"):
         names = [f"galay_curl {be}" for be in a.backends] + names
     else:
-        lines += ["SKIP galay_curl: not built (it is built with the examples, where libcurl is)",
-                  ""]
-    requests, warmup = (2000, 500) if a.quick else (10000, 1000)
+        lines += ["galay_curl: not built, skipping its rows (it is built with the examples)", ""]
     tmp = harness.temp_dir("foreign-nginx")
     server, url = start_nginx(tmp)
     try:
@@ -200,13 +201,13 @@ def pg_controls(a, lines):
     if path:
         found["pg_tokio"] = path
     else:
-        lines.append(f"SKIP pg_tokio: {why}")
+        lines += [f"pg_tokio: not built, skipping its rows ({why})", ""]
     path, why = harness.go_build(os.path.join(BENCH, "control", "go_pgx"),
                                  os.path.join(harness.temp_dir("foreign-go"), "pg_pgx"))
     if path:
         found["pg_pgx"] = path
     else:
-        lines.append(f"SKIP pg_pgx: {why}")
+        lines += [f"pg_pgx: not built, skipping its rows ({why})", ""]
     return found
 
 
@@ -215,15 +216,15 @@ def pg_part(a, out):
     progs = {n: os.path.join(a.bin, n) for n in ("galay_pg", "raw_pg", "pg_threads")
              if os.access(os.path.join(a.bin, n), os.X_OK)}
     if "raw_pg" not in progs:
-        return lines + ["SKIP PostgreSQL: raw_pg not built (libpq-dev)", ""]
+        return lines + ["PostgreSQL: raw_pg not built, skipping (libpq-dev)", ""]
     if "galay_pg" not in progs:
-        lines.append("SKIP galay_pg: galay_pg not built")
+        lines += ["galay_pg not built, skipping its rows", ""]
     progs.update(pg_controls(a, lines))
     duration, warmup = ("1", "0.3") if a.quick else ("3", "1")
     try:
         server = postgres.Server(cpu=SERVER_CPU)
     except postgres.Unavailable as e:
-        return lines + [f"SKIP PostgreSQL: {e}", ""]
+        return lines + [f"PostgreSQL: no server, skipping ({e})", ""]
     result = {}
     with server as pg:
         for mode in ("single", "pipeline"):
@@ -280,7 +281,7 @@ def asyncfd_part(a, out):
     lines = ["## AsyncFd: socketpair ping-pong, AsyncFd + read/write / native recv/send", ""]
     prog = os.path.join(a.bin, "bench_asyncfd")
     if not os.access(prog, os.X_OK):
-        return lines + ["SKIP AsyncFd: bench_asyncfd not built", ""]
+        return lines + ["AsyncFd: bench_asyncfd not built, skipping", ""]
     rounds = "20000" if a.quick else "50000"
     lines += [f"| backend | CPU per round trip, median [min-max], {a.rounds} pairs | verdict | "
               "round trips/s |", "|---|---|---|---|"]
@@ -329,9 +330,9 @@ def plot_data(out, source):
             "x_label": "figure", "y_label": "ratio (galay / reference)", "x": xs,
             "log_x": False, "reference": 1.0,
             "series": [{"label": label,
-                        "median": [v[x]["median"] if x in v else None for x in xs],
-                        "min": [v[x]["min"] if x in v else None for x in xs],
-                        "max": [v[x]["max"] if x in v else None for x in xs]}
+                        "median": [round(v[x]["median"], 3) if x in v else None for x in xs],
+                        "min": [round(v[x]["min"], 3) if x in v else None for x in xs],
+                        "max": [round(v[x]["max"], 3) if x in v else None for x in xs]}
                        for label, v in series.items()]}
     return {"study": "foreign", "source": source, "plots": [plot]}
 

@@ -52,6 +52,7 @@ TARGETS = {
     "suite:local": ([], ["raw_unix_echo", "bench_server"], []),
     "suite:tls": ([], ["http_server", "nginx", "tls_echo_raw"], ["openssl"]),
     "suite:relay": ([], ["cargo", "raw_epoll"], []),
+    "suite:foreign": ([], ["nginx"], ["nginx"]),
     "study:echo": (EPOLL_PAIR + ["-c", "10", "--pairs", "1", "--warmup", "0", "-d", "60",
                                  "--out", "{work}/echo.json", "--logs", "{work}/logs"],
                    ["bench_server"], []),
@@ -101,6 +102,7 @@ TARGETS = {
                               "-d", "60", "--warmup", "1"], ["http_server"], ["wrk", "perf"]),
     "study:sync": (["--pairs", "3", "--rounds", "100000000", "--cases", "pingpong"],
                    ["bench_sync"], []),
+    "study:foreign": (["--rounds", "1", "--parts", "curl,pg"], ["nginx"], ["nginx"]),
     "study:local": (["--study", "unix", "--rounds", "1", "--secs", "60", "--conns", "10",
                      "--backends", "epoll", "--json"], ["bench_server", "raw_unix_echo"], []),
 }
