@@ -97,12 +97,24 @@ def ratio_rows(rounds, ours, targets, key, what):
                 continue
             s = harness.round_ratio(rounds, name, ref, key)
             verdict = criterion(s, target) if target else harness.verdict(
-                s, lower_is_better=False, words=("fewer", "more"))
+                s, lower_is_better=False, words=("more", "fewer"))
             rows.append(f"| {name} / {ref} | {what} | {harness.fmt_spread(s)} | {verdict} |")
             data.append({"ours": name, "ref": ref, "figure": what, "target": target,
                          "ratio": s and {k: s[k] for k in ("median", "min", "max")},
                          "verdict": verdict})
     return rows, data
+
+
+def context_rows(rounds, refs, floor, key, what):
+    """Rows of each reference / the floor (no target: the verdict the spread allows), so that the
+    table says what the references cost even where galay's program is missing."""
+    rows = []
+    for ref in refs:
+        if ref in rounds[0] and floor in rounds[0]:
+            s = harness.round_ratio(rounds, ref, floor, key)
+            rows.append(f"| {ref} / {floor} | {what} | {harness.fmt_spread(s)} | "
+                        f"{harness.verdict(s, words=('less CPU', 'more CPU'))} |")
+    return rows
 
 
 def medians_table(rounds, names, cols):
@@ -188,8 +200,10 @@ def curl_part(a, out):
                                       "requests/s")
     lines += medians_table(rounds, names, [("cpu_us", "client CPU us/request", ".2f"),
                                            ("rate", "requests/s", ",.0f")])
+    context = context_rows(rounds, ["curl_threads"], "curl_multi_loop", "cpu_us",
+                           "client CPU/request")
     lines += ["", f"| ratio | figure | median [min-max], {a.rounds} rounds | verdict |",
-              "|---|---|---|---|"] + rows + rate_rows + [""]
+              "|---|---|---|---|"] + rows + rate_rows + context + [""]
     out["curl"] = {"rounds": rounds, "ratios": data + rate_data, "failed": failed}
     return lines
 
@@ -270,8 +284,11 @@ def pg_part(a, out):
                                    [("cpu_us", "client CPU us/query", ".2f"),
                                     ("rate", "queries/s", ",.0f"),
                                     ("server_us", "server CPU us/query", ".2f")])
+            context = context_rows(rounds, [n for n in names if not n.startswith("galay_pg")
+                                            and n != "raw_pg"], "raw_pg", "cpu_us",
+                                   "client CPU/query")
             lines += ["", f"| ratio | figure | median [min-max], {a.rounds} rounds | verdict |",
-                      "|---|---|---|---|"] + rows + r2 + r3 + [""]
+                      "|---|---|---|---|"] + rows + r2 + r3 + context + [""]
             result[mode] = {"rounds": rounds, "ratios": data + d2 + d3, "failed": failed}
     out["pg"] = result
     return lines
