@@ -32,7 +32,6 @@ plot data of docs/benchmarks/data/foreign.json. Exit 1 when a run failed, 2 on a
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -131,8 +130,7 @@ def medians_table(rounds, names, cols):
 
 
 def start_nginx(tmp):
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
-                                      else None)
+    nginx = harness.nginx_binary()
     if nginx is None:
         raise RuntimeError("no nginx (apt-get install nginx)")
     root = os.path.join(tmp, "www")
@@ -142,17 +140,8 @@ def start_nginx(tmp):
         f.write(bytes(ord("a") + i % 26 for i in range(BODY)))
     for _ in range(5):
         port = harness.free_port()
-        conf = os.path.join(tmp, "nginx.conf")
-        user = "user root;" if os.geteuid() == 0 else ""
-        with open(conf, "w") as f:
-            f.write(f"""{user} daemon off; master_process off; worker_processes 1;
-error_log {tmp}/error.log warn; pid {tmp}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{ access_log off; keepalive_requests 10000000; client_body_temp_path {tmp}/body;
-  proxy_temp_path {tmp}/proxy; fastcgi_temp_path {tmp}/fcgi;
-  uwsgi_temp_path {tmp}/uwsgi; scgi_temp_path {tmp}/scgi;
-  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
-""")
+        conf = harness.nginx_static_conf(
+            tmp, f"server {{ listen 127.0.0.1:{port}; root {root}; }}", connections=4096)
         try:
             proc = harness.start_pinned([nginx, "-p", tmp, "-c", conf], SERVER_CPU, None, port)
             return proc, f"http://127.0.0.1:{port}/k1.bin"

@@ -8,17 +8,14 @@ asserted. argv[1]: the bin directory of this build; then "galay_curl" when it is
 galay's loop, run on each backend with the same checks). Run by ctest."""
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "harness"))
 import harness  # noqa: E402
-from foreign_runs import expect_usage, run  # noqa: E402
+from foreign_runs import Staller, expect_usage, run  # noqa: E402
 
 BIN = sys.argv[1]
 PROGRAMS = [[os.path.join(BIN, "curl_multi_loop")], [os.path.join(BIN, "curl_threads")]]
@@ -44,22 +41,12 @@ print("test_foreign_curl_clients: bad flags ok")
 def start_server(prefix, root):
     """nginx (its files in `prefix`) or http.server serving `root` on a free port: (process,
     port, keeps_alive)."""
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
-                                      else None)
+    nginx = harness.nginx_binary()
     for _ in range(5):  # a free port may be taken by the time the server binds it
         port = harness.free_port()
         if nginx:
-            user = "user root;" if os.geteuid() == 0 else ""
-            conf = os.path.join(prefix, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(f"""{user} daemon off; master_process off; worker_processes 1;
-error_log {prefix}/error.log warn; pid {prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fcgi;
-  uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;
-  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
-""")
+            conf = harness.nginx_static_conf(
+                prefix, f"server {{ listen 127.0.0.1:{port}; root {root}; }}")
             argv = [nginx, "-p", prefix, "-c", conf]
         else:
             argv = [sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", root, str(port)]
@@ -68,34 +55,6 @@ http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {prefi
             return p, port, nginx is not None
         harness.stop(p)
     raise AssertionError("no free port for the HTTP server after 5 attempts")
-
-
-class Staller:
-    """Answers every request with a 200 whose Content-Length is 1000 but sends 10 bytes of the
-    body, then holds the connection open until closed."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            c.recv(4096)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + BODY[:10])
-
-    def close(self):
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def check_run(argv, **want):

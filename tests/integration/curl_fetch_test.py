@@ -9,15 +9,15 @@ Exit 77 (SKIP) without nginx or openssl. Run by ctest."""
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "harness"))
+sys.path[:0] = [os.path.join(HERE, "..", "..", "bench", "harness"),
+                os.path.join(HERE, "..", "bench")]
 import children  # noqa: E402
 import harness  # noqa: E402
+from foreign_runs import Staller, expect_usage as expect_usage_of  # noqa: E402
 
 PROG, BACKEND = sys.argv[1], sys.argv[2]
 NAME = "curl_fetch"
@@ -29,11 +29,7 @@ def run(args, timeout=120):
 
 
 def expect_usage(args, words):
-    r = run(args)
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, (args, r)
-    assert lines[0].startswith(f"{NAME}: error: ") and words in lines[0] and \
-        lines[0].endswith("(see --help)"), (args, r.stderr)
+    expect_usage_of(NAME, [PROG, "--backend", BACKEND] + args, words)
 
 
 r = run(["--help"])
@@ -44,39 +40,10 @@ for args, words in (([], "URL"), (["--parallel", "0", "x"], "--parallel"),
     expect_usage(args, words)
 print(f"curl_fetch_test[{BACKEND}]: help and bad arguments ok")
 
-nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
-                                  else None)
+nginx = harness.nginx_binary()
 if not nginx or not shutil.which("openssl"):
     print("SKIP: curl_fetch_test needs nginx and openssl (apt-get install nginx openssl)")
     sys.exit(77)
-
-
-class Staller:
-    """Answers every request with a 200 whose Content-Length is 1000 but sends 10 bytes of the
-    body, then holds the connection open until closed."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            c.recv(4096)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10)
-
-    def close(self):
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def start_nginx(prefix, root, cert, key):
@@ -85,19 +52,9 @@ def start_nginx(prefix, root, cert, key):
         port, tls_port = harness.free_port(), harness.free_port()
         if port == tls_port:
             continue
-        user = "user root;" if os.geteuid() == 0 else ""
-        conf = os.path.join(prefix, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""{user} daemon off; master_process off; worker_processes 1;
-error_log {prefix}/error.log warn; pid {prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fcgi;
-  uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;
-  server {{ listen 127.0.0.1:{port}; root {root}; }}
+        conf = harness.nginx_static_conf(prefix, f"""server {{ listen 127.0.0.1:{port}; root {root}; }}
   server {{ listen 127.0.0.1:{tls_port} ssl; root {root};
-    ssl_certificate {cert}; ssl_certificate_key {key}; }} }}
-""")
+    ssl_certificate {cert}; ssl_certificate_key {key}; }}""")
         p = children.popen([nginx, "-p", prefix, "-c", conf], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         if harness.wait_accepting(p, port, 30) and harness.wait_accepting(p, tls_port, 30):

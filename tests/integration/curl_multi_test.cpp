@@ -14,7 +14,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class CurlMultiTest : public test::BackendTest {};
+class CurlMultiTest : public test::BackendTest {
+protected:
+    static void SetUpTestSuite() { global_ = std::make_unique<galay_curl::CurlGlobal>(); }
+    static void TearDownTestSuite() { global_.reset(); }
+    void SetUp() override {
+        test::BackendTest::SetUp();
+        ASSERT_TRUE(global_->ok());
+    }
+    static inline std::unique_ptr<galay_curl::CurlGlobal> global_;
+};
 
 std::string body_of(std::size_t n) {
     std::string s(n, '\0');
@@ -96,109 +105,98 @@ Task<galay_curl::FetchResult> get(galay_curl::CurlMulti& m, std::string url,
     co_return co_await m.fetch(std::move(url), std::move(o));
 }
 
+/// Runs `body(server, multi)` with the test's server listening, then stops the server once the
+/// multi handle (and every fetch of the body) is gone.
+template <class Body>
+Task<void> with_server(Body body) {
+    Server srv;
+    srv.start();
+    {
+        galay_curl::CurlMulti m;
+        co_await body(srv, m);
+    }
+    co_await srv.stop();
+}
+
 } // namespace
 
 TEST_P(CurlMultiTest, ManyTransfersHeadersStatusAndRefused) {
-    galay_curl::CurlGlobal global;
-    ASSERT_TRUE(global.ok());
-    run([]() -> Task<void> {
-        Server srv;
-        srv.start();
-        {
-            galay_curl::CurlMulti m;
-            std::vector<Task<galay_curl::FetchResult>> all;
-            for (int i = 0; i < 100; ++i)
-                all.push_back(get(m, srv.url("/ok/" + std::to_string(i * 331))));
-            auto results = co_await when_all(std::move(all));
-            for (int i = 0; i < 100; ++i) {
-                CO_ASSERT(results[i].has_value());
-                EXPECT_EQ(results[i]->status, 200);
-                EXPECT_EQ(results[i]->body, body_of(i * 331));
-                EXPECT_EQ(results[i]->body_bytes, static_cast<std::uint64_t>(i * 331));
-                EXPECT_EQ(results[i]->header("x-test"), "yes");
-            }
-            EXPECT_LE(m.connections_opened(), 100u); // reused ones count 0
-            auto missing = co_await get(m, srv.url("/missing"));
-            CO_ASSERT(missing.has_value()); // a 404 is a response
-            EXPECT_EQ(missing->status, 404);
-            auto refused = co_await get(m, "http://127.0.0.1:1/");
-            CO_ASSERT(!refused.has_value());
-            EXPECT_EQ(refused.error().code, CURLE_COULDNT_CONNECT);
-            EXPECT_NE(refused.error().message.find("127.0.0.1"), std::string::npos)
-                << refused.error().message;
-            EXPECT_EQ(m.in_flight(), 0u);
+    run(with_server([](Server& srv, galay_curl::CurlMulti& m) -> Task<void> {
+        std::vector<Task<galay_curl::FetchResult>> all;
+        for (int i = 0; i < 100; ++i)
+            all.push_back(get(m, srv.url("/ok/" + std::to_string(i * 331))));
+        auto results = co_await when_all(std::move(all));
+        for (int i = 0; i < 100; ++i) {
+            CO_ASSERT(results[i].has_value());
+            EXPECT_EQ(results[i]->status, 200);
+            EXPECT_EQ(results[i]->body, body_of(i * 331));
+            EXPECT_EQ(results[i]->body_bytes, static_cast<std::uint64_t>(i * 331));
+            EXPECT_EQ(results[i]->header("x-test"), "yes");
         }
-        co_await srv.stop();
-    }());
+        EXPECT_LE(m.connections_opened(), 100u); // reused ones count 0
+        auto missing = co_await get(m, srv.url("/missing"));
+        CO_ASSERT(missing.has_value()); // a 404 is a response
+        EXPECT_EQ(missing->status, 404);
+        auto refused = co_await get(m, "http://127.0.0.1:1/");
+        CO_ASSERT(!refused.has_value());
+        EXPECT_EQ(refused.error().code, CURLE_COULDNT_CONNECT);
+        EXPECT_NE(refused.error().message.find("127.0.0.1"), std::string::npos)
+            << refused.error().message;
+        EXPECT_EQ(m.in_flight(), 0u);
+    }));
 }
 
 TEST_P(CurlMultiTest, TimeoutEndsAStalledBodyOthersFinish) {
-    galay_curl::CurlGlobal global;
-    ASSERT_TRUE(global.ok());
-    run([]() -> Task<void> {
-        Server srv;
-        srv.start();
-        {
-            galay_curl::CurlMulti m;
-            std::vector<Task<galay_curl::FetchResult>> all;
-            all.push_back(get(m, srv.url("/stall"), 200ms));
-            for (int i = 0; i < 10; ++i)
-                all.push_back(get(m, srv.url("/ok/5000")));
-            auto results = co_await when_all(std::move(all));
-            CO_ASSERT(!results[0].has_value());
-            EXPECT_EQ(results[0].error().code, CURLE_OPERATION_TIMEDOUT);
-            EXPECT_NE(results[0].error().message.find("imed out"), std::string::npos);
-            for (int i = 1; i <= 10; ++i) {
-                CO_ASSERT(results[i].has_value());
-                EXPECT_EQ(results[i]->body.size(), 5000u);
-            }
+    run(with_server([](Server& srv, galay_curl::CurlMulti& m) -> Task<void> {
+        std::vector<Task<galay_curl::FetchResult>> all;
+        all.push_back(get(m, srv.url("/stall"), 200ms));
+        for (int i = 0; i < 10; ++i)
+            all.push_back(get(m, srv.url("/ok/5000")));
+        auto results = co_await when_all(std::move(all));
+        CO_ASSERT(!results[0].has_value());
+        EXPECT_EQ(results[0].error().code, CURLE_OPERATION_TIMEDOUT);
+        EXPECT_NE(results[0].error().message.find("imed out"), std::string::npos);
+        for (int i = 1; i <= 10; ++i) {
+            CO_ASSERT(results[i].has_value());
+            EXPECT_EQ(results[i]->body.size(), 5000u);
         }
-        co_await srv.stop();
-    }());
+    }));
 }
 
 TEST_P(CurlMultiTest, CancelOneWhileOthersGoOn) {
-    galay_curl::CurlGlobal global;
-    ASSERT_TRUE(global.ok());
-    run([]() -> Task<void> {
-        Server srv;
-        srv.start();
-        {
-            galay_curl::CurlMulti m;
-            CancelToken token;
-            auto canceller = [](Server& s, CancelToken& t) -> Task<void> {
-                (void)co_await s.stalled.wait(); // the stalled transfer is mid-body
-                t.cancel();
-            };
-            auto [stalled, others, _] = co_await when_all(
-                with_cancel(token, get(m, srv.url("/stall"))),
-                [](galay_curl::CurlMulti& m, Server& s) -> Task<int> {
-                    int ok = 0;
-                    for (int i = 0; i < 20; ++i) {
-                        auto r = co_await get(m, s.url("/ok/700"));
-                        ok += r && r->body == body_of(700);
-                    }
-                    co_return ok;
-                }(m, srv),
-                canceller(srv, token));
-            CO_ASSERT(!stalled.has_value());
-            EXPECT_TRUE(stalled.error().cancelled()) << stalled.error().message;
-            EXPECT_EQ(stalled.error().message, "cancelled");
-            EXPECT_EQ(others, 20);
-            EXPECT_EQ(m.in_flight(), 0u);
+    run(with_server([](Server& srv, galay_curl::CurlMulti& m) -> Task<void> {
+        CancelToken token;
+        auto canceller = [](Server& s, CancelToken& t) -> Task<void> {
+            (void)co_await s.stalled.wait(); // the stalled transfer is mid-body
+            t.cancel();
+        };
+        auto [stalled, others, _] = co_await when_all(
+            with_cancel(token, get(m, srv.url("/stall"))),
+            [](galay_curl::CurlMulti& m, Server& s) -> Task<int> {
+                int ok = 0;
+                for (int i = 0; i < 20; ++i) {
+                    auto r = co_await get(m, s.url("/ok/700"));
+                    ok += r && r->body == body_of(700);
+                }
+                co_return ok;
+            }(m, srv),
+            canceller(srv, token));
+        CO_ASSERT(!stalled.has_value());
+        EXPECT_TRUE(stalled.error().cancelled()) << stalled.error().message;
+        EXPECT_EQ(stalled.error().message, "cancelled");
+        EXPECT_EQ(others, 20);
+        EXPECT_EQ(m.in_flight(), 0u);
 
-            // galay::timeout cancels the same way; the multi handle is usable after both.
-            srv.stalled.reset();
-            auto timed = co_await galay::timeout(100ms, get(m, srv.url("/stall")));
-            CO_ASSERT(!timed.has_value());
-            EXPECT_EQ(timed.error(), std::errc::timed_out);
-            auto after = co_await get(m, srv.url("/ok/10"));
-            CO_ASSERT(after.has_value());
-            EXPECT_EQ(after->body, body_of(10));
-            EXPECT_EQ(m.in_flight(), 0u);
-        }
-        co_await srv.stop();
-    }());
+        // galay::timeout cancels the same way; the multi handle is usable after both.
+        srv.stalled.reset();
+        auto timed = co_await galay::timeout(100ms, get(m, srv.url("/stall")));
+        CO_ASSERT(!timed.has_value());
+        EXPECT_EQ(timed.error(), std::errc::timed_out);
+        auto after = co_await get(m, srv.url("/ok/10"));
+        CO_ASSERT(after.has_value());
+        EXPECT_EQ(after->body, body_of(10));
+        EXPECT_EQ(m.in_flight(), 0u);
+    }));
 }
 
 GALAY_INSTANTIATE_BACKENDS(CurlMultiTest);
