@@ -104,15 +104,18 @@ def ratio_rows(rounds, ours, targets, key, what):
     return rows, data
 
 
-def context_rows(rounds, refs, floor, key, what):
-    """Rows of each reference / the floor (no target: the verdict the spread allows), so that the
-    table says what the references cost even where galay's program is missing."""
+def context_rows(rounds, refs, floor, keys):
+    """Rows of each reference / the floor on each (key, figure, lower is better) of `keys` (no
+    target: the verdict the spread allows), so that the table says what the references cost
+    even where galay's program is missing."""
     rows = []
     for ref in refs:
-        if ref in rounds[0] and floor in rounds[0]:
-            s = harness.round_ratio(rounds, ref, floor, key)
-            rows.append(f"| {ref} / {floor} | {what} | {harness.fmt_spread(s)} | "
-                        f"{harness.verdict(s, words=('less CPU', 'more CPU'))} |")
+        for key, what, lower in keys:
+            if ref in rounds[0] and floor in rounds[0]:
+                s = harness.round_ratio(rounds, ref, floor, key)
+                words = ("less CPU", "more CPU") if lower else ("more", "fewer")
+                rows.append(f"| {ref} / {floor} | {what} | {harness.fmt_spread(s)} | "
+                            f"{harness.verdict(s, lower_is_better=lower, words=words)} |")
     return rows
 
 
@@ -189,8 +192,8 @@ def curl_part(a, out):
                                       "requests/s")
     lines += medians_table(rounds, names, [("cpu_us", "client CPU us/request", ".2f"),
                                            ("rate", "requests/s", ",.0f")])
-    context = context_rows(rounds, ["curl_threads"], "curl_multi_loop", "cpu_us",
-                           "client CPU/request")
+    context = context_rows(rounds, ["curl_threads"], "curl_multi_loop",
+                           [("cpu_us", "client CPU/request", True)])
     lines += ["", f"| ratio | figure | median [min-max], {a.rounds} rounds | verdict |",
               "|---|---|---|---|"] + rows + rate_rows + context + [""]
     out["curl"] = {"rounds": rounds, "ratios": data + rate_data, "failed": failed}
@@ -273,9 +276,10 @@ def pg_part(a, out):
                                    [("cpu_us", "client CPU us/query", ".2f"),
                                     ("rate", "queries/s", ",.0f"),
                                     ("server_us", "server CPU us/query", ".2f")])
-            context = context_rows(rounds, [n for n in names if not n.startswith("galay_pg")
-                                            and n != "raw_pg"], "raw_pg", "cpu_us",
-                                   "client CPU/query")
+            context = context_rows(
+                rounds, [n for n in names if not n.startswith("galay_pg") and n != "raw_pg"],
+                "raw_pg", [("cpu_us", "client CPU/query", True), ("rate", "queries/s", False),
+                           ("server_us", "server CPU/query", True)])
             lines += ["", f"| ratio | figure | median [min-max], {a.rounds} rounds | verdict |",
                       "|---|---|---|---|"] + rows + r2 + r3 + context + [""]
             result[mode] = {"rounds": rounds, "ratios": data + d2 + d3, "failed": failed}
