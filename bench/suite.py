@@ -38,6 +38,9 @@ FAILURES. Sections (each runs only if its binaries were built):
            curl_multi_loop and curl_threads against nginx; libpq on galay's loop (galay_pg) vs
            raw_pg, pg_threads, tokio-postgres and pgx against a real PostgreSQL, one query in
            flight per connection and pipelined; AsyncFd's ping-pong against native recv/send
+  kv       bench/studies/kv.py (short): examples/mini_redis (io_uring, epoll) vs Debian's
+           redis-server, redis-benchmark SET and GET at -P 1 and -P 16, 50 connections, 100,000
+           keys: requests/s and server CPU per request ratios (skipped without redis)
 
 Servers run on CPU 0 and clients on CPU 1. Every ratio is
 median [min-max] over at least 3 alternating pairs, with a verdict computed from the spread
@@ -69,6 +72,7 @@ import churn  # noqa: E402  (connection churn A/B)
 import echo  # noqa: E402  (the TCP A/B)
 import harness  # noqa: E402  (ports, servers, spreads and verdicts)
 import http_servers  # noqa: E402  (the HTTP comparison)
+import kv  # noqa: E402  (mini_redis vs redis-server)
 import latency  # noqa: E402  (the latency study)
 import plot_pages  # noqa: E402  (the plots, with their spread)
 import tls  # noqa: E402  (HTTPS, new TLS connections and TLS echo)
@@ -615,6 +619,16 @@ def foreign_report(ctx):
     return {"lines": lines + [""], "data": out, "plots": plots}
 
 
+def kv_report(ctx):
+    # bench/studies/kv.py, short form: examples/mini_redis (io_uring, epoll) vs Debian's
+    # redis-server under redis-benchmark, SET and GET at -P 1 and -P 16.
+    lines, data, plots = kv.suite_section(ctx.args.bin, ctx.args.out, quick=not ctx.args.full,
+                                          pairs=ctx.args.pairs)
+    if data.get("failed"):
+        FAILURES.append("kv: a run failed (see the kv lines above)")
+    return {"lines": lines, "data": data, "plots": plots}
+
+
 # The report, in order: (name, function(ctx) -> {"lines", "data", "plots"} or None).
 SECTIONS = [
     ("tcp", tcp_report),
@@ -629,6 +643,7 @@ SECTIONS = [
     ("tls", tls_report),
     ("relay", relay_report),
     ("foreign", foreign_report),
+    ("kv", kv_report),
 ]
 
 

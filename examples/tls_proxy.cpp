@@ -4,6 +4,10 @@
 // half-close upstream, and the upstream's end becomes close_notify).
 //
 //   tls_proxy 8443 127.0.0.1:8080 --tls-cert cert.pem --tls-key key.pem [--idle 60]
+//             [--max-handshakes 1024]
+//
+// At most --max-handshakes TLS handshakes are in progress at once: a connection accepted beyond
+// them is closed at once (a line on stderr at most once a second says how many).
 //   then: curl --cacert ca.pem https://localhost:8443/
 //
 // Exit 1: the port, the certificate or the key cannot be used; 2: bad arguments.
@@ -22,13 +26,37 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr const char* kUsage = "usage: tls_proxy <listen-port> <upstream-ip:port> --tls-cert FILE "
-                               "--tls-key FILE [--idle SECONDS]\n";
+                               "--tls-key FILE [--idle SECONDS] [--max-handshakes N]\n";
+
+/// The handshakes in progress (one thread: no atomics), bounded by --max-handshakes: a crowd of
+/// clients that connect and say nothing holds at most `limit` TLS states (~60 KB each) until the
+/// handshake timeout; a connection accepted beyond them is closed at once.
+struct Handshakes {
+    std::size_t in_progress = 0, limit = 1024;
+    std::uint64_t refused = 0, reported = 0;
+    std::chrono::steady_clock::time_point last_report{};
+
+    /// A refusal, reported on stderr at most once a second (with how many since the last line).
+    void refuse() {
+        ++refused;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_report < 1s) return;
+        std::fprintf(stderr,
+                     "tls_proxy: refused %llu connection(s): %zu handshakes in progress "
+                     "(--max-handshakes), %llu refused in all\n",
+                     static_cast<unsigned long long>(refused - reported), in_progress,
+                     static_cast<unsigned long long>(refused));
+        reported = refused;
+        last_report = now;
+    }
+};
 
 galay::Task<void> relay(const galay::tls::Context& ctx, galay::TcpStream client,
-                        galay::SocketAddr upstream, std::chrono::seconds idle) {
+                        galay::SocketAddr upstream, std::chrono::seconds idle, Handshakes& hands) {
     (void)client.set_nodelay(true); // records and answers go out as they are made
     galay::tls::Stream tls = galay::tls::Stream::server(ctx, std::move(client));
     auto hs = co_await tls.handshake().timeout(10s);
+    --hands.in_progress; // (taken by serve() before this task started)
     if (!hs) {
         std::fprintf(stderr, "tls_proxy: handshake: %s\n",
                      std::string(tls.last_error().empty() ? hs.error().message() : tls.last_error())
@@ -51,7 +79,9 @@ galay::Task<void> relay(const galay::tls::Context& ctx, galay::TcpStream client,
 }
 
 galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen,
-                        galay::SocketAddr upstream, std::chrono::seconds idle) {
+                        galay::SocketAddr upstream, std::chrono::seconds idle,
+                        std::size_t max_handshakes) {
+    Handshakes hands{.limit = max_handshakes};
     auto listener = galay::TcpListener::bind(listen);
     if (!listener)
         throw galay::Error(listener.error(), "tls_proxy: listen on " + listen.to_string());
@@ -60,7 +90,13 @@ galay::Task<void> serve(const galay::tls::Context& ctx, galay::SocketAddr listen
     std::fflush(stdout);
     for (;;) {
         auto conn = co_await listener->accept();
-        if (conn) galay::spawn(relay(ctx, std::move(*conn), upstream, idle));
+        if (!conn) continue;
+        if (hands.in_progress >= hands.limit) {
+            hands.refuse(); // (*conn closes here)
+            continue;
+        }
+        ++hands.in_progress;
+        galay::spawn(relay(ctx, std::move(*conn), upstream, idle, hands));
     }
 }
 
@@ -79,7 +115,7 @@ int main(int argc, char** argv) {
     auto upstream = galay::SocketAddr::parse(argv[2]);
     if (!upstream) usage("bad upstream '" + std::string(argv[2]) + "'");
     std::string cert, key;
-    long idle = 60;
+    long idle = 60, max_handshakes = 1024;
     for (int i = 3; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
@@ -89,17 +125,21 @@ int main(int argc, char** argv) {
             key = argv[++i];
         else if (arg == "--idle")
             idle = std::strtol(argv[++i], nullptr, 10);
+        else if (arg == "--max-handshakes")
+            max_handshakes = std::strtol(argv[++i], nullptr, 10);
         else
             usage("unexpected argument '" + std::string(arg) + "'");
     }
     if (cert.empty() || key.empty()) usage("--tls-cert and --tls-key are required");
     if (idle <= 0) usage("--idle: a positive number of seconds");
+    if (max_handshakes <= 0) usage("--max-handshakes: a positive number");
     std::signal(SIGPIPE, SIG_IGN);
     try {
         const galay::tls::Context ctx =
             galay::tls::Context::server({.cert_file = cert, .key_file = key});
         galay::block_on(serve(ctx, galay::SocketAddr::any_v4(static_cast<std::uint16_t>(port)),
-                              *upstream, std::chrono::seconds(idle)));
+                              *upstream, std::chrono::seconds(idle),
+                              static_cast<std::size_t>(max_handshakes)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 1;

@@ -4,13 +4,14 @@
 //   http_server [port] [--workers N] [--root DIR] [--backend io_uring|epoll|auto]
 //               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--no-register-files]
 //               [--fair | --batching] [--tls-cert FILE --tls-key FILE]
-//               [--file-send sendfile|copy]
+//               [--file-send sendfile|copy] [--max-handshakes N]
 //   http_server 8080 --root /var/www      then: curl -i http://127.0.0.1:8080/
 //   http_server 8443 --tls-cert cert.pem --tls-key key.pem   then: curl https://localhost:8443/
 //
 // With --tls-cert and --tls-key it serves HTTPS (TLS 1.2/1.3, ALPN http/1.1) on every
 // connection: the TLS handshake (bounded by --header-timeout), then the same requests; the plain
-// path is untouched by it.
+// path is untouched by it. At most --max-handshakes (1024) handshakes are in progress at once: a
+// connection accepted beyond them is closed at once and counted in the exit summary.
 //
 // It runs on a galay::Runtime of N workers (--workers, default 1), each with its own SO_REUSEPORT
 // listener on the port (galay::serve, sharded mode: the kernel spreads connections over them and
@@ -49,7 +50,8 @@ constexpr const char* kUsage =
     "                   [--no-register-files]  (io_uring: keep fds out of the ring's file table)\n"
     "                   [--fair]  (every ready completion each loop turn: fair_completions)\n"
     "                   [--batching]  (the default: bounded batches of ready connections)\n"
-    "                   [--tls-cert FILE --tls-key FILE]  (HTTPS; PEM certificate chain and key)\n";
+    "                   [--tls-cert FILE --tls-key FILE]  (HTTPS; PEM certificate chain and key)\n"
+    "                   [--max-handshakes N]  (HTTPS: handshakes in progress at once; 1024)\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
     std::fprintf(stderr, "http_server: %s\n%s", what.c_str(), kUsage);
@@ -131,6 +133,9 @@ int main(int argc, char** argv) {
             tls_cert = value();
         } else if (arg == "--tls-key") {
             tls_key = value();
+        } else if (arg == "--max-handshakes") {
+            config.max_handshakes =
+                static_cast<std::size_t>(parse_number(arg, value(), 1, 1000000));
         } else if (!arg.empty() && arg[0] != '-' && !have_port) {
             port = parse_number("port", argv[i], 0, 65535);
             have_port = true;
@@ -198,14 +203,15 @@ int main(int argc, char** argv) {
         const http::ServerStats st = (*server)->stats();
         std::fprintf(stderr,
                      "http_server: %s: %llu requests on %llu connections, %llu refused, %llu "
-                     "timed out\n",
+                     "timed out, %llu handshakes refused\n",
                      !sig             ? "stopped"
                      : *sig == SIGINT ? "SIGINT"
                                       : "SIGTERM",
                      static_cast<unsigned long long>(st.requests),
                      static_cast<unsigned long long>(st.connections),
                      static_cast<unsigned long long>(st.refused),
-                     static_cast<unsigned long long>(st.timeouts));
+                     static_cast<unsigned long long>(st.timeouts),
+                     static_cast<unsigned long long>(st.handshakes_refused));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "http_server: %s\n", e.what());
         return 1;

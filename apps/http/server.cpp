@@ -1,3 +1,4 @@
+// http::Server (server.hpp): one connection's requests over plain TCP or TLS, and the accept loop.
 #include "http/server.hpp"
 
 #include "http/range.hpp"
@@ -8,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
@@ -207,10 +209,12 @@ bool decode_path(std::string_view target, std::string& out) {
 }
 
 /// openat2(RESOLVE_BENEATH): the kernel refuses any path that leaves the root ("..", absolute
-/// symlinks, magic links), whatever the request's path looks like.
+/// symlinks, magic links), whatever the request's path looks like. O_NONBLOCK: opening a FIFO
+/// (or a device) for reading would otherwise wait for a writer, and the whole worker with it;
+/// the caller checks the type of what it opened and clears the flag on a regular file.
 int open_beneath(int root_fd, const char* path) noexcept {
     open_how how{};
-    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     const long fd = ::syscall(SYS_openat2, root_fd, path, &how, sizeof how);
     if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
@@ -224,7 +228,21 @@ int open_beneath(int root_fd, const char* path) noexcept {
             return -1;
         }
     }
-    return ::openat(root_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+    return ::openat(root_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+}
+
+/// What a path opened by open_beneath is to a request: a regular file to send (its O_NONBLOCK
+/// cleared: on io_uring a read of a non-blocking file fails with EAGAIN where the page cache
+/// misses, instead of waiting for the disk), a directory (404: only "dir/" has an index), or
+/// anything else, a FIFO, a socket, a device (403: never read, it could block or never end).
+enum class Kind : std::uint8_t { file, directory, other };
+Kind file_kind(int fd, struct stat& st) noexcept {
+    if (::fstat(fd, &st) != 0) return Kind::other;
+    if (S_ISDIR(st.st_mode)) return Kind::directory;
+    if (!S_ISREG(st.st_mode)) return Kind::other;
+    // (Of the flags F_SETFL changes, open_beneath set only O_NONBLOCK: 0 clears it, no F_GETFL.)
+    if (::fcntl(fd, F_SETFL, 0) != 0) return Kind::other;
+    return Kind::file;
 }
 
 } // namespace
@@ -280,6 +298,7 @@ private:
     bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
     /// Room for an answer's head in the writer (flushing first when there is not).
     galay::Task<bool> make_room(std::size_t n);
+    /// A short plain-text answer (its body left out when head_only_).
     void put_simple(int status, std::string_view body, Persist persist,
                     std::string_view extra = {});
     /// Answer a refused request, then close gracefully.
@@ -290,18 +309,32 @@ private:
     galay::Task<void> linger_close();
     galay::Task<bool> discard_body(std::uint64_t length);
     /// Place what a recv_pooled received: the pool buffer itself, to be parsed in place
-    /// (pooled_), when the reader is empty; else appended to the reader (limit_exceeded when it
-    /// does not fit). Returns the bytes received (0: the peer closed) or the receive's error.
+    /// (pooled_). When the reader holds the start of a request, as much of it as the reader has
+    /// room for goes behind that start (top_up), the rest stays in pooled_ for after. Returns
+    /// the bytes received (0: the peer closed) or the receive's error.
     Result<std::size_t> take(Result<galay::PooledBuffer> got);
-    /// The bytes to parse: the pool buffer's not parsed yet, or else the reader's.
+    /// Move the front of pooled_ into the reader, behind the unfinished request there: 2 KiB at
+    /// a time (a head's usual rest is in it; the parser resumes where it stopped, and the reader
+    /// stays in its first small block), at most what fits. False when nothing fits (the reader is
+    /// full: that head cannot finish).
+    bool top_up() {
+        const std::size_t room = reader_.capacity() - reader_.buffered().size();
+        const std::size_t n = std::min({room, pooled_.size(), std::size_t{2048}});
+        if (n == 0 || !reader_.append(pooled_.substr(0, n))) return false;
+        pooled_.remove_prefix(n);
+        release_if_parsed();
+        return true;
+    }
+    /// The bytes to parse: the reader's (the start of a request that came in pieces, and what
+    /// top_up put behind it) first, then the pool buffer's not parsed yet.
     std::string_view input() const noexcept {
-        return pooled_.empty() ? reader_.buffered() : pooled_;
+        return reader_.buffered().empty() ? pooled_ : reader_.buffered();
     }
     void consume_input(std::size_t n) noexcept {
-        if (!pooled_.empty())
-            pooled_.remove_prefix(n);
-        else
+        if (!reader_.buffered().empty())
             reader_.consume(n);
+        else
+            pooled_.remove_prefix(n);
     }
     void drop_pooled() noexcept {
         pooled_ = {};
@@ -338,15 +371,18 @@ private:
     // the requests in it are parsed and answered there, without a copy. The buffer goes back as
     // soon as its last byte is parsed (it is held while the requests in it are answered: one
     // buffer per connection at most); only the start of an unfinished request is copied into
-    // reader_, which receives nothing itself. So a connection waiting for its next request holds
-    // no read buffer at all, and on io_uring a connection's receives are one multishot recv, not
-    // a submission per request. (A plain recv must not be mixed in: on io_uring it could wait for
-    // bytes the multishot recv has already taken.)
+    // reader_, which receives nothing itself, and the next receive's bytes behind it until it is
+    // whole (2 KiB at a time: top_up); the rest of that receive is parsed in place after it. So a
+    // connection waiting for its next request holds no read buffer at all, and on io_uring a
+    // connection's receives are one multishot recv, not a submission per request. (A plain recv
+    // must not be mixed in: on io_uring it could wait for bytes the multishot recv has already
+    // taken.)
     galay::PooledBuffer pool_;
     std::string_view pooled_; // the bytes of pool_ not parsed yet
     std::string target_;      // a request target copied out of pool_ (capacity reused)
     std::string path_;        // decoded path of a static request (capacity reused)
     std::string range_;       // its Range header, copied out of the request ("": none)
+    bool head_only_ = false;  // the request answered is a HEAD
 };
 
 template <class S>
@@ -354,7 +390,7 @@ galay::Task<void> Connection<S>::run() {
     std::int64_t request_start = 0; // when the first byte of an unfinished request was seen
     for (;;) {
         Request& req = t_request; // (valid until the next co_await)
-        const bool from_pool = !pooled_.empty();
+        const bool from_pool = reader_.buffered().empty() && !pooled_.empty();
         ParseResult r = parser_.parse(input(), req);
         if (r.status == ParseStatus::complete) {
             parser_.reset();
@@ -428,15 +464,19 @@ galay::Task<void> Connection<S>::run() {
         // Incomplete. The start of a request received into a pool buffer moves to the reader, so
         // that a connection waiting for the rest of its request holds no pool buffer. (It fits:
         // the reader is empty, and an unfinished head the parser has not refused is at most
-        // max_head bytes after at most max_head of empty lines.)
-        if (from_pool) {
-            const bool moved = reader_.append(pooled_);
-            drop_pooled();
+        // max_head bytes after at most max_head of empty lines.) An unfinished request already in
+        // the reader, with bytes received behind it (top_up took what fitted), takes more of them
+        // and is parsed again, without a receive.
+        if (!pooled_.empty()) {
+            const bool moved = from_pool ? reader_.append(pooled_) : top_up();
+            if (from_pool) drop_pooled();
             if (!moved) {
+                drop_pooled();
                 count_.refused.fetch_add(1, std::memory_order_relaxed);
                 co_await refuse(431, "request head too large");
                 co_return;
             }
+            if (!from_pool) continue;
         }
         // Send the answers of the requests handled so far (one send for a whole pipelined
         // batch), then wait for more.
@@ -477,13 +517,12 @@ Result<std::size_t> Connection<S>::take(Result<galay::PooledBuffer> got) {
     if (!got) return std::unexpected(got.error());
     const std::size_t n = got->size();
     if (n == 0) return 0;
-    if (reader_.buffered().empty()) {
-        pool_ = std::move(*got);
-        pooled_ = {pool_.data(), n};
-        return n;
-    }
-    // The rest of an unfinished request: behind its start, in the reader.
-    if (!reader_.append({got->data(), n})) return galay::fail(galay::errc::limit_exceeded);
+    pool_ = std::move(*got);
+    pooled_ = {pool_.data(), n};
+    // The rest of an unfinished request goes behind its start, in the reader. Only as much as
+    // fits: a pipelined burst brings the next requests with it, a pool buffer's worth (64 KiB),
+    // more than the reader holds; they stay in pooled_ and are parsed there after it.
+    if (!reader_.buffered().empty() && !top_up()) return galay::fail(galay::errc::limit_exceeded);
     return n;
 }
 
@@ -499,7 +538,7 @@ void Connection<S>::put_simple(int status, std::string_view body, Persist persis
                                std::string_view extra) {
     Out o(writer_.spare(kMaxHead + body.size() + 1));
     put_head(o, status, "text/plain; charset=utf-8", body.size() + 1, persist, extra);
-    o << body << "\n";
+    if (!head_only_) o << body << "\n"; // (the answer to HEAD has the length, not the body)
     writer_.commit(o.size());
 }
 
@@ -526,6 +565,7 @@ bool Connection<S>::put_fixed(bool head_only, Persist persist) {
 
 template <class S>
 galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, Persist persist) {
+    head_only_ = method == Method::head;
     if (method != Method::get && method != Method::head) {
         const bool room = co_await make_room(kMaxHead);
         if (!room) co_return false;
@@ -586,8 +626,12 @@ galay::Task<bool> Connection<S>::answer_file(std::string_view target, Persist pe
     }
     galay::fs::File file(fd, galay::fs::File::Buffered{}); // (open_beneath: no O_DIRECT)
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        put_simple(404, "not found", persist);
+    const Kind kind = file_kind(fd, st);
+    if (kind != Kind::file) {
+        if (kind == Kind::directory)
+            put_simple(404, "not found", persist);
+        else
+            put_simple(403, "forbidden: not a regular file", persist);
         co_return true;
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
@@ -663,11 +707,13 @@ galay::Task<bool> Connection<S>::send_body(const galay::fs::File& file, std::uin
 template <class S>
 galay::Task<bool> Connection<S>::discard_body(std::uint64_t length) {
     for (;;) {
-        // What arrived with the head (in the pool buffer or in the reader) first.
-        const std::size_t skipped =
-            static_cast<std::size_t>(std::min<std::uint64_t>(input().size(), length));
-        consume_input(skipped);
-        length -= skipped;
+        // What arrived with the head (in the reader, then in the pool buffer) first.
+        while (length > 0 && !input().empty()) {
+            const std::size_t skipped =
+                static_cast<std::size_t>(std::min<std::uint64_t>(input().size(), length));
+            consume_input(skipped);
+            length -= skipped;
+        }
         release_if_parsed(); // (not held while waiting for the rest)
         if (length == 0) co_return true;
         if (writer_.buffered() > 0) {
@@ -689,6 +735,7 @@ template <class S>
 galay::Task<void> Connection<S>::refuse(int status, std::string_view reason) {
     const bool room = co_await make_room(kMaxHead + reason.size() + 1);
     if (!room) co_return;
+    head_only_ = false; // (a refused request's method is not trusted: the reason goes)
     if (has_room(kMaxHead + reason.size() + 1)) put_simple(status, reason, Persist::close);
     co_await linger_close();
 }
@@ -752,7 +799,9 @@ ServerStats Server::stats() const noexcept {
         s.refused += c.refused.load(std::memory_order_relaxed);
         s.timeouts += c.timeouts.load(std::memory_order_relaxed);
         s.connections += c.connections.load(std::memory_order_relaxed);
+        s.handshakes_refused += c.handshakes_refused.load(std::memory_order_relaxed);
     }
+    s.handshakes_in_progress = handshakes_.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -773,9 +822,22 @@ galay::Task<void> Server::serve_plain(galay::TcpStream conn) {
 
 galay::Task<void> Server::serve_tls(galay::TcpStream conn) {
     my_counters().connections.fetch_add(1, std::memory_order_relaxed);
+    // A slot among max_handshakes before any TLS state exists: beyond it the connection is
+    // closed at once (conn goes out of scope), and costs nothing more.
+    if (handshakes_.fetch_add(1, std::memory_order_relaxed) >= config_.max_handshakes) {
+        handshakes_.fetch_sub(1, std::memory_order_relaxed);
+        my_counters().handshakes_refused.fetch_add(1, std::memory_order_relaxed);
+        co_return;
+    }
+    struct Slot {
+        std::atomic<std::size_t>& n;
+        ~Slot() { n.fetch_sub(1, std::memory_order_relaxed); }
+    };
+    std::optional<Slot> slot(std::in_place, handshakes_);
     galay::tls::Stream stream = galay::tls::Stream::server(*config_.tls, std::move(conn));
     // The handshake is bounded like a request head: a client that stalls in it is dropped.
     auto shaken = co_await stream.handshake().timeout(config_.header_timeout);
+    slot.reset(); // (done, or failed: either way no longer in progress)
     if (!shaken) {
         my_counters().refused.fetch_add(1, std::memory_order_relaxed);
         co_return;

@@ -8,26 +8,27 @@
 //   or, on one thread: galay::block_on(server->accept_loop(*listener));
 //
 // GET / answers a fixed small plain-text body (as the Go server of the io_uring survey's HTTP
-// comparison does); any other path is a file under `root` (404 without a root or a file), a file
+// comparison does); any other path is a file under `root` (404 without a root or a file; 403 for
+// a FIFO, socket or device: opened without blocking, checked with fstat, never read), a file
 // larger than `write_buffer` sent with sendfile on plain TCP (fs::File::send_to), one `Range` of
 // it answered 206 (past the end: 416; malformed or several ranges: the whole file, see
 // http/range.hpp); a file that shrinks while it is sent ends its answer short and closes the
-// connection. Content-Length, HEAD, keep-alive, pipelining (answers coalesced into one send per
-// batch of requests), `Connection: close`, a Date header formatted once a second per thread, and
-// the limits of http::Limits answered with 400/413/414/431/501/505 (then the connection is closed,
-// after a lingering read so the answer is not lost to a reset). A connection idle between requests
-// is closed after `keepalive_timeout`; one that starts a request and does not finish its head
-// within `header_timeout` gets 408.
+// connection. Content-Length, HEAD, keep-alive, pipelining (any number of requests in one burst,
+// answers coalesced into one send per batch of requests), `Connection: close`, a Date header
+// formatted once a second per thread, and the limits of http::Limits answered with
+// 400/413/414/431/501/505 (then the connection is closed, after a lingering read so the answer is
+// not lost to a reset). A connection idle between requests is closed after `keepalive_timeout`; one
+// that starts a request and does not finish its head within `header_timeout` gets 408.
 //
 // Receiving: every receive is a recv_pooled (a buffer of the scheduler's pool; on io_uring one
 // multishot recv per connection), and the requests in it are parsed where they arrived (views, no
 // copy); the buffer goes back once its bytes are parsed and answered. Only the start of a request
 // that has not all arrived is copied, into an io::BufReader (2 KiB on first use, grown toward
-// read_buffer as a head needs). Answers go into one io::BufWriter (2 KiB on first use, grown toward
-// write_buffer for a file; an idle writer gives its block back). Nothing is allocated per request,
-// heads are parsed into one Request per thread, and a connection waiting for its next request
-// holds no read or write buffer: bench/studies/idle_memory.py measures what it costs (~2 KB on
-// epoll).
+// read_buffer as a head needs), with the next receive's bytes behind it until it is whole. Answers
+// go into one io::BufWriter (2 KiB on first use, grown toward write_buffer for a file; an idle
+// writer gives its block back). Nothing is allocated per request, heads are parsed into one Request
+// per thread, and a connection waiting for its next request holds no read or write buffer:
+// bench/studies/idle_memory.py measures what it costs (~2 KB on epoll).
 #pragma once
 
 #include "http/request_parser.hpp"
@@ -60,6 +61,11 @@ struct ServerConfig {
     FileSend file_send = FileSend::sendfile;
     /// HTTPS: every connection is TLS with this server context (none: plain HTTP).
     std::optional<galay::tls::Context> tls{};
+    /// HTTPS: TLS handshakes in progress at once (all workers together). A connection accepted
+    /// beyond it is closed at once, before any TLS state is made for it: a crowd of clients that
+    /// connect and say nothing holds at most this many handshakes (~60 KB each) until
+    /// `header_timeout`.
+    std::size_t max_handshakes = 1024;
 };
 
 /// What the server did, for tests and the exit summary (all workers together, at one moment).
@@ -68,6 +74,8 @@ struct ServerStats {
     std::uint64_t refused = 0;  ///< answered 4xx/5xx from the parser
     std::uint64_t timeouts = 0; ///< keep-alive idle and 408
     std::uint64_t connections = 0;
+    std::uint64_t handshakes_refused = 0; ///< TLS: closed at once, max_handshakes in progress
+    std::uint64_t handshakes_in_progress = 0;
 };
 
 class Server {
@@ -98,6 +106,7 @@ private:
         std::atomic<std::uint64_t> refused{0};
         std::atomic<std::uint64_t> timeouts{0};
         std::atomic<std::uint64_t> connections{0};
+        std::atomic<std::uint64_t> handshakes_refused{0};
     };
     static constexpr std::size_t kSlots = 257;
     Counters& my_counters() noexcept;
@@ -106,6 +115,7 @@ private:
     std::uint64_t id_ = 0; // unique in the process: the key of the fixed answers' cache
     int root_fd_ = -1;
     std::unique_ptr<Counters[]> counters_{new Counters[kSlots]};
+    std::atomic<std::size_t> handshakes_{0}; // in progress, every worker's (max_handshakes)
 
     galay::Task<void> serve_plain(galay::TcpStream conn);
     /// The same requests over TLS (config.tls): handshake, then the connection as above.

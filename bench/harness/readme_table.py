@@ -124,6 +124,14 @@ STUDIES = [
                      "AsyncFd ping-pong / native", LESS_CPU),
               Figure("AsyncFd, epoll", "foreign_cpu_ratios", "galay epoll",
                      "AsyncFd ping-pong / native", LESS_CPU)]),
+    Study("Key-value", "kv",
+          "server CPU per request, mini_redis / redis-server, redis-benchmark, 50 connections", [
+              Figure("io_uring GET -P 1", "kv_cpu_ratios", "mini_redis io_uring / redis-server",
+                     "GET -P 1", LESS_CPU),
+              Figure("io_uring GET -P 16", "kv_cpu_ratios", "mini_redis io_uring / redis-server",
+                     "GET -P 16", LESS_CPU),
+              Figure("epoll GET -P 16", "kv_cpu_ratios", "mini_redis epoll / redis-server",
+                     "GET -P 16", LESS_CPU)]),
     Study("Observability", "observability",
           "what metrics, task hooks and zero-copy send's support cost an echo server", []),
 ]

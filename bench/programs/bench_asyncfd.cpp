@@ -181,20 +181,10 @@ RunResult run_once(Mode mode, Backend backend, bool pin, int warmup, int rounds)
 
 int main(int argc, char** argv) {
     CLI::App app{"AsyncFd + read/write against native recv/send: a socketpair ping-pong"};
-    int pairs = 5, rounds = 50000, warmup = 5000;
-    bool pin = false, json = false;
+    tools::PairedRuns runs{.pairs = 5, .rounds = 50000, .warmup = 5000};
     Backend backend = Backend::automatic;
-    app.add_option("--pairs", pairs, "alternating native / asyncfd runs")
-        ->check(CLI::Range(1, 1000))
-        ->capture_default_str();
-    app.add_option("--rounds", rounds, "timed round trips per run")
-        ->check(CLI::Range(10, 100'000'000))
-        ->capture_default_str();
-    app.add_option("--warmup", warmup, "untimed round trips first")
-        ->check(CLI::Range(0, 100'000'000))
-        ->capture_default_str();
-    app.add_flag("--pin", pin, "initiator on CPU 0, responder on CPU 1");
-    app.add_flag("--json", json, "print one JSON object");
+    tools::add_paired_run_flags(app, &runs, "alternating native / asyncfd runs",
+                                "initiator on CPU 0, responder on CPU 1");
     tools::add_backend_flag(app, &backend);
     if (auto e = tools::parse_args(app, tools::args_from(argc, argv), "bench_asyncfd"))
         return tools::print_exit(*e);
@@ -205,16 +195,17 @@ int main(int argc, char** argv) {
         auto resolved = resolve_backend(backend);
         if (!resolved) throw Error(resolved.error(), "backend");
         backend = *resolved;
-        for (int p = 0; p < pairs; ++p) {
-            const RunResult a = run_once(Mode::native, backend, pin, warmup, rounds);
-            const RunResult b = run_once(Mode::asyncfd, backend, pin, warmup, rounds);
+        for (int p = 0; p < runs.pairs; ++p) {
+            const RunResult a = run_once(Mode::native, backend, runs.pin, runs.warmup, runs.rounds);
+            const RunResult b =
+                run_once(Mode::asyncfd, backend, runs.pin, runs.warmup, runs.rounds);
             ratios_cpu.push_back(b.cpu_us / a.cpu_us);
             ratios_rate.push_back(b.round_trips_s / a.round_trips_s);
             out["runs"].push_back(
                 {{"pair", p},
                  {"native", {{"cpu_us", a.cpu_us}, {"round_trips_s", a.round_trips_s}}},
                  {"asyncfd", {{"cpu_us", b.cpu_us}, {"round_trips_s", b.round_trips_s}}}});
-            if (!json)
+            if (!runs.json)
                 std::printf("pair %d  CPU per round trip (us), round trips/s:  native %.2f "
                             "%.0f   asyncfd %.2f %.0f\n",
                             p, a.cpu_us, a.round_trips_s, b.cpu_us, b.round_trips_s);
@@ -223,17 +214,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_asyncfd: %s\n", e.what());
         return 1;
     }
-    auto summary = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return nlohmann::json{{"median", v[v.size() / 2]}, {"min", v.front()}, {"max", v.back()}};
-    };
     out["backend"] = backend_name(backend);
-    out["rounds"] = rounds;
-    out["pairs"] = pairs;
+    out["rounds"] = runs.rounds;
+    out["pairs"] = runs.pairs;
     out["message_bytes"] = kMessage;
-    out["ratio_asyncfd_over_native"] = {{"cpu", summary(ratios_cpu)},
-                                        {"round_trips_s", summary(ratios_rate)}};
-    if (json) {
+    out["ratio_asyncfd_over_native"] = {{"cpu", tools::spread_of(ratios_cpu)},
+                                        {"round_trips_s", tools::spread_of(ratios_rate)}};
+    if (runs.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
         auto line = [](const char* what, const nlohmann::json& s) {
@@ -241,7 +228,7 @@ int main(int argc, char** argv) {
                         s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>());
         };
         std::printf("backend %s, %d pairs of %d round trips (%zu-byte messages)\n",
-                    backend_name(backend), pairs, rounds, kMessage);
+                    backend_name(backend), runs.pairs, runs.rounds, kMessage);
         line("CPU per round trip:", out["ratio_asyncfd_over_native"]["cpu"]);
         line("round trips/s:", out["ratio_asyncfd_over_native"]["round_trips_s"]);
     }

@@ -109,25 +109,6 @@ void report_accept_error(const SocketAddr& where, std::error_code e, std::uint64
                  e.message().c_str(), fds ? " (raise ulimit -n)" : "", times.c_str());
 }
 
-/// One HTTP/1.1 exchange on the metrics port: GET /metrics gets the Prometheus text, anything
-/// else 404; the connection is closed after the answer.
-Task<void> serve_metrics(TcpStream conn, const Runtime& rt) {
-    std::string req;
-    std::array<char, 2048> buf;
-    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 16 * 1024) {
-        auto n = co_await conn.recv(buf).timeout(std::chrono::seconds(10));
-        if (!n || *n == 0) co_return;
-        req.append(buf.data(), *n);
-    }
-    const bool metrics = req.starts_with("GET /metrics ") || req.starts_with("GET /metrics?");
-    const std::string body = metrics ? metrics::prometheus_text(rt) : "not found\n";
-    std::string out = metrics ? "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                              : "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n";
-    out += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
-    out += body;
-    (void)co_await conn.send_all(out).timeout(std::chrono::seconds(10));
-}
-
 const char* signal_name(int s) {
     return s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a signal";
 }
@@ -277,7 +258,9 @@ int serve_until_stopped(const Args& a, const SocketAddr& addr, detail::SignalAwa
     if (a.metrics_port >= 0) {
         const SocketAddr maddr =
             *SocketAddr::from_ip(a.bind_ip, static_cast<std::uint16_t>(a.metrics_port));
-        auto m = serve(rt, maddr, [&rt](TcpStream c) { return serve_metrics(std::move(c), rt); });
+        // One answer per connection, the whole request head within 10 s (ScrapeOptions).
+        auto m = serve(rt, maddr,
+                       [&rt](TcpStream c) { return metrics::serve_scrape(std::move(c), rt); });
         if (!m) {
             std::fprintf(stderr, "bench_server: cannot serve metrics on %s: %s\n",
                          maddr.to_string().c_str(), m.error().message().c_str());

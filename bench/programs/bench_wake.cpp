@@ -92,20 +92,10 @@ RunResult run_once(Backend backend, bool msg_ring, bool pin, int warmup, int rou
 
 int main(int argc, char** argv) {
     CLI::App app{"Cross-worker wake-up: eventfd vs IORING_OP_MSG_RING"};
-    int pairs = 5, rounds = 20000, warmup = 2000;
-    bool pin = false, json = false;
+    tools::PairedRuns runs;
     Backend backend = Backend::io_uring;
-    app.add_option("--pairs", pairs, "alternating eventfd / msg_ring runs")
-        ->check(CLI::Range(1, 1000))
-        ->capture_default_str();
-    app.add_option("--rounds", rounds, "timed round trips per run")
-        ->check(CLI::Range(10, 100'000'000))
-        ->capture_default_str();
-    app.add_option("--warmup", warmup, "untimed round trips first")
-        ->check(CLI::Range(0, 100'000'000))
-        ->capture_default_str();
-    app.add_flag("--pin", pin, "pin worker 0 and 1 to the first two CPUs");
-    app.add_flag("--json", json, "print one JSON object");
+    tools::add_paired_run_flags(app, &runs, "alternating eventfd / msg_ring runs",
+                                "pin worker 0 and 1 to the first two CPUs");
     tools::add_backend_flag(app, &backend);
     try {
         app.parse(argc, argv);
@@ -116,9 +106,9 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     std::vector<double> ratios_p50, ratios_mean, ratios_cpu;
     try {
-        for (int p = 0; p < pairs; ++p) {
-            RunResult a = run_once(backend, false, pin, warmup, rounds);
-            RunResult b = run_once(backend, true, pin, warmup, rounds);
+        for (int p = 0; p < runs.pairs; ++p) {
+            RunResult a = run_once(backend, false, runs.pin, runs.warmup, runs.rounds);
+            RunResult b = run_once(backend, true, runs.pin, runs.warmup, runs.rounds);
             ratios_p50.push_back(b.p50 / a.p50);
             ratios_mean.push_back(b.mean / a.mean);
             ratios_cpu.push_back(b.cpu_us / a.cpu_us);
@@ -133,7 +123,7 @@ int main(int argc, char** argv) {
                                      {"p99_us", b.p99},
                                      {"mean_us", b.mean},
                                      {"cpu_us", b.cpu_us}}}});
-            if (!json)
+            if (!runs.json)
                 std::printf("pair %d  round trip p50/p99/mean (us), CPU per round trip (us):  "
                             "eventfd %.2f/%.2f/%.2f cpu %.2f   msg_ring %.2f/%.2f/%.2f cpu "
                             "%.2f\n",
@@ -143,16 +133,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_wake: %s\n", e.what());
         return 1;
     }
-    auto summary = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return nlohmann::json{{"median", v[v.size() / 2]}, {"min", v.front()}, {"max", v.back()}};
-    };
     out["backend"] = backend_name(backend);
-    out["rounds"] = rounds;
-    out["pairs"] = pairs;
-    out["ratio_msg_ring_over_eventfd"] = {
-        {"p50", summary(ratios_p50)}, {"mean", summary(ratios_mean)}, {"cpu", summary(ratios_cpu)}};
-    if (json) {
+    out["rounds"] = runs.rounds;
+    out["pairs"] = runs.pairs;
+    out["ratio_msg_ring_over_eventfd"] = {{"p50", tools::spread_of(ratios_p50)},
+                                          {"mean", tools::spread_of(ratios_mean)},
+                                          {"cpu", tools::spread_of(ratios_cpu)}};
+    if (runs.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
         auto line = [](const char* what, const nlohmann::json& s) {

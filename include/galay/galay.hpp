@@ -16,6 +16,7 @@
 #include "galay/io/zero_copy.hpp"
 #include "galay/join_handle.hpp"
 #include "galay/metrics.hpp"
+#include "galay/metrics_endpoint.hpp"
 #include "galay/net/datagram.hpp"
 #include "galay/net/server.hpp"
 #include "galay/net/socket_addr.hpp"

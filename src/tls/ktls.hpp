@@ -52,7 +52,22 @@ struct KtlsTrack {
     // message being skipped.
     std::array<unsigned char, 4> control{};
     std::size_t control_have = 0, control_skip = 0;
+    unsigned char control_type = 0; // the record type of the message gathered or skipped
 };
+
+/// What the peer's control records (alerts, handshake messages) received after the hand-off
+/// say, fed in the pieces the kernel returns them in. Pure: it reads the bytes and `t` only (the
+/// fuzzer feeds it anything).
+struct ControlRead {
+    enum class Kind : std::uint8_t { more, close_notify, refused };
+    Kind kind = Kind::more;
+    std::string reason; ///< refused: why ("tls: ...")
+};
+ControlRead read_control(KtlsTrack& t, unsigned char type, const unsigned char* p, std::size_t n);
+
+/// The record type a recvmsg's control messages (`control`: `len` bytes, aligned for cmsghdr)
+/// give (TLS_GET_RECORD_TYPE), application data (23) when none does. Any bytes are safe.
+unsigned char received_record_type(const void* control, std::size_t len) noexcept;
 
 /// One direction's record-layer state, as `struct tls12_crypto_info_aes_gcm_*` wants it.
 struct KtlsKeys {

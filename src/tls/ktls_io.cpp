@@ -50,12 +50,8 @@ public:
         op_.buf = &msg_;
     }
     Result<std::size_t> result() {
-        if (op_.code == galay::detail::OpCode::recvmsg && op_.result >= 0) {
-            type_ = kApplicationData; // (no control message: data)
-            for (cmsghdr* cm = CMSG_FIRSTHDR(&msg_); cm != nullptr; cm = CMSG_NXTHDR(&msg_, cm))
-                if (cm->cmsg_level == SOL_TLS && cm->cmsg_type == TLS_GET_RECORD_TYPE)
-                    type_ = *CMSG_DATA(cm);
-        }
+        if (op_.code == galay::detail::OpCode::recvmsg && op_.result >= 0)
+            type_ = received_record_type(msg_.msg_control, msg_.msg_controllen);
         return galay::detail::size_result(op_.result);
     }
     /// After a recvmsg: the type of the record the bytes came from.
@@ -75,12 +71,33 @@ Result<std::size_t> fail(Core& c, errc code, std::string text) {
 
 } // namespace
 
-std::optional<Result<std::size_t>> ktls_control(Core& c, unsigned char type, const unsigned char* p,
-                                                std::size_t n) {
-    KtlsTrack& t = *c.ktls_track;
+unsigned char received_record_type(const void* control, std::size_t len) noexcept {
+    msghdr msg{};
+    msg.msg_control = const_cast<void*>(control);
+    msg.msg_controllen = len;
+    unsigned char type = kApplicationData; // (no control message: data)
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+        // A message too short for its byte, or running past the buffer, says nothing.
+        const auto at =
+            reinterpret_cast<const unsigned char*>(cm) - static_cast<const unsigned char*>(control);
+        if (cm->cmsg_len < CMSG_LEN(1) || cm->cmsg_len > len - static_cast<std::size_t>(at)) break;
+        if (cm->cmsg_level == SOL_TLS && cm->cmsg_type == TLS_GET_RECORD_TYPE)
+            type = *CMSG_DATA(cm);
+    }
+    return type;
+}
+
+ControlRead read_control(KtlsTrack& t, unsigned char type, const unsigned char* p, std::size_t n) {
+    using Kind = ControlRead::Kind;
     if (type != kAlert && type != kHandshake)
-        return fail(c, errc::protocol_error,
-                    "tls: a record of type " + std::to_string(type) + " after the kTLS hand-off");
+        return {Kind::refused,
+                "tls: a record of type " + std::to_string(type) + " after the kTLS hand-off"};
+    // A message is not interleaved with records of another type (RFC 8446 5.1): a header
+    // gathered, or a body skipped, must go on in a record of its own type.
+    if ((t.control_have > 0 || t.control_skip > 0) && type != t.control_type)
+        return {Kind::refused, "tls: a record of type " + std::to_string(type) +
+                                   " inside a message of type " + std::to_string(t.control_type)};
+    t.control_type = type;
     while (n > 0) {
         if (type == kHandshake && t.control_skip > 0) { // the body of a NewSessionTicket
             const std::size_t k = std::min(n, t.control_skip);
@@ -94,13 +111,9 @@ std::optional<Result<std::size_t>> ktls_control(Core& c, unsigned char type, con
         if (type == kAlert && t.control_have == 2) {
             t.control_have = 0;
             const unsigned char description = t.control[1];
-            if (description == kCloseNotify) {
-                c.peer_eof = true;
-                return std::size_t{0};
-            }
+            if (description == kCloseNotify) return {Kind::close_notify, {}};
             if (description == kUserCanceled) continue; // (a warning; close_notify follows)
-            return fail(c, errc::protocol_error,
-                        "tls: the peer sent alert " + std::to_string(description));
+            return {Kind::refused, "tls: the peer sent alert " + std::to_string(description)};
         }
         if (type == kHandshake && t.control_have == 4) {
             t.control_have = 0;
@@ -108,15 +121,28 @@ std::optional<Result<std::size_t>> ktls_control(Core& c, unsigned char type, con
                 std::size_t{t.control[1]} << 16 | std::size_t{t.control[2]} << 8 | t.control[3];
             if (t.control[0] == kNewSessionTicket) continue; // no resumption from this one
             if (t.control[0] == kKeyUpdate)
-                return fail(c, errc::protocol_error,
-                            "tls: the peer updated its keys (KeyUpdate), which galay does not "
-                            "pass to the kernel");
-            return fail(c, errc::protocol_error,
-                        "tls: handshake message " + std::to_string(t.control[0]) +
-                            " after the kTLS hand-off");
+                return {Kind::refused, "tls: the peer updated its keys (KeyUpdate), which galay "
+                                       "does not pass to the kernel"};
+            return {Kind::refused, "tls: handshake message " + std::to_string(t.control[0]) +
+                                       " after the kTLS hand-off"};
         }
     }
-    return std::nullopt;
+    return {Kind::more, {}};
+}
+
+std::optional<Result<std::size_t>> ktls_control(Core& c, unsigned char type, const unsigned char* p,
+                                                std::size_t n) {
+    ControlRead r = read_control(*c.ktls_track, type, p, n);
+    switch (r.kind) {
+    case ControlRead::Kind::more:
+        return std::nullopt;
+    case ControlRead::Kind::close_notify:
+        c.peer_eof = true;
+        return std::size_t{0};
+    case ControlRead::Kind::refused:
+        break;
+    }
+    return fail(c, errc::protocol_error, std::move(r.reason));
 }
 
 galay::detail::CachedTask<Result<std::size_t>>

@@ -53,6 +53,7 @@ TARGETS = {
     "suite:tls": ([], ["http_server", "nginx", "tls_echo_raw"], ["openssl"]),
     "suite:relay": ([], ["cargo", "raw_epoll"], []),
     "suite:foreign": ([], ["nginx"], ["nginx"]),
+    "suite:kv": ([], ["mini_redis"], ["redis-server", "redis-benchmark"]),
     "study:echo": (EPOLL_PAIR + ["-c", "10", "--pairs", "1", "--warmup", "0", "-d", "60",
                                  "--out", "{work}/echo.json", "--logs", "{work}/logs"],
                    ["bench_server"], []),
@@ -103,6 +104,8 @@ TARGETS = {
     "study:sync": (["--pairs", "3", "--rounds", "100000000", "--cases", "pingpong"],
                    ["bench_sync"], []),
     "study:foreign": (["--rounds", "1", "--parts", "curl,pg"], ["nginx"], ["nginx"]),
+    "study:kv": (["--servers", "galay-epoll", "--rounds", "1", "-n", "100000000"],
+                 ["mini_redis"], ["redis-server", "redis-benchmark"]),
     "study:local": (["--study", "unix", "--rounds", "1", "--secs", "60", "--conns", "10",
                      "--backends", "epoll", "--json"], ["bench_server", "raw_unix_echo"], []),
 }

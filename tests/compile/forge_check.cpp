@@ -51,6 +51,10 @@ void forges(int fd, SocketAddr& addr, UnixAddr& uaddr, std::span<Datagram> in,
     (void)detail::BatchAwaitable(batch);                                           // EXPECT-PRIVATE
     (void)process::detail::WaitAwaitable(child);                                   // EXPECT-PRIVATE
 
+    // Foreign descriptors: a wait is made by the AsyncFd that watches the descriptor
+    (void)detail::ReadyAwaitable(fd, Interest::readable);                          // EXPECT-PRIVATE
+    (void)detail::ReadinessAwaitable(fd, Interest::priority);                      // EXPECT-PRIVATE
+
     // Owners
     (void)JoinHandle<int>(promise);                                                // EXPECT-PRIVATE
     (void)owned.take();                                                            // EXPECT-PRIVATE

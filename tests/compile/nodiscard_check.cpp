@@ -41,6 +41,13 @@ Task<void> forgets_co_await(TcpStream& c, TcpListener& l, UdpSocket& u, fs::File
     Interval every(1s);
     JoinHandle<int> handle;
     TcpServer server;
+    AsyncFd afd;
+
+    // A descriptor another library made
+    afd.readable();                                         // EXPECT-NODISCARD
+    afd.writable().timeout(1s);                             // EXPECT-NODISCARD
+    afd.priority();                                         // EXPECT-NODISCARD
+    afd.ready(Interest::readable | Interest::writable);     // EXPECT-NODISCARD
 
     // TCP
     TcpStream::connect(addr);                               // EXPECT-NODISCARD

@@ -70,6 +70,12 @@ void body() {
 }
 } // namespace metrics
 
+namespace metrics_endpoint {
+void body() {
+#include "example_metrics_endpoint.inc"
+}
+} // namespace metrics_endpoint
+
 namespace owned_fd {
 void body() {
 #include "example_owned_fd.inc"

@@ -79,11 +79,34 @@ for kind in static shared; do
         test -e "$lib/libgalay-kernel.a" || { echo "FAIL: no libgalay-kernel.a in $lib" >&2; exit 1; }
     fi
 
-    # 1. CMake: find_package(galay-kernel), target galay::kernel.
+    # 1. CMake: find_package(galay-kernel), target galay::kernel, galay_check_coroutines.
     cmake -S "$src/tests/install/consumer" -B "$work/$kind-cmake" -G Ninja \
         -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug >/dev/null
     cmake --build "$work/$kind-cmake" >/dev/null
     run_all_backends "$kind, find_package" "$work/$kind-cmake/consumer"
+    if [ "$kind" = static ]; then
+        # The package's galay_check_coroutines stops the build of a source with the g++ 12
+        # hazards, naming each by file and line (the second from types in the installed headers).
+        cmake -S "$src/tests/install/unsafe" -B "$work/unsafe-cmake" -G Ninja \
+            -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+        if out=$(cmake --build "$work/unsafe-cmake" 2>&1); then
+            echo "FAIL: galay_check_coroutines let a source with unsafe forms build" >&2
+            exit 1
+        fi
+        for want in "main.cpp:13: co_await in if condition" \
+            "main.cpp:14: aggregate temporary galay::RuntimeOptions{...}"; do
+            grep -qF "$want" <<<"$out" || {
+                echo "FAIL: galay_check_coroutines did not report '$want':" >&2
+                echo "$out" >&2
+                exit 1
+            }
+        done
+        [ ! -e "$work/unsafe-cmake/unsafe" ] || {
+            echo "FAIL: the unsafe program was linked despite the check" >&2
+            exit 1
+        }
+        echo "$kind, galay_check_coroutines: the unsafe source stopped the build, both lines named"
+    fi
 
     # 2. pkg-config, the command line the README gives.
     flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs galay-kernel)

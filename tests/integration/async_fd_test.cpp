@@ -102,6 +102,20 @@ long rss_kib() {
     return -1;
 }
 
+/// AsyncFd's waits as tasks, to run in a when_all beside the task that makes the descriptor
+/// ready (limit 0: no timeout).
+Task<Result<void>> readable_within(AsyncFd& afd, std::chrono::nanoseconds limit) {
+    if (limit.count() == 0) co_return co_await afd.readable();
+    co_return co_await afd.readable().timeout(limit);
+}
+Task<Result<void>> writable_within(AsyncFd& afd, std::chrono::nanoseconds limit) {
+    co_return co_await afd.writable().timeout(limit);
+}
+Task<Result<Readiness>> ready_within(AsyncFd& afd, Interest interest,
+                                     std::chrono::nanoseconds limit) {
+    co_return co_await afd.ready(interest).timeout(limit);
+}
+
 } // namespace
 
 class AsyncFdTest : public test::FdCheckedTest {};
@@ -118,10 +132,7 @@ TEST_P(AsyncFdTest, ReadableAndWritableOnASocketpair) {
             co_await yield_now();
             CO_ASSERT(::write(b, "ping", 4) == 4);
         };
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(10s);
-        };
-        auto [r, done] = co_await when_all(wait(*afd), writer(b));
+        auto [r, done] = co_await when_all(readable_within(*afd, 10s), writer(b));
         CO_ASSERT(r.has_value());
         char buf[8];
         CO_ASSERT(::read(a, buf, sizeof buf) == 4);
@@ -148,10 +159,7 @@ TEST_P(AsyncFdTest, ReadableAndWritableOnAPipe) {
             while (::read(r, buf, sizeof buf) > 0) {
             }
         };
-        auto wait_room = [](AsyncFd& out) -> Task<Result<void>> {
-            co_return co_await out.writable().timeout(10s);
-        };
-        auto [room, done] = co_await when_all(wait_room(*out), reader(*in, r));
+        auto [room, done] = co_await when_all(writable_within(*out, 10s), reader(*in, r));
         CO_ASSERT(room.has_value());
         // The writer's end closed: the reader sees a hang-up.
         out->reset();
@@ -168,18 +176,13 @@ TEST_P(AsyncFdTest, OneReaderAndOneWriterAtOnce) {
         auto afd = AsyncFd::borrow(a);
         CO_ASSERT(afd.has_value());
         fill(a); // not writable, not readable: both waits are armed together
-        auto read_wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(10s);
-        };
-        auto write_wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.writable().timeout(10s);
-        };
         auto peer = [](int b) -> Task<void> {
             co_await yield_now();
             CO_ASSERT(::write(b, "x", 1) == 1);
             drain(b);
         };
-        auto [r, w, done] = co_await when_all(read_wait(*afd), write_wait(*afd), peer(b));
+        auto [r, w, done] =
+            co_await when_all(readable_within(*afd, 10s), writable_within(*afd, 10s), peer(b));
         CO_ASSERT(r.has_value());
         CO_ASSERT(w.has_value());
     }(a, b));
@@ -193,14 +196,12 @@ TEST_P(AsyncFdTest, ReadyForInputOrOutputWakesOnOutput) {
         auto afd = AsyncFd::borrow(a);
         CO_ASSERT(afd.has_value());
         fill(a);
-        auto wait = [](AsyncFd& afd) -> Task<Result<Readiness>> {
-            co_return co_await afd.ready(Interest::readable | Interest::writable).timeout(10s);
-        };
         auto peer = [](int b) -> Task<void> {
             co_await yield_now();
             drain(b); // room to write; nothing to read
         };
-        auto [ev, done] = co_await when_all(wait(*afd), peer(b));
+        auto [ev, done] = co_await when_all(
+            ready_within(*afd, Interest::readable | Interest::writable, 10s), peer(b));
         CO_ASSERT(ev.has_value());
         CO_ASSERT(ev->writable());
         CO_ASSERT(!ev->readable());
@@ -272,16 +273,13 @@ TEST_P(AsyncFdTest, APeerResetWhileArmedIsReported) {
     auto ev = run([](int c, int s) -> Task<Result<Readiness>> {
         auto afd = AsyncFd::borrow(c);
         CO_ASSERT(afd.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<Readiness>> {
-            co_return co_await afd.ready(Interest::readable).timeout(10s);
-        };
         auto reset = [](int s) -> Task<void> {
             co_await yield_now();
             linger l{.l_onoff = 1, .l_linger = 0};
             ::setsockopt(s, SOL_SOCKET, SO_LINGER, &l, sizeof l);
             ::close(s); // RST
         };
-        auto [ev, done] = co_await when_all(wait(*afd), reset(s));
+        auto [ev, done] = co_await when_all(ready_within(*afd, Interest::readable, 10s), reset(s));
         co_return ev;
     }(c, s));
     ASSERT_TRUE(ev) << ev.error().message();
@@ -297,14 +295,11 @@ TEST_P(AsyncFdTest, UrgentDataIsPriority) {
     run([](int c, int s) -> Task<void> {
         auto afd = AsyncFd::borrow(c);
         CO_ASSERT(afd.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<Readiness>> {
-            co_return co_await afd.ready(Interest::priority).timeout(10s);
-        };
         auto urgent = [](int s) -> Task<void> {
             co_await yield_now();
             CO_ASSERT(::send(s, "!", 1, MSG_OOB) == 1);
         };
-        auto [ev, done] = co_await when_all(wait(*afd), urgent(s));
+        auto [ev, done] = co_await when_all(ready_within(*afd, Interest::priority, 10s), urgent(s));
         CO_ASSERT(ev.has_value());
         CO_ASSERT(ev->priority());
         CO_ASSERT(co_await afd->priority().timeout(10s)); // still there (level)
@@ -323,14 +318,11 @@ TEST_P(AsyncFdTest, ClosedWhileAwaitedEndsAtTheTimeout) {
     run_paused([](int a, int b) -> Task<void> {
         auto afd = AsyncFd::borrow(a);
         CO_ASSERT(afd.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(200ms);
-        };
         auto closer = [](int a) -> Task<void> {
             co_await yield_now();
             ::close(a);
         };
-        auto [r, done] = co_await when_all(wait(*afd), closer(a));
+        auto [r, done] = co_await when_all(readable_within(*afd, 200ms), closer(a));
         CO_ASSERT(!r && r.error() == std::errc::timed_out);
         afd->release(); // (the number is free: let no reset of this object touch a new file)
         char c;
@@ -346,9 +338,6 @@ TEST_P(AsyncFdTest, ResetBeforeTheCloseEndsTheWaitAndFreesTheFile) {
     run([](int a, int b) -> Task<void> {
         auto afd = AsyncFd::borrow(a);
         CO_ASSERT(afd.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable(); // no timeout: only the reset ends it
-        };
         auto owner = [](AsyncFd& afd, int a, int b) -> Task<void> {
             co_await yield_now();
             afd.reset();
@@ -357,7 +346,8 @@ TEST_P(AsyncFdTest, ResetBeforeTheCloseEndsTheWaitAndFreesTheFile) {
             char c;
             CO_ASSERT(::recv(b, &c, 1, MSG_DONTWAIT) == 0); // EOF now, not EAGAIN
         };
-        auto [r, done] = co_await when_all(wait(*afd), owner(*afd, a, b));
+        // No timeout: only the reset ends the wait.
+        auto [r, done] = co_await when_all(readable_within(*afd, 0s), owner(*afd, a, b));
         CO_ASSERT(!r && r.error() == std::errc::operation_canceled);
     }(a, b));
     ::close(b);
@@ -369,15 +359,12 @@ TEST_P(AsyncFdTest, AReusedNumberGetsItsOwnReadiness) {
         const int number = a;
         auto first = AsyncFd::borrow(a);
         CO_ASSERT(first.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(10s);
-        };
         auto owner = [](AsyncFd& first, int a) -> Task<void> {
             co_await yield_now();
             first.reset(); // as on CURL_POLL_REMOVE, then the library closes the socket
             ::close(a);
         };
-        auto [old, done] = co_await when_all(wait(*first), owner(*first, a));
+        auto [old, done] = co_await when_all(readable_within(*first, 10s), owner(*first, a));
         CO_ASSERT(!old && old.error() == std::errc::operation_canceled);
         // A new socket on the same number.
         auto [c, d] = socket_pair();
@@ -410,9 +397,6 @@ TEST_P(AsyncFdTest, AStaleWaitNeverFiresForTheNewFile) {
         const int number = a;
         auto stale = AsyncFd::borrow(a);
         CO_ASSERT(stale.has_value());
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(5s);
-        };
         auto reuse = [](int number) -> Task<void> {
             co_await yield_now();
             ::close(number); // behind the armed wait
@@ -424,20 +408,17 @@ TEST_P(AsyncFdTest, AStaleWaitNeverFiresForTheNewFile) {
             auto fresh = AsyncFd::borrow(number);
             CO_ASSERT(fresh.has_value());
             // Armed before the new socket is readable: its own registration must wake it.
-            auto wait_fresh = [](AsyncFd& afd) -> Task<Result<void>> {
-                co_return co_await afd.readable().timeout(10s);
-            };
             auto write_new = [](int d) -> Task<void> {
                 co_await yield_now();
                 CO_ASSERT(::write(d, "new", 3) == 3);
             };
-            auto [r, written] = co_await when_all(wait_fresh(*fresh), write_new(d));
+            auto [r, written] = co_await when_all(readable_within(*fresh, 10s), write_new(d));
             CO_ASSERT(r.has_value());
             fresh->reset();
             ::close(number);
             ::close(d);
         };
-        auto [old, done] = co_await when_all(wait(*stale), reuse(number));
+        auto [old, done] = co_await when_all(readable_within(*stale, 5s), reuse(number));
         CO_ASSERT(!old.has_value()); // ECANCELED (epoll) or timed out (io_uring)
         stale->release();
     }(a));
@@ -528,10 +509,9 @@ TEST_P(AsyncFdTest, DescriptorsOtherCodeMade) {
             // To this thread (the one whose mask blocks it, which the signalfd reads for).
             CO_ASSERT(::syscall(SYS_tgkill, ::getpid(), ::gettid(), SIGUSR2) == 0);
         };
-        auto wait = [](AsyncFd& afd) -> Task<Result<void>> {
-            co_return co_await afd.readable().timeout(10s);
-        };
-        auto [re, rt, rs, done] = co_await when_all(wait(*e), wait(*t), wait(*s), poke(ev, tm));
+        auto [re, rt, rs, done] =
+            co_await when_all(readable_within(*e, 10s), readable_within(*t, 10s),
+                              readable_within(*s, 10s), poke(ev, tm));
         CO_ASSERT(re && rt && rs);
         std::uint64_t v;
         CO_ASSERT(::read(ev, &v, sizeof v) == sizeof v && v == 1);

@@ -234,6 +234,69 @@ TEST_P(HttpServerTest, APipelinedBurstLargerThanTheReadBufferIsAnsweredInOrder) 
                 });
 }
 
+TEST_P(HttpServerTest, APipelinedBurstOfAnySizeIsAnsweredWhole) {
+    // 4,000 pipelined requests of many lengths (~800 KB): receives of a pool buffer's size end
+    // inside heads at every offset, and the unfinished head moved into the reader must not make
+    // the receive behind it (a whole pool buffer) "too large" (431). Sent once in one piece and
+    // once in pieces of every size, while the answers are read; every answer counted.
+    WebRoot web;
+    for (const std::size_t read_buffer : {std::size_t{4096}, std::size_t{16384}}) {
+        with_server(
+            {.root = web.root(), .read_buffer = read_buffer},
+            [&](http::Server& srv, std::uint16_t port) -> Task<void> {
+                auto c = co_await connect(port);
+                constexpr int kRequests = 4000;
+                std::string burst;
+                for (int i = 0; i < kRequests; ++i) {
+                    const std::string pad(static_cast<std::size_t>(i) * 7919 % 301, 'p');
+                    burst += i % 3 == 1 ? "GET /hello.txt HTTP/1.1\r\n" : "GET / HTTP/1.1\r\n";
+                    burst += "Host: t\r\nX-Pad: " + pad + "\r\n\r\n";
+                }
+                CO_ASSERT(burst.size() > 600000);
+                for (int round = 0; round < 2; ++round) {
+                    auto send = [](Client& cl, const std::string& bytes, int rnd) -> Task<void> {
+                        if (rnd == 0) {
+                            co_await cl.send(bytes);
+                            co_return;
+                        }
+                        std::mt19937 rng(42);
+                        for (std::size_t at = 0; at < bytes.size();) {
+                            const std::size_t n =
+                                std::min<std::size_t>(bytes.size() - at, 1 + rng() % 70000);
+                            co_await cl.send(std::string_view(bytes).substr(at, n));
+                            at += n;
+                        }
+                    };
+                    auto read = [](Client& cl) -> Task<int> {
+                        int answered = 0;
+                        for (int i = 0; i < kRequests; ++i) {
+                            Response r = co_await cl.read();
+                            const bool ok =
+                                r.status == 200 &&
+                                r.body == (i % 3 == 1 ? "static hello\n" : "Hello, World!");
+                            if (!ok) {
+                                ADD_FAILURE()
+                                    << "answer " << i << ": " << r.status << " " << r.body;
+                                co_return answered;
+                            }
+                            ++answered;
+                        }
+                        co_return answered;
+                    };
+                    auto [sent, answered] = co_await when_all(send(*c, burst, round), read(*c));
+                    (void)sent;
+                    EXPECT_EQ(answered, kRequests) << "round " << round;
+                    if (answered != kRequests) co_return;
+                }
+                co_await c->send(kGet); // and the connection goes on
+                Response last = co_await c->read();
+                EXPECT_EQ(last.body, "Hello, World!");
+                EXPECT_EQ(srv.stats().requests, 2 * kRequests + 1u);
+                EXPECT_EQ(srv.stats().refused, 0u);
+            });
+    }
+}
+
 TEST_P(HttpServerTest, ABodyOfManyReceivesIsSkippedAndTheRequestBehindItAnswered) {
     // The body starts in the receive that brought the head and ends many receives later, with
     // the next request right behind it in the same bytes.
@@ -807,6 +870,62 @@ TEST_P(HttpServerProcessTest, ABusyPortIsOneClearErrorAndExitOne) {
     EXPECT_EQ(WEXITSTATUS(status), 1) << text;
     EXPECT_NE(text.find("cannot listen on 0.0.0.0:" + port), std::string::npos) << text;
     EXPECT_NE(text.find("another process or socket holds the port"), std::string::npos) << text;
+}
+
+/// http_server with `args` (and --backend), started; its port once it says it is listening.
+struct ServerProcess {
+    test::Process p;
+    std::uint16_t port = 0;
+    ServerProcess(const std::string& backend, std::vector<std::string> args)
+        : p([&] {
+            args.insert(args.begin(), {HTTP_SERVER_BIN, "0", "--backend", backend});
+            return args;
+        }()) {
+        if (p.wait_for("listening on") && p.wait_for("\n")) {
+            const std::size_t at = p.out().find("0.0.0.0:");
+            if (at != std::string::npos)
+                port = static_cast<std::uint16_t>(std::stoi(p.out().substr(at + 8)));
+        }
+    }
+    /// SIGTERM, then its exit (a server that does not stop is killed: exit_code 128 + 9).
+    test::ProcessResult stop() {
+        p.signal(SIGTERM);
+        return p.finish(std::chrono::seconds(30));
+    }
+};
+
+TEST_P(HttpServerProcessTest, AFifoInTheRootIsRefusedAndTheWorkerKeepsServing) {
+    // Opening a FIFO for reading waits for a writer: done on the worker, it would freeze every
+    // connection of the worker, and SIGTERM with them. The server opens without blocking, sees a
+    // FIFO (fstat on what it opened) and answers 403; a socket file cannot be opened (404).
+    WebRoot web;
+    ASSERT_EQ(::mkfifo((web.dir / "www" / "pipe").c_str(), 0644), 0) << std::strerror(errno);
+    ServerProcess server(backend_name(GetParam()), {"--root", web.root()});
+    ASSERT_NE(server.port, 0) << server.p.err();
+    run([](std::uint16_t port) -> Task<void> {
+        auto c = co_await connect(port);
+        for (int i = 0; i < 2; ++i) {
+            co_await c->send("GET /pipe HTTP/1.1\r\nHost: t\r\n\r\n");
+            Response r = co_await c->read();
+            EXPECT_EQ(r.status, 403);
+            co_await c->send("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            Response file = co_await c->read();
+            EXPECT_EQ(file.body, "static hello\n");
+        }
+        auto other = co_await connect(port); // another connection on the same (only) worker
+        co_await other->send("HEAD /pipe HTTP/1.1\r\nHost: t\r\n\r\n"); // (a length, no body)
+        Response fifo = co_await other->read(true);
+        EXPECT_EQ(fifo.status, 403);
+        co_await other->send("HEAD /none HTTP/1.1\r\nHost: t\r\n\r\n");
+        Response none = co_await other->read(true);
+        EXPECT_EQ(none.status, 404);
+        co_await other->send(kGet);
+        Response fixed = co_await other->read();
+        EXPECT_EQ(fixed.body, "Hello, World!");
+    }(server.port));
+    const test::ProcessResult r = server.stop();
+    EXPECT_FALSE(r.timed_out) << "http_server did not stop on SIGTERM";
+    EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 GALAY_INSTANTIATE_BACKENDS(HttpServerProcessTest);

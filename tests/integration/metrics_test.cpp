@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -314,6 +315,86 @@ TEST_P(MetricsTest, ThePrometheusTextParsesAndCarriesTheWorkloadsFigures) {
         }
         EXPECT_EQ(last, p.samples.at("galay_completions_per_turn_count").at(lw));
     }
+}
+
+/// One whole request, then everything the server sends until it closes (bounded: 10 s).
+std::string exchange(std::uint16_t port, std::string_view request) {
+    const int fd = test::connect_blocking(port);
+    if (fd < 0) return "connect failed";
+    std::string got;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+        char buf[4096];
+        pollfd p{fd, POLLIN, 0};
+        while (::poll(&p, 1, 10'000) == 1) {
+            const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            got.append(buf, static_cast<std::size_t>(n));
+        }
+    }
+    ::close(fd);
+    return got;
+}
+
+TEST_P(MetricsTest, AScrapeThatTricklesItsHeadIsClosedAtTheDeadlineAndOthersAreServed) {
+    // One byte every 20 ms: each receive is quick, the head never ends. The deadline is for the
+    // whole head (300 ms here), so the connection is closed then, however the bytes are spaced;
+    // meanwhile and after, whole scrapes are answered.
+    Runtime rt(runtime_options());
+    auto listening = serve(rt, SocketAddr::loopback_v4(0), [&rt](TcpStream c) {
+        return metrics::serve_scrape(std::move(c), rt, {.head_timeout = 300ms});
+    });
+    ASSERT_TRUE(listening) << listening.error().message();
+    const std::uint16_t port = listening->local_addr().port();
+    const int slow = test::connect_blocking(port);
+    ASSERT_GE(slow, 0);
+    const std::string head = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+    bool closed = false;
+    std::string scraped;
+    // At most 1,000 bytes (20 s): far more than the deadline, far less than max_head.
+    for (std::size_t i = 0; i < 1000 && !closed; ++i) {
+        const char c = i < head.size() ? head[i] : 'a';
+        if (::send(slow, &c, 1, MSG_NOSIGNAL) != 1) {
+            closed = true; // (reset: the server closed and a byte came after)
+            break;
+        }
+        if (i == 5) scraped = exchange(port, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+        pollfd p{slow, POLLIN, 0};
+        if (::poll(&p, 1, 20) == 1) { // the pace of the bytes, and the close seen at once
+            char b;
+            closed = ::recv(slow, &b, 1, 0) <= 0;
+            EXPECT_TRUE(closed) << "the server answered an unfinished head";
+        }
+    }
+    ::close(slow);
+    EXPECT_TRUE(closed) << "a head trickled byte by byte kept its connection open";
+    EXPECT_TRUE(scraped.starts_with("HTTP/1.1 200 OK\r\n")) << scraped;
+    EXPECT_NE(scraped.find("\ngalay_tasks_spawned_total{worker=\"0\"}"), std::string::npos);
+    const std::string after = exchange(port, "GET /metrics?x=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_TRUE(after.starts_with("HTTP/1.1 200 OK\r\n")) << after;
+    EXPECT_TRUE(exchange(port, "GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    EXPECT_TRUE(exchange(port, "GET  HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400"));
+    listening->stop();
+}
+
+TEST(ScrapeRequest, ReadsTheRequestLineAndBoundsTheHead) {
+    using metrics::ScrapeRequest;
+    const auto parse = [](std::string_view s, std::size_t max = 64) {
+        return metrics::parse_scrape_request(s, max);
+    };
+    EXPECT_EQ(parse(""), ScrapeRequest::incomplete);
+    EXPECT_EQ(parse("GET /metrics HTTP/1.1\r\n"), ScrapeRequest::incomplete);
+    EXPECT_EQ(parse("GET /metrics HTTP/1.1\r\n\r\n"), ScrapeRequest::metrics);
+    EXPECT_EQ(parse("GET /metrics?a=b HTTP/1.0\r\nHost: x\r\n\r\n"), ScrapeRequest::metrics);
+    EXPECT_EQ(parse("GET /metricsx HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
+    EXPECT_EQ(parse("POST /metrics HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
+    EXPECT_EQ(parse("GET /metrics HTTP/2.0\r\n\r\n"), ScrapeRequest::bad);
+    EXPECT_EQ(parse("GET /metrics\r\n\r\n"), ScrapeRequest::bad);
+    EXPECT_EQ(parse(" GET /metrics HTTP/1.1\r\n\r\n"), ScrapeRequest::bad);
+    EXPECT_EQ(parse("GET /me\x01trics HTTP/1.1\r\n\r\n"), ScrapeRequest::bad);
+    EXPECT_EQ(parse(std::string(64, 'a')), ScrapeRequest::too_large);
+    EXPECT_EQ(parse("GET /metrics HTTP/1.1\r\nX: " + std::string(40, 'a') + "\r\n\r\n"),
+              ScrapeRequest::too_large);
 }
 
 GALAY_INSTANTIATE_BACKENDS(MetricsTest);

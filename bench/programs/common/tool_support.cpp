@@ -2,10 +2,12 @@
 
 #include <galay/net/tcp.hpp>
 #include <galay/time/sleep.hpp>
+#include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +26,27 @@ void add_backend_flag(CLI::App& app, Backend* out) {
            },
            "I/O backend: auto (io_uring when the kernel allows it), io_uring, epoll")
         ->type_name("auto|io_uring|epoll");
+}
+
+void add_paired_run_flags(CLI::App& app, PairedRuns* runs, const char* pairs_help,
+                          const char* pin_help) {
+    app.add_option("--pairs", runs->pairs, pairs_help)
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--rounds", runs->rounds, "timed round trips per run")
+        ->check(CLI::Range(10, 100'000'000))
+        ->capture_default_str();
+    app.add_option("--warmup", runs->warmup, "untimed round trips first")
+        ->check(CLI::Range(0, 100'000'000))
+        ->capture_default_str();
+    app.add_flag("--pin", runs->pin, pin_help);
+    app.add_flag("--json", runs->json, "print one JSON object");
+}
+
+nlohmann::json spread_of(std::vector<double> ratios) {
+    std::sort(ratios.begin(), ratios.end());
+    return nlohmann::json{
+        {"median", ratios[ratios.size() / 2]}, {"min", ratios.front()}, {"max", ratios.back()}};
 }
 
 void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to) {

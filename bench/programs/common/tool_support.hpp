@@ -12,15 +12,33 @@
 #include <galay/task.hpp>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace galay::tools {
 
 /// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
 void add_backend_flag(CLI::App& app, Backend* out);
+
+/// The command line of a tool that alternates two modes A and B in pairs of runs (bench_wake,
+/// bench_asyncfd): --pairs, --rounds (timed round trips per run), --warmup (untimed ones first),
+/// --pin (`pin_help` says where each side runs), --json. The fields hold the defaults.
+struct PairedRuns {
+    int pairs = 5;
+    int rounds = 20000;
+    int warmup = 2000;
+    bool pin = false;
+    bool json = false;
+};
+void add_paired_run_flags(CLI::App& app, PairedRuns* runs, const char* pairs_help,
+                          const char* pin_help);
+
+/// A ratio's spread over the pairs: {"median", "min", "max"}.
+nlohmann::json spread_of(std::vector<double> ratios);
 
 /// Adds `--idle-spin US` (SchedulerOptions::idle_spin in microseconds, 0 = off, at most 10 s) to
 /// `app`; `applies_to` ends its help ("the client and the server it starts", say).

@@ -1,0 +1,58 @@
+// galay/metrics_endpoint.hpp: the Prometheus scrape endpoint, GET /metrics over HTTP/1.1, one
+// answer per connection, with the whole request head bounded in time and size.
+//
+//     galay::Runtime rt;
+//     auto listening = galay::serve(rt, galay::SocketAddr::loopback_v4(9100),
+//         [&rt](galay::TcpStream c) { return galay::metrics::serve_scrape(std::move(c), rt); });
+//
+// A scraper gets `galay::metrics::prometheus_text(rt)` (200); any other target 404, a malformed
+// request line 400, a head over `max_head` bytes 431. A client that has not sent its whole head
+// within `head_timeout` of connecting is closed, however it spaces its bytes (each receive has no
+// timeout of its own that a byte now and then would renew). The reading is the pure function
+// parse_scrape_request (what the fuzzer calls).
+#pragma once
+
+#include "galay/net/tcp.hpp"
+#include "galay/task.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace galay {
+
+class Runtime;
+
+namespace metrics {
+
+/// The bounds of one scrape.
+struct ScrapeOptions {
+    /// From the connection's start to its request head's last byte; then the connection closes.
+    std::chrono::milliseconds head_timeout{10'000};
+    /// To send the whole answer.
+    std::chrono::milliseconds send_timeout{10'000};
+    /// The request head's largest size (request line, header fields, blank line).
+    std::size_t max_head = 16 * 1024;
+};
+
+/// What the bytes received so far on a scrape connection ask for.
+enum class ScrapeRequest : std::uint8_t {
+    incomplete, ///< the head has not ended yet (and is within max_head)
+    metrics,    ///< GET /metrics (with a query or not)
+    not_found,  ///< a well-formed request for anything else
+    bad,        ///< a malformed request line
+    too_large,  ///< no end of the head within max_head bytes
+};
+
+/// Reads the request at the start of `received` (bytes are never trusted: any content, any
+/// length). Pure: no state, no allocation.
+ScrapeRequest parse_scrape_request(std::string_view received, std::size_t max_head) noexcept;
+
+/// Serve one scrape on `conn` (the handler for galay::serve): read its head (bounded by
+/// `options`), answer, close.
+[[nodiscard]] Task<void> serve_scrape(TcpStream conn, const Runtime& rt,
+                                      ScrapeOptions options = {});
+
+} // namespace metrics
+} // namespace galay
