@@ -32,8 +32,9 @@ std::string body_of(std::size_t n) {
     return s;
 }
 
-/// The test's server: GET /ok/N answers N bytes (body_of), /stall sends 10 of the 1000 bytes
-/// it announces and then holds the connection, anything else is a 404.
+/// The test's server: GET /ok/N answers N bytes (body_of), /close/N the same and then closes
+/// the connection, /stall sends 10 of the 1000 bytes it announces and then holds the
+/// connection, anything else is a 404.
 struct Server {
     TaskGroup group;
     std::uint16_t port = 0;
@@ -53,16 +54,18 @@ struct Server {
             in.erase(0, end + 4);
             const std::string path = head.substr(4, head.find(' ', 4) - 4);
             std::string out;
-            if (path.starts_with("/ok/")) {
-                const std::string body = body_of(std::stoul(path.substr(4)));
+            const bool close = path.starts_with("/close/");
+            if (path.starts_with("/ok/") || close) {
+                const std::string body = body_of(std::stoul(path.substr(close ? 7 : 4)));
                 out = "HTTP/1.1 200 OK\r\nX-Test: yes\r\nContent-Length: " +
-                      std::to_string(body.size()) + "\r\n\r\n" + body;
+                      std::to_string(body.size()) + (close ? "\r\nConnection: close" : "") +
+                      "\r\n\r\n" + body;
             } else if (path == "/stall") {
                 out = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + body_of(10);
             } else {
                 out = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
             }
-            if (!co_await s.send_all(out)) co_return;
+            if (!co_await s.send_all(out) || close) co_return;
             if (path == "/stall") {
                 stalled.set();
                 while (true) { // hold it until the client goes away
@@ -142,6 +145,33 @@ TEST_P(CurlMultiTest, ManyTransfersHeadersStatusAndRefused) {
         EXPECT_EQ(refused.error().code, CURLE_COULDNT_CONNECT);
         EXPECT_NE(refused.error().message.find("127.0.0.1"), std::string::npos)
             << refused.error().message;
+        EXPECT_EQ(m.in_flight(), 0u);
+    }));
+}
+
+// Every connection closed after one response: libcurl opens a socket per transfer and the
+// numbers come back at once for new sockets, while other transfers' sockets stay open. Each
+// number's record is parked at REMOVE and taken again by the next socket: no wait of an old
+// socket may wake or starve a new one, and every body arrives whole.
+TEST_P(CurlMultiTest, DescriptorNumbersReusedForNewSockets) {
+    run(with_server([](Server& srv, galay_curl::CurlMulti& m) -> Task<void> {
+        auto worker = [](Server& srv, galay_curl::CurlMulti& m, int w) -> Task<int> {
+            int ok = 0;
+            for (int i = 0; i < 40; ++i) {
+                const std::size_t n = 100 + static_cast<std::size_t>((w * 40 + i) * 97 % 20000);
+                auto r =
+                    co_await get(m, srv.url((i % 2 ? "/close/" : "/ok/") + std::to_string(n)), 10s);
+                ok += r && r->status == 200 && r->body == body_of(n);
+            }
+            co_return ok;
+        };
+        std::vector<Task<int>> workers;
+        for (int w = 0; w < 8; ++w)
+            workers.push_back(worker(srv, m, w));
+        auto oks = co_await when_all(std::move(workers));
+        for (int ok : oks)
+            EXPECT_EQ(ok, 40);
+        EXPECT_GE(m.connections_opened(), 160u); // every /close/ transfer opened one
         EXPECT_EQ(m.in_flight(), 0u);
     }));
 }
