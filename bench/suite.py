@@ -34,6 +34,10 @@ FAILURES. Sections (each runs only if its binaries were built):
   relay    bench/studies/relay.py (short: 64 KiB messages, 16 connections; galay splice and copy
            vs Tokio and the hand-written splice relay) and bench/studies/static_files.py (short:
            GET 1 MiB at 100 connections; http_server's sendfile vs nginx)
+  foreign  bench/studies/foreign.py --quick: libcurl on galay's loop (galay_curl) vs
+           curl_multi_loop and curl_threads against nginx; libpq on galay's loop (galay_pg) vs
+           raw_pg, pg_threads, tokio-postgres and pgx against a real PostgreSQL, one query in
+           flight per connection and pipelined; AsyncFd's ping-pong against native recv/send
   kv       bench/studies/kv.py (short): examples/mini_redis (io_uring, epoll) vs Debian's
            redis-server, redis-benchmark SET and GET at -P 1 and -P 16, 50 connections, 100,000
            keys: requests/s and server CPU per request ratios (skipped without redis)
@@ -357,7 +361,7 @@ def aio_report(ctx):
 # The page of docs/benchmarks/ that holds each section's figures and method.
 STUDY_PAGE = {"tcp": "echo", "latency": "latency", "churn": "churn", "udp": "udp",
               "files": "files", "aio": "files", "http": "http", "sync": "sync", "tls": "tls",
-              "local": "local", "relay": "relay"}
+              "local": "local", "relay": "relay", "foreign": "foreign"}
 
 
 def series_over_rounds(label, per_x):
@@ -592,6 +596,29 @@ def local_report(ctx):
     return {"lines": lines + [""], "data": data, "plots": []}
 
 
+def foreign_report(ctx):
+    # bench/studies/foreign.py --quick: each part SKIPs in one line when its programs, a
+    # toolchain or the PostgreSQL server are missing, and the others go on.
+    a = ctx.args
+    os.makedirs(a.out, exist_ok=True)
+    out, data = os.path.join(a.out, "foreign.json"), os.path.join(a.out, "foreign_plot.json")
+    p = children.run([sys.executable, os.path.join(STUDIES, "foreign.py"), "--bin", a.bin,
+                      "--quick", "--rounds", str(max(3, a.pairs)), "--backends",
+                      ",".join(ctx.backends), "--json", out, "--data", data],
+                     capture_output=True, text=True)
+    if p.returncode != 0:
+        FAILURES.append(f"foreign: bench/studies/foreign.py exited {p.returncode}: "
+                        f"{(p.stderr.strip() or p.stdout.strip())[-300:]}")
+    lines = ["## Foreign libraries on galay's loop (bench/studies/foreign.py --quick)", ""]
+    lines += [l.replace("## ", "### ", 1) if l.startswith("## ") else l
+              for l in p.stdout.splitlines()]
+    plots = []
+    if os.path.exists(data):
+        with open(data) as f:
+            plots = json.load(f)["plots"]
+    return {"lines": lines + [""], "data": out, "plots": plots}
+
+
 def kv_report(ctx):
     # bench/studies/kv.py, short form: examples/mini_redis (io_uring, epoll) vs Debian's
     # redis-server under redis-benchmark, SET and GET at -P 1 and -P 16.
@@ -615,6 +642,7 @@ SECTIONS = [
     ("local", local_report),
     ("tls", tls_report),
     ("relay", relay_report),
+    ("foreign", foreign_report),
     ("kv", kv_report),
 ]
 

@@ -29,8 +29,12 @@ if(Python3_Interpreter_FOUND)
     foreign_py_test(galay_pg_py test_galay_pg.py 240 $<TARGET_FILE_DIR:galay_pg>)
   endif()
   if(TARGET curl_multi_loop AND TARGET curl_threads)
+    set(galay_curl_arg "")
+    if(TARGET galay_curl) # libcurl on galay's loop: the same checks, on each backend
+      set(galay_curl_arg galay_curl)
+    endif()
     foreign_py_test(foreign_curl_clients_py test_foreign_curl_clients.py 240
-                    $<TARGET_FILE_DIR:curl_multi_loop>)
+                    $<TARGET_FILE_DIR:curl_multi_loop> ${galay_curl_arg})
   endif()
   # Builds them first (cargo, go; minutes the first time, cached after): a long timeout.
   foreign_py_test(foreign_controls_py test_foreign_controls.py 1200)
@@ -45,4 +49,22 @@ if(TARGET galay_pg_pool AND TARGET galay_test_postgres)
   target_compile_definitions(pg_pool_tests PRIVATE PG_QUERY_BIN="$<TARGET_FILE:pg_query>"
                                                    PG_HTTP_BIN="$<TARGET_FILE:pg_http>")
   gtest_discover_tests(pg_pool_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240)
+endif()
+# examples/curl (libcurl's multi interface on galay's loop): the library against a server of the
+# test's own on both backends, and examples/curl_fetch against nginx on each backend.
+if(TARGET galay_curl_multi)
+  galay_test(curl_multi_tests integration/curl_multi_test.cpp)
+  target_link_libraries(curl_multi_tests PRIVATE galay_curl_multi)
+endif()
+if(TARGET curl_fetch AND Python3_Interpreter_FOUND)
+  set(curl_fetch_backends epoll)
+  if(GALAY_WITH_URING)
+    list(PREPEND curl_fetch_backends io_uring)
+  endif()
+  foreach(backend ${curl_fetch_backends})
+    add_test(NAME curl_fetch_py_${backend}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/integration/curl_fetch_test.py
+                     $<TARGET_FILE:curl_fetch> ${backend})
+    set_tests_properties(curl_fetch_py_${backend} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
+  endforeach()
 endif()

@@ -295,6 +295,32 @@ def bench_network(args):
         yield ns
 
 
+def nginx_binary():
+    """nginx's path (PATH, else Debian's /usr/sbin/nginx), or None."""
+    if shutil.which("nginx"):
+        return shutil.which("nginx")
+    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
+
+
+def nginx_static_conf(prefix, servers, connections=1024):
+    """Writes `prefix`/nginx.conf for one nginx worker in the foreground whose files (logs, pid,
+    temporary paths) all live in `prefix`, keep-alive without a request limit, no access log;
+    `servers`: the text of its `server { ... }` blocks. Returns the file's path; run it as
+    `nginx -p prefix -c path`."""
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""{user} daemon off; master_process off; worker_processes 1;
+error_log {prefix}/error.log warn; pid {prefix}/nginx.pid;
+events {{ worker_connections {connections}; }}
+http {{ access_log off; keepalive_requests 1000000000; client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fcgi;
+  uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;
+  {servers} }}
+""")
+    return conf
+
+
 def temp_dir(name):
     """A fresh directory `galay-<name>-XXXXXXXX` under $TMPDIR (or /tmp), removed when the script
     ends however it ends, after its children have been stopped (children.at_exit): a

@@ -113,6 +113,17 @@ STUDIES = [
     Study("Relay", "relay", "TCP proxies at 64 KiB-1 MiB: splicing and copying against Tokio "
           "and a hand-written splice relay; idle relays", []),
     Study("Static files", "static", "sendfile against nginx, on loopback and over veth", []),
+    Study("Foreign libraries", "foreign",
+          "client CPU per request, libcurl's multi interface on galay's loop / on its own "
+          "`curl_multi_poll` loop, 10,000 GETs over 50 transfers; AsyncFd ping-pong / native", [
+              Figure("libcurl, io_uring", "foreign_cpu_ratios", "galay io_uring",
+                     "libcurl / curl_multi_loop", LESS_CPU),
+              Figure("libcurl, epoll", "foreign_cpu_ratios", "galay epoll",
+                     "libcurl / curl_multi_loop", LESS_CPU),
+              Figure("AsyncFd, io_uring", "foreign_cpu_ratios", "galay io_uring",
+                     "AsyncFd ping-pong / native", LESS_CPU),
+              Figure("AsyncFd, epoll", "foreign_cpu_ratios", "galay epoll",
+                     "AsyncFd ping-pong / native", LESS_CPU)]),
     Study("Key-value", "kv",
           "server CPU per request, mini_redis / redis-server, redis-benchmark, 50 connections", [
               Figure("io_uring GET -P 1", "kv_cpu_ratios", "mini_redis io_uring / redis-server",

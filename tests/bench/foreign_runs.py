@@ -2,7 +2,9 @@
 a short run of a PostgreSQL client checked against its JSON, a wrong password, and a server
 restarted while every connection has queries in flight."""
 import json
+import socket
 import subprocess
+import threading
 import time
 
 # The JSON fields of every PostgreSQL client (raw_pg, pg_threads, pg_tokio, pg_pgx).
@@ -78,3 +80,32 @@ def restart_mid_run(argv, pg, connections=4):
         res["connections_lost"] == connections, (argv, res, err)
     assert "terminating connection due to administrator command" in res["first_error"] or \
         "connection" in res["first_error"], res
+
+
+class Staller:
+    """An HTTP server that stalls in the middle of a body: it answers every request with a 200
+    whose Content-Length is 1000 but sends 10 bytes of the body, then holds the connection open
+    until closed."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            c.recv(4096)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()

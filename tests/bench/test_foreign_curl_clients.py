@@ -4,23 +4,23 @@ against a local nginx started here (Python's http.server when there is no nginx)
 two URLs with every body's size checked (JSON: requests counted, errors 0, connections kept
 alive and reused); bad flags are one line and exit 2; a wrong size, a 404, a refused port and a
 server that stalls in the middle of a body are errors with exit 1, never a hang. No timing is
-asserted. argv[1]: the bin directory of this build. Run by ctest."""
+asserted. argv[1]: the bin directory of this build; then "galay_curl" when it is built (libcurl on
+galay's loop, run on each backend with the same checks). Run by ctest."""
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "harness"))
 import harness  # noqa: E402
-from foreign_runs import expect_usage, run  # noqa: E402
+from foreign_runs import Staller, expect_usage, run  # noqa: E402
 
 BIN = sys.argv[1]
-PROGRAMS = [os.path.join(BIN, "curl_multi_loop"), os.path.join(BIN, "curl_threads")]
+PROGRAMS = [[os.path.join(BIN, "curl_multi_loop")], [os.path.join(BIN, "curl_threads")]]
+if "galay_curl" in sys.argv[2:]:
+    PROGRAMS += [[os.path.join(BIN, "galay_curl"), "--backend", b] for b in ("io_uring", "epoll")]
 FIELDS = {"implementation", "transfers", "urls", "warmup_requests", "requests", "seconds",
           "requests_per_s", "client_cpu_s", "client_cpu_us_per_request", "total_requests",
           "connections_opened", "errors", "first_error"}
@@ -28,12 +28,12 @@ BODY = bytes(ord("a") + i % 26 for i in range(1000))
 
 
 for prog in PROGRAMS:
-    name = os.path.basename(prog)
+    name = os.path.basename(prog[0])
     for args, words in (([], "urls is required"), (["x", "--transfers", "0"], "--transfers"),
                         (["x", "--requests", "0"], "--requests"), (["x", "--bogus"], "--bogus"),
                         (["x", "--expect-bytes", "-1"], "--expect-bytes")):
-        expect_usage(name, [prog] + args, words)
-    r = run([prog, "--help"])
+        expect_usage(name, prog + args, words)
+    r = run(prog + ["--help"])
     assert r.returncode == 0 and "--transfers" in r.stdout, r
 print("test_foreign_curl_clients: bad flags ok")
 
@@ -41,22 +41,12 @@ print("test_foreign_curl_clients: bad flags ok")
 def start_server(prefix, root):
     """nginx (its files in `prefix`) or http.server serving `root` on a free port: (process,
     port, keeps_alive)."""
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
-                                      else None)
+    nginx = harness.nginx_binary()
     for _ in range(5):  # a free port may be taken by the time the server binds it
         port = harness.free_port()
         if nginx:
-            user = "user root;" if os.geteuid() == 0 else ""
-            conf = os.path.join(prefix, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(f"""{user} daemon off; master_process off; worker_processes 1;
-error_log {prefix}/error.log warn; pid {prefix}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fcgi;
-  uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;
-  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
-""")
+            conf = harness.nginx_static_conf(
+                prefix, f"server {{ listen 127.0.0.1:{port}; root {root}; }}")
             argv = [nginx, "-p", prefix, "-c", conf]
         else:
             argv = [sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", root, str(port)]
@@ -65,34 +55,6 @@ http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {prefi
             return p, port, nginx is not None
         harness.stop(p)
     raise AssertionError("no free port for the HTTP server after 5 attempts")
-
-
-class Staller:
-    """Answers every request with a 200 whose Content-Length is 1000 but sends 10 bytes of the
-    body, then holds the connection open until closed."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            c.recv(4096)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + BODY[:10])
-
-    def close(self):
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def check_run(argv, **want):
@@ -125,26 +87,26 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         urls = [f"http://127.0.0.1:{port}/a.txt", f"http://127.0.0.1:{port}/b.txt"]
         for prog in PROGRAMS:
-            name = os.path.basename(prog)
-            res = check_run([prog] + urls + ["--transfers", "8", "--requests", "400",
+            name = os.path.basename(prog[0])
+            res = check_run(prog + urls + ["--transfers", "8", "--requests", "400",
                                               "--warmup-requests", "40", "--expect-bytes", "1000"],
                             implementation=name, transfers=8, urls=2, requests=400,
                             total_requests=440, warmup_requests=40)
             if keeps_alive:  # one connection per transfer, reused for every request after
                 assert res["connections_opened"] == 8, res
             # More transfers than requests, no warm-up, any body size.
-            check_run([prog, urls[0], "--transfers", "20", "--requests", "5",
+            check_run(prog + [urls[0], "--transfers", "20", "--requests", "5",
                        "--warmup-requests", "0"], requests=5, total_requests=5)
             short = ["--transfers", "4", "--requests", "20", "--warmup-requests", "0"]
-            expect_errors([prog] + urls + short + ["--expect-bytes", "999"], 20,
+            expect_errors(prog + urls + short + ["--expect-bytes", "999"], 20,
                           "a body of 1000 bytes, expected 999")
-            expect_errors([prog, f"http://127.0.0.1:{port}/nope"] + short, 20, "HTTP status 404")
-            expect_errors([prog, "http://127.0.0.1:1/"] + short, 20, "127.0.0.1")
-            expect_errors([prog, f"http://127.0.0.1:{staller.port}/"] + short +
+            expect_errors(prog + [f"http://127.0.0.1:{port}/nope"] + short, 20, "HTTP status 404")
+            expect_errors(prog + ["http://127.0.0.1:1/"] + short, 20, "127.0.0.1")
+            expect_errors(prog + [f"http://127.0.0.1:{staller.port}/"] + short +
                           ["--timeout", "0.3"], 20, "imed out")
-            r = run([prog, urls[0], "--requests", "3", "--warmup-requests", "0"])
+            r = run(prog + [urls[0], "--requests", "3", "--warmup-requests", "0"])
             assert r.returncode == 0 and r.stdout.startswith(f"{name}: 3 requests in "), r
-            print(f"test_foreign_curl_clients: {name}: runs, wrong size, 404, refused, stalled ok")
+            print(f"test_foreign_curl_clients: {' '.join([name] + prog[1:])}: runs, wrong size, 404, refused, stalled ok")
     finally:
         staller.close()
         harness.stop(server)
