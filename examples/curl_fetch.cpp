@@ -59,7 +59,7 @@ Options parse(int argc, char** argv) {
                 "each within SECS seconds (default 30), and prints one line per URL:\n"
                 "  STATUS BYTES sha256=HEX URL\n"
                 "A failed URL (no response, a timeout, status >= 400) is one line on stderr;\n"
-                "the exit code is then 1.\n");
+                "the exit code is then 1. --help: this text.\n");
             std::exit(0);
         } else if (a == "--parallel") {
             o.parallel = number(a, value(), 1, 10000, "a number from 1 to 10000");

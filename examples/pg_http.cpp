@@ -54,7 +54,8 @@ Options parse(int argc, char** argv) {
                         "Serves GET /sum?a=INT&b=INT on 127.0.0.1:P (default 8080; 0: any free "
                         "port) with PostgreSQL's SELECT $1::int + $2::int.\n"
                         "  --conns N     libpq connections per worker (default 4)\n"
-                        "  --timeout MS  per query (default 5000)\n");
+                        "  --timeout MS  per query (default 5000)\n"
+                        "  --help        this text\n");
             std::exit(0);
         } else if (a == "--dsn") {
             o.dsn = value();
@@ -71,7 +72,7 @@ Options parse(int argc, char** argv) {
             if (!b) bad(a, "expected io_uring, epoll or auto");
             o.backend = *b;
         } else {
-            bad(a, "unknown argument");
+            bad(a, a.starts_with("-") ? "unknown option" : "unexpected argument");
         }
     }
     if (o.dsn.empty()) bad("--dsn", "missing");

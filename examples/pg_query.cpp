@@ -63,7 +63,8 @@ Options parse(int argc, char** argv) {
                 "libpq on galay's loop, and prints its rows tab-separated (NULL as \\N).\n"
                 "  --dsn DSN     libpq connection string or URI (required)\n"
                 "  --conns N     connections in the pool (default 1)\n"
-                "  --timeout MS  cancel the query after MS milliseconds (default: none)\n");
+                "  --timeout MS  cancel the query after MS milliseconds (default: none)\n"
+                "  --help        this text\n");
             std::exit(0);
         } else if (a == "--dsn") {
             o.dsn = value();

@@ -19,10 +19,12 @@ using namespace galay::test;
 
 namespace {
 
-/// Not programs a user runs: the GoogleTest binaries (`*_tests`, `*_test`), and
-/// header_example_runtime (the README's example compiled and run as a test, with no options).
+/// Not programs a user runs: the GoogleTest binaries (`*_tests`, `*_test`), and the docs'
+/// examples compiled and run as tests, with no options (header_example_runtime: the README's;
+/// guide_*: a guide page's).
 bool is_test_binary(const std::string& name) {
-    return name.ends_with("_tests") || name.ends_with("_test") || name == "header_example_runtime";
+    return name.ends_with("_tests") || name.ends_with("_test") ||
+           name == "header_example_runtime" || name.starts_with("guide_");
 }
 
 /// The executables of bin/, sorted.
