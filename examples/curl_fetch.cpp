@@ -8,10 +8,10 @@
 //   curl_fetch: URL: WHY
 // and the exit code is then 1. Exit 2 for a bad argument.
 #include "curl/curl_multi.hpp"
+#include "galay_cli_backend.hpp"
 
 #include <openssl/evp.h>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -28,61 +28,6 @@ struct Options {
     galay::Backend backend = galay::Backend::automatic;
     std::vector<std::string> urls;
 };
-
-[[noreturn]] void bad(const std::string& flag, const std::string& problem) {
-    std::fprintf(stderr, "curl_fetch: error: %s: %s (see --help)\n", flag.c_str(), problem.c_str());
-    std::exit(2);
-}
-
-template <class T>
-T number(const std::string& flag, const std::string& text, T lo, T hi, const char* range) {
-    T v{};
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
-        bad(flag, "'" + text + "' is not " + range);
-    return v;
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) bad(a, "needs a value");
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
-            std::printf(
-                "usage: curl_fetch [--parallel N] [--timeout SECS] [--cacert FILE] [--insecure]\n"
-                "                  [--backend io_uring|epoll|auto] URL...\n"
-                "Fetches every URL (GET) concurrently from one thread, N at a time (default 50),\n"
-                "each within SECS seconds (default 30), and prints one line per URL:\n"
-                "  STATUS BYTES sha256=HEX URL\n"
-                "A failed URL (no response, a timeout, status >= 400) is one line on stderr;\n"
-                "the exit code is then 1. --help: this text.\n");
-            std::exit(0);
-        } else if (a == "--parallel") {
-            o.parallel = number(a, value(), 1, 10000, "a number from 1 to 10000");
-        } else if (a == "--timeout") {
-            o.timeout =
-                number(a, value(), 0.001, 86400.0, "a number of seconds from 0.001 to 86400");
-        } else if (a == "--cacert") {
-            o.ca_file = value();
-        } else if (a == "--insecure") {
-            o.insecure = true;
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(value());
-            if (!b) bad(a, "expected io_uring, epoll or auto");
-            o.backend = *b;
-        } else if (a.size() > 1 && a[0] == '-') {
-            bad(a, "unknown option");
-        } else {
-            o.urls.push_back(a);
-        }
-    }
-    if (o.urls.empty()) bad("URL", "at least one is needed");
-    return o;
-}
 
 /// What came of one URL: its line for stdout, or why it failed.
 struct Outcome {
@@ -154,7 +99,25 @@ galay::Task<int> fetch_all(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    Options o;
+    CLI::App app{
+        "usage: curl_fetch [OPTIONS] URL...\nFetches every URL (GET) concurrently from one "
+        "thread and prints one line per URL, STATUS BYTES sha256=HEX URL, in the order "
+        "given. A failed URL (no response, a timeout, status >= 400) is one line on "
+        "stderr; the exit code is then 1.",
+        "curl_fetch"};
+    app.add_option("URL", o.urls, "the URLs to fetch")->required();
+    app.add_option("--parallel", o.parallel, "transfers at once")
+        ->check(galay::tools::whole(1, 10000))
+        ->capture_default_str();
+    app.add_option("--timeout", o.timeout, "seconds each transfer may take")
+        ->check(galay::tools::finite_range(0.001, 86400))
+        ->capture_default_str();
+    app.add_option("--cacert", o.ca_file, "CA certificates (PEM) to verify HTTPS peers with")
+        ->check(galay::tools::non_empty());
+    app.add_flag("--insecure", o.insecure, "do not verify HTTPS peers");
+    galay::tools::add_backend_flag(app, &o.backend);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "curl_fetch")) return *code;
     galay_curl::CurlGlobal global;
     if (!global.ok()) {
         std::fprintf(stderr, "curl_fetch: curl_global_init failed\n");

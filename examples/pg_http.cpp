@@ -6,9 +6,9 @@
 // 200 with the value; 400 when the server refuses the query (a bad number: its message); 404,
 // 405; 503 when the database cannot answer (down, timed out). Stops on SIGINT/SIGTERM. Exit
 // code: 0, 1 when the pools cannot connect at start or the port is taken, 2 for a bad argument.
+#include "galay_cli_backend.hpp"
 #include "pg_pool.hpp"
 
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -25,59 +25,6 @@ struct Options {
     long timeout_ms = 5000;
     galay::Backend backend = galay::Backend::automatic;
 };
-
-[[noreturn]] void bad(const std::string& flag, const std::string& problem) {
-    std::fprintf(stderr, "pg_http: error: %s: %s (see --help)\n", flag.c_str(), problem.c_str());
-    std::exit(2);
-}
-
-long number(const std::string& flag, std::string_view text, long min, long max) {
-    long v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max)
-        bad(flag, "'" + std::string(text) + "' is not a number in [" + std::to_string(min) + ", " +
-                      std::to_string(max) + "]");
-    return v;
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) bad(a, "needs a value");
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
-            std::printf("usage: pg_http --dsn DSN [--port P] [--workers N] [--conns N] "
-                        "[--timeout MS] [--backend io_uring|epoll|auto]\n"
-                        "Serves GET /sum?a=INT&b=INT on 127.0.0.1:P (default 8080; 0: any free "
-                        "port) with PostgreSQL's SELECT $1::int + $2::int.\n"
-                        "  --conns N     libpq connections per worker (default 4)\n"
-                        "  --timeout MS  per query (default 5000)\n"
-                        "  --help        this text\n");
-            std::exit(0);
-        } else if (a == "--dsn") {
-            o.dsn = value();
-        } else if (a == "--port") {
-            o.port = static_cast<int>(number(a, value(), 0, 65535));
-        } else if (a == "--workers") {
-            o.workers = static_cast<int>(number(a, value(), 1, 256));
-        } else if (a == "--conns") {
-            o.conns = static_cast<int>(number(a, value(), 1, 1000));
-        } else if (a == "--timeout") {
-            o.timeout_ms = number(a, value(), 1, 3'600'000);
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(value());
-            if (!b) bad(a, "expected io_uring, epoll or auto");
-            o.backend = *b;
-        } else {
-            bad(a, a.starts_with("-") ? "unknown option" : "unexpected argument");
-        }
-    }
-    if (o.dsn.empty()) bad("--dsn", "missing");
-    return o;
-}
 
 std::vector<std::optional<pg::Pool>> pools; // one per worker, used on its thread only
 
@@ -171,7 +118,27 @@ galay::Task<void> close_pool(std::size_t worker) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    Options o;
+    CLI::App app{"Serves GET /sum?a=INT&b=INT on 127.0.0.1 with PostgreSQL's SELECT $1::int + "
+                 "$2::int, through a pool of libpq connections per worker.",
+                 "pg_http"};
+    app.add_option("--dsn", o.dsn, "libpq connection string or URI")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any free port)")
+        ->check(galay::tools::whole(0, 65535))
+        ->capture_default_str();
+    app.add_option("--workers", o.workers, "worker threads")
+        ->check(galay::tools::whole(1, 256))
+        ->capture_default_str();
+    app.add_option("--conns", o.conns, "libpq connections per worker")
+        ->check(galay::tools::whole(1, 1000))
+        ->capture_default_str();
+    app.add_option("--timeout", o.timeout_ms, "per query, milliseconds")
+        ->check(galay::tools::whole(1, 3'600'000))
+        ->capture_default_str();
+    galay::tools::add_backend_flag(app, &o.backend);
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "pg_http")) return *code;
     auto stop = galay::signal({SIGINT, SIGTERM});
     galay::Runtime rt(
         {.workers = static_cast<unsigned>(o.workers), .scheduler = {.backend = o.backend}});
