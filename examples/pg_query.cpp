@@ -4,9 +4,9 @@
 //   ./pg_query --dsn "host=/run/postgresql dbname=app" 'SELECT $1::int + $2::int' 1 2     -> 3
 // Exit code: 0, 1 when the query or the connection fails (one line: "pg_query: <kind>:
 // <message>"), 2 for a bad argument.
+#include "galay_cli_backend.hpp"
 #include "pg_pool.hpp"
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,68 +23,6 @@ struct Options {
     std::string sql;
     std::vector<pg::Param> params;
 };
-
-[[noreturn]] void bad(const std::string& flag, const std::string& problem) {
-    std::fprintf(stderr, "pg_query: error: %s: %s (see --help)\n", flag.c_str(), problem.c_str());
-    std::exit(2);
-}
-
-long number(const std::string& flag, std::string_view text, long min) {
-    long v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < min)
-        bad(flag, "'" + std::string(text) + "' is not a number >= " + std::to_string(min));
-    return v;
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    bool have_sql = false, dash_dash = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) bad(a, "needs a value");
-            return argv[++i];
-        };
-        if (dash_dash || a.empty() || a[0] != '-' || a == "-") {
-            if (!have_sql) {
-                o.sql = a;
-                have_sql = true;
-            } else {
-                o.params.push_back(a == "\\N" ? pg::Param() : pg::Param(a));
-            }
-        } else if (a == "--") {
-            dash_dash = true;
-        } else if (a == "--help" || a == "-h") {
-            std::printf(
-                "usage: pg_query --dsn DSN [--conns N] [--timeout MS] [--backend "
-                "io_uring|epoll|auto] [--] SQL [PARAM...]\n"
-                "Runs SQL with PARAMs as $1, $2, ... (text; \\N is NULL) on PostgreSQL through "
-                "libpq on galay's loop, and prints its rows tab-separated (NULL as \\N).\n"
-                "  --dsn DSN     libpq connection string or URI (required)\n"
-                "  --conns N     connections in the pool (default 1)\n"
-                "  --timeout MS  cancel the query after MS milliseconds (default: none)\n"
-                "  --help        this text\n");
-            std::exit(0);
-        } else if (a == "--dsn") {
-            o.dsn = value();
-        } else if (a == "--conns") {
-            o.conns = static_cast<int>(number(a, value(), 1));
-            if (o.conns > 1000) bad(a, "at most 1000");
-        } else if (a == "--timeout") {
-            o.timeout_ms = number(a, value(), 1);
-        } else if (a == "--backend") {
-            auto b = galay::parse_backend(value());
-            if (!b) bad(a, "expected io_uring, epoll or auto");
-            o.backend = *b;
-        } else {
-            bad(a, "unknown option");
-        }
-    }
-    if (o.dsn.empty()) bad("--dsn", "missing");
-    if (!have_sql) bad("SQL", "missing");
-    return o;
-}
 
 int fail(const pg::Error& e) {
     std::fprintf(stderr, "pg_query: %s: %s\n", pg::kind_name(e.kind), e.message.c_str());
@@ -113,7 +51,26 @@ galay::Task<int> run(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+    Options o;
+    std::vector<std::string> words; // SQL, then its parameters
+    CLI::App app{"Runs SQL with PARAMs as $1, $2, ... (text; \\N is NULL) on PostgreSQL through "
+                 "libpq on galay's loop, and prints its rows tab-separated (NULL as \\N). A "
+                 "parameter that starts with '-' and is not a number goes after `--`.",
+                 "pg_query"};
+    app.add_option("--dsn", o.dsn, "libpq connection string or URI")
+        ->required()
+        ->check(galay::tools::non_empty());
+    app.add_option("--conns", o.conns, "connections in the pool")
+        ->check(galay::tools::whole(1, 1000))
+        ->capture_default_str();
+    app.add_option("--timeout", o.timeout_ms, "cancel the query after this many milliseconds")
+        ->check(galay::tools::whole(1, 3'600'000));
+    galay::tools::add_backend_flag(app, &o.backend);
+    app.add_option("SQL", words, "the query, then its parameters ($1, $2, ...)")->required();
+    if (auto code = galay::tools::parse_command_line(app, argc, argv, "pg_query")) return *code;
+    o.sql = words.front();
+    for (std::size_t i = 1; i < words.size(); ++i)
+        o.params.push_back(words[i] == "\\N" ? pg::Param() : pg::Param(words[i]));
     galay::Scheduler sched({.backend = o.backend});
     return sched.block_on(run(o));
 }
