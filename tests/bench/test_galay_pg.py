@@ -81,7 +81,9 @@ with pg:
         out, err = p.communicate(timeout=60)
         assert out.startswith("{"), (mode, p.returncode, out, err)
         res = json.loads(out)
-        assert p.returncode == 1 and res["errors"] >= 1 and res["connections_lost"] >= 4, \
+        # Every connection is cut; the queries it carried fail (exit 1), unless the cut fell
+        # between two of them on every connection (its queued queries then go to the new one).
+        assert res["connections_lost"] >= 4 and p.returncode == (1 if res["errors"] else 0), \
             (mode, res, err)
         assert res["queries"] > 0, res
     print("test_galay_pg: a restart mid-run: errors, then the pool goes on ok")
