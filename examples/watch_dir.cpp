@@ -197,8 +197,10 @@ int main(int argc, char** argv) {
         ->check(galay::tools::non_empty());
     app.add_option("--count", o.count, "stop after this many events (default: no limit)")
         ->check(galay::tools::whole(0, 1'000'000'000));
-    app.add_option("--idle-timeout", idle, "exit 1 after this many seconds without an event")
-        ->check(galay::tools::whole(1, 86400));
+    app.add_option("--idle-timeout", idle,
+                   "exit 1 after this many seconds without an event (0: never)")
+        ->check(galay::tools::whole(0, 86400))
+        ->capture_default_str();
     galay::tools::add_backend_flag(app, &o.backend);
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "watch_dir")) return *code;
     o.idle = std::chrono::seconds(idle);
