@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
         ->check(galay::tools::whole(1, 1000))
         ->capture_default_str();
     app.add_option("--timeout", o.timeout_ms, "cancel the query after this many milliseconds")
-        ->check(galay::tools::whole(1, 3'600'000));
+        ->check(galay::tools::whole(1, 30LL * 86400 * 1000)); // 30 days: no overflow as ns
     galay::tools::add_backend_flag(app, &o.backend);
     app.add_option("SQL", words, "the query, then its parameters ($1, $2, ...)")->required();
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "pg_query")) return *code;
