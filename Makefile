@@ -101,10 +101,12 @@ soak: deps
 bench: build
 	$(LEFTOVERS) $(PYTHON) bench/suite.py --bin build/release/bin
 
-# Build the libFuzzer targets (fuzz/, clang-16) and run each for a share of FUZZ_SECONDS.
+# Build the libFuzzer targets (fuzz/, clang-16) and run each for a share of FUZZ_SECONDS. Only
+# the targets and what they link: the preset's tree also knows the benchmark programs, which
+# nothing here runs.
 fuzz: deps-fuzz
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS)
+	cmake --build --preset fuzz -j $(JOBS) --target fuzz_targets
 	$(LEFTOVERS) fuzz/run.sh build/fuzz/bin $(FUZZ_SECONDS)
 
 # The API reference, from the comments of the public headers (docs/Doxyfile), in
