@@ -1,5 +1,6 @@
 // examples/mini_redis in-process: a command handler that throws (on the connection's shard and on
-// another worker's), and the request parser's work on a request that arrives a byte at a time.
+// another worker's), the drain of idle connections, expiry, and the request parser's work on a
+// request that arrives a byte at a time.
 // The protocol against redis-server, the faults and the real clients are in tests/mini_redis/.
 #include "mini_redis/resp.hpp"
 #include "mini_redis/server.hpp"
@@ -85,7 +86,7 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
     o.extra_commands = {{"boom", 2, mini_redis::Route::key, boom},
                         {"boomhere", 1, mini_redis::Route::here, nullptr, boom_here}};
     galay::Runtime rt(rt_options(2));
-    auto server = std::make_shared<mini_redis::Server>(std::move(o));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
     auto listening = mini_redis::start(rt, server);
     ASSERT_TRUE(listening) << listening.error().message();
     // A key of each shard: whichever worker took the connection, one runs there and one on the
@@ -93,7 +94,7 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
     std::string keys[2];
     for (int i = 0; keys[0].empty() || keys[1].empty(); ++i) {
         const std::string k = "key" + std::to_string(i);
-        keys[server->keyspace.shard_of(k)] = k;
+        keys[mini_redis::shard_of(k, 2)] = k;
     }
     {
         Client c(server->options.port), other(server->options.port);
@@ -110,9 +111,29 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
         EXPECT_EQ(c.line(), "+PONG\r\n");
         EXPECT_EQ(other.call(request({"GET", keys[0]})), "$1\r\n");
     }
-    server->draining = true;
     const std::size_t cut = rt.block_on(listening->drain(std::chrono::steady_clock::now() + 5s));
     EXPECT_EQ(cut, 0u);
+    rt.shutdown();
+}
+
+TEST_P(MiniRedis, TheDrainClosesConnectionsWaitingForARequestAtOnce) {
+    // Each connection waits for its next request in galay::idle: the drain closes it there at
+    // once and cuts none. (Without it the drain would wait a minute and then cut all three.)
+    mini_redis::Options o;
+    o.port = 0;
+    o.workers = 2;
+    o.backend = GetParam();
+    galay::Runtime rt(rt_options(2));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
+    auto listening = mini_redis::start(rt, server);
+    ASSERT_TRUE(listening) << listening.error().message();
+    Client a(server->options.port), b(server->options.port), c(server->options.port);
+    for (Client* x : {&a, &b, &c})
+        EXPECT_EQ(x->call(request({"SET", "k", "v"})), "+OK\r\n");
+    const std::size_t cut = rt.block_on(listening->drain(std::chrono::steady_clock::now() + 60s));
+    EXPECT_EQ(cut, 0u);
+    for (Client* x : {&a, &b, &c})
+        EXPECT_THROW(x->line(), std::runtime_error) << "still open after the drain";
     rt.shutdown();
 }
 
@@ -126,7 +147,7 @@ TEST_P(MiniRedis, KeysExpireLazilyAndPeriodicallyOnThePausedClock) {
     galay::RuntimeOptions ro = rt_options(1);
     ro.scheduler.paused_clock = true;
     galay::Runtime rt(ro);
-    auto server = std::make_shared<mini_redis::Server>(std::move(o));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
     auto listening = mini_redis::start(rt, server);
     ASSERT_TRUE(listening) << listening.error().message();
     {
@@ -153,7 +174,6 @@ TEST_P(MiniRedis, KeysExpireLazilyAndPeriodicallyOnThePausedClock) {
         EXPECT_EQ(size, ":1\r\n");
         EXPECT_EQ(c.call(request({"EXISTS", "kept", "unread"})), ":1\r\n");
     }
-    server->draining = true;
     (void)rt.block_on(listening->drain(std::chrono::steady_clock::now() + 5s));
     rt.shutdown();
 }
