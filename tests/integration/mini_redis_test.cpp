@@ -2,6 +2,7 @@
 // another worker's), the drain of idle connections, expiry, and the request parser's work on a
 // request that arrives a byte at a time.
 // The protocol against redis-server, the faults and the real clients are in tests/mini_redis/.
+#include "mini_redis/flat_map.hpp"
 #include "mini_redis/resp.hpp"
 #include "mini_redis/server.hpp"
 #include "support/backends.hpp"
@@ -12,8 +13,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 using namespace std::chrono_literals;
 
@@ -206,3 +209,37 @@ TEST(MiniRedisParser, ABulkLengthOverTheLimitIsRefusedFromItsLine) {
 }
 
 } // namespace
+
+TEST(MiniRedisFlatMap, AgreesWithUnorderedMapThroughInsertsErasesAndGrowth) {
+    // Random inserts, updates and erases over few keys (long probe runs, erases in the middle of
+    // them, the array growing) give the same contents as std::unordered_map after every step.
+    mini_redis::FlatMap<int> map;
+    std::unordered_map<std::string, int> expected;
+    std::minstd_rand rng(7);
+    for (int step = 0; step < 200'000; ++step) {
+        const std::string key = "k" + std::to_string(rng() % (step < 100'000 ? 3'000 : 50));
+        switch (rng() % 3) {
+        case 0:
+        case 1: {
+            auto [v, made] = map.try_emplace(key);
+            ASSERT_EQ(made, !expected.contains(key)) << key;
+            *v = step;
+            expected[key] = step;
+            break;
+        }
+        default:
+            ASSERT_EQ(map.erase(key), expected.erase(key) == 1) << key;
+        }
+        ASSERT_EQ(map.size(), expected.size());
+        if (step % 997 == 0)
+            for (const auto& [k, v] : expected) {
+                const int* got = map.find(k);
+                ASSERT_NE(got, nullptr) << k;
+                ASSERT_EQ(*got, v) << k;
+            }
+        ASSERT_EQ(map.find("absent") == nullptr, true);
+    }
+    map.clear();
+    EXPECT_EQ(map.size(), 0u);
+    EXPECT_EQ(map.find("k1"), nullptr);
+}
