@@ -211,13 +211,16 @@ TEST(MiniRedisParser, ABulkLengthOverTheLimitIsRefusedFromItsLine) {
 } // namespace
 
 TEST(MiniRedisFlatMap, AgreesWithUnorderedMapThroughInsertsErasesAndGrowth) {
-    // Random inserts, updates and erases over few keys (long probe runs, erases in the middle of
-    // them, the array growing) give the same contents as std::unordered_map after every step.
+    // Random inserts, updates and erases over few keys, short and long (long probe runs, erases
+    // in the middle of them, the array growing) give the same contents as std::unordered_map after
+    // every step.
     mini_redis::FlatMap<int> map;
     std::unordered_map<std::string, int> expected;
     std::minstd_rand rng(7);
     for (int step = 0; step < 200'000; ++step) {
-        const std::string key = "k" + std::to_string(rng() % (step < 100'000 ? 3'000 : 50));
+        // Short keys (kept in the slot) and long ones (a block of their own).
+        const std::string key = (rng() % 2 ? "k" : "a key longer than the slot keeps:") +
+                                std::to_string(rng() % (step < 100'000 ? 3'000 : 50));
         switch (rng() % 3) {
         case 0:
         case 1: {
