@@ -94,8 +94,12 @@ galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
         if (status == RequestParser::Status::complete) continue;
         // At rest between requests: galay::idle lets a draining server close the connection
         // here at once (the wait ends with operation_canceled), and only here.
-        auto received = co_await galay::idle(reader.fill());
-        if (!received || *received == 0) co_return;
+        // recv_pooled: on io_uring one multishot receive stays armed for the connection, so a
+        // request costs no submission to wait for it; the bytes are copied behind the ones
+        // buffered (a request can span receives).
+        auto received = co_await galay::idle(conn.recv_pooled());
+        if (!received || received->empty()) co_return;
+        if (!reader.append({received->data(), received->size()})) co_return; // past the limit
     }
 }
 
