@@ -4,8 +4,9 @@
 // (at most a 512 MiB bulk string, refused from its length line before it is read). Writing: once
 // `flush_at` bytes of replies wait, they are sent before the next request is run, and the loop
 // reads nothing more until the client has taken them, so a client that never reads its replies
-// holds one batch of replies and stops being served (the kernel's socket buffers fill); the
-// other connections of its worker go on.
+// holds one batch of replies and stops being served (the kernel's socket buffers fill; on
+// io_uring its armed receive first holds a bounded share of the worker's receive pool, at most
+// 8 x 64 KiB by default); the other connections of its worker go on.
 #include "mini_redis/connection.hpp"
 
 #include <algorithm>
