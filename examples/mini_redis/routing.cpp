@@ -14,11 +14,10 @@
 namespace mini_redis {
 namespace {
 
-/// One shard's part of a multi-key command: the keys (and values, for MSET) it owns, copied:
-/// the shard's worker reads them while this connection's buffer may already hold other bytes.
+/// One shard's part of a multi-key command: the keys (and values, for MSET) it owns.
 struct Part {
-    std::vector<std::string> args;
-    std::vector<std::size_t> index; // where each key was in the request
+    std::vector<std::string_view> args; // views into the request
+    std::vector<std::size_t> index;     // where each key was in the request
 };
 
 /// What one shard answers for its part: a count (DEL, EXISTS) or values (MGET).
@@ -84,7 +83,7 @@ std::vector<Part> split(unsigned shards, const Command* cmd, Args a) {
         Part& p = parts[shard_of(a[i], shards)];
         p.index.push_back(i);
         for (std::size_t k = 0; k < step; ++k)
-            p.args.emplace_back(a[i + k]);
+            p.args.push_back(a[i + k]);
     }
     return parts;
 }
@@ -124,22 +123,9 @@ bool run_here(Server& server, Shard& here, const Command* cmd, Args a, Replies& 
         if (shard_of(a[1], shards) != here.index) return false;
         cmd->on_key(here.store, a, out);
         return true;
-    case Route::keys:
-    case Route::pairs: {
-        const std::size_t step = cmd->route == Route::pairs ? 2 : 1;
-        for (std::size_t i = 1; i < a.size(); i += step)
-            if (shard_of(a[i], shards) != here.index) return false;
-        std::vector<PartResult> results{run_part(cmd->name, here.store, a.subspan(1))};
-        std::vector<Part> parts(1);
-        for (std::size_t i = 1; i < a.size(); i += step)
-            parts[0].index.push_back(i);
-        write_parts(cmd, a, results, parts, out);
-        return true;
-    }
-    case Route::all: // every shard, even with one: run_anywhere
+    default: // several keys, or every shard: run_anywhere
         return false;
     }
-    return false;
 }
 
 galay::Task<void> run_anywhere(Server& server, Shard& here, const Command* cmd, Args a,
@@ -169,13 +155,15 @@ galay::Task<void> run_anywhere(Server& server, Shard& here, const Command* cmd, 
         std::vector<PartResult> results(parts.size());
         for (unsigned s = 0; s < parts.size(); ++s) {
             if (parts[s].index.empty()) continue;
-            if (s == here.index) { // this worker's part: no copies needed, no message
-                std::vector<std::string_view> views(parts[s].args.begin(), parts[s].args.end());
-                results[s] = run_part(cmd->name, here.store, views);
+            if (s == here.index) { // this worker's part: no copies, no message
+                results[s] = run_part(cmd->name, here.store, parts[s].args);
                 continue;
             }
+            // Another shard's part travels as copies: that worker reads them while this
+            // connection's buffer may already hold other bytes.
             auto call = keyspace.invoke_on(
-                s, [name = cmd->name, args = std::move(parts[s].args)](Shard& sh) {
+                s, [name = cmd->name, args = std::vector<std::string>(
+                                          parts[s].args.begin(), parts[s].args.end())](Shard& sh) {
                     std::vector<std::string_view> views(args.begin(), args.end());
                     return run_part(name, sh.store, views);
                 });
