@@ -65,7 +65,7 @@ void set(Store& s, Args a, Replies& out) {
     const bool exists = s.find(a[1]) != nullptr;
     if ((nx && exists) || (xx && !exists)) return out.null();
     Store::Entry& e = s.set(a[1], a[2]);
-    s.set_deadline(e, deadline);
+    s.set_deadline(a[1], e, deadline);
     out.simple("OK");
 }
 
@@ -135,7 +135,7 @@ void expire_in(Store& s, Args a, Replies& out, bool seconds) {
     if (when <= now)
         s.erase(a[1]); // a deadline already past deletes the key
     else
-        s.set_deadline(*e, when);
+        s.set_deadline(a[1], *e, when);
     out.integer(1);
 }
 
@@ -166,7 +166,7 @@ void pttl(Store& s, Args a, Replies& out) {
 void persist(Store& s, Args a, Replies& out) {
     Store::Entry* e = s.find(a[1]);
     const bool had = e != nullptr && e->deadline != 0;
-    if (had) s.set_deadline(*e, 0);
+    if (had) s.set_deadline(a[1], *e, 0);
     out.integer(had ? 1 : 0);
 }
 

@@ -4,8 +4,8 @@
 // MSET) is split: each shard runs the part for its keys, and the connection puts the answers
 // together in the order of the keys. Each part is atomic on its shard; the whole is not when
 // the keys are on different shards (another client can see an MSET half done, or an MGET can
-// read one shard before and another after a write). DBSIZE and FLUSHALL visit every shard in
-// turn, with the same caveat. With one worker (one shard) every command is atomic, as in Redis.
+// read one shard before and another after a write). DBSIZE and FLUSHALL visit every shard at
+// once, with the same caveat. With one worker (one shard) every command is atomic, as in Redis.
 #pragma once
 
 #include "mini_redis/keyspace.hpp"
@@ -49,10 +49,12 @@ std::span<const Command> builtin_commands() noexcept;
 const Command* find_command(std::string_view name, std::span<const Command> extra) noexcept;
 
 /// Run the command in `args` when everything it touches is on this worker, writing its reply:
-/// true. False when it needs another shard: co_await run_anywhere() instead. Sets `quit` for QUIT.
-bool run_here(Server& server, const Command* cmd, Args args, Replies& out);
+/// true. False when it needs another shard: co_await run_anywhere() instead. `here`: the shard of
+/// the calling worker.
+bool run_here(Server& server, Shard& here, const Command* cmd, Args args, Replies& out);
 /// Run the command in `args`, asking other shards for their part.
-galay::Task<void> run_anywhere(Server& server, const Command* cmd, Args args, Replies& out);
+galay::Task<void> run_anywhere(Server& server, Shard& here, const Command* cmd, Args args,
+                               Replies& out);
 /// The reply to a request naming no command we know, or with the wrong number of arguments;
 /// null when `cmd` can run with `args`.
 bool reject(const Command* cmd, Args args, Replies& out);

@@ -4,10 +4,12 @@
 // (at most a 512 MiB bulk string, refused from its length line before it is read). Writing: once
 // `flush_at` bytes of replies wait, they are sent before the next request is run, and the loop
 // reads nothing more until the client has taken them, so a client that never reads its replies
-// holds one batch of replies and stops being served (the kernel's socket buffers fill); the
-// other connections of its worker go on.
+// holds one batch of replies and stops being served (the kernel's socket buffers fill; on
+// io_uring its armed receive first holds a bounded share of the worker's receive pool, at most
+// 8 x 64 KiB by default); the other connections of its worker go on.
 #include "mini_redis/connection.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace mini_redis {
@@ -29,29 +31,24 @@ public:
     std::string spill;
 };
 
-/// Counts a connection among the open ones while it lives.
+/// Counts a connection among its shard's open ones while it lives.
 struct Open {
-    explicit Open(std::atomic<std::uint64_t>& n) noexcept
-        : open(n)
-        , before(n.fetch_add(1, std::memory_order_relaxed)) {}
-    ~Open() { open.fetch_sub(1, std::memory_order_relaxed); }
-    std::atomic<std::uint64_t>& open;
-    std::uint64_t before; // open connections when this one came
+    explicit Open(Stats& s) noexcept
+        : stats(s) {
+        ++stats.connections;
+        ++stats.open;
+    }
+    ~Open() { --stats.open; }
+    Stats& stats;
 };
 
 } // namespace
 
 galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
-    WorkerStats& stats = server.local_stats();
-    WorkerStats::add(stats.connections);
-    const Open open(server.open);
-    if (open.before >= server.options.max_connections) {
-        WorkerStats::add(stats.rejected);
-        auto sent =
-            co_await conn.send_all(std::string_view("-ERR max number of clients reached\r\n"));
-        (void)sent;
-        co_return;
-    }
+    // The connection stays on the worker that accepted it: this worker's shard, for its life.
+    Shard& shard = server.keyspace.local();
+    Stats& stats = shard.stats;
+    const Open open(stats);
     // A request must fit in the reader: the largest bulk string and its length lines.
     galay::io::BufReader reader(conn, kMaxBulk + 4 * kMaxLine);
     Output output(conn, server.options.flush_at);
@@ -60,18 +57,18 @@ galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
     for (;;) {
         const std::uint64_t scanned = parser.bytes_scanned();
         const RequestParser::Status status = parser.parse(reader.buffered());
-        WorkerStats::add(stats.parser_bytes, parser.bytes_scanned() - scanned);
+        stats.parser_bytes += parser.bytes_scanned() - scanned;
         bool close = status == RequestParser::Status::error;
         if (close) {
             out.error(parser.error()); // as Redis: answer, then close
         } else if (status == RequestParser::Status::complete) {
             const Args args = parser.args(); // views into the reader's buffer
             if (!args.empty()) {
-                WorkerStats::add(stats.commands);
+                ++stats.commands;
                 const Command* cmd = find_command(args[0], server.options.extra_commands);
                 try {
-                    if (!reject(cmd, args, out) && !run_here(server, cmd, args, out))
-                        co_await run_anywhere(server, cmd, args, out); // another shard's keys
+                    if (!reject(cmd, args, out) && !run_here(server, shard, cmd, args, out))
+                        co_await run_anywhere(server, shard, cmd, args, out); // other shards
                 } catch (const std::exception& e) {
                     // A command that throws (here or on its shard) answers an error: the
                     // connection and the server go on. (A command writes its reply last.)
@@ -79,8 +76,8 @@ galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
                 }
                 close = cmd != nullptr && cmd->name == "quit";
             }
-            WorkerStats::peak(stats.max_input, reader.buffered().size());
-            WorkerStats::peak(stats.max_output, output.pending());
+            stats.max_input = std::max<std::uint64_t>(stats.max_input, reader.buffered().size());
+            stats.max_output = std::max<std::uint64_t>(stats.max_output, output.pending());
             reader.consume(parser.size());
             parser.reset();
             // Pipelining: run the next request already received before sending anything,
@@ -96,10 +93,14 @@ galay::Task<void> serve_connection(Server& server, galay::TcpStream conn) {
         auto flushed = co_await output.writer.flush();
         if (!flushed || close) co_return;
         if (status == RequestParser::Status::complete) continue;
-        // Between requests: where a draining server lets a connection go.
-        if (server.draining.load(std::memory_order_relaxed) && reader.buffered().empty()) co_return;
-        auto received = co_await reader.fill();
-        if (!received || *received == 0) co_return;
+        // At rest between requests: galay::idle lets a draining server close the connection
+        // here at once (the wait ends with operation_canceled), and only here.
+        // recv_pooled: on io_uring one multishot receive stays armed for the connection, so a
+        // request costs no submission to wait for it; the bytes are copied behind the ones
+        // buffered (a request can span receives).
+        auto received = co_await galay::idle(conn.recv_pooled());
+        if (!received || received->empty()) co_return;
+        if (!reader.append({received->data(), received->size()})) co_return; // past the limit
     }
 }
 

@@ -1,62 +1,67 @@
-// mini_redis/keyspace.hpp: the keyspace split over the workers of a Runtime, one Store each.
+// mini_redis/keyspace.hpp: the keyspace split over the workers: a galay::Sharded<Shard>.
 //
-// Thread per core: worker i owns shard i, and only worker i touches it. A key lives on the
-// shard its hash picks, so every command on one key runs on one worker, in the order the
-// commands reach it: no lock anywhere. A connection (on whatever worker accepted it) runs a
-// command on its own shard directly; for a key of another shard it asks that shard's worker to
-// run the command and waits for the answer (`on`), while its own worker serves other
-// connections meanwhile.
-//
-// This class is the example's own cross-worker path, built on spawn_on: galay::Sharded<T> and
-// Runtime::invoke_on are the library's form of the same thing and will replace it.
+// Thread per core: worker i owns shard i (its keys, its counters, its expiry task), and only
+// worker i touches it: no lock, no atomic anywhere. A key lives on the shard its hash picks, so
+// every command on one key runs on one worker, in the order the commands reach it. A connection
+// (on whatever worker accepted it) runs a command on its own worker's shard directly; for a key of
+// another shard it asks that shard's worker with `keyspace.invoke_on(i, fn)`: a message to worker
+// i, which runs `fn(shard)` between its own tasks, and the answer back; the connection's worker
+// serves its other connections meanwhile. What the whole server needs (DBSIZE, INFO) is a
+// `map_reduce` over the shards.
 #pragma once
 
 #include "mini_redis/store.hpp"
 
 #include <galay/galay.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
-#include <memory>
 #include <string_view>
-#include <type_traits>
-#include <vector>
 
 namespace mini_redis {
 
-class Keyspace {
+/// One worker's counters: plain integers, written only by that worker and added up across the
+/// shards by `totals()` when someone asks (INFO, the summary at exit).
+struct Stats {
+    std::uint64_t commands = 0, connections = 0, open = 0, rejected = 0;
+    std::uint64_t parser_bytes = 0; ///< bytes the request parsers scanned
+    /// The most bytes one connection held: replies not yet sent, requests not yet run.
+    std::uint64_t max_output = 0, max_input = 0;
+    std::size_t keys = 0, with_deadline = 0; ///< filled in by totals()
+
+    Stats& operator+=(const Stats& o) noexcept;
+};
+
+/// Worker i's part of the server, made on worker i by galay::Sharded (which keeps it at one
+/// address until stop(): the expiry task refers to it).
+class Shard {
 public:
-    /// `shards` stores, shard i for worker i of the runtime that serves them.
-    explicit Keyspace(unsigned shards) {
-        for (unsigned i = 0; i < shards; ++i)
-            stores_.push_back(std::make_unique<Store>());
-    }
+    /// Starts this worker's periodic expiry (store.hpp).
+    Shard();
+    Shard(const Shard&) = delete;
+    Shard& operator=(const Shard&) = delete;
+    /// Ends the expiry task: Sharded::stop() calls it on this worker before destroying the shard.
+    galay::Task<void> stop();
 
-    unsigned shards() const noexcept { return static_cast<unsigned>(stores_.size()); }
-    /// The shard that owns `key`.
-    unsigned shard_of(std::string_view key) const noexcept {
-        return shards() == 1 ? 0
-                             : static_cast<unsigned>(std::hash<std::string_view>{}(key) % shards());
-    }
-    /// The shard of the calling worker.
-    static unsigned here() noexcept { return static_cast<unsigned>(galay::this_worker()); }
-    /// The calling worker's store (from a task on a worker of the runtime).
-    Store& local() noexcept { return *stores_[here()]; }
-
-    /// Run `fn(store)` on shard `shard`'s worker and give back its result (or rethrow what it
-    /// threw). `fn` must own everything it uses: if the caller is cancelled while waiting, `fn`
-    /// still runs to its end on the other worker, after the caller's memory is gone.
-    template <class F>
-    galay::Task<std::invoke_result_t<F&, Store&>> on(unsigned shard, F fn) {
-        co_return co_await galay::spawn_on(shard, call(std::move(fn), stores_[shard].get()));
-    }
+    const unsigned index; ///< the worker it belongs to
+    Store store;
+    Stats stats;
 
 private:
-    template <class F>
-    static galay::Task<std::invoke_result_t<F&, Store&>> call(F fn, Store* store) {
-        co_return fn(*store);
-    }
-
-    std::vector<std::unique_ptr<Store>> stores_;
+    galay::JoinHandle<void> expiry_;
 };
+
+using Keyspace = galay::Sharded<Shard>;
+
+/// The shard that owns `key`, among `shards`.
+inline unsigned shard_of(std::string_view key, unsigned shards) noexcept {
+    return shards == 1 ? 0 : static_cast<unsigned>(std::hash<std::string_view>{}(key) % shards);
+}
+
+/// Every shard's counters and sizes added up (maxima for the max_ fields), all shards at once;
+/// `flush` first deletes every key (FLUSHALL). Each shard is read atomically, the whole is not a
+/// snapshot: a shard may be read before a write and another after it.
+galay::Task<Stats> totals(Keyspace& keyspace, bool flush = false);
 
 } // namespace mini_redis

@@ -4,11 +4,11 @@
 //   mini_redis [--port P] [--workers N] [--backend io_uring|epoll|auto] [--max-connections N]
 //   mini_redis --port 6380 --workers 2      then: redis-cli -p 6380 set k v
 //
-// What to read, in order: resp.hpp (the protocol), store.hpp (one shard of keys), keyspace.hpp
-// (a shard per worker, and how a connection asks another worker), commands.hpp (the commands
-// and what is atomic), routing.cpp (which shard runs them), connection.cpp (pipelining, bounded
-// memory), this file (the runtime, signals, draining). README.md in this folder says what it leaves
-// out.
+// What to read, in order: resp.hpp (the protocol), store.hpp (one shard's keys), keyspace.hpp
+// (galay::Sharded: a shard per worker, and how a connection asks another worker), commands.hpp
+// (the commands and what is atomic), routing.cpp (which shard runs them), connection.cpp
+// (pipelining, bounded memory, galay::idle), server.cpp (serve() and the connection limit), this
+// file (the runtime, signals, draining). README.md in this folder says what it leaves out.
 //
 // It listens on 127.0.0.1 (it has no authentication). Port 0 takes a free port; the
 // "listening on" line gives the real one. SIGINT or SIGTERM: it stops accepting, lets each
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
         ro.workers = options.workers;
         ro.scheduler.backend = options.backend;
         galay::Runtime rt(ro); // worker i owns shard i of the keys
-        auto server = std::make_shared<mini_redis::Server>(std::move(options));
+        auto server = std::make_shared<mini_redis::Server>(rt, std::move(options));
         auto listening = mini_redis::start(rt, server);
         if (!listening) {
             std::fprintf(stderr, "mini_redis: cannot listen on 127.0.0.1:%u: %s\n",
@@ -85,23 +85,22 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
 
         const galay::Result<int> sig = rt.block_on(galay::as_task(std::move(stop)));
-        // Drain: no new connections; each open one finishes the requests it has received and
-        // closes at its next request boundary; what is still open after a second is cut.
-        server->draining = true;
+        // Drain: no new connections; the ones waiting for a request close at once, the others
+        // after the requests they have received; what is still open after a second is cut.
         const std::size_t cut =
             rt.block_on(listening->drain(std::chrono::steady_clock::now() + 1s));
+        const mini_redis::Stats total = rt.block_on(mini_redis::totals(server->keyspace));
+        rt.block_on(server->keyspace.stop()); // each shard ends its expiry, on its own worker
         rt.shutdown();
-        std::fprintf(
-            stderr,
-            "mini_redis: %s: %llu commands on %llu connections, %llu refused, %zu cut "
-            "by the drain\n",
-            !sig             ? "stopped"
-            : *sig == SIGINT ? "SIGINT"
-                             : "SIGTERM",
-            static_cast<unsigned long long>(server->total(&mini_redis::WorkerStats::commands)),
-            static_cast<unsigned long long>(server->total(&mini_redis::WorkerStats::connections)),
-            static_cast<unsigned long long>(server->total(&mini_redis::WorkerStats::rejected)),
-            cut);
+        std::fprintf(stderr,
+                     "mini_redis: %s: %llu commands on %llu connections, %llu refused, %zu cut "
+                     "by the drain\n",
+                     !sig             ? "stopped"
+                     : *sig == SIGINT ? "SIGINT"
+                                      : "SIGTERM",
+                     static_cast<unsigned long long>(total.commands),
+                     static_cast<unsigned long long>(total.connections),
+                     static_cast<unsigned long long>(total.rejected), cut);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "mini_redis: %s\n", e.what());
         return 1;

@@ -1,6 +1,6 @@
 // mini_redis/routing.cpp: where a command runs: on the connection's own shard when everything it
-// touches is there, else on the shards that own its keys, each asked in turn (see commands.hpp for
-// what is atomic).
+// touches is there, else on the shards that own its keys, asked through the keyspace's invoke_on
+// (see commands.hpp for what is atomic).
 #include "mini_redis/server.hpp"
 
 #include <unistd.h>
@@ -14,11 +14,10 @@
 namespace mini_redis {
 namespace {
 
-/// One shard's part of a multi-key command: the keys (and values, for MSET) it owns, copied so
-/// that the shard's worker can read them whatever happens to the connection meanwhile.
+/// One shard's part of a multi-key command: the keys (and values, for MSET) it owns.
 struct Part {
-    std::vector<std::string> args;
-    std::vector<std::size_t> index; // where each key was in the request
+    std::vector<std::string_view> args; // views into the request
+    std::vector<std::size_t> index;     // where each key was in the request
 };
 
 /// What one shard answers for its part: a count (DEL, EXISTS) or values (MGET).
@@ -48,17 +47,8 @@ PartResult run_part(std::string_view name, Store& s, Args args) {
     return r;
 }
 
-/// What one shard answers for DBSIZE, FLUSHALL and INFO.
-struct ShardSize {
-    std::size_t keys = 0, with_deadline = 0;
-};
-
-ShardSize run_all(std::string_view name, Store& s) {
-    if (name == "flushall") s.clear();
-    return {s.size(), s.with_deadline()};
-}
-
-void write_all(Server& server, std::string_view name, ShardSize total, Replies& out) {
+/// DBSIZE, FLUSHALL and INFO, from the totals of every shard.
+void write_all(const Server& server, std::string_view name, const Stats& total, Replies& out) {
     if (name == "dbsize") return out.integer(static_cast<long long>(total.keys));
     if (name == "flushall") return out.simple("OK");
     // INFO [section...]: every section, whatever is asked.
@@ -71,18 +61,14 @@ void write_all(Server& server, std::string_view name, ShardSize total, Replies& 
         "\r\ntcp_port:" + std::to_string(server.options.port) + "\r\nuptime_in_seconds:" +
         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(up).count()) +
         "\r\nworkers:" + std::to_string(server.options.workers) +
-        "\r\n\r\n# Clients\r\nconnected_clients:" + std::to_string(server.open.load()) +
+        "\r\n\r\n# Clients\r\nconnected_clients:" + std::to_string(total.open) +
         "\r\nmaxclients:" + std::to_string(server.options.max_connections) +
-        "\r\nclient_recent_max_input_buffer:" +
-        std::to_string(server.largest(&WorkerStats::max_input)) +
-        "\r\nclient_recent_max_output_buffer:" +
-        std::to_string(server.largest(&WorkerStats::max_output)) +
-        "\r\n\r\n# Stats\r\ntotal_connections_received:" +
-        std::to_string(server.total(&WorkerStats::connections)) +
-        "\r\ntotal_commands_processed:" + std::to_string(server.total(&WorkerStats::commands)) +
-        "\r\nrejected_connections:" + std::to_string(server.total(&WorkerStats::rejected)) +
-        "\r\nparser_bytes_scanned:" + std::to_string(server.total(&WorkerStats::parser_bytes)) +
-        "\r\n\r\n# Keyspace\r\n";
+        "\r\nclient_recent_max_input_buffer:" + std::to_string(total.max_input) +
+        "\r\nclient_recent_max_output_buffer:" + std::to_string(total.max_output) +
+        "\r\n\r\n# Stats\r\ntotal_connections_received:" + std::to_string(total.connections) +
+        "\r\ntotal_commands_processed:" + std::to_string(total.commands) +
+        "\r\nrejected_connections:" + std::to_string(total.rejected) +
+        "\r\nparser_bytes_scanned:" + std::to_string(total.parser_bytes) + "\r\n\r\n# Keyspace\r\n";
     if (total.keys > 0)
         text += "db0:keys=" + std::to_string(total.keys) +
                 ",expires=" + std::to_string(total.with_deadline) + ",avg_ttl=0\r\n";
@@ -90,14 +76,14 @@ void write_all(Server& server, std::string_view name, ShardSize total, Replies& 
 }
 
 /// Which arguments are keys (with their values, for MSET), split by shard.
-std::vector<Part> split(const Keyspace& ks, const Command* cmd, Args a) {
-    std::vector<Part> parts(ks.shards());
+std::vector<Part> split(unsigned shards, const Command* cmd, Args a) {
+    std::vector<Part> parts(shards);
     const std::size_t step = cmd->route == Route::pairs ? 2 : 1;
     for (std::size_t i = 1; i + step - 1 < a.size(); i += step) {
-        Part& p = parts[ks.shard_of(a[i])];
+        Part& p = parts[shard_of(a[i], shards)];
         p.index.push_back(i);
         for (std::size_t k = 0; k < step; ++k)
-            p.args.emplace_back(a[i + k]);
+            p.args.push_back(a[i + k]);
     }
     return parts;
 }
@@ -127,71 +113,61 @@ void write_parts(const Command* cmd, Args a, std::vector<PartResult>& results,
 
 } // namespace
 
-bool run_here(Server& server, const Command* cmd, Args a, Replies& out) {
-    Keyspace& ks = server.keyspace;
-    const unsigned here = Keyspace::here();
+bool run_here(Server& server, Shard& here, const Command* cmd, Args a, Replies& out) {
+    const unsigned shards = server.keyspace.size();
     switch (cmd->route) {
     case Route::here:
         cmd->here(server, a, out);
         return true;
     case Route::key:
-        if (ks.shard_of(a[1]) != here) return false;
-        cmd->on_key(ks.local(), a, out);
+        if (shard_of(a[1], shards) != here.index) return false;
+        cmd->on_key(here.store, a, out);
         return true;
-    case Route::keys:
-    case Route::pairs: {
-        const std::size_t step = cmd->route == Route::pairs ? 2 : 1;
-        for (std::size_t i = 1; i < a.size(); i += step)
-            if (ks.shard_of(a[i]) != here) return false;
-        std::vector<PartResult> results{run_part(cmd->name, ks.local(), a.subspan(1))};
-        std::vector<Part> parts(1);
-        for (std::size_t i = 1; i < a.size(); i += step)
-            parts[0].index.push_back(i);
-        write_parts(cmd, a, results, parts, out);
-        return true;
+    default: // several keys, or every shard: run_anywhere
+        return false;
     }
-    case Route::all:
-        if (ks.shards() != 1) return false;
-        write_all(server, cmd->name, run_all(cmd->name, ks.local()), out);
-        return true;
-    }
-    return false;
 }
 
-galay::Task<void> run_anywhere(Server& server, const Command* cmd, Args a, Replies& out) {
-    Keyspace& ks = server.keyspace;
+galay::Task<void> run_anywhere(Server& server, Shard& here, const Command* cmd, Args a,
+                               Replies& out) {
+    Keyspace& keyspace = server.keyspace;
     if (cmd->route == Route::key) {
-        // The other shard formats the reply; its bytes come back and are copied out. (The
-        // lambda is named before the co_await: g++ 12 destroys a lambda temporary that holds
-        // copies twice when its statement suspends.)
-        auto on_shard = [run = cmd->on_key,
-                         args = std::vector<std::string>(a.begin(), a.end())](Store& s) {
-            std::vector<std::string_view> views(args.begin(), args.end());
-            Replies r;
-            run(s, views, r);
-            return std::move(r.bytes());
-        };
-        std::string bytes = co_await ks.on(ks.shard_of(a[1]), std::move(on_shard));
+        // The owner formats the reply; its bytes come back and are copied out. The call owns
+        // copies of the arguments: if this connection is cut while it waits, the owner still
+        // runs the command to its end. (Bound before the co_await: g++ 12 destroys a lambda
+        // temporary that holds copies twice when its statement suspends.)
+        auto call = keyspace.invoke_on(
+            shard_of(a[1], keyspace.size()),
+            [run = cmd->on_key, args = std::vector<std::string>(a.begin(), a.end())](Shard& s) {
+                std::vector<std::string_view> views(args.begin(), args.end());
+                Replies r;
+                run(s.store, views, r);
+                return std::move(r.bytes());
+            });
+        std::string bytes = co_await std::move(call);
         out.raw(bytes);
     } else if (cmd->route == Route::all) {
-        ShardSize total;
-        for (unsigned s = 0; s < ks.shards(); ++s) {
-            const ShardSize part =
-                co_await ks.on(s, [name = cmd->name](Store& st) { return run_all(name, st); });
-            total.keys += part.keys;
-            total.with_deadline += part.with_deadline;
-        }
+        auto all = totals(keyspace, cmd->name == "flushall");
+        const Stats total = co_await std::move(all);
         write_all(server, cmd->name, total, out);
-    } else { // keys, pairs: one part per shard, in shard order
-        std::vector<Part> parts = split(ks, cmd, a);
+    } else { // keys, pairs: one part per shard, one shard after the other
+        std::vector<Part> parts = split(keyspace.size(), cmd, a);
         std::vector<PartResult> results(parts.size());
         for (unsigned s = 0; s < parts.size(); ++s) {
             if (parts[s].index.empty()) continue;
-            auto part = [name = cmd->name, args = std::move(parts[s].args)](Store& st) {
-                std::vector<std::string_view> views(args.begin(), args.end());
-                return run_part(name, st, views);
-            };
-            results[s] = co_await ks.on(s, std::move(part));
+            if (s == here.index) { // this worker's part: no copies, no message
+                results[s] = run_part(cmd->name, here.store, parts[s].args);
+                continue;
+            }
+            // Another shard's part travels as copies: that worker reads them while this
+            // connection's buffer may already hold other bytes.
+            auto call = keyspace.invoke_on(
+                s, [name = cmd->name, args = std::vector<std::string>(
+                                          parts[s].args.begin(), parts[s].args.end())](Shard& sh) {
+                    std::vector<std::string_view> views(args.begin(), args.end());
+                    return run_part(name, sh.store, views);
+                });
+            results[s] = co_await std::move(call);
         }
         write_parts(cmd, a, results, parts, out);
     }

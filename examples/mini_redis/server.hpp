@@ -1,4 +1,4 @@
-// mini_redis/server.hpp: what the whole server shares: its options, the keyspace, the counters.
+// mini_redis/server.hpp: what the whole server shares: its options and the keyspace.
 #pragma once
 
 #include "mini_redis/commands.hpp"
@@ -6,7 +6,6 @@
 
 #include <galay/galay.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -26,45 +25,23 @@ struct Options {
     std::vector<Command> extra_commands; ///< for tests: commands beside the builtin ones
 };
 
-/// Counters of one worker. Each is written by its worker only (a relaxed load and store, no
-/// locked instruction) and read by INFO from any worker.
-struct WorkerStats {
-    std::atomic<std::uint64_t> commands{0};
-    std::atomic<std::uint64_t> connections{0};
-    std::atomic<std::uint64_t> rejected{0};
-    std::atomic<std::uint64_t> parser_bytes{0}; ///< bytes the request parsers scanned
-    /// The most bytes one connection held: replies not yet sent, requests not yet run.
-    std::atomic<std::uint64_t> max_output{0}, max_input{0};
-
-    static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-        c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
-    static void peak(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
-        if (v > c.load(std::memory_order_relaxed)) c.store(v, std::memory_order_relaxed);
-    }
-};
-
 struct Server {
-    explicit Server(Options o)
+    /// Makes a shard on each worker of `rt` (which has `o.workers` workers): from a thread that
+    /// is not one of them.
+    Server(galay::Runtime& rt, Options o)
         : options(std::move(o))
-        , keyspace(options.workers)
-        , stats(options.workers)
+        , keyspace(rt)
         , started(std::chrono::steady_clock::now()) {}
-
-    WorkerStats& local_stats() noexcept { return stats[Keyspace::here()]; }
-    std::uint64_t total(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept;
-    std::uint64_t largest(std::atomic<std::uint64_t> WorkerStats::*counter) const noexcept;
 
     Options options;
     Keyspace keyspace;
-    std::vector<WorkerStats> stats;
-    std::atomic<std::uint64_t> open{0}; ///< connections open now, on every worker
-    std::atomic<bool> draining{false};  ///< SIGTERM: finish the requests read, then close
     std::chrono::steady_clock::time_point started;
 };
 
-/// Serve `server` on every worker of `rt` (which has options.workers workers), plus each
-/// worker's periodic expiry. Errors: what binding the port gives.
+/// Serve `server` on every worker of `rt`: a listener per worker, at most
+/// `options.max_connections` clients (beyond: Redis's error, then closed). Stop it with the
+/// TcpServer's drain(): connections waiting for their next request close at once, the others
+/// after the requests they have received. Errors: what binding the port gives.
 galay::Result<galay::TcpServer> start(galay::Runtime& rt, std::shared_ptr<Server> server);
 
 } // namespace mini_redis

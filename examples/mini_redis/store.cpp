@@ -11,58 +11,50 @@ Millis now_ms() noexcept {
 }
 
 Store::Entry* Store::find(std::string_view key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return nullptr;
+    Entry* e = map_.find(key);
+    if (e == nullptr) return nullptr;
     // Only a key with a deadline costs a look at the clock.
-    if (it->second.deadline != 0 && it->second.deadline <= now_ms()) {
-        erase(it);
+    if (e->deadline != 0 && e->deadline <= now_ms()) {
+        erase(key);
         return nullptr;
     }
-    return &it->second;
+    return e;
 }
 
 Store::Entry& Store::set(std::string_view key, std::string_view value) {
-    auto it = map_.find(key);
-    if (it == map_.end()) {
-        it = map_.emplace(std::string(key), Entry{}).first;
-        it->second.key = &it->first;
-    }
-    Entry& e = it->second;
+    Entry& e = *map_.try_emplace(key).first;
     e.value.assign(value);
     if (e.deadline != 0) forget_deadline(e);
     return e;
 }
 
 bool Store::erase(std::string_view key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    const bool live = it->second.deadline == 0 || it->second.deadline > now_ms();
-    erase(it);
+    Entry* e = map_.find(key);
+    if (e == nullptr) return false;
+    const bool live = e->deadline == 0 || e->deadline > now_ms();
+    if (e->deadline != 0) forget_deadline(*e);
+    map_.erase(key);
     return live;
 }
 
-void Store::erase(Map::iterator it) {
-    if (it->second.deadline != 0) forget_deadline(it->second);
-    map_.erase(it);
-}
-
-void Store::set_deadline(Entry& e, Millis at) {
+void Store::set_deadline(std::string_view key, Entry& e, Millis at) {
     if (at == 0) {
         if (e.deadline != 0) forget_deadline(e);
         return;
     }
     if (e.deadline == 0) {
         e.slot = static_cast<std::uint32_t>(volatile_.size());
-        volatile_.push_back(&e);
+        volatile_.emplace_back(key);
     }
     e.deadline = at;
 }
 
 void Store::forget_deadline(Entry& e) {
-    // Swap-remove from volatile_: the last entry takes e's slot.
-    Entry* last = volatile_.back();
-    volatile_[e.slot] = last;
-    last->slot = e.slot;
+    // Swap-remove from volatile_: the last key takes e's place (and its entry is told so).
+    if (e.slot + 1 != volatile_.size()) {
+        map_.find(volatile_.back())->slot = e.slot;
+        volatile_[e.slot] = std::move(volatile_.back());
+    }
     volatile_.pop_back();
     e.deadline = 0;
 }
@@ -78,9 +70,10 @@ std::size_t Store::expire_some(Millis now, unsigned samples, unsigned rounds) {
         unsigned expired = 0;
         const unsigned n = std::min<unsigned>(samples, static_cast<unsigned>(volatile_.size()));
         for (unsigned i = 0; i < n && !volatile_.empty(); ++i) {
-            Entry* e = volatile_[rng_() % volatile_.size()];
-            if (e->deadline <= now) {
-                erase(map_.find(*e->key));
+            // A copy: erasing the key reorders volatile_.
+            const std::string key = volatile_[rng_() % volatile_.size()];
+            if (map_.find(key)->deadline <= now) {
+                erase(key);
                 ++expired;
             }
         }

@@ -8,13 +8,13 @@
 // do not stay in memory.
 #pragma once
 
+#include "mini_redis/flat_map.hpp"
+
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace mini_redis {
@@ -28,19 +28,19 @@ class Store {
 public:
     struct Entry {
         std::string value;
-        Millis deadline = 0;              // 0: none
-        const std::string* key = nullptr; // the map's own copy of the key
-        std::uint32_t slot = 0;           // its place in volatile_ (when it has a deadline)
+        Millis deadline = 0;    // 0: none
+        std::uint32_t slot = 0; // its key's place in volatile_ (when it has a deadline)
     };
 
-    /// The live entry for `key`, or null (a key past its deadline is deleted here).
+    /// The live entry for `key`, or null (a key past its deadline is deleted here). Valid until
+    /// the next set() or erase().
     Entry* find(std::string_view key);
     /// Set `key` to `value` with no deadline (SET and MSET clear it); gives the entry.
     Entry& set(std::string_view key, std::string_view value);
     /// Delete `key`; false when it was not there (or had expired).
     bool erase(std::string_view key);
-    /// Give `e` the deadline `at` (0: none).
-    void set_deadline(Entry& e, Millis at);
+    /// Give `e`, the entry of `key`, the deadline `at` (0: none).
+    void set_deadline(std::string_view key, Entry& e, Millis at);
     /// Keys, including any whose deadline has passed and that nobody has looked up yet (as
     /// Redis's DBSIZE counts them).
     std::size_t size() const noexcept { return map_.size(); }
@@ -55,20 +55,12 @@ public:
     std::size_t expire_some(Millis now, unsigned samples = 20, unsigned rounds = 16);
 
 private:
-    struct Hash { // heterogeneous: find(string_view) without building a string
-        using is_transparent = void;
-        std::size_t operator()(std::string_view s) const noexcept {
-            return std::hash<std::string_view>{}(s);
-        }
-    };
-    using Map = std::unordered_map<std::string, Entry, Hash, std::equal_to<>>;
     void forget_deadline(Entry& e);
-    void erase(Map::iterator it);
 
-    Map map_;
-    // The entries that have a deadline (pointers stay valid: the map's nodes do not move), so
-    // that expire_some() can pick among them at random.
-    std::vector<Entry*> volatile_;
+    FlatMap<Entry> map_;
+    // The keys that have a deadline, so that expire_some() can pick among them at random (each
+    // entry knows its key's place here: Entry::slot).
+    std::vector<std::string> volatile_;
     std::minstd_rand rng_{12345};
 };
 

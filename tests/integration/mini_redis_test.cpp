@@ -1,6 +1,8 @@
 // examples/mini_redis in-process: a command handler that throws (on the connection's shard and on
-// another worker's), and the request parser's work on a request that arrives a byte at a time.
+// another worker's), the drain of idle connections, expiry, and the request parser's work on a
+// request that arrives a byte at a time.
 // The protocol against redis-server, the faults and the real clients are in tests/mini_redis/.
+#include "mini_redis/flat_map.hpp"
 #include "mini_redis/resp.hpp"
 #include "mini_redis/server.hpp"
 #include "support/backends.hpp"
@@ -11,8 +13,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 using namespace std::chrono_literals;
 
@@ -85,7 +89,7 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
     o.extra_commands = {{"boom", 2, mini_redis::Route::key, boom},
                         {"boomhere", 1, mini_redis::Route::here, nullptr, boom_here}};
     galay::Runtime rt(rt_options(2));
-    auto server = std::make_shared<mini_redis::Server>(std::move(o));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
     auto listening = mini_redis::start(rt, server);
     ASSERT_TRUE(listening) << listening.error().message();
     // A key of each shard: whichever worker took the connection, one runs there and one on the
@@ -93,7 +97,7 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
     std::string keys[2];
     for (int i = 0; keys[0].empty() || keys[1].empty(); ++i) {
         const std::string k = "key" + std::to_string(i);
-        keys[server->keyspace.shard_of(k)] = k;
+        keys[mini_redis::shard_of(k, 2)] = k;
     }
     {
         Client c(server->options.port), other(server->options.port);
@@ -110,9 +114,29 @@ TEST_P(MiniRedis, AHandlerThatThrowsAnswersAnErrorAndTheServerGoesOn) {
         EXPECT_EQ(c.line(), "+PONG\r\n");
         EXPECT_EQ(other.call(request({"GET", keys[0]})), "$1\r\n");
     }
-    server->draining = true;
     const std::size_t cut = rt.block_on(listening->drain(std::chrono::steady_clock::now() + 5s));
     EXPECT_EQ(cut, 0u);
+    rt.shutdown();
+}
+
+TEST_P(MiniRedis, TheDrainClosesConnectionsWaitingForARequestAtOnce) {
+    // Each connection waits for its next request in galay::idle: the drain closes it there at
+    // once and cuts none. (Without it the drain would wait a minute and then cut all three.)
+    mini_redis::Options o;
+    o.port = 0;
+    o.workers = 2;
+    o.backend = GetParam();
+    galay::Runtime rt(rt_options(2));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
+    auto listening = mini_redis::start(rt, server);
+    ASSERT_TRUE(listening) << listening.error().message();
+    Client a(server->options.port), b(server->options.port), c(server->options.port);
+    for (Client* x : {&a, &b, &c})
+        EXPECT_EQ(x->call(request({"SET", "k", "v"})), "+OK\r\n");
+    const std::size_t cut = rt.block_on(listening->drain(std::chrono::steady_clock::now() + 60s));
+    EXPECT_EQ(cut, 0u);
+    for (Client* x : {&a, &b, &c})
+        EXPECT_THROW(x->line(), std::runtime_error) << "still open after the drain";
     rt.shutdown();
 }
 
@@ -126,7 +150,7 @@ TEST_P(MiniRedis, KeysExpireLazilyAndPeriodicallyOnThePausedClock) {
     galay::RuntimeOptions ro = rt_options(1);
     ro.scheduler.paused_clock = true;
     galay::Runtime rt(ro);
-    auto server = std::make_shared<mini_redis::Server>(std::move(o));
+    auto server = std::make_shared<mini_redis::Server>(rt, std::move(o));
     auto listening = mini_redis::start(rt, server);
     ASSERT_TRUE(listening) << listening.error().message();
     {
@@ -153,7 +177,6 @@ TEST_P(MiniRedis, KeysExpireLazilyAndPeriodicallyOnThePausedClock) {
         EXPECT_EQ(size, ":1\r\n");
         EXPECT_EQ(c.call(request({"EXISTS", "kept", "unread"})), ":1\r\n");
     }
-    server->draining = true;
     (void)rt.block_on(listening->drain(std::chrono::steady_clock::now() + 5s));
     rt.shutdown();
 }
@@ -186,3 +209,40 @@ TEST(MiniRedisParser, ABulkLengthOverTheLimitIsRefusedFromItsLine) {
 }
 
 } // namespace
+
+TEST(MiniRedisFlatMap, AgreesWithUnorderedMapThroughInsertsErasesAndGrowth) {
+    // Random inserts, updates and erases over few keys, short and long (long probe runs, erases
+    // in the middle of them, the array growing) give the same contents as std::unordered_map after
+    // every step.
+    mini_redis::FlatMap<int> map;
+    std::unordered_map<std::string, int> expected;
+    std::minstd_rand rng(7);
+    for (int step = 0; step < 200'000; ++step) {
+        // Short keys (kept in the slot) and long ones (a block of their own).
+        const std::string key = (rng() % 2 ? "k" : "a key longer than the slot keeps:") +
+                                std::to_string(rng() % (step < 100'000 ? 3'000 : 50));
+        switch (rng() % 3) {
+        case 0:
+        case 1: {
+            auto [v, made] = map.try_emplace(key);
+            ASSERT_EQ(made, !expected.contains(key)) << key;
+            *v = step;
+            expected[key] = step;
+            break;
+        }
+        default:
+            ASSERT_EQ(map.erase(key), expected.erase(key) == 1) << key;
+        }
+        ASSERT_EQ(map.size(), expected.size());
+        if (step % 997 == 0)
+            for (const auto& [k, v] : expected) {
+                const int* got = map.find(k);
+                ASSERT_NE(got, nullptr) << k;
+                ASSERT_EQ(*got, v) << k;
+            }
+        ASSERT_EQ(map.find("absent") == nullptr, true);
+    }
+    map.clear();
+    EXPECT_EQ(map.size(), 0u);
+    EXPECT_EQ(map.find("k1"), nullptr);
+}
