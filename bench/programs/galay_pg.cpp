@@ -36,7 +36,7 @@ constexpr const char* kTool = "galay_pg";
 
 struct Options : foreign::pg::Options, foreign::pg::ModeOptions {
     std::string backend = "io_uring";
-    bool per_query = false;
+    bool per_query = false, hold = false;
     bool batches() const { return pipeline() && !per_query; }
 };
 
@@ -75,14 +75,13 @@ galay::Task<void> batch_worker(Run& run) {
     std::vector<std::int32_t> values;
     while (run.issuing) {
         pg::Batch b;
+        b.reserve(static_cast<std::size_t>(run.o.depth));
         values.clear();
         for (int i = 0; i < run.o.depth; ++i) {
             values.push_back(foreign::pg::value_of(run.next++));
             b.add(foreign::pg::kSql, values.back());
         }
-        std::vector<pg::QueryResult> all = co_await run.pool->run(std::move(b));
-        for (std::size_t i = 0; i < all.size(); ++i) {
-            const pg::QueryResult& r = all[i];
+        auto count = [&run, &values](std::size_t i, const pg::QueryResult& r) {
             const std::string wrong =
                 r ? foreign::pg::check(r->raw(), values[i])
                   : std::string(pg::kind_name(r.error().kind)) + ": " + r.error().message;
@@ -90,6 +89,13 @@ galay::Task<void> batch_worker(Run& run) {
                 ++run.done;
             else
                 run.error(wrong);
+        };
+        if (run.o.hold) {
+            std::vector<pg::QueryResult> all = co_await run.pool->run(std::move(b));
+            for (std::size_t i = 0; i < all.size(); ++i)
+                count(i, all[i]);
+        } else {
+            co_await run.pool->run_each(std::move(b), count);
         }
     }
 }
@@ -151,6 +157,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"io_uring", "epoll"}));
     foreign::pg::add_mode_options(app, o);
+    app.add_flag("--hold", o.hold,
+                 "pipeline: take each batch's results together (pool.run) rather than each as "
+                 "it is read (pool.run_each)");
     app.add_flag("--per-query", o.per_query,
                  "pipeline: one task per query (pool.query) rather than batches of --depth "
                  "(pool.run)");

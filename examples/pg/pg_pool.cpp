@@ -53,18 +53,30 @@ namespace detail {
 struct Request {
     Batch batch;
     std::chrono::nanoseconds timeout{0};
-    galay::Event done;                               ///< set when the last result is in
-    std::vector<std::optional<QueryResult>> results; ///< one per query, in the batch's order
-    std::size_t sent = 0; ///< the batch's queries sent so far (the first ones)
-    std::size_t left = 0; ///< results not in yet
+    galay::Event done;                ///< set when the last result is in
+    ResultHandler each;               ///< run_each: where results go (else `results`)
+    std::vector<QueryResult> results; ///< one per query, in the batch's order
+    std::vector<bool> got;            ///< which of them came
+    std::size_t sent = 0;             ///< the batch's queries sent so far (the first ones)
+    std::size_t left = 0;             ///< results not in yet
     bool abandoned = false;
 
-    explicit Request(Batch b)
+    Request(Batch b, ResultHandler h)
         : batch(std::move(b))
-        , results(batch.size())
-        , left(batch.size()) {}
+        , each(std::move(h))
+        , got(batch.size())
+        , left(batch.size()) {
+        if (each) return;
+        results.reserve(left); // filled in as they come
+        for (std::size_t k = 0; k < left; ++k)
+            results.emplace_back(std::unexpect, Error{ErrorKind::timeout, {}, {}});
+    }
     void settle(std::size_t k, QueryResult r) {
-        results[k].emplace(std::move(r));
+        if (each)
+            each(k, std::move(r));
+        else
+            results[k] = std::move(r);
+        got[k] = true;
         if (--left == 0) done.set();
     }
 };
@@ -457,10 +469,15 @@ void PoolState::give_up(Request& r, const galay::Result<void>& w) {
                             : w.error() == std::errc::timed_out
                                 ? "no result within " + std::to_string(ms) + " ms"
                                 : "cancelled";
-    for (std::size_t k = 0; k < r.batch.size(); ++k)
-        if (!r.results[k])
-            r.results[k].emplace(std::unexpected(Error{
-                ErrorKind::timeout, k >= r.sent ? "no connection was free in time" : why, ""}));
+    for (std::size_t k = 0; k < r.batch.size(); ++k) {
+        if (r.got[k]) continue;
+        QueryResult e = std::unexpected(
+            Error{ErrorKind::timeout, k >= r.sent ? "no connection was free in time" : why, ""});
+        if (r.each)
+            r.each(k, std::move(e));
+        else
+            r.results[k] = std::move(e);
+    }
 }
 
 } // namespace detail
@@ -483,19 +500,16 @@ galay::Task<R> Call<R>::run() {
             w = co_await r.done.wait();
         if (!w && r.left > 0) state_->give_up(r, w);
     }
-    if constexpr (std::is_same_v<R, QueryResult>) {
-        co_return std::move(*r.results[0]);
-    } else {
-        R all;
-        all.reserve(r.results.size());
-        for (auto& one : r.results)
-            all.push_back(std::move(*one));
-        co_return all;
-    }
+    // Every result is in (or ended): nothing refers to them any more.
+    if constexpr (std::is_same_v<R, QueryResult>)
+        co_return std::move(r.results[0]);
+    else if constexpr (!std::is_void_v<R>)
+        co_return std::move(r.results);
 }
 
 template class Call<QueryResult>;
 template class Call<std::vector<QueryResult>>;
+template class Call<void>;
 
 galay::Task<std::expected<Pool, Error>> Pool::open(Options o) {
     // Not a coroutine itself: the options are moved into the state here, so the task never
@@ -523,15 +537,22 @@ galay::Task<std::expected<Pool, Error>> Pool::open_state(std::shared_ptr<detail:
 QueryCall Pool::query_params(std::string sql, std::vector<Param> params) {
     Batch b;
     b.add_params(sql, std::move(params));
-    auto r = std::make_shared<detail::Request>(std::move(b));
+    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
     r->timeout = state_->opts.query_timeout;
     return QueryCall(state_, std::move(r));
 }
 
 BatchCall Pool::run(Batch b) {
-    auto r = std::make_shared<detail::Request>(std::move(b));
+    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
     r->timeout = state_->opts.query_timeout;
     return BatchCall(state_, std::move(r));
+}
+
+EachCall Pool::run_each(Batch b, ResultHandler each) {
+    if (!each) each = [](std::size_t, QueryResult&&) {};
+    auto r = std::make_shared<detail::Request>(std::move(b), std::move(each));
+    r->timeout = state_->opts.query_timeout;
+    return EachCall(state_, std::move(r));
 }
 
 Batch& Batch::add_params(std::string_view sql, std::vector<Param> params) {
@@ -551,6 +572,11 @@ void Batch::add_sql(std::string_view sql, std::size_t params) {
     entries_.push_back({static_cast<std::uint32_t>(sqls_.size() - 1),
                         static_cast<std::uint32_t>(params_.size()),
                         static_cast<std::uint32_t>(params)});
+}
+
+void Batch::reserve(std::size_t queries, std::size_t params) {
+    entries_.reserve(queries);
+    params_.reserve(queries * params);
 }
 
 void Batch::clear() noexcept {

@@ -44,6 +44,7 @@
 #include <concepts>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -163,6 +164,8 @@ public:
         return *this;
     }
     Batch& add_params(std::string_view sql, std::vector<Param> params);
+    /// Room for `queries` queries of `params` parameters each (no reallocation while adding).
+    void reserve(std::size_t queries, std::size_t params = 1);
     std::size_t size() const noexcept { return entries_.size(); }
     bool empty() const noexcept { return entries_.empty(); }
     void clear() noexcept;
@@ -203,8 +206,13 @@ private:
 
 using QueryCall = Call<QueryResult>;
 using BatchCall = Call<std::vector<QueryResult>>;
+using EachCall = Call<void>;
 extern template class Call<QueryResult>;
 extern template class Call<std::vector<QueryResult>>;
+extern template class Call<void>;
+
+/// What `Pool::run_each` hands each result to: the query's place in its batch and its result.
+using ResultHandler = std::function<void(std::size_t, QueryResult&&)>;
 
 /// A pool of libpq connections (see the top of this file). Move-only; destroying it closes it.
 class Pool {
@@ -225,6 +233,11 @@ public:
     QueryCall query_params(std::string sql, std::vector<Param> params);
     /// Run every query of `b` (see Batch); an empty batch gives an empty vector.
     BatchCall run(Batch b);
+    /// Run every query of `b` and hand each result to `each` as it is read, in order, from the
+    /// pool's reader: no result waits for the rest of its batch (a service that holds none
+    /// keeps the heap small). `co_await` ends once every one was handed over (those past the
+    /// timeout with ErrorKind::timeout). `each` must not throw, suspend or use the pool.
+    EachCall run_each(Batch b, ResultHandler each);
 
     /// Ends every query queued or in flight with ErrorKind::closed and lets go of the
     /// connections (their tasks end at the loop's next turn). Idempotent.

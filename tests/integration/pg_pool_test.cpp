@@ -422,6 +422,47 @@ TEST_P(PgPoolTest, ABatchGivesItsResultsInOrder) {
     }
 }
 
+TEST_P(PgPoolTest, RunEachHandsEveryResultOverInOrder) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 2, true));
+        CO_ASSERT(pool);
+        std::vector<pg::QueryResult> got;
+        std::vector<std::size_t> order;
+        auto keep = [&](std::size_t i, pg::QueryResult&& r) {
+            order.push_back(i);
+            got.push_back(std::move(r));
+        };
+        pg::Batch b = doubling(1, 50);
+        b.add("SELECT 1 / $1::int", 0).add("SELECT $1::int", 51); // fails, then skipped
+        co_await pool->run_each(std::move(b), keep);
+        CO_ASSERT(got.size() == 52u);
+        for (std::size_t i = 0; i < order.size(); ++i)
+            EXPECT_EQ(order[i], i);
+        CO_ASSERT(!got[50] && !got[51]);
+        EXPECT_EQ(got[50].error().sqlstate, "22012");
+        EXPECT_EQ(got[51].error().kind, pg::ErrorKind::pipeline_aborted) << describe(got[51]);
+        std::string wrong;
+        got.erase(got.begin() + 50, got.end());
+        EXPECT_EQ(right_answers(got, 1, wrong), 50) << wrong;
+        // Past its timeout: what came was handed over, the rest end with `timeout`, once each.
+        got.clear();
+        order.clear();
+        pg::Batch slow;
+        slow.add("SELECT pg_sleep(60)").add("SELECT $1::int", 2);
+        co_await pool->run_each(std::move(slow), keep).timeout(300ms);
+        CO_ASSERT(got.size() == 2u);
+        for (const auto& r : got) {
+            CO_ASSERT(!r);
+            EXPECT_EQ(r.error().kind, pg::ErrorKind::timeout) << describe(r);
+        }
+        co_await pool->run_each(pg::Batch{}, keep); // nothing to hand over
+        EXPECT_EQ(got.size(), 2u);
+        EXPECT_EQ(pool->stats().cancels_sent, 1u);
+    }());
+}
+
 TEST_P(PgPoolTest, AnErrorInABatchSkipsTheRestOfItOnly) {
     SKIP_WITHOUT_POSTGRES();
     PostgresServer server;
