@@ -21,9 +21,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
-#include <memory>
-#include <vector>
+#include <string>
 
 namespace {
 
@@ -96,42 +96,11 @@ bool run(const foreign::curl::Options& o, foreign::curl::Outcome& r) {
     curl_multi_setopt(l.multi, CURLMOPT_SOCKETDATA, &l);
     curl_multi_setopt(l.multi, CURLMOPT_TIMERFUNCTION, &on_timer);
     curl_multi_setopt(l.multi, CURLMOPT_TIMERDATA, &l);
-    const std::uint64_t total = o.total();
-    std::vector<std::unique_ptr<foreign::curl::Transfer>> transfers;
-    std::uint64_t started = 0, completed = 0;
-    auto start = [&](foreign::curl::Transfer& t) {
-        t.aim(o.urls[started++ % o.urls.size()]);
-        return curl_multi_add_handle(l.multi, t.easy) == CURLM_OK;
-    };
-    bool ok = true;
-    for (int i = 0; ok && i < o.transfers && started < total; ++i) {
-        transfers.push_back(std::make_unique<foreign::curl::Transfer>());
-        ok = transfers.back()->init(o.timeout_ms()) && start(*transfers.back());
-        if (!ok) std::fprintf(stderr, "%s: cannot set up a transfer\n", kTool);
-    }
-    r.from = foreign::Mark::now(0);
+    foreign::curl::MultiTransfers transfers(o, r, l.multi);
+    bool ok = transfers.start_all(kTool);
     int running = 0;
-    auto finished = [&] {
-        int queued = 0;
-        while (CURLMsg* msg = curl_multi_info_read(l.multi, &queued)) {
-            if (msg->msg != CURLMSG_DONE) continue;
-            foreign::curl::Transfer* t = nullptr;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
-            const CURLcode rc = msg->data.result; // msg is invalid once the handle is removed
-            curl_multi_remove_handle(l.multi, t->easy);
-            if (const std::string wrong = t->verdict(rc, o.expect_bytes); !wrong.empty())
-                if (r.errors++ == 0) r.first_error = wrong;
-            r.connects += static_cast<std::uint64_t>(t->connects());
-            if (++completed == o.warmup) r.from = foreign::Mark::now(completed);
-            if (completed == total) r.to = foreign::Mark::now(completed);
-            if (started < total && !start(*t)) {
-                l.fatal = "curl_multi_add_handle failed";
-                return;
-            }
-        }
-    };
     epoll_event evs[128];
-    while (ok && completed < total && l.fatal.empty()) {
+    while (ok && !transfers.done() && l.fatal.empty()) {
         int ms = 1000;
         if (l.timer_set) {
             const auto left =
@@ -154,13 +123,13 @@ bool run(const foreign::curl::Options& o, foreign::curl::Outcome& r) {
             l.timer_set = false; // single-shot: libcurl sets the next one
             curl_multi_socket_action(l.multi, CURL_SOCKET_TIMEOUT, 0, &running);
         }
-        finished();
+        if (!transfers.reap()) l.fatal = "curl_multi_add_handle failed";
     }
     if (!l.fatal.empty()) {
         std::fprintf(stderr, "%s: %s\n", kTool, l.fatal.c_str());
         ok = false;
     }
-    transfers.clear(); // the easy handles before the multi handle that cached their connections
+    transfers.clear();
     curl_multi_cleanup(l.multi); // its REMOVEs free the Watch records
     ::close(l.ep);
     return ok;
@@ -169,17 +138,9 @@ bool run(const foreign::curl::Options& o, foreign::curl::Outcome& r) {
 } // namespace
 
 int main(int argc, char** argv) {
-    foreign::curl::Options o;
-    CLI::App app{"raw_curl: GETs over libcurl's multi interface on a hand-written epoll loop "
-                 "(curl_multi_socket_action; the floor of galay_curl)"};
-    foreign::curl::add_options(app, o, "transfers at once");
-    if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        std::fprintf(stderr, "%s: curl_global_init failed\n", kTool);
-        return 1;
-    }
-    foreign::curl::Outcome r;
-    const bool ok = run(o, r);
-    curl_global_cleanup();
-    return ok ? foreign::curl::report(kTool, o, r) : 1;
+    return foreign::curl::multi_main(
+        argc, argv, kTool,
+        "raw_curl: GETs over libcurl's multi interface on a hand-written epoll loop "
+        "(curl_multi_socket_action; the floor of galay_curl)",
+        &run);
 }
