@@ -24,8 +24,9 @@
 //   per query. In pipeline mode it goes to one connection with room for it (else it is split
 //   over the connections with room) and is a sync group of its own: an error in it makes the
 //   rest of the group end with ErrorKind::pipeline_aborted, other batches go on. Without
-//   pipeline mode its queries run side by side over the connections. Its results come back in
-//   the order added; a timeout ends the ones not answered yet.
+//   pipeline mode its queries run side by side over the connections. `run` gives its results in
+//   the order added; `run_each` hands each to a function as it is read, so none waits for the
+//   rest of its batch. A timeout ends the ones not answered yet.
 // - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
 //   pool (it makes a connection of its own: it must not block the loop). The server then ends the
 //   statement running on that connection; in pipeline mode that can be a later one of the group.
