@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,84 @@ inline int report(const char* tool, const Options& o, const Outcome& r) {
     if (!r.first_error.empty()) human += "; first error: " + r.first_error;
     print(j, o.json, human);
     return r.errors == 0 ? 0 : 1;
+}
+
+/// The transfers of a client on one multi handle (curl_multi_loop, raw_curl): --transfers easy
+/// handles, each pointed at the next URL and added again when it finishes (so it keeps its
+/// connection in the multi's cache, as libcurl does by default), the finished ones checked and
+/// counted into `r`.
+class MultiTransfers {
+public:
+    MultiTransfers(const Options& o, Outcome& r, CURLM* multi)
+        : o_(o)
+        , r_(r)
+        , multi_(multi) {}
+    MultiTransfers(const MultiTransfers&) = delete;
+    MultiTransfers& operator=(const MultiTransfers&) = delete;
+
+    /// Makes and adds every transfer; false (after one line on stderr) when libcurl cannot.
+    bool start_all(const char* tool) {
+        for (int i = 0; i < o_.transfers && started_ < o_.total(); ++i) {
+            list_.push_back(std::make_unique<Transfer>());
+            if (!list_.back()->init(o_.timeout_ms()) || !start(*list_.back())) {
+                std::fprintf(stderr, "%s: cannot set up a transfer\n", tool);
+                return false;
+            }
+        }
+        r_.from = Mark::now(0);
+        return true;
+    }
+
+    /// Checks, counts and restarts the finished transfers; false when one cannot be added again.
+    bool reap() {
+        int queued = 0;
+        while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            Transfer* t = nullptr;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+            const CURLcode rc = msg->data.result; // msg is invalid once the handle is removed
+            curl_multi_remove_handle(multi_, t->easy);
+            if (const std::string wrong = t->verdict(rc, o_.expect_bytes); !wrong.empty())
+                if (r_.errors++ == 0) r_.first_error = wrong;
+            r_.connects += static_cast<std::uint64_t>(t->connects());
+            if (++completed_ == o_.warmup) r_.from = Mark::now(completed_);
+            if (completed_ == o_.total()) r_.to = Mark::now(completed_);
+            if (started_ < o_.total() && !start(*t)) return false;
+        }
+        return true;
+    }
+
+    bool done() const { return completed_ >= o_.total(); }
+    /// The easy handles go before the multi handle that cached their connections.
+    void clear() { list_.clear(); }
+
+private:
+    bool start(Transfer& t) {
+        t.aim(o_.urls[started_++ % o_.urls.size()]);
+        return curl_multi_add_handle(multi_, t.easy) == CURLM_OK;
+    }
+    const Options& o_;
+    Outcome& r_;
+    CURLM* multi_;
+    std::vector<std::unique_ptr<Transfer>> list_;
+    std::uint64_t started_ = 0, completed_ = 0;
+};
+
+/// A multi-handle client's main(): flags, curl_global_init, `run`, the report.
+inline int multi_main(int argc, char** argv, const char* tool, const char* about,
+                      bool (*run)(const Options&, Outcome&)) {
+    Options o;
+    CLI::App app{about};
+    add_options(app, o, "transfers at once");
+    if (auto code = parse(app, argc, argv, tool)) return *code;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        std::fprintf(stderr, "%s: curl_global_init failed\n", tool);
+        return 1;
+    }
+    Outcome r;
+    const bool ok = run(o, r);
+    curl_global_cleanup();
+    return ok ? report(tool, o, r) : 1;
 }
 
 } // namespace foreign::curl

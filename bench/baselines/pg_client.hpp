@@ -7,6 +7,7 @@
 #include "foreign_client.hpp"
 
 #include <libpq-fe.h>
+#include <malloc.h>
 
 #include <charconv>
 #include <cstdint>
@@ -113,6 +114,7 @@ struct Options {
     int connections = 16;
     double duration = 5, warmup = 1;
     bool prepared = false, json = false;
+    long malloc_trim = 64L << 20; ///< glibc's M_TRIM_THRESHOLD; 0: glibc's own (dynamic) one
 };
 
 inline void add_options(CLI::App& app, Options& o) {
@@ -128,6 +130,17 @@ inline void add_options(CLI::App& app, Options& o) {
         ->check(CLI::Range(0.0, 86400.0));
     app.add_flag("--prepared", o.prepared, "prepare the statement once per connection");
     app.add_flag("--json", o.json, "print one JSON object");
+    app.add_option("--malloc-trim", o.malloc_trim,
+                   "glibc's M_TRIM_THRESHOLD in bytes, the same for every client (0: glibc's "
+                   "default, which gives the heap's top back and faults it in again as results "
+                   "come and go)")
+        ->capture_default_str()
+        ->check(CLI::Range(0L, 1L << 30));
+}
+
+/// Applies --malloc-trim (after parsing, before the first connection).
+inline void apply_heap(const Options& o) {
+    if (o.malloc_trim > 0) mallopt(M_TRIM_THRESHOLD, static_cast<int>(o.malloc_trim));
 }
 
 /// The flags of the clients that run both modes (raw_pg, galay_pg).
@@ -179,7 +192,8 @@ inline int report(const char* tool, const Options& o, const Outcome& r) {
                      {"connections", o.connections},
                      {"depth", r.depth},
                      {"inflight", r.inflight},
-                     {"warmup_s", o.warmup}};
+                     {"warmup_s", o.warmup},
+                     {"malloc_trim", o.malloc_trim}};
     put_window(j, "queries", r.from, r.to);
     j["total_queries"] = r.total;
     j["errors"] = r.errors;

@@ -2,7 +2,7 @@
 // level-triggered epoll set, N non-blocking libpq connections running `SELECT $1::int`.
 //
 //   raw_pg --conninfo STR [--connections 16] [--duration 5] [--warmup 1] [--mode single|pipeline]
-//          [--depth 16] [--inflight 1000] [--prepared] [--json]
+//          [--depth 16] [--inflight 1000] [--prepared] [--malloc-trim BYTES] [--json]
 //
 // Connecting: PQconnectStart for every connection at once, then PQconnectPoll whenever the socket
 // is ready the way the last call asked for (writable before the first call), re-reading PQsocket
@@ -367,6 +367,7 @@ int main(int argc, char** argv) {
     foreign::pg::add_options(app, o);
     foreign::pg::add_mode_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
+    foreign::pg::apply_heap(o);
     if (auto problem = foreign::pg::mode_problem(o, o); !problem.empty())
         return foreign::usage_error(kTool, problem);
     Client client(o);

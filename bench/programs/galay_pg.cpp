@@ -3,14 +3,19 @@
 // hand-written epoll loop it is compared with, plus the backend:
 //
 //   galay_pg --conninfo STR [--backend io_uring|epoll] [--connections 16] [--duration 5]
-//            [--warmup 1] [--mode single|pipeline] [--depth 16] [--inflight 1000] [--json]
+//            [--warmup 1] [--mode single|pipeline] [--depth 16] [--inflight 1000]
+//            [--per-query] [--malloc-trim BYTES] [--json]
 //
-// The work per query is a user's: a task awaits `pool.query(sql, value)` and checks the reply
+// The work per query is a user's: a task awaits its queries and checks each reply
 // (pg_client.hpp's check, as raw_pg does) before it sends the next. `single`: one task per
-// connection, so one query in flight on each. `pipeline`: the pool in pipeline mode, --inflight
-// tasks, at most --inflight/--connections queries in flight per connection and --depth per
-// PQpipelineSync (the queries sent in one turn of the loop share a sync). --prepared is refused:
-// the pool sends unnamed statements only.
+// connection awaiting `pool.query(sql, value)`, so one query in flight on each. `pipeline`: the
+// pool in pipeline mode, --inflight/--depth tasks each awaiting a pg::Batch of --depth queries
+// (`pool.run(batch)`: one sync group), at most --inflight/--connections queries in flight per
+// connection (rounded up to whole batches); with --per-query, --inflight tasks each awaiting
+// `pool.query` instead (the queries sent in one turn of the loop share a sync, at most --depth).
+// --prepared is refused: the pool sends unnamed statements only. --malloc-trim (every libpq
+// client here takes it, 64 MiB unless told): with glibc's default a service that holds ~1,000
+// results until their tasks run gives the heap's top back and faults it in again every turn.
 //
 // Measured: queries completed, wall time and this process's CPU (getrusage) over --duration
 // seconds after --warmup; then no new query is sent and the ones in flight are waited for (10 s).
@@ -31,6 +36,8 @@ constexpr const char* kTool = "galay_pg";
 
 struct Options : foreign::pg::Options, foreign::pg::ModeOptions {
     std::string backend = "io_uring";
+    bool per_query = false, hold = false;
+    bool batches() const { return pipeline() && !per_query; }
 };
 
 struct Run {
@@ -63,12 +70,43 @@ galay::Task<void> worker(Run& run) {
     }
 }
 
+/// A batch of --depth queries at a time: one wake-up per batch, not per query.
+galay::Task<void> batch_worker(Run& run) {
+    std::vector<std::int32_t> values;
+    while (run.issuing) {
+        pg::Batch b;
+        b.reserve(static_cast<std::size_t>(run.o.depth));
+        values.clear();
+        for (int i = 0; i < run.o.depth; ++i) {
+            values.push_back(foreign::pg::value_of(run.next++));
+            b.add(foreign::pg::kSql, values.back());
+        }
+        auto count = [&run, &values](std::size_t i, const pg::QueryResult& r) {
+            const std::string wrong =
+                r ? foreign::pg::check(r->raw(), values[i])
+                  : std::string(pg::kind_name(r.error().kind)) + ": " + r.error().message;
+            if (wrong.empty())
+                ++run.done;
+            else
+                run.error(wrong);
+        };
+        if (run.o.hold) {
+            std::vector<pg::QueryResult> all = co_await run.pool->run(std::move(b));
+            for (std::size_t i = 0; i < all.size(); ++i)
+                count(i, all[i]);
+        } else {
+            co_await run.pool->run_each(std::move(b), count);
+        }
+    }
+}
+
 galay::Task<int> bench(const Options& o) {
     pg::Options po;
     po.conninfo = o.conninfo;
     po.connections = o.connections;
     po.pipeline = o.pipeline();
     po.max_inflight = (o.inflight + o.connections - 1) / o.connections;
+    if (o.batches()) po.max_inflight = (po.max_inflight + o.depth - 1) / o.depth * o.depth;
     po.sync_every = o.depth;
     po.connect_timeout = std::chrono::seconds(30);
     auto pool = co_await pg::Pool::open(std::move(po));
@@ -78,9 +116,11 @@ galay::Task<int> bench(const Options& o) {
     }
     Run run(o, &*pool);
     std::vector<galay::JoinHandle<void>> workers;
-    const int tasks = o.pipeline() ? o.inflight : o.connections;
+    const int tasks = o.batches()    ? (o.inflight + o.depth - 1) / o.depth
+                      : o.pipeline() ? o.inflight
+                                     : o.connections;
     for (int i = 0; i < tasks; ++i)
-        workers.push_back(galay::spawn(worker(run)));
+        workers.push_back(galay::spawn(o.batches() ? batch_worker(run) : worker(run)));
     const auto secs = [](double s) {
         return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
     };
@@ -117,7 +157,14 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"io_uring", "epoll"}));
     foreign::pg::add_mode_options(app, o);
+    app.add_flag("--hold", o.hold,
+                 "pipeline: take each batch's results together (pool.run) rather than each as "
+                 "it is read (pool.run_each)");
+    app.add_flag("--per-query", o.per_query,
+                 "pipeline: one task per query (pool.query) rather than batches of --depth "
+                 "(pool.run)");
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
+    foreign::pg::apply_heap(o);
     if (o.prepared)
         return foreign::usage_error(kTool, "--prepared: the pool sends unnamed statements only");
     if (auto problem = foreign::pg::mode_problem(o, o); !problem.empty())

@@ -11,8 +11,10 @@ goes on):
   curl     nginx on CPU 0 serving a 1,000-byte file; on CPU 1, 10,000 GETs (after 1,000 of
            warm-up) over 50 concurrent transfers, every body's size checked: galay_curl
            (libcurl's multi interface on galay's loop, io_uring and epoll) vs curl_multi_loop
-           (curl multi on its own curl_multi_poll loop, the floor) vs curl_threads (50 threads
-           each running curl_easy_perform). Client CPU per request, requests/s.
+           (curl multi on its own curl_multi_poll loop, the floor) vs raw_curl (curl multi's
+           socket and timer callbacks on a hand-written epoll loop: what galay_curl does, with
+           no galay code) vs curl_threads (50 threads each running curl_easy_perform). Client
+           CPU per request, requests/s.
   pg       a real PostgreSQL (bench/harness/postgres.py) on CPU 0, clients on CPU 1,
            `SELECT $1::int` over 16 connections. single: one query in flight per connection,
            galay_pg (io_uring, epoll) vs raw_pg (the floor: libpq on a hand-written epoll loop)
@@ -163,7 +165,7 @@ def curl_part(a, out):
     if missing:
         return lines + [f"libcurl: {', '.join(missing)} not built, skipping (libcurl4-openssl-dev)",
                         ""]
-    names = ["curl_multi_loop", "curl_threads"]
+    names = ["curl_multi_loop", "curl_threads"] + (["raw_curl"] if have("raw_curl") else [])
     if have("galay_curl"):
         names = [f"galay_curl {be}" for be in a.backends] + names
     else:
@@ -192,8 +194,11 @@ def curl_part(a, out):
                                       "requests/s")
     lines += medians_table(rounds, names, [("cpu_us", "client CPU us/request", ".2f"),
                                            ("rate", "requests/s", ",.0f")])
-    context = context_rows(rounds, ["curl_threads"], "curl_multi_loop",
-                           [("cpu_us", "client CPU/request", True)])
+    # raw_curl splits galay's share from libcurl's: its socket-callback protocol on a loop
+    # with no galay code.
+    context = context_rows(rounds, ours, "raw_curl", [("cpu_us", "client CPU/request", True)])
+    context += context_rows(rounds, ["raw_curl", "curl_threads"], "curl_multi_loop",
+                            [("cpu_us", "client CPU/request", True)])
     lines += ["", f"| ratio | figure | median [min-max], {a.rounds} rounds | verdict |",
               "|---|---|---|---|"] + rows + rate_rows + context + [""]
     out["curl"] = {"rounds": rounds, "ratios": data + rate_data, "failed": failed}

@@ -6,6 +6,8 @@
 #include <optional>
 #include <stdexcept>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <unordered_map>
 
 namespace galay_curl {
@@ -21,18 +23,21 @@ namespace detail {
 
 using Clock = std::chrono::steady_clock;
 
-/// One descriptor number libcurl has used, and its two watcher tasks. Between a socket's first
-/// CURL_POLL_IN/OUT and its CURL_POLL_REMOVE the record holds a borrowing AsyncFd on it; after
-/// REMOVE it is parked (no AsyncFd, nothing wanted) until libcurl announces a socket with the
-/// same number again: libcurl removes a connection's socket whenever it goes back to the
-/// connection cache and announces it again for the next transfer, so a record per number spares
-/// two tasks and an allocation per request.
+/// One descriptor number libcurl has used, and its two watcher tasks. From a socket's first
+/// CURL_POLL_IN/OUT the record holds a borrowing AsyncFd on it. libcurl removes a connection's
+/// socket whenever it goes back to the connection cache and announces it again for the next
+/// transfer: a socket libcurl opened and closes through our callbacks (`ours`) keeps its AsyncFd
+/// over that REMOVE (nothing wanted, so nothing is told to libcurl), and is let go of in the
+/// close callback, before the close; any other socket (the resolver's) lets go of it at REMOVE.
+/// A record per number spares two tasks and an allocation per request, the kept AsyncFd a
+/// registration per request.
 struct SocketRec {
     explicit SocketRec(curl_socket_t s)
         : fd(s) {}
     curl_socket_t fd;
     galay::AsyncFd afd;             // borrowed: libcurl closes the socket, after REMOVE
     int want = 0;                   // CURL_POLL_IN | CURL_POLL_OUT: what libcurl waits for now
+    bool ours = false;              // opened by on_open: on_close ends it
     std::uint64_t gen = 0;          // one more at each REMOVE: a wait begun before is stale
     galay::Event in_gate, out_gate; // wake the watcher of a direction libcurl wants again
 };
@@ -101,6 +106,9 @@ struct Core {
         ++r.gen;
     }
 
+    /// The record of number `s`, made (with its watcher tasks) the first time.
+    SocketRec& record(curl_socket_t s);
+
     void shutdown() {
         closing = true;
         for (auto& [fd, r] : sockets) {
@@ -111,6 +119,21 @@ struct Core {
         timer_gate.set();
     }
 };
+
+namespace {
+galay::Task<void> watch(std::shared_ptr<Core> c, std::shared_ptr<SocketRec> r, int bit);
+}
+
+SocketRec& Core::record(curl_socket_t s) {
+    std::shared_ptr<SocketRec>& slot = sockets[s];
+    if (!slot) {
+        slot = std::make_shared<SocketRec>(s);
+        // Each watcher holds the Core (shutdown() ends them) and its record.
+        galay::spawn(watch(shared_self.lock(), slot, CURL_POLL_IN)).detach();
+        galay::spawn(watch(shared_self.lock(), slot, CURL_POLL_OUT)).detach();
+    }
+    return *slot;
+}
 
 Transfer::~Transfer() {
     curl_slist_free_all(headers);
@@ -180,21 +203,22 @@ int on_socket(CURL*, curl_socket_t s, int what, void* clientp, void* socketp) {
     auto* c = static_cast<Core*>(clientp);
     auto* r = static_cast<SocketRec*>(socketp);
     if (what == CURL_POLL_REMOVE) {
-        if (r != nullptr) Core::drop(*r); // newer libcurl: REMOVE for a socket never announced
+        if (r == nullptr) return 0; // newer libcurl: REMOVE for a socket never announced
+        if (!r->ours) {
+            Core::drop(*r);
+        } else { // kept until on_close; a wait armed now is stale
+            r->want = 0;
+            ++r->gen;
+        }
         return 0;
     }
     if (r == nullptr) { // a new socket (or a cached connection's, back in use)
-        std::shared_ptr<SocketRec>& slot = c->sockets[s];
-        if (!slot) {
-            slot = std::make_shared<SocketRec>(s);
-            // Each watcher holds the Core (shutdown() ends them) and its record.
-            galay::spawn(watch(c->shared_self.lock(), slot, CURL_POLL_IN)).detach();
-            galay::spawn(watch(c->shared_self.lock(), slot, CURL_POLL_OUT)).detach();
+        r = &c->record(s);
+        if (!r->afd.is_open()) {
+            auto afd = galay::AsyncFd::borrow(s);
+            if (!afd) return -1; // libcurl fails the transfers on this socket
+            r->afd = std::move(*afd);
         }
-        r = slot.get();
-        auto afd = galay::AsyncFd::borrow(s);
-        if (!afd) return -1; // libcurl fails the transfers on this socket
-        r->afd = std::move(*afd);
         r->want = 0;
         curl_multi_assign(c->multi, s, r);
     }
@@ -218,6 +242,28 @@ int on_timer(CURLM*, long ms, void* clientp) {
     // A later deadline needs no wake-up: the sleep ends first and sleeps on to the new one.
     if (!c->sleeping_until || at < *c->sleeping_until) c->timer_gate.notify_one();
     return 0;
+}
+
+/// CURLOPT_OPENSOCKETFUNCTION: the socket libcurl connects with, marked so that its AsyncFd may
+/// outlive a REMOVE (on_close lets go of it).
+curl_socket_t on_open(void* clientp, curlsocktype, curl_sockaddr* a) {
+    auto* c = static_cast<Core*>(clientp);
+    const curl_socket_t s = ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (s == CURL_SOCKET_BAD) return s;
+    SocketRec& r = c->record(s);
+    Core::drop(r); // nothing of an earlier socket with this number
+    r.ours = true;
+    return s;
+}
+
+/// CURLOPT_CLOSESOCKETFUNCTION: its waits end and galay lets go of it, then it is closed.
+int on_close(void* clientp, curl_socket_t s) {
+    auto* c = static_cast<Core*>(clientp);
+    if (auto it = c->sockets.find(s); it != c->sockets.end()) {
+        Core::drop(*it->second);
+        it->second->ours = false;
+    }
+    return ::close(s);
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* p) {
@@ -300,6 +346,10 @@ galay::Task<FetchResult> CurlMulti::fetch(std::string url, FetchOptions options)
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &detail::on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &detail::on_open);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c.get());
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &detail::on_close);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c.get());
     if (options.keep_headers) {
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &detail::on_header);
         curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);

@@ -48,24 +48,44 @@ const char* kind_name(ErrorKind k) noexcept {
 
 namespace detail {
 
-/// One query, from `query()` until its result is taken (the asking task and the connection that
-/// carries it share it: a query that timed out may still be answered later).
-struct Pending {
-    std::string sql;
-    std::vector<Param> params;
+/// A query or a batch, from `query()` / `run()` until its results are taken (the asking task
+/// and the connections that carry it share it: a query that timed out may still be answered).
+struct Request {
+    Batch batch;
     std::chrono::nanoseconds timeout{0};
-    galay::Event done;
-    std::optional<QueryResult> result;
-    bool sent = false, abandoned = false;
-    /// The connection it was sent on. Alive while the query waits for its result: a lost
-    /// connection ends its queries first.
-    struct Session* carrier = nullptr;
+    galay::Event done;                ///< set when the last result is in
+    ResultHandler each;               ///< run_each: where results go (else `results`)
+    std::vector<QueryResult> results; ///< one per query, in the batch's order
+    std::vector<bool> got;            ///< which of them came
+    std::size_t sent = 0;             ///< the batch's queries sent so far (the first ones)
+    std::size_t left = 0;             ///< results not in yet
+    bool abandoned = false;
+
+    Request(Batch b, ResultHandler h)
+        : batch(std::move(b))
+        , each(std::move(h))
+        , got(batch.size())
+        , left(batch.size()) {
+        if (each) return;
+        results.reserve(left); // filled in as they come
+        for (std::size_t k = 0; k < left; ++k)
+            results.emplace_back(std::unexpect, Error{ErrorKind::timeout, {}, {}});
+    }
+    void settle(std::size_t k, QueryResult r) {
+        if (each)
+            each(k, std::move(r));
+        else
+            results[k] = std::move(r);
+        got[k] = true;
+        if (--left == 0) done.set();
+    }
 };
 
 /// A request on a connection whose results have not all been read, in the order sent.
 struct InFlight {
-    std::shared_ptr<Pending> query; ///< null: a pipeline sync
-    bool answered = false;          ///< its result came; the NULL that ends it has not
+    std::shared_ptr<Request> req; ///< null: a pipeline sync
+    std::size_t index = 0;        ///< the query's place in its batch
+    bool answered = false;        ///< its result came; the NULL that ends it has not
 };
 
 /// One connection's life, from connected to lost: a new one for every reconnection, so nothing
@@ -93,8 +113,8 @@ struct Conn {
 struct PoolState : std::enable_shared_from_this<PoolState> {
     Options opts;
     std::vector<Conn> conns;
-    std::deque<std::shared_ptr<Pending>> waiting;
-    std::size_t next = 0; ///< where dispatch() looks first
+    std::deque<std::shared_ptr<Request>> waiting; ///< not sent yet, or not all of it
+    std::size_t next = 0;                         ///< where dispatch() looks first
     bool closing = false;
     galay::Event closed;
     Stats stats;
@@ -105,18 +125,18 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
     galay::Task<void> read_loop(std::shared_ptr<Session> s);
     galay::Task<void> write_loop(std::shared_ptr<Session> s);
     void dispatch();
-    bool send(Session& s, const std::shared_ptr<Pending>& p);
+    Session* pick(std::size_t want);
+    void send(Session& s, const std::shared_ptr<Request>& r, std::size_t n);
+    bool sync(Session& s);
+    void flush(Session& s);
+    bool start(const std::shared_ptr<Request>& r);
+    void give_up(Request& r, const galay::Result<void>& w);
     void drain(Session& s, bool& completed);
     void lose(Session& s, const std::string& why, ErrorKind kind = ErrorKind::connection_lost);
     void fail_waiting(ErrorKind kind, const std::string& why);
 };
 
 namespace {
-
-void finish(Pending& p, QueryResult r) {
-    p.result.emplace(std::move(r));
-    p.done.set();
-}
 
 /// The query's outcome from its result, which this takes.
 QueryResult outcome(PGresult* r) {
@@ -174,64 +194,104 @@ galay::Task<std::expected<std::shared_ptr<Session>, Error>> PoolState::connect()
     co_return s;
 }
 
-/// Sends `p` on `s` (PQsendQueryParams, then PQflush or a wake-up of the writer); false when
-/// the connection broke (it is then lost, and `p` was not taken).
-bool PoolState::send(Session& s, const std::shared_ptr<Pending>& p) {
-    // The parameters' pointers: on the stack for up to 16 (no allocation per query).
-    const std::size_t n = p->params.size();
-    const char* few[16];
-    std::vector<const char*> many(n > 16 ? n : 0);
-    const char** values = n > 16 ? many.data() : few;
-    for (std::size_t k = 0; k < n; ++k)
-        values[k] = p->params[k] ? p->params[k]->c_str() : nullptr;
-    if (PQsendQueryParams(s.pg, p->sql.c_str(), static_cast<int>(n), nullptr, values, nullptr,
-                          nullptr, 0) != 1) {
+/// Ends the sync group open on `s` (PQpipelineSync, which also flushes what it can); false
+/// when the connection broke (it is then lost).
+bool PoolState::sync(Session& s) {
+    if (PQpipelineSync(s.pg) != 1) {
         lose(s, one_line(PQerrorMessage(s.pg)));
         return false;
     }
-    p->sent = true;
-    p->carrier = &s;
-    s.inflight.push_back({p});
-    ++s.queries;
-    if (opts.pipeline) {
-        // The writer syncs once the tasks ready in this turn have sent theirs, so a burst of
-        // queries shares one sync; a long burst is cut every sync_every queries.
-        if (++s.unsynced >= opts.sync_every) {
-            if (PQpipelineSync(s.pg) != 1) {
-                lose(s, one_line(PQerrorMessage(s.pg)));
-                return true;
-            }
-            s.unsynced = 0;
-            s.inflight.push_back({nullptr});
-        }
-        s.wake_writer.notify_one();
-        return true;
-    }
-    const int f = PQflush(s.pg);
-    if (f < 0) lose(s, one_line(PQerrorMessage(s.pg)));
-    if (f == 1) s.wake_writer.notify_one();
+    s.unsynced = 0;
+    s.inflight.push_back({nullptr});
     return true;
 }
 
-/// Hands the queued queries to connections with room, in order. One at a time per connection:
-/// the next free one after the last used (the load spreads). Pipeline mode: the last used one
-/// while it has room, so that a burst of queries (the tasks its last results woke) goes out
-/// as one sync group rather than one query per connection.
+/// PQflush; what it could not send, the writer sends once the socket is writable.
+void PoolState::flush(Session& s) {
+    const int f = PQflush(s.pg);
+    if (f < 0) lose(s, one_line(PQerrorMessage(s.pg)));
+    if (f == 1) s.wake_writer.notify_one();
+}
+
+/// Sends the next `n` queries of `r` on `s` (PQsendQueryParams, then PQflush or a wake-up of the
+/// writer). When the connection breaks it is lost, and what of `r` it did not take stays to send.
+void PoolState::send(Session& s, const std::shared_ptr<Request>& r, std::size_t n) {
+    const Batch& b = r->batch;
+    // Pipeline mode: a batch is a sync group of its own (an error in it skips none of another's
+    // queries); single queries share a sync per turn of the loop (the writer's) or sync_every.
+    const bool group = opts.pipeline && b.size() > 1;
+    if (group && s.unsynced > 0 && !sync(s)) return;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = r->sent;
+        const Batch::Entry& e = b.entries_[k];
+        // The parameters' pointers: on the stack for up to 16 (no allocation per query).
+        const char* few[16];
+        std::vector<const char*> many(e.count > 16 ? e.count : 0);
+        const char** values = e.count > 16 ? many.data() : few;
+        for (std::uint32_t j = 0; j < e.count; ++j) {
+            const Param& p = b.params_[e.first + j];
+            values[j] = p ? p->c_str() : nullptr;
+        }
+        if (PQsendQueryParams(s.pg, b.sqls_[e.sql].c_str(), static_cast<int>(e.count), nullptr,
+                              values, nullptr, nullptr, 0) != 1)
+            return lose(s, one_line(PQerrorMessage(s.pg)));
+        ++r->sent;
+        s.inflight.push_back({r, k});
+        ++s.queries;
+        if (opts.pipeline && !group && ++s.unsynced >= opts.sync_every && !sync(s)) return;
+    }
+    if (group) {
+        if (sync(s)) flush(s);
+    } else if (opts.pipeline) {
+        // The writer syncs once the tasks ready in this turn have sent theirs, so a burst of
+        // queries shares one sync; a long burst is cut every sync_every queries.
+        s.wake_writer.notify_one();
+    } else {
+        flush(s);
+    }
+}
+
+/// A connection with room for a request's `want` queries still to send. One at a time per
+/// connection: the next free one after the last used (the load spreads). Pipeline mode: the
+/// last used one while it has room for them all, so that a burst of queries (the tasks its last
+/// results woke) goes out as one sync group rather than one query per connection, else the next
+/// with room for them all, else the first with any room (the request is split).
+Session* PoolState::pick(std::size_t want) {
+    Session* some = nullptr;
+    std::size_t some_at = 0;
+    for (std::size_t k = 0; k < conns.size(); ++k) {
+        const std::size_t at = (next + k) % conns.size();
+        Session* s = conns[at].session.get();
+        if (s == nullptr || s->dead || s->queries >= cap()) continue;
+        if (!opts.pipeline) {
+            next = (at + 1) % conns.size();
+            return s;
+        }
+        if (static_cast<std::size_t>(cap() - s->queries) >= want) {
+            next = at;
+            return s;
+        }
+        if (some == nullptr) {
+            some = s;
+            some_at = at;
+        }
+    }
+    if (some != nullptr) next = some_at;
+    return some;
+}
+
+/// Hands the queued requests to connections with room, in order.
 void PoolState::dispatch() {
     while (!waiting.empty() && !closing) {
-        Session* room = nullptr;
-        for (std::size_t k = 0; k < conns.size() && room == nullptr; ++k) {
-            Session* s = conns[(next + k) % conns.size()].session.get();
-            if (s != nullptr && !s->dead && s->queries < cap()) {
-                room = s;
-                next = (next + k + (opts.pipeline ? 0 : 1)) % conns.size();
-            }
+        std::shared_ptr<Request> r = waiting.front();
+        if (r->abandoned || r->sent == r->batch.size()) {
+            waiting.pop_front();
+            continue;
         }
+        const std::size_t want = r->batch.size() - r->sent;
+        Session* room = pick(want);
         if (room == nullptr) return;
-        std::shared_ptr<Pending> p = std::move(waiting.front());
-        waiting.pop_front();
-        if (p->abandoned) continue;
-        if (!send(*room, p)) waiting.push_front(std::move(p)); // another connection takes it
+        send(*room, r, opts.pipeline ? std::min(want, std::size_t(cap() - room->queries)) : 1);
     }
 }
 
@@ -241,7 +301,7 @@ void PoolState::drain(Session& s, bool& completed) {
         InFlight& head = s.inflight.front();
         PGresult* r = PQgetResult(s.pg);
         if (r == nullptr) { // the end of the head query's results
-            if (head.query == nullptr || !head.answered) {
+            if (head.req == nullptr || !head.answered) {
                 if (PQstatus(s.pg) == CONNECTION_BAD)
                     return lose(s, one_line(PQerrorMessage(s.pg)));
                 return lose(s, "libpq ended a request that had no result");
@@ -254,20 +314,20 @@ void PoolState::drain(Session& s, bool& completed) {
         const ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC) { // not followed by a NULL
             PQclear(r);
-            if (head.query != nullptr) return lose(s, "a sync result before its queries' ends");
+            if (head.req != nullptr) return lose(s, "a sync result before its queries' ends");
             s.inflight.pop_front();
             continue;
         }
-        if (head.query == nullptr || head.answered) {
+        if (head.req == nullptr || head.answered) {
             // A second result for one query: PQsendQueryParams runs one statement, so only
             // COPY and the like would come here; it is not a query this pool serves.
             PQclear(r);
-            if (head.query == nullptr) return lose(s, "a result where a sync was expected");
+            if (head.req == nullptr) return lose(s, "a result where a sync was expected");
             continue;
         }
         head.answered = true;
-        if (!head.query->abandoned)
-            finish(*head.query, outcome(r));
+        if (!head.req->abandoned)
+            head.req->settle(head.index, outcome(r));
         else
             PQclear(r);
     }
@@ -280,8 +340,8 @@ void PoolState::lose(Session& s, const std::string& why, ErrorKind kind) {
     s.dead = true;
     if (kind == ErrorKind::connection_lost) ++stats.connections_lost;
     for (InFlight& f : s.inflight)
-        if (f.query && !f.answered && !f.query->abandoned)
-            finish(*f.query, std::unexpected(Error{kind, why, ""}));
+        if (f.req && !f.answered && !f.req->abandoned)
+            f.req->settle(f.index, std::unexpected(Error{kind, why, ""}));
     s.inflight.clear();
     s.queries = 0;
     s.wake_writer.notify_one(); // the writer sees `dead` and ends
@@ -291,21 +351,18 @@ void PoolState::lose(Session& s, const std::string& why, ErrorKind kind) {
 }
 
 void PoolState::fail_waiting(ErrorKind kind, const std::string& why) {
-    std::deque<std::shared_ptr<Pending>> all;
+    std::deque<std::shared_ptr<Request>> all;
     all.swap(waiting);
-    for (auto& p : all)
-        if (!p->abandoned) finish(*p, std::unexpected(Error{kind, why, ""}));
+    for (auto& r : all) // what was sent of it ends with its connection
+        for (std::size_t k = r->sent; k < r->batch.size() && !r->abandoned; ++k)
+            r->settle(k, std::unexpected(Error{kind, why, ""}));
 }
 
 galay::Task<void> PoolState::write_loop(std::shared_ptr<Session> s) {
     for (;;) {
         auto w = co_await s->wake_writer.wait();
         if (!w || s->dead) co_return;
-        if (s->unsynced > 0) {
-            if (PQpipelineSync(s->pg) != 1) co_return lose(*s, one_line(PQerrorMessage(s->pg)));
-            s->unsynced = 0;
-            s->inflight.push_back({nullptr});
-        }
+        if (s->unsynced > 0 && !sync(*s)) co_return;
         for (;;) {
             const int f = PQflush(s->pg);
             if (f < 0) co_return lose(*s, one_line(PQerrorMessage(s->pg)));
@@ -368,49 +425,91 @@ galay::Task<void> PoolState::run(std::size_t i) {
     }
 }
 
+/// Queues `r` and sends what a connection has room for; false (every result set) when the pool
+/// is closed.
+bool PoolState::start(const std::shared_ptr<Request>& r) {
+    if (closing) {
+        for (std::size_t k = 0; k < r->batch.size(); ++k)
+            r->settle(k, std::unexpected(Error{ErrorKind::closed, "the pool is closed", ""}));
+        return false;
+    }
+    waiting.push_back(r);
+    dispatch();
+    return true;
+}
+
+/// `r`'s wait ended (`w`) before every result came: the rest end with ErrorKind::timeout, the
+/// unsent ones leave the queue, and every connection running one of the sent ones is asked to
+/// cancel its statement (PQcancel, from the blocking pool: it connects and waits).
+void PoolState::give_up(Request& r, const galay::Result<void>& w) {
+    r.abandoned = true;
+    if (r.sent < r.batch.size())
+        std::erase_if(waiting, [&](const auto& q) { return q.get() == &r; });
+    bool cancel_missing = false;
+    for (Conn& c : conns) {
+        Session* s = c.session.get();
+        if (s == nullptr || s->dead) continue;
+        const bool carries = std::any_of(s->inflight.begin(), s->inflight.end(),
+                                         [&](auto& f) { return f.req.get() == &r && !f.answered; });
+        if (!carries) continue;
+        if (s->cancel == nullptr) {
+            cancel_missing = true;
+            continue;
+        }
+        ++stats.cancels_sent;
+        galay::spawn([](std::shared_ptr<PGcancel> c) -> galay::Task<void> {
+            co_await galay::spawn_blocking([&c] {
+                char err[256];
+                PQcancel(c.get(), err, sizeof err);
+            });
+        }(s->cancel));
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.timeout).count();
+    const std::string why = cancel_missing ? "no result in time (no cancel)"
+                            : w.error() == std::errc::timed_out
+                                ? "no result within " + std::to_string(ms) + " ms"
+                                : "cancelled";
+    for (std::size_t k = 0; k < r.batch.size(); ++k) {
+        if (r.got[k]) continue;
+        QueryResult e = std::unexpected(
+            Error{ErrorKind::timeout, k >= r.sent ? "no connection was free in time" : why, ""});
+        if (r.each)
+            r.each(k, std::move(e));
+        else
+            r.results[k] = std::move(e);
+    }
+}
+
 } // namespace detail
 
-QueryCall&& QueryCall::timeout(std::chrono::nanoseconds d) && {
-    pending_->timeout = d;
+template <class R>
+Call<R>&& Call<R>::timeout(std::chrono::nanoseconds d) && {
+    req_->timeout = d;
     return std::move(*this);
 }
 
-galay::Task<QueryResult> QueryCall::run() {
-    // This QueryCall owns the task, so its members outlive the frame.
-    detail::PoolState* s = state_.get();
-    const std::shared_ptr<detail::Pending>& p = pending_;
-    if (s->closing) co_return std::unexpected(Error{ErrorKind::closed, "the pool is closed", ""});
-    s->waiting.push_back(p);
-    s->dispatch();
-    galay::Result<void> w;
-    if (p->timeout.count() > 0)
-        w = co_await p->done.wait().timeout(p->timeout);
-    else
-        w = co_await p->done.wait();
-    if (w || p->result) co_return std::move(*p->result);
-    p->abandoned = true;
-    if (!p->sent) {
-        std::erase(s->waiting, p);
-        co_return std::unexpected(Error{ErrorKind::timeout, "no connection was free in time", ""});
+template <class R>
+galay::Task<R> Call<R>::run() {
+    // This Call owns the task, so its members outlive the frame.
+    detail::Request& r = *req_;
+    if (r.left > 0 && state_->start(req_)) {
+        galay::Result<void> w;
+        if (r.timeout.count() > 0)
+            w = co_await r.done.wait().timeout(r.timeout);
+        else
+            w = co_await r.done.wait();
+        if (!w && r.left > 0) state_->give_up(r, w);
     }
-    // Ask the server to stop it, from the blocking pool: PQcancel connects and waits.
-    std::shared_ptr<PGcancel> cancel = p->carrier->cancel;
-    if (cancel == nullptr)
-        co_return std::unexpected(Error{ErrorKind::timeout, "no result in time (no cancel)", ""});
-    ++s->stats.cancels_sent;
-    galay::spawn([](std::shared_ptr<PGcancel> c) -> galay::Task<void> {
-        co_await galay::spawn_blocking([&c] {
-            char err[256];
-            PQcancel(c.get(), err, sizeof err);
-        });
-    }(std::move(cancel)));
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p->timeout).count();
-    co_return std::unexpected(Error{ErrorKind::timeout,
-                                    w.error() == std::errc::timed_out
-                                        ? "no result within " + std::to_string(ms) + " ms"
-                                        : "cancelled",
-                                    ""});
+    // Every result is in (or ended): nothing refers to them any more.
+    if constexpr (std::is_same_v<R, QueryResult>)
+        co_return std::move(r.results[0]);
+    else if constexpr (!std::is_void_v<R>)
+        co_return std::move(r.results);
 }
+
+template class Call<QueryResult>;
+template class Call<std::vector<QueryResult>>;
+template class Call<void>;
 
 galay::Task<std::expected<Pool, Error>> Pool::open(Options o) {
     // Not a coroutine itself: the options are moved into the state here, so the task never
@@ -436,11 +535,54 @@ galay::Task<std::expected<Pool, Error>> Pool::open_state(std::shared_ptr<detail:
 }
 
 QueryCall Pool::query_params(std::string sql, std::vector<Param> params) {
-    auto p = std::make_shared<detail::Pending>();
-    p->sql = std::move(sql);
-    p->params = std::move(params);
-    p->timeout = state_->opts.query_timeout;
-    return QueryCall(state_, std::move(p));
+    Batch b;
+    b.add_params(sql, std::move(params));
+    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
+    r->timeout = state_->opts.query_timeout;
+    return QueryCall(state_, std::move(r));
+}
+
+BatchCall Pool::run(Batch b) {
+    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
+    r->timeout = state_->opts.query_timeout;
+    return BatchCall(state_, std::move(r));
+}
+
+EachCall Pool::run_each(Batch b, ResultHandler each) {
+    if (!each) each = [](std::size_t, QueryResult&&) {};
+    auto r = std::make_shared<detail::Request>(std::move(b), std::move(each));
+    r->timeout = state_->opts.query_timeout;
+    return EachCall(state_, std::move(r));
+}
+
+Batch& Batch::add_params(std::string_view sql, std::vector<Param> params) {
+    if (params_.empty()) { // the first query's (or a single query's) vector is taken as it is
+        add_sql(sql, params.size());
+        params_ = std::move(params);
+        return *this;
+    }
+    add_sql(sql, params.size());
+    for (Param& p : params)
+        params_.push_back(std::move(p));
+    return *this;
+}
+
+void Batch::add_sql(std::string_view sql, std::size_t params) {
+    if (sqls_.empty() || sqls_.back() != sql) sqls_.emplace_back(sql);
+    entries_.push_back({static_cast<std::uint32_t>(sqls_.size() - 1),
+                        static_cast<std::uint32_t>(params_.size()),
+                        static_cast<std::uint32_t>(params)});
+}
+
+void Batch::reserve(std::size_t queries, std::size_t params) {
+    entries_.reserve(queries);
+    params_.reserve(queries * params);
+}
+
+void Batch::clear() noexcept {
+    sqls_.clear();
+    params_.clear();
+    entries_.clear();
 }
 
 void Pool::close() noexcept {

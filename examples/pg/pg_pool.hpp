@@ -8,6 +8,9 @@
 //     if (r) std::printf("%s\n", std::string(r->get(0, 0)).c_str());      // "3"
 //     auto slow = co_await pool->query("SELECT pg_sleep(60)").timeout(100ms);
 //     // slow.error().kind == pg::ErrorKind::timeout: PQcancel was sent, the connection goes on
+//     pg::Batch b;
+//     for (int i = 0; i < 16; ++i) b.add("SELECT $1::int", i);
+//     std::vector<pg::QueryResult> all = co_await pool->run(std::move(b)); // in order
 //
 // Example code to copy, not part of the galay library. What it does, and why:
 // - Every connection has a reader task (waits readable, PQconsumeInput, PQgetResult while
@@ -17,6 +20,13 @@
 //   `max_inflight` queries; the queries sent in one turn of the loop share one PQpipelineSync
 //   (at most `sync_every`). An error in a pipelined query makes the server skip the rest of its
 //   sync group: those end with ErrorKind::pipeline_aborted (retry them).
+// - A Batch is many queries that one task sends and awaits together: no task, Event or wake-up
+//   per query. In pipeline mode it goes to one connection with room for it (else it is split
+//   over the connections with room) and is a sync group of its own: an error in it makes the
+//   rest of the group end with ErrorKind::pipeline_aborted, other batches go on. Without
+//   pipeline mode its queries run side by side over the connections. `run` gives its results in
+//   the order added; `run_each` hands each to a function as it is read, so none waits for the
+//   rest of its batch. A timeout ends the ones not answered yet.
 // - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
 //   pool (it makes a connection of its own: it must not block the loop). The server then ends the
 //   statement running on that connection; in pipeline mode that can be a later one of the group.
@@ -35,6 +45,7 @@
 #include <concepts>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,28 +150,70 @@ struct Stats {
 
 namespace detail {
 struct PoolState;
-struct Pending;
+struct Request;
 } // namespace detail
 
-/// `co_await pool.query(...)` (with `.timeout(d)` before it) -> QueryResult.
-class [[nodiscard]] QueryCall {
+/// Queries sent together by `Pool::run` (see the top of this file). The SQL text of consecutive
+/// queries that share it is stored once; reusing a Batch after clear() keeps its memory.
+class Batch {
 public:
-    QueryCall(std::shared_ptr<detail::PoolState> s, std::shared_ptr<detail::Pending> p) noexcept
+    /// Adds `sql` with `params` ($1, $2, ... in text form, as Pool::query takes them).
+    template <class... Args>
+    Batch& add(std::string_view sql, Args&&... params) {
+        add_sql(sql, sizeof...(Args));
+        (params_.push_back(to_param(std::forward<Args>(params))), ...);
+        return *this;
+    }
+    Batch& add_params(std::string_view sql, std::vector<Param> params);
+    /// Room for `queries` queries of `params` parameters each (no reallocation while adding).
+    void reserve(std::size_t queries, std::size_t params = 1);
+    std::size_t size() const noexcept { return entries_.size(); }
+    bool empty() const noexcept { return entries_.empty(); }
+    void clear() noexcept;
+
+private:
+    friend struct detail::PoolState;
+    struct Entry {
+        std::uint32_t sql;          ///< index in sqls_
+        std::uint32_t first, count; ///< its parameters in params_
+    };
+    void add_sql(std::string_view sql, std::size_t params);
+    std::vector<std::string> sqls_;
+    std::vector<Param> params_;
+    std::vector<Entry> entries_;
+};
+
+/// What `co_await` on a query (R = QueryResult) or a batch (R = one QueryResult per query, in
+/// the order added) gives; `.timeout(d)` before it ends what is not answered by then with
+/// ErrorKind::timeout and asks the server to cancel it.
+template <class R>
+class [[nodiscard]] Call {
+public:
+    Call(std::shared_ptr<detail::PoolState> s, std::shared_ptr<detail::Request> r) noexcept
         : state_(std::move(s))
-        , pending_(std::move(p)) {}
-    /// End the query with ErrorKind::timeout (and cancel it on the server) after `d`.
-    QueryCall&& timeout(std::chrono::nanoseconds d) &&;
+        , req_(std::move(r)) {}
+    Call&& timeout(std::chrono::nanoseconds d) &&;
     auto operator co_await() && {
         task_.emplace(run());
         return std::move(*task_).operator co_await();
     }
 
 private:
-    galay::Task<QueryResult> run();
+    galay::Task<R> run();
     std::shared_ptr<detail::PoolState> state_;
-    std::shared_ptr<detail::Pending> pending_;
-    std::optional<galay::Task<QueryResult>> task_;
+    std::shared_ptr<detail::Request> req_;
+    std::optional<galay::Task<R>> task_;
 };
+
+using QueryCall = Call<QueryResult>;
+using BatchCall = Call<std::vector<QueryResult>>;
+using EachCall = Call<void>;
+extern template class Call<QueryResult>;
+extern template class Call<std::vector<QueryResult>>;
+extern template class Call<void>;
+
+/// What `Pool::run_each` hands each result to: the query's place in its batch and its result.
+using ResultHandler = std::function<void(std::size_t, QueryResult&&)>;
 
 /// A pool of libpq connections (see the top of this file). Move-only; destroying it closes it.
 class Pool {
@@ -179,6 +232,13 @@ public:
         return query_params(std::move(sql), {to_param(std::forward<Args>(params))...});
     }
     QueryCall query_params(std::string sql, std::vector<Param> params);
+    /// Run every query of `b` (see Batch); an empty batch gives an empty vector.
+    BatchCall run(Batch b);
+    /// Run every query of `b` and hand each result to `each` as it is read, in order, from the
+    /// pool's reader: no result waits for the rest of its batch (a service that holds none
+    /// keeps the heap small). `co_await` ends once every one was handed over (those past the
+    /// timeout with ErrorKind::timeout). `each` must not throw, suspend or use the pool.
+    EachCall run_each(Batch b, ResultHandler each);
 
     /// Ends every query queued or in flight with ErrorKind::closed and lets go of the
     /// connections (their tasks end at the loop's next turn). Idempotent.

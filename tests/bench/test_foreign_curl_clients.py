@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""curl_multi_loop (curl multi on curl_multi_poll) and curl_threads (curl_easy_perform per thread)
+"""curl_multi_loop (curl multi on curl_multi_poll), raw_curl (its socket callbacks on an epoll
+loop, when built) and curl_threads (curl_easy_perform per thread)
 against a local nginx started here (Python's http.server when there is no nginx): short runs over
 two URLs with every body's size checked (JSON: requests counted, errors 0, connections kept
 alive and reused); bad flags are one line and exit 2; a wrong size, a 404, a refused port and a
@@ -19,6 +20,8 @@ from foreign_runs import Staller, expect_usage, run  # noqa: E402
 
 BIN = sys.argv[1]
 PROGRAMS = [[os.path.join(BIN, "curl_multi_loop")], [os.path.join(BIN, "curl_threads")]]
+if os.access(os.path.join(BIN, "raw_curl"), os.X_OK):  # curl multi on a hand-written epoll loop
+    PROGRAMS += [[os.path.join(BIN, "raw_curl")]]
 if "galay_curl" in sys.argv[2:]:
     PROGRAMS += [[os.path.join(BIN, "galay_curl"), "--backend", b] for b in ("io_uring", "epoll")]
 FIELDS = {"implementation", "transfers", "urls", "warmup_requests", "requests", "seconds",

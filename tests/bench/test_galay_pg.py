@@ -25,6 +25,7 @@ expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--connections", "0"], "-
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--backend", "kqueue"], "--backend")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--mode", "nope"], "--mode")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--prepared"], "--prepared")
+expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--malloc-trim", "-1"], "--malloc-trim")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--mode", "pipeline", "--connections",
                           "8", "--inflight", "4"], "--inflight: 4 is fewer than --connections 8")
 r = run([GALAY_PG, "--help"])
@@ -54,6 +55,11 @@ with pg:
         check_pg_run([GALAY_PG, "--conninfo", sock, "--connections", "4", "--mode", "pipeline",
                       "--depth", "8", "--inflight", "70"] + be + short,
                      mode="pipeline", depth=8, inflight=70)
+        # The batch's results taken together (pool.run), and one task per query (pool.query).
+        for form in ("--hold", "--per-query"):
+            check_pg_run([GALAY_PG, "--conninfo", sock, "--connections", "4", "--mode",
+                          "pipeline", "--depth", "8", "--inflight", "70", form] + be + short,
+                         mode="pipeline", depth=8, inflight=70, malloc_trim=64 << 20)
         # More in flight than one connection's socket buffers hold (PQflush returns 1).
         check_pg_run([GALAY_PG, "--conninfo", tcp, "--connections", "2", "--mode", "pipeline",
                       "--depth", "2000", "--inflight", "20000"] + be + short,

@@ -3,6 +3,8 @@
 // at a time per connection, and in pipeline mode), an error inside a pipeline, a query past its
 // timeout cancelled on the server, a wrong password, a server that is down or stops, a restart
 // in the middle of a load (every query ends, the pool recovers), and pg_http answering curl.
+// Batches: results in order (mixed statements, split over connections, with and without
+// pipeline mode), an error in the middle of one, its timeout, a server restart while one runs.
 // Every wait is bounded: a query carries a timeout, a process a deadline.
 #include "pg_pool.hpp"
 #include "support/backends.hpp"
@@ -358,6 +360,237 @@ TEST_P(PgPoolTest, PgQueryPrintsRowsAndSaysWhatWentWrong) {
     auto help = test::run_process({PG_QUERY_BIN, "--help"}, 60s);
     EXPECT_EQ(help.exit_code, 0);
     EXPECT_NE(help.out.find("Usage: pg_query"), std::string::npos);
+}
+
+/// A batch of `n` queries `SELECT $1::int * 2` (values from `first`), every fifth one
+/// `SELECT $1::text` instead (a batch mixes statements).
+pg::Batch doubling(int first, int n) {
+    pg::Batch b;
+    for (int v = first; v < first + n; ++v)
+        if (v % 5 == 0)
+            b.add("SELECT $1::text", "t" + std::to_string(v));
+        else
+            b.add("SELECT $1::int * 2", v);
+    return b;
+}
+
+/// How many of `rs` (from doubling(first, ...)) are right; the first wrong one in `wrong`.
+int right_answers(const std::vector<pg::QueryResult>& rs, int first, std::string& wrong) {
+    int right = 0;
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+        const int v = first + static_cast<int>(i);
+        const std::string want = v % 5 == 0 ? "t" + std::to_string(v) : std::to_string(2 * v);
+        if (rs[i] && rs[i]->get(0, 0) == want)
+            ++right;
+        else if (wrong.empty())
+            wrong = "#" + std::to_string(i) + ": " +
+                    (rs[i] ? std::string(rs[i]->get(0, 0)) : describe(rs[i]));
+    }
+    return right;
+}
+
+TEST_P(PgPoolTest, ABatchGivesItsResultsInOrder) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    for (const bool pipeline : {true, false}) {
+        run([&]() -> Task<void> {
+            auto opts = pool_options(server.socket_conninfo(), 3, pipeline);
+            opts.max_inflight = 40; // a batch of 100 is split over the connections
+            auto pool = co_await pg::Pool::open(std::move(opts));
+            CO_ASSERT(pool);
+            // Several batches at once from several tasks, and a single query among them.
+            std::vector<JoinHandle<std::vector<pg::QueryResult>>> batches;
+            for (int k = 0; k < 4; ++k)
+                batches.push_back(
+                    spawn([](pg::Pool& p, int first) -> Task<std::vector<pg::QueryResult>> {
+                        co_return co_await p.run(doubling(first, 100));
+                    }(*pool, k * 1000)));
+            auto one = co_await pool->query("SELECT $1::int", 7);
+            CO_ASSERT(one);
+            EXPECT_EQ(one->get(0, 0), "7");
+            for (int k = 0; k < 4; ++k) {
+                std::vector<pg::QueryResult> rs = co_await batches[static_cast<std::size_t>(k)];
+                std::string wrong;
+                CO_ASSERT(rs.size() == 100u);
+                EXPECT_EQ(right_answers(rs, k * 1000, wrong), 100)
+                    << "pipeline " << pipeline << " " << wrong;
+            }
+            auto none = co_await pool->run(pg::Batch{});
+            EXPECT_TRUE(none.empty());
+            EXPECT_EQ(pool->stats().connections_lost, 0u);
+        }());
+    }
+}
+
+TEST_P(PgPoolTest, RunEachHandsEveryResultOverInOrder) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 2, true));
+        CO_ASSERT(pool);
+        std::vector<pg::QueryResult> got;
+        std::vector<std::size_t> order;
+        auto keep = [&](std::size_t i, pg::QueryResult&& r) {
+            order.push_back(i);
+            got.push_back(std::move(r));
+        };
+        pg::Batch b = doubling(1, 50);
+        b.add("SELECT 1 / $1::int", 0).add("SELECT $1::int", 51); // fails, then skipped
+        co_await pool->run_each(std::move(b), keep);
+        CO_ASSERT(got.size() == 52u);
+        for (std::size_t i = 0; i < order.size(); ++i)
+            EXPECT_EQ(order[i], i);
+        CO_ASSERT(!got[50] && !got[51]);
+        EXPECT_EQ(got[50].error().sqlstate, "22012");
+        EXPECT_EQ(got[51].error().kind, pg::ErrorKind::pipeline_aborted) << describe(got[51]);
+        std::string wrong;
+        got.erase(got.begin() + 50, got.end());
+        EXPECT_EQ(right_answers(got, 1, wrong), 50) << wrong;
+        // Past its timeout: what came was handed over, the rest end with `timeout`, once each.
+        got.clear();
+        order.clear();
+        pg::Batch slow;
+        slow.add("SELECT pg_sleep(60)").add("SELECT $1::int", 2);
+        co_await pool->run_each(std::move(slow), keep).timeout(300ms);
+        CO_ASSERT(got.size() == 2u);
+        for (const auto& r : got) {
+            CO_ASSERT(!r);
+            EXPECT_EQ(r.error().kind, pg::ErrorKind::timeout) << describe(r);
+        }
+        co_await pool->run_each(pg::Batch{}, keep); // nothing to hand over
+        EXPECT_EQ(got.size(), 2u);
+        EXPECT_EQ(pool->stats().cancels_sent, 1u);
+    }());
+}
+
+TEST_P(PgPoolTest, AnErrorInABatchSkipsTheRestOfItOnly) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 1, true));
+        CO_ASSERT(pool);
+        // Two batches sent in the same turn on the one connection: each is its own sync group.
+        auto other = spawn([](pg::Pool& p) -> Task<std::vector<pg::QueryResult>> {
+            co_return co_await p.run(doubling(1, 8));
+        }(*pool));
+        pg::Batch b;
+        b.add("SELECT $1::int", 1).add("SELECT 1 / $1::int", 0).add("SELECT $1::int", 3);
+        b.add_params("SELECT $1::int", {"4"});
+        std::vector<pg::QueryResult> rs = co_await pool->run(std::move(b));
+        CO_ASSERT(rs.size() == 4u);
+        CO_ASSERT(rs[0]);
+        EXPECT_EQ(rs[0]->get(0, 0), "1");
+        CO_ASSERT(!rs[1]);
+        EXPECT_EQ(rs[1].error().kind, pg::ErrorKind::server);
+        EXPECT_EQ(rs[1].error().sqlstate, "22012");
+        for (std::size_t i : {2u, 3u}) {
+            CO_ASSERT(!rs[i]);
+            EXPECT_EQ(rs[i].error().kind, pg::ErrorKind::pipeline_aborted) << describe(rs[i]);
+        }
+        std::vector<pg::QueryResult> others = co_await other;
+        std::string wrong;
+        EXPECT_EQ(right_answers(others, 1, wrong), 8) << wrong;
+        auto again = co_await pool->run(doubling(20, 5));
+        EXPECT_EQ(right_answers(again, 20, wrong), 5) << wrong;
+    }());
+}
+
+TEST_P(PgPoolTest, ABatchPastItsTimeoutKeepsWhatCameAndCancelsTheRest) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    for (const bool pipeline : {true, false}) {
+        run([&]() -> Task<void> {
+            // One connection: the next query can only run once the sleep has ended, which
+            // without the cancel would be 60 s away (past its 20 s timeout).
+            auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 1, pipeline));
+            CO_ASSERT(pool);
+            pg::Batch b;
+            b.add("SELECT $1::int", 1).add("SELECT pg_sleep(60)").add("SELECT $1::int", 3);
+            auto rs = co_await pool->run(std::move(b)).timeout(300ms);
+            CO_ASSERT(rs.size() == 3u);
+            // Pipelined, the first result may wait for the group's end: answered or timed out.
+            if (!pipeline) {
+                CO_ASSERT(rs[0]);
+                EXPECT_EQ(rs[0]->get(0, 0), "1");
+            } else if (!rs[0]) {
+                EXPECT_EQ(rs[0].error().kind, pg::ErrorKind::timeout) << describe(rs[0]);
+            }
+            for (std::size_t i : {1u, 2u}) {
+                CO_ASSERT(!rs[i]);
+                EXPECT_EQ(rs[i].error().kind, pg::ErrorKind::timeout) << describe(rs[i]);
+            }
+            EXPECT_EQ(pool->stats().cancels_sent, 1u);
+            auto next = co_await pool->run(doubling(1, 4)).timeout(20s);
+            std::string wrong;
+            EXPECT_EQ(right_answers(next, 1, wrong), 4) << "pipeline " << pipeline << " " << wrong;
+            EXPECT_EQ(pool->stats().connections_lost, 0u);
+        }());
+    }
+}
+
+TEST_P(PgPoolTest, AServerRestartMidBatchEndsItAndThePoolRecovers) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    std::mutex m;
+    std::vector<pg::QueryResult> during, after;
+    std::string problem;
+    // The pool runs on a thread of its own: this one restarts the server (the fixture must be
+    // started from the thread it lives on).
+    std::thread client([&] {
+        run([&]() -> Task<void> {
+            auto pool = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 1, true));
+            if (!pool) {
+                std::lock_guard lock(m);
+                problem = "open: " + pool.error().message;
+                co_return;
+            }
+            pg::Batch b;
+            b.add("SELECT $1::int", 1).add("SELECT pg_sleep(60)").add("SELECT $1::int", 3);
+            auto rs = co_await pool->run(std::move(b)); // 30 s at most (pool_options)
+            // Once the server is back the pool reconnects: a batch that finds no connection yet
+            // ends with `connect` at once, one sent on the connection the server is closing
+            // with `connection_lost`; 200 tries are bounded by their timeouts.
+            std::vector<pg::QueryResult> next;
+            for (int tries = 0; tries < 200; ++tries) {
+                next = co_await pool->run(doubling(1, 6)).timeout(20s);
+                // A batch sent just as the server closed the old connection ends with it.
+                const bool again =
+                    !next[0] && (next[0].error().kind == pg::ErrorKind::connect ||
+                                 next[0].error().kind == pg::ErrorKind::connection_lost);
+                if (!again) break;
+                co_await sleep(20ms); // a retry's pace while the server is away
+            }
+            std::lock_guard lock(m);
+            during = std::move(rs);
+            after = std::move(next);
+        }());
+    });
+    // Restart once the sleep runs on the server (it is then in flight on the pool's connection).
+    PGconn* watch = PQconnectdb(server.socket_conninfo().c_str());
+    bool seen = false;
+    for (auto until = std::chrono::steady_clock::now() + 30s;
+         !seen && std::chrono::steady_clock::now() < until;) {
+        PGresult* r = PQexec(watch, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                    "state = 'active' AND query = 'SELECT pg_sleep(60)'");
+        seen = PQresultStatus(r) == PGRES_TUPLES_OK && std::string(PQgetvalue(r, 0, 0)) == "1";
+        PQclear(r);
+        if (!seen) std::this_thread::sleep_for(5ms); // a poll of the server's state
+    }
+    PQfinish(watch);
+    EXPECT_TRUE(seen) << "the batch's sleep never ran";
+    server.restart();
+    client.join();
+    EXPECT_EQ(problem, "");
+    ASSERT_EQ(during.size(), 3u);
+    for (std::size_t i = 1; i < 3; ++i) {
+        ASSERT_FALSE(during[i]) << i;
+        const pg::ErrorKind k = during[i].error().kind;
+        EXPECT_TRUE(k == pg::ErrorKind::connection_lost || k == pg::ErrorKind::server ||
+                    k == pg::ErrorKind::pipeline_aborted)
+            << i << ": " << describe(during[i]);
+    }
+    std::string wrong;
+    EXPECT_EQ(right_answers(after, 1, wrong), 6) << wrong;
 }
 
 GALAY_INSTANTIATE_BACKENDS(PgPoolTest);

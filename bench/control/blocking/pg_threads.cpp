@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
                  "in a loop (a control of the PostgreSQL comparison)"};
     foreign::pg::add_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
+    foreign::pg::apply_heap(o);
 
     std::vector<Counter> counters(static_cast<std::size_t>(o.connections));
     Shared shared;
