@@ -67,6 +67,8 @@ const char* backend_name(Backend b) noexcept {
         return "io_uring";
     case Backend::epoll:
         return "epoll";
+    case Backend::kqueue:
+        return "kqueue";
     case Backend::automatic:
         return "auto";
     }
@@ -77,6 +79,7 @@ std::optional<Backend> parse_backend(std::string_view s) noexcept {
     if (s == "auto" || s == "automatic") return Backend::automatic;
     if (s == "io_uring" || s == "uring" || s == "iouring") return Backend::io_uring;
     if (s == "epoll") return Backend::epoll;
+    if (s == "kqueue") return Backend::kqueue;
     return std::nullopt;
 }
 
@@ -90,8 +93,8 @@ Result<Backend> resolve_backend(Backend requested) {
             std::optional<Backend> b = parse_backend(env);
             if (!b) {
                 std::fprintf(stderr,
-                             "galay: GALAY_BACKEND=%s is not a backend (use epoll, io_uring or "
-                             "auto)\n",
+                             "galay: GALAY_BACKEND=%s is not a backend (use epoll, io_uring, "
+                             "kqueue or auto)\n",
                              env);
                 return fail(EINVAL);
             }

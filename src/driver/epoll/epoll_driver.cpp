@@ -1,5 +1,5 @@
-// The epoll driver's set-up, readiness registration, the op's system call, the poll loop and
-// cancellation (epoll_driver.hpp).
+// The readiness driver's set-up, readiness registration, the op's system call, the poll loop and
+// cancellation (epoll_driver.hpp); the poller's system calls are in driver/poller/.
 #include "driver/epoll/epoll_driver.hpp"
 
 #include "driver/common/faults.hpp"
@@ -10,7 +10,6 @@
 #include "driver/zero_copy.hpp"
 #include "runtime/drivers.hpp"
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -21,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace galay::detail {
 
@@ -65,30 +63,15 @@ int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
 EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     : sched_(s)
     , pool_(options.pool_buffers, options.pool_buffer_size)
-    , fair_(options.fair_completions) {
-    ep_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) {
-        int e = errno;
-        ::close(ep_);
-        throw Error(errno_code(e), "galay: eventfd failed");
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = wake_fd_;
-    ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
-}
+    , fair_(options.fair_completions) {}
 
 EpollDriver::~EpollDriver() {
-    files_.reset(); // joins its threads, which may still be waking us
-    ::close(wake_fd_);
-    ::close(ep_);
+    files_.reset(); // joins its threads, which may still be waking us (before the poller goes)
 }
 
 bool EpollDriver::submit(IoOp& op) {
     if (is_file_op(op.code)) {
-        if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+        if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, poller_.fd());
         return files_->submit(op);
     }
     switch (op.code) {
@@ -118,20 +101,15 @@ bool EpollDriver::submit(IoOp& op) {
 bool EpollDriver::wait_ready(IoOp& op) {
     FdState& st = state(op.fd);
     if (!st.registered) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
-        ev.data.fd = op.fd;
-        int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
-        if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
-        if (r < 0) {
-            op.result = -errno;
+        if (const int r = poller_.watch(op.fd); r < 0) {
+            op.result = r;
             return true;
         }
         st.registered = true;
     }
     const bool reads =
         waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
-    // An AsyncFd wait for input and output at once waits with the readers, retried on EPOLLOUT.
+    // An AsyncFd wait for input and output at once waits with the readers, retried on kOutput.
     if (reads && op.code == OpCode::poll && (op.msg_flags & POLLOUT)) st.poll_out_in_readers = true;
     (reads ? st.readers : st.writers).push_back(op);
     op.pending = true;
@@ -172,8 +150,7 @@ void EpollDriver::forget_fd(int fd) noexcept {
 }
 
 void EpollDriver::wake() noexcept {
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    poller_.wake();
 }
 
 void EpollDriver::poll(std::int64_t timeout_ns) {
@@ -182,10 +159,10 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
         release_withheld();
         timeout_ns = 0;
     }
-    // One epoll_wait of at most kEventsPerPoll fds. With fair_completions, ask again (no wait)
+    // One wait for at most kEventsPerPoll events. With fair_completions, ask again (no wait)
     // while full batches keep coming, bounded, as the io_uring driver does.
     for (int round = 0;; ++round) {
-        const int n = wait_events(round == 0 ? timeout_ns : 0);
+        const int n = poller_.wait(round == 0 ? timeout_ns : 0);
         handle_events(n);
         if (!fair_ || n < static_cast<int>(kEventsPerPoll) || round == kFairRounds) break;
     }
@@ -194,48 +171,20 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
     if (files_) files_->reap();
 }
 
-int EpollDriver::wait_events(std::int64_t timeout_ns) {
-    timespec ts{};
-    timespec* tsp = nullptr;
-    if (timeout_ns >= 0) {
-        ts.tv_sec = timeout_ns / 1'000'000'000;
-        ts.tv_nsec = timeout_ns % 1'000'000'000;
-        tsp = &ts;
-    }
-    int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(kEventsPerPoll), tsp, nullptr);
-    if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
-        int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
-        n = ::epoll_wait(ep_, events_.data(), static_cast<int>(kEventsPerPoll), ms);
-    }
-    if (n < 0) {
-        if (errno == EINTR) return 0;
-        std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
-        std::abort();
-    }
-    return n;
-}
-
 void EpollDriver::handle_events(int n) {
-    for (int i = 0; i < n; ++i) {
-        const int fd = events_[i].data.fd;
-        const std::uint32_t ev = events_[i].events;
-        if (fd == wake_fd_) {
-            std::uint64_t v;
-            [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
-            continue;
-        }
-        if (files_ && fd == files_->event_fd()) continue; // collected below
-        if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+    poller_.for_each(n, [this](int fd, std::uint32_t ev) {
+        if (files_ && fd == files_->event_fd()) return; // collected after the batch
+        if (static_cast<std::size_t>(fd) >= fds_.size()) return;
         FdState& st = fds_[fd];
-        if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
-        if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (ev & Poller::kClosed) st.peer_closed = true;
+        if (ev & Poller::kReadable) {
             st.maybe_readable = true;
             retry(st.readers);
-        } else if ((ev & EPOLLOUT) && st.poll_out_in_readers) [[unlikely]] {
+        } else if ((ev & Poller::kOutput) && st.poll_out_in_readers) [[unlikely]] {
             retry(st.readers);
         }
-        if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
-    }
+        if (ev & Poller::kWritable) retry(st.writers);
+    });
 }
 
 void EpollDriver::shutdown() noexcept {
@@ -286,11 +235,11 @@ void EpollDriver::report_injected_readiness() {
     }
 }
 
-const DriverEntry epoll_driver_entry{
-    .backend = Backend::epoll,
+const DriverEntry readiness_driver_entry{
+    .backend = Poller::kBackend,
     .probe =
         [] {
-            BackendProbe p; // epoll is in every Linux kernel
+            BackendProbe p; // epoll is in every Linux kernel, kqueue in every macOS and FreeBSD
             p.usable = true;
             return p;
         },
@@ -299,7 +248,7 @@ const DriverEntry epoll_driver_entry{
     },
 };
 
-// Running an op's system call: at once when the op is submitted, and again each time epoll
+// Running an op's system call: at once when the op is submitted, and again each time the poller
 // reports its fd ready, until it no longer fails with EAGAIN. (In this file, not its own: the
 // compiler inlines it into submit and the readiness loop; across files it cost the epoll echo at
 // 100 connections ~3% in CPU per request.)
