@@ -25,7 +25,7 @@ PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 # and is the subreaper of everything the run starts).
 LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
-.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring bench soak fuzz \
+.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring test-posix bench soak fuzz \
 	format clean
 
 # Install the Debian packages of $(1) that are missing.
@@ -83,6 +83,18 @@ test-no-uring: deps
 	cmake --preset no-uring >/dev/null
 	cmake --build --preset no-uring -j $(JOBS)
 	$(LEFTOVERS) ctest --preset no-uring -j $(CTEST_JOBS)
+
+# The POSIX profile (the posix preset, build/posix: GALAY_POSIX_ONLY=ON): the epoll backend with
+# only the calls macOS and FreeBSD also have, so every fallback they run is tested here. A test of
+# a feature the profile has no form of (splice, kTLS, inotify ...) skips naming it; the count of
+# skips and their reasons are printed at the end. POSIX_PRESET=posix-asan runs it under ASan+UBSan.
+POSIX_PRESET ?= posix
+test-posix: deps
+	cmake --preset $(POSIX_PRESET) >/dev/null
+	cmake --build --preset $(POSIX_PRESET) -j $(JOBS)
+	GALAY_REQUIRE_BACKENDS=epoll $(LEFTOVERS) ctest --preset $(POSIX_PRESET) -j $(CTEST_JOBS) \
+		--output-junit posix-tests.xml
+	$(PYTHON) tests/skips.py build/$(POSIX_PRESET)/posix-tests.xml
 
 # Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
 # connection churn against bench_server and UDP/file/TCP

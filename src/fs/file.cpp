@@ -1,5 +1,6 @@
 #include "galay/fs/file.hpp"
 
+#include "platform/fd_calls.hpp"
 #include "runtime/scheduler_access.hpp"
 
 #include <fcntl.h>
@@ -100,8 +101,10 @@ std::string describe_error(const std::filesystem::path& path, std::error_code ec
 File::File(int fd) noexcept
     : fd_(fd) {
     if (fd < 0) return;
+#if GALAY_HAVE_O_DIRECT
     const int fl = ::fcntl(fd, F_GETFL);
     direct_ = fl >= 0 && (fl & O_DIRECT) != 0;
+#endif
     if (direct_) block_size_ = lookup_block_size(fd);
 }
 
@@ -115,13 +118,18 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
+#if GALAY_HAVE_O_DIRECT
     if (o.direct) flags |= O_DIRECT;
+#else
+    if (o.direct) return fail(errc::not_supported);
+#endif
     const int fd = ::open(path.c_str(), flags, static_cast<mode_t>(o.mode));
     if (fd < 0) {
         const int err = errno;
         if (err == EINVAL && o.direct) {
             // open(2) says only EINVAL; find out whether O_DIRECT is what the filesystem refused.
-            const int probe = ::open(path.c_str(), flags & ~(O_DIRECT | O_CREAT | O_TRUNC));
+            const int probe =
+                ::open(path.c_str(), flags & ~(platform::kODirect | O_CREAT | O_TRUNC));
             if (probe >= 0) {
                 ::close(probe);
                 return fail(errc::direct_io_unsupported);

@@ -6,6 +6,7 @@
 #include "driver/common/faults.hpp"
 #include "driver/fs_ops.hpp"
 #include "galay/blocking.hpp"
+#include "platform/fd_calls.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -68,7 +69,9 @@ int open_flags(const OpenOptions& o) {
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
+#if GALAY_HAVE_O_DIRECT
     if (o.direct) flags |= O_DIRECT;
+#endif
     return flags;
 }
 
@@ -76,7 +79,9 @@ Task<Result<File>> open_raw(const std::string& path, int flags, unsigned mode, s
     auto r = co_await run(NamespaceOp(OpCode::openat, path.c_str(), nullptr, flags, mode), dl);
     if (r < 0) co_return fail(static_cast<int>(-r));
     const int fd = static_cast<int>(r);
+#if GALAY_HAVE_O_DIRECT
     if ((flags & O_DIRECT) != 0) co_return File(fd);
+#endif
     co_return File(fd, File::Buffered{});
 }
 
@@ -91,11 +96,12 @@ Task<Result<File>> open_body(FsArgs a, std::int64_t dl) {
     const OpenOptions& o = a.open;
     if (!o.read && !o.write) co_return fail(EINVAL);
     if (o.truncate && !o.write) co_return fail(EINVAL);
+    if (o.direct && !GALAY_HAVE_O_DIRECT) co_return fail(errc::not_supported);
     auto f = co_await open_raw(a.path, open_flags(o), o.mode, dl);
     if (!f && o.direct && f.error() == std::errc::invalid_argument) {
         // As File::open: find out whether O_DIRECT is what the filesystem refused.
-        auto probe =
-            co_await open_raw(a.path, open_flags(o) & ~(O_DIRECT | O_CREAT | O_TRUNC), 0, dl);
+        auto probe = co_await open_raw(
+            a.path, open_flags(o) & ~(platform::kODirect | O_CREAT | O_TRUNC), 0, dl);
         if (probe) co_return fail(errc::direct_io_unsupported);
     }
     co_return f;

@@ -50,6 +50,9 @@ public:
         case errc::not_pollable:
             return "a regular file or a directory is always ready: AsyncFd cannot wait on it "
                    "(read it with fs::File)";
+        case errc::not_supported:
+            return "not supported here: it needs a Linux-only system call that this build does "
+                   "not use (the POSIX profile, GALAY_POSIX_ONLY, or macOS/FreeBSD)";
         }
         return "unknown galay error " + std::to_string(ev);
     }
