@@ -8,10 +8,13 @@
 #include "driver/process_ops.hpp"
 #include "driver/readiness.hpp"
 #include "driver/zero_copy.hpp"
+#include "platform/fd_calls.hpp"
 #include "runtime/drivers.hpp"
 
 #include <sys/socket.h>
+#ifdef __linux__
 #include <sys/syscall.h>
+#endif
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,37 +28,55 @@ namespace galay::detail {
 
 namespace {
 
-// The socket calls of an attempt, made directly. glibc's recv/send/recvmsg/sendmsg/accept4 are
-// cancellation points: in a process with more than one thread, each call switches asynchronous
-// cancellation on and off around the system call (~2% of the server's time in the HTTP server
-// at 1,000 connections). galay never cancels a thread with pthread_cancel, so it has no use for
-// that; syscall() sets errno the same way. Under the sanitizers they stay libc's: their
-// interceptors check the buffers (ASan) and make a socket's send and receive a happens-before
-// edge (TSan), as they are.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kLibcSocketCalls = true;
+// The socket calls of an attempt, made directly on Linux. glibc's recv/send/recvmsg/sendmsg/
+// accept4 are cancellation points: in a process with more than one thread, each call switches
+// asynchronous cancellation on and off around the system call (~2% of the server's time in the
+// HTTP server at 1,000 connections). galay never cancels a thread with pthread_cancel, so it has
+// no use for that; syscall() sets errno the same way. Under the sanitizers they stay libc's:
+// their interceptors check the buffers (ASan) and make a socket's send and receive a
+// happens-before edge (TSan), as they are. Elsewhere, and in the POSIX profile, they are libc's.
+#if GALAY_LINUX_CALLS && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define GALAY_DIRECT_SOCKET_CALLS 1
 #else
-constexpr bool kLibcSocketCalls = false;
+#define GALAY_DIRECT_SOCKET_CALLS 0
 #endif
+
 ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::recv(fd, buf, len, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+#else
+    return ::recv(fd, buf, len, flags);
+#endif
 }
 ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::send(fd, buf, len, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
+#else
+    return ::send(fd, buf, len, flags);
+#endif
 }
 ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::recvmsg(fd, m, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_recvmsg, fd, m, flags);
+#else
+    return ::recvmsg(fd, m, flags);
+#endif
 }
 ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::sendmsg(fd, m, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_sendmsg, fd, m, flags);
+#else
+    return ::sendmsg(fd, m, flags);
+#endif
 }
-int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::accept4(fd, addr, len, flags);
-    return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
+/// Accept one connection, non-blocking and close-on-exec: accept4 on Linux; accept and fcntl
+/// (and SO_NOSIGPIPE on macOS) elsewhere and in the POSIX profile (platform/fd_calls.hpp).
+int sys_accept(int fd, sockaddr* addr, socklen_t* len) noexcept {
+#if GALAY_DIRECT_SOCKET_CALLS
+    return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+#else
+    return platform::accept_cloexec(fd, addr, len);
+#endif
 }
 
 } // namespace
@@ -292,9 +313,8 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         }
         case OpCode::accept:
             r = fake != 0 ? (errno = fake, -1)
-                          : sys_accept4(op.fd, op.address(),
-                                        reinterpret_cast<socklen_t*>(op.address_length()),
-                                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+                          : sys_accept(op.fd, op.address(),
+                                       reinterpret_cast<socklen_t*>(op.address_length()));
             if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
             break;
         case OpCode::connect:
@@ -320,8 +340,9 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
             break;
         case OpCode::send:
-            r = fake != 0 ? (errno = fake, -1)
-                          : sys_send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
+            r = fake != 0
+                    ? (errno = fake, -1)
+                    : sys_send(op.fd, op.cursor(), len, op.msg_flags | platform::kSendNoSignal);
             break;
         case OpCode::recvmsg:
             r = fake != 0 ? (errno = fake, -1)
@@ -330,7 +351,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::sendmsg:
             r = fake != 0 ? (errno = fake, -1)
                           : sys_sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
-                                        op.msg_flags | MSG_NOSIGNAL);
+                                        op.msg_flags | platform::kSendNoSignal);
             break;
         case OpCode::recvmmsg:
         case OpCode::sendmmsg:

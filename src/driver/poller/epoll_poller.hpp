@@ -4,8 +4,8 @@
 
 #include "galay/backend.hpp"
 #include "galay/error.hpp"
+#include "platform/fd_calls.hpp"
 
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -17,14 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-
-// The POSIX profile wakes with a pipe, as macOS and FreeBSD would without EVFILT_USER.
-#if defined(GALAY_POSIX_ONLY) && GALAY_POSIX_ONLY
-#define GALAY_POLLER_WAKE_PIPE 1
-#else
-#define GALAY_POLLER_WAKE_PIPE 0
-#include <sys/eventfd.h>
-#endif
 
 namespace galay::detail {
 
@@ -48,35 +40,19 @@ public:
     EpollPoller() {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
-#if GALAY_POLLER_WAKE_PIPE
-        int p[2] = {-1, -1};
-        if (::pipe(p) < 0 || !nonblocking_cloexec(p[0]) || !nonblocking_cloexec(p[1])) {
-            const int e = errno;
-            if (p[0] >= 0) ::close(p[0]);
-            if (p[1] >= 0) ::close(p[1]);
-            ::close(ep_);
-            throw Error(errno_code(e), "galay: pipe for the poller's wake-ups failed");
-        }
-        wake_read_ = p[0];
-        wake_write_ = p[1];
-#else
-        wake_read_ = wake_write_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (wake_read_ < 0) {
+        // An eventfd; a pipe in the POSIX profile, as macOS and FreeBSD would have without
+        // EVFILT_USER (platform/fd_calls.hpp).
+        if (wake_.open() < 0) {
             const int e = errno;
             ::close(ep_);
-            throw Error(errno_code(e), "galay: eventfd failed");
+            throw Error(errno_code(e), "galay: the poller's wake-up descriptor failed");
         }
-#endif
         epoll_event ev{};
         ev.events = EPOLLIN;
-        ev.data.fd = wake_read_;
-        ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_read_, &ev);
+        ev.data.fd = wake_.read_fd();
+        ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_.read_fd(), &ev);
     }
-    ~EpollPoller() {
-        if (wake_write_ != wake_read_) ::close(wake_write_);
-        ::close(wake_read_);
-        ::close(ep_);
-    }
+    ~EpollPoller() { ::close(ep_); }
     EpollPoller(const EpollPoller&) = delete;
     EpollPoller& operator=(const EpollPoller&) = delete;
 
@@ -121,8 +97,8 @@ public:
     void for_each(int n, F&& on_ready) {
         for (int i = 0; i < n; ++i) {
             const int fd = events_[i].data.fd;
-            if (fd == wake_read_) [[unlikely]] {
-                drain_wake();
+            if (fd == wake_.read_fd()) [[unlikely]] {
+                wake_.drain();
                 continue;
             }
             on_ready(fd, events_[i].events);
@@ -130,26 +106,11 @@ public:
     }
 
     /// Thread-safe: make a blocked wait return.
-    void wake() noexcept {
-        std::uint64_t one = 1;
-        [[maybe_unused]] ssize_t n = ::write(wake_write_, &one, sizeof one); // full pipe: pending
-    }
+    void wake() noexcept { wake_.signal(); }
 
 private:
-    static bool nonblocking_cloexec(int fd) noexcept {
-        return ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 &&
-               ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) == 0;
-    }
-    void drain_wake() noexcept {
-        std::uint64_t v[8];
-        while (::read(wake_read_, v, sizeof v) == static_cast<ssize_t>(sizeof v) &&
-               wake_write_ != wake_read_) {
-        }
-    }
-
     int ep_ = -1;
-    int wake_read_ = -1;  // the eventfd, or the read end of the pipe
-    int wake_write_ = -1; // the same eventfd, or the write end of the pipe
+    platform::WakeFd wake_;
     std::array<epoll_event, kMaxEvents> events_{};
 };
 
