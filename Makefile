@@ -99,7 +99,8 @@ test-posix: deps
 # Cross builds for macOS and FreeBSD with Zig's C/C++ toolchain (cmake/toolchains/zig-<target>.cmake;
 # the version is pinned in cmake/zig.lock and installed with pip when missing): the library with
 # the kqueue poller and the POSIX forms, and the examples that make sense there, compile and link
-# for each target. TLS is off (no OpenSSL for those targets on this machine: the TLS sources,
+# for each target, and so does tests/cross/poller_check (the poller alone: the first program to run
+# on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets on this machine: the TLS sources,
 # the HTTPS examples and apps/http are left out), as are libpq and libcurl. They cannot run here.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
 CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs hot_restart mini_redis
@@ -117,9 +118,11 @@ cross:
 			$(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) -DGALAY_WITH_TLS=OFF \
 			-DGALAY_BUILD_TESTS=OFF -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=ON \
 			>build/cross/$$t.log || { cat build/cross/$$t.log; exit 1; }; \
+		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $$t -std=c++23 -Wall -Wextra \
+			-Iinclude -Isrc -o build/cross/$$t/poller_check tests/cross/poller_check.cpp || exit 1; \
 		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake --build build/cross/$$t -j $(JOBS) \
 			--target $(CROSS_PROGRAMS) || exit 1; \
-		echo "cross $$t: $(CROSS_PROGRAMS) linked in $$(( $$(date +%s) - start )) s"; \
+		echo "cross $$t: poller_check $(CROSS_PROGRAMS) linked in $$(( $$(date +%s) - start )) s"; \
 	done
 
 # Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
