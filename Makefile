@@ -96,14 +96,16 @@ test-posix: deps
 		--output-junit posix-tests.xml
 	$(PYTHON) tests/skips.py build/$(POSIX_PRESET)/posix-tests.xml
 
-# Cross builds for macOS and FreeBSD with Zig's C/C++ toolchain (cmake/toolchains/zig-<target>.cmake;
+# Cross builds for macOS and FreeBSD with Zig's C/C++ toolchain (cmake/toolchains/zig-*.cmake;
 # the version is pinned in cmake/zig.lock and installed with pip when missing): the library with
 # the kqueue poller and the POSIX forms, and the examples that make sense there, compile and link
-# for each target, and so does tests/cross/poller_check (the poller alone: the first program to run
-# on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets on this machine: the TLS sources,
-# the HTTPS examples and apps/http are left out), as are libpq and libcurl. They cannot run here.
+# for each target, and so does tests/cross/poller_check (the poller alone: the first program to
+# run on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets here: the TLS
+# sources, the HTTPS examples and apps/http are left out), as are libpq and libcurl; so are the
+# examples that are Linux's: watch_dir (inotify), hot_restart (SO_DOMAIN, accept4). Nothing of it
+# can run here.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
-CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs hot_restart mini_redis
+CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
 ZIG_PYTHON ?= python3
 ZIG_VERSION := $(shell sed -n 's/^ziglang==//p' cmake/zig.lock)
 CCACHE := $(shell command -v ccache 2>/dev/null)
