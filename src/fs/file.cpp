@@ -4,7 +4,9 @@
 #include "runtime/scheduler_access.hpp"
 
 #include <fcntl.h>
+#if defined(__linux__)
 #include <linux/fs.h> // BLKSSZGET, BLKGETSIZE64
+#endif
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -67,6 +69,7 @@ bool aligned(std::uint64_t v, std::uint32_t block) noexcept {
 }
 
 std::uint32_t lookup_block_size(int fd) noexcept {
+#if GALAY_HAVE_O_DIRECT // (only a direct file asks)
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISBLK(st.st_mode)) {
         int sector = 0;
@@ -77,6 +80,7 @@ std::uint32_t lookup_block_size(int fd) noexcept {
     if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
         (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align != 0)
         return std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+#endif
     // No direct-I/O alignment reported (kernels before 6.1, tmpfs): the filesystem block size is
     // a safe upper bound of the logical block size.
     struct statvfs vfs {};
@@ -295,11 +299,13 @@ Result<void> File::truncate(std::uint64_t length) const noexcept {
 Result<std::uint64_t> File::size() const noexcept {
     struct stat st {};
     if (::fstat(fd_.get(), &st) < 0) return fail(errno);
+#if defined(BLKGETSIZE64) // (a block device elsewhere: its st_size, or lseek)
     if (S_ISBLK(st.st_mode)) {
         std::uint64_t bytes = 0;
         if (::ioctl(fd_.get(), BLKGETSIZE64, &bytes) < 0) return fail(errno);
         return bytes;
     }
+#endif
     return static_cast<std::uint64_t>(st.st_size);
 }
 

@@ -11,6 +11,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#if defined(__linux__)
+#include <sys/sysmacros.h> // major, minor
+#endif
 #include <unistd.h>
 
 #include <atomic>
@@ -108,6 +112,26 @@ Task<Result<File>> open_body(FsArgs a, std::int64_t dl) {
 }
 
 Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t dl) {
+#if !GALAY_LINUX_CALLS // fstatat (driver/fs_ops.hpp)
+    struct stat st {};
+    const int at = a.flags != 0 ? AT_SYMLINK_NOFOLLOW : 0;
+    auto rs = co_await run(NamespaceOp(OpCode::statx, a.path.c_str(), &st, at, 0), dl);
+    if (rs < 0) co_return fail(static_cast<int>(-rs));
+    Metadata md;
+    md.size = static_cast<std::uint64_t>(st.st_size);
+    md.mode = st.st_mode;
+    md.nlink = static_cast<std::uint32_t>(st.st_nlink);
+    md.uid = st.st_uid;
+    md.gid = st.st_gid;
+    md.ino = st.st_ino;
+    md.dev = (std::uint64_t{major(st.st_dev)} << 32) | minor(st.st_dev);
+#if defined(__APPLE__)
+    md.mtime_ns = st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
+#else
+    md.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+#endif
+    co_return md;
+#else
     struct statx sx {};
     const int flags = a.flags != 0 ? AT_SYMLINK_NOFOLLOW : 0;
     auto r =
@@ -123,6 +147,7 @@ Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t dl) {
     m.dev = (std::uint64_t{sx.stx_dev_major} << 32) | sx.stx_dev_minor;
     m.mtime_ns = sx.stx_mtime.tv_sec * 1000000000LL + sx.stx_mtime.tv_nsec;
     co_return m;
+#endif
 }
 
 Task<Result<void>> namespace_body(FsArgs a, std::int64_t dl) {
@@ -131,9 +156,14 @@ Task<Result<void>> namespace_body(FsArgs a, std::int64_t dl) {
     switch (static_cast<NamespaceCall>(a.number)) {
     case NamespaceCall::rename: {
         const auto mode = static_cast<RenameMode>(a.flags);
+#if !GALAY_LINUX_CALLS // renameat2's modes are Linux's
+        if (mode != RenameMode::replace) co_return fail(errc::not_supported);
+        const int flags = 0;
+#else
         const int flags = mode == RenameMode::no_replace ? RENAME_NOREPLACE
                           : mode == RenameMode::exchange ? RENAME_EXCHANGE
                                                          : 0;
+#endif
         co_return as_void(co_await run(NamespaceOp(OpCode::renameat, p, p2, flags, 0), dl));
     }
     case NamespaceCall::unlink:

@@ -4,9 +4,8 @@
 #include "io/relay_pipes.hpp"
 #include "platform/fd_calls.hpp"
 
-#include <limits.h>
-
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>

@@ -10,6 +10,5 @@
 /// `feature`, e.g. GALAY_SKIP_UNLESS(GALAY_HAVE_SPLICE, "splice").
 #define GALAY_SKIP_UNLESS(have, feature)                                                           \
     do {                                                                                           \
-        if (!(have))                                                                               \
-            GTEST_SKIP() << "SKIP: " feature ": Linux-only, not in the POSIX profile";             \
+        if (!(have)) GTEST_SKIP() << "SKIP: " feature ": Linux-only, not in the POSIX profile";    \
     } while (0)
