@@ -103,7 +103,9 @@ test-posix: deps
 # run on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets here: the TLS
 # sources, the HTTPS examples and apps/http are left out), as are libpq and libcurl; so are the
 # examples that are Linux's: watch_dir (inotify), hot_restart (SO_DOMAIN, accept4). Nothing of it
-# can run here.
+# can run here. The first build of a target makes Zig build libc++ for it (~8 minutes for
+# aarch64-macos on this 2-core machine under load), kept in ~/.cache/zig: CI should keep that
+# directory (and ccache's) between runs.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
 CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
 ZIG_PYTHON ?= python3
