@@ -25,7 +25,7 @@ PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 # and is the subreaper of everything the run starts).
 LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
-.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring bench soak fuzz \
+.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring test-posix cross bench soak fuzz \
 	format clean
 
 # Install the Debian packages of $(1) that are missing.
@@ -83,6 +83,51 @@ test-no-uring: deps
 	cmake --preset no-uring >/dev/null
 	cmake --build --preset no-uring -j $(JOBS)
 	$(LEFTOVERS) ctest --preset no-uring -j $(CTEST_JOBS)
+
+# The POSIX profile (the posix preset, build/posix: GALAY_POSIX_ONLY=ON): the epoll backend with
+# only the calls macOS and FreeBSD also have, so every fallback they run is tested here. A test of
+# a feature the profile has no form of (splice, kTLS, inotify ...) skips naming it; the count of
+# skips and their reasons are printed at the end. POSIX_PRESET=posix-asan runs it under ASan+UBSan.
+POSIX_PRESET ?= posix
+test-posix: deps
+	cmake --preset $(POSIX_PRESET) >/dev/null
+	cmake --build --preset $(POSIX_PRESET) -j $(JOBS)
+	GALAY_REQUIRE_BACKENDS=epoll $(LEFTOVERS) ctest --preset $(POSIX_PRESET) -j $(CTEST_JOBS) \
+		--output-junit posix-tests.xml
+	$(PYTHON) tests/skips.py build/$(POSIX_PRESET)/posix-tests.xml
+
+# Cross builds for macOS and FreeBSD with Zig's C/C++ toolchain (cmake/toolchains/zig-*.cmake;
+# the version is pinned in cmake/zig.lock and installed with pip when missing): the library with
+# the kqueue poller and the POSIX forms, and the examples that make sense there, compile and link
+# for each target, and so does tests/cross/poller_check (the poller alone: the first program to
+# run on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets here: the TLS
+# sources, the HTTPS examples and apps/http are left out), as are libpq and libcurl; so are the
+# examples that are Linux's: watch_dir (inotify), hot_restart (SO_DOMAIN, accept4). Nothing of it
+# can run here. The first build of a target makes Zig build libc++ for it (~8 minutes for
+# aarch64-macos on this 2-core machine under load), kept in ~/.cache/zig: CI should keep that
+# directory (and ccache's) between runs.
+CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
+CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
+ZIG_PYTHON ?= python3
+ZIG_VERSION := $(shell sed -n 's/^ziglang==//p' cmake/zig.lock)
+CCACHE := $(shell command -v ccache 2>/dev/null)
+cross:
+	@[ "$$($(ZIG_PYTHON) -m ziglang version 2>/dev/null)" = "$(ZIG_VERSION)" ] || \
+		$(ZIG_PYTHON) -m pip install -q "ziglang==$(ZIG_VERSION)" || \
+		$(ZIG_PYTHON) -m pip install -q --user --break-system-packages "ziglang==$(ZIG_VERSION)"
+	@mkdir -p build/cross; for t in $(CROSS_TARGETS); do \
+		start=$$(date +%s); \
+		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake -S . -B build/cross/$$t -G Ninja \
+			-DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/zig-$$t.cmake -DCMAKE_BUILD_TYPE=Debug \
+			$(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) -DGALAY_WITH_TLS=OFF \
+			-DGALAY_BUILD_TESTS=OFF -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=ON \
+			>build/cross/$$t.log || { cat build/cross/$$t.log; exit 1; }; \
+		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $$t -std=c++23 -Wall -Wextra \
+			-Iinclude -Isrc -o build/cross/$$t/poller_check tests/cross/poller_check.cpp || exit 1; \
+		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake --build build/cross/$$t -j $(JOBS) \
+			--target $(CROSS_PROGRAMS) || exit 1; \
+		echo "cross $$t: poller_check $(CROSS_PROGRAMS) linked in $$(( $$(date +%s) - start )) s"; \
+	done
 
 # Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
 # connection churn against bench_server and UDP/file/TCP

@@ -1,5 +1,5 @@
-// The pieces of the shared command line that need galay: `--backend auto|io_uring|epoll` and an
-// IP:PORT value (the programs built on galay include this; the baselines, which have no galay
+// The pieces of the shared command line that need galay: `--backend auto|io_uring|epoll|kqueue` and
+// an IP:PORT value (the programs built on galay include this; the baselines, which have no galay
 // code, do not).
 #pragma once
 
@@ -12,17 +12,20 @@
 
 namespace galay::tools {
 
-/// Adds `--backend auto|io_uring|epoll` to `app`; the value lands in `*out`.
+/// Adds `--backend auto|io_uring|epoll|kqueue` to `app`; the value lands in `*out`.
 inline void add_backend_flag(CLI::App& app, Backend* out) {
     app.add_option_function<std::string>(
            "--backend",
            [out](const std::string& s) {
                auto b = parse_backend(s);
-               if (!b) throw CLI::ValidationError("--backend", "must be auto, io_uring or epoll");
+               if (!b)
+                   throw CLI::ValidationError("--backend",
+                                              "must be auto, io_uring, epoll or kqueue");
                *out = *b;
            },
-           "I/O backend: auto (io_uring when the kernel allows it), io_uring, epoll")
-        ->type_name("auto|io_uring|epoll");
+           "I/O backend: auto (io_uring when the kernel allows it, else epoll; kqueue on macOS "
+           "and FreeBSD), io_uring, epoll, kqueue")
+        ->type_name("auto|io_uring|epoll|kqueue");
 }
 
 /// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.

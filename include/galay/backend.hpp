@@ -1,5 +1,5 @@
-// galay/backend.hpp: which kernel interface a scheduler drives (io_uring or epoll), and asking
-// this machine which of them it can run.
+// galay/backend.hpp: which kernel interface a scheduler drives (io_uring or epoll on Linux, kqueue
+// on macOS and FreeBSD), and asking this machine which of them it can run.
 //
 //     galay::Result<galay::Backend> b = galay::resolve_backend(galay::Backend::automatic);
 //     if (b) std::printf("galay runs on %s here\n", galay::backend_name(*b));
@@ -7,8 +7,11 @@
 //         std::printf("no io_uring: %s\n", galay::probe_io_uring().reason.c_str());
 //
 // `Backend::automatic` uses io_uring when the kernel allows it and epoll otherwise, printing one
-// line when it falls back; `GALAY_BACKEND=epoll|io_uring|auto` overrides it. A backend is chosen
-// per scheduler (`SchedulerOptions::backend`, galay/scheduler.hpp).
+// line when it falls back (on macOS and FreeBSD: kqueue); `GALAY_BACKEND=epoll|io_uring|kqueue|
+// auto` overrides it. A backend is chosen per scheduler (`SchedulerOptions::backend`,
+// galay/scheduler.hpp). Every value exists on every system, so code that names one compiles
+// everywhere; asking for one the system lacks (kqueue on Linux, epoll or io_uring on macOS) is
+// errc::backend_unavailable with a message that says so.
 #pragma once
 
 #include "galay/error.hpp"
@@ -24,14 +27,15 @@ namespace galay {
 
 /// The kernel interface a scheduler's driver uses.
 enum class Backend : std::uint8_t {
-    automatic, ///< io_uring where the kernel allows it, epoll otherwise (see resolve_backend)
-    io_uring,  ///< io_uring (liburing): completions
-    epoll,     ///< epoll, with libaio (or the blocking pool) for files: readiness
+    automatic, ///< io_uring where the kernel allows it, else epoll; kqueue on macOS and FreeBSD
+    io_uring,  ///< io_uring (liburing): completions (Linux)
+    epoll,     ///< epoll, with libaio (or the blocking pool) for files: readiness (Linux)
+    kqueue,    ///< kqueue, with the blocking pool for files: readiness (macOS, FreeBSD)
 };
 
-/// "io_uring", "epoll" or "auto".
+/// "io_uring", "epoll", "kqueue" or "auto".
 const char* backend_name(Backend b) noexcept;
-/// Parses "auto", "io_uring" (or "uring"), "epoll". Returns nullopt for anything else.
+/// Parses "auto", "io_uring" (or "uring"), "epoll", "kqueue". Returns nullopt for anything else.
 std::optional<Backend> parse_backend(std::string_view s) noexcept;
 
 /// Result of probing io_uring on this kernel.
@@ -51,8 +55,8 @@ const UringProbe& probe_io_uring();
 /// question.
 std::span<const Backend> built_backends() noexcept;
 
-/// The backend `requested` resolves to on this machine (automatic -> io_uring or epoll, after
-/// looking at `GALAY_BACKEND`), or an error when a forced backend cannot run here.
+/// The backend `requested` resolves to on this machine (automatic -> io_uring, epoll or kqueue,
+/// after looking at `GALAY_BACKEND`), or an error when a forced backend cannot run here.
 Result<Backend> resolve_backend(Backend requested);
 
 } // namespace galay

@@ -41,6 +41,8 @@ enum class errc {
                        ///< it read them (Receiver::missed() says how many); the next recv goes on
     not_pollable,      ///< AsyncFd: a regular file or a directory is always ready, so readiness
                        ///< means nothing there (read it with fs::File)
+    not_supported,     ///< the feature needs a Linux-only call this build does not use (the POSIX
+                       ///< profile, macOS, FreeBSD): O_DIRECT files, SO_PEERCRED ...
 };
 
 /// The category of galay::errc codes (name "galay").

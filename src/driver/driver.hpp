@@ -10,6 +10,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// The readiness driver's poller (driver/poller/poller.hpp): kqueue on macOS and FreeBSD, epoll on
+// Linux. The registry (runtime/registry.cpp) lists the other one's backend as not on this system.
+#if defined(__APPLE__) || defined(__FreeBSD__)
+#define GALAY_KQUEUE 1
+#else
+#define GALAY_KQUEUE 0
+#endif
+
 namespace galay::detail {
 
 class Driver;

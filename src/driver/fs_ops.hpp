@@ -5,6 +5,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
+#include "galay/detail/platform.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -32,11 +33,20 @@ inline long namespace_syscall(const IoOp& op) noexcept {
     switch (op.code) {
     case OpCode::openat:
         return ::openat(op.fd, path, op.msg_flags, static_cast<mode_t>(op.len));
+#if GALAY_LINUX_CALLS
     case OpCode::statx:
         return ::statx(op.fd, path, op.msg_flags, op.len,
                        reinterpret_cast<struct statx*>(static_cast<std::uintptr_t>(op.aux)));
     case OpCode::renameat:
         return ::syscall(SYS_renameat2, op.fd, path, AT_FDCWD, second_path(op), op.msg_flags);
+#else // no statx or renameat2: fstatat into a struct stat, renameat (fs::rename's modes refused)
+    case OpCode::statx:
+        return ::fstatat(op.fd, path,
+                         reinterpret_cast<struct stat*>(static_cast<std::uintptr_t>(op.aux)),
+                         op.msg_flags);
+    case OpCode::renameat:
+        return ::renameat(op.fd, path, AT_FDCWD, second_path(op));
+#endif
     case OpCode::unlinkat:
         return ::unlinkat(op.fd, path, op.msg_flags);
     case OpCode::mkdirat:

@@ -6,7 +6,8 @@
 // issues the same system call the epoll driver does: one system call moves up to 64 datagrams.
 // On raw liburing the multishot RECVMSG shapes cost the same CPU per packet within the noise
 // (linking the sends costs more), and they would need 64 KiB ring buffers once UDP_GRO is on
-// plus a copy out of the ring, so the simplest shape stays (docs/benchmarks/udp.md).
+// plus a copy out of the ring, so the simplest shape stays (docs/benchmarks/udp.md). Without
+// recvmmsg/sendmmsg (the POSIX profile, macOS) a batch is one recvmsg/sendmsg per datagram.
 #pragma once
 
 #include "driver/common/faults.hpp"
@@ -19,6 +20,31 @@
 #include <cerrno>
 
 namespace galay::detail {
+
+/// recvmmsg (`recv`) or sendmmsg of up to `n` messages on a non-blocking socket: the number
+/// moved (>= 1), or -1 with errno (EAGAIN when not even the first could go).
+inline int mmsg_call(bool recv, int fd, mmsghdr* msgs, unsigned n, int flags) noexcept {
+#if GALAY_HAVE_MMSG
+    return recv ? ::recvmmsg(fd, msgs, n, flags, nullptr)
+                : ::sendmmsg(fd, msgs, n, flags | platform::kSendNoSignal);
+#else
+    unsigned i = 0;
+    for (; i < n; ++i) {
+        const ssize_t r = recv ? ::recvmsg(fd, &msgs[i].msg_hdr, flags)
+                               : ::sendmsg(fd, &msgs[i].msg_hdr, flags | platform::kSendNoSignal);
+        if (r < 0) {
+            if (errno == EINTR) {
+                --i;
+                continue;
+            }
+            if (i == 0) return -1;
+            break; // what moved counts; the error comes again on the next call
+        }
+        msgs[i].msg_len = static_cast<unsigned>(r);
+    }
+    return static_cast<int>(i);
+#endif
+}
 
 /// Run the op's recvmmsg/sendmmsg on its non-blocking socket. Returns true when the op is
 /// finished (`op.result` set), false when the socket would block. A send batch the socket could
@@ -43,8 +69,8 @@ inline bool attempt_mmsg(IoOp& op, bool* injected_block = nullptr) noexcept {
             r = -1;
         } else {
             r = op.code == OpCode::recvmmsg
-                    ? ::recvmmsg(op.fd, msgs, n, op.msg_flags, nullptr)
-                    : ::sendmmsg(op.fd, msgs + op.done, n, op.msg_flags | MSG_NOSIGNAL);
+                    ? mmsg_call(true, op.fd, msgs, n, op.msg_flags)
+                    : mmsg_call(false, op.fd, msgs + op.done, n, op.msg_flags);
         }
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return false;

@@ -36,7 +36,11 @@ inline bool poll_now(IoOp& op) noexcept {
 /// On a readiness driver, a poll op waits with the readers when it asks for input or priority
 /// data, with the writers otherwise.
 constexpr bool poll_waits_for_read(const IoOp& op) noexcept {
+#ifdef POLLRDHUP // Linux's; elsewhere the peer's shutdown is POLLIN's end of stream
     return (op.msg_flags & (POLLIN | POLLPRI | POLLRDHUP)) != 0;
+#else
+    return (op.msg_flags & (POLLIN | POLLPRI)) != 0;
+#endif
 }
 
 } // namespace galay::detail

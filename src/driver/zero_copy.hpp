@@ -7,6 +7,7 @@
 #pragma once
 
 #include "galay/detail/io_op.hpp"
+#include "platform/fd_calls.hpp"
 
 #include <linux/errqueue.h>
 #include <netinet/in.h>
@@ -20,7 +21,8 @@ namespace galay::detail {
 /// MSG_ZEROCOPY works on this kernel (SO_ZEROCOPY accepted on a TCP socket), probed once.
 inline bool msg_zerocopy_supported() noexcept {
     static const bool ok = [] {
-        const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (!GALAY_HAVE_LINUX_SOCKETS) return false; // MSG_ZEROCOPY is Linux's: send copies
+        const int s = platform::socket_cloexec(AF_INET, SOCK_STREAM, 0, false);
         if (s < 0) return false;
         int one = 1;
         const bool r = ::setsockopt(s, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
@@ -77,12 +79,13 @@ inline bool attempt_send_zc(IoOp& op) noexcept {
         ssize_t r;
         do {
             r = ::send(op.fd, op.cursor(), op.remaining(),
-                       op.msg_flags | MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0));
+                       op.msg_flags | platform::kSendNoSignal | (zc ? MSG_ZEROCOPY : 0));
         } while (r < 0 && errno == EINTR);
         bool copied = !zc;
         if (r < 0 && errno == ENOBUFS && zc) { // over the socket's optmem limit: copy this piece
             do {
-                r = ::send(op.fd, op.cursor(), op.remaining(), op.msg_flags | MSG_NOSIGNAL);
+                r = ::send(op.fd, op.cursor(), op.remaining(),
+                           op.msg_flags | platform::kSendNoSignal);
             } while (r < 0 && errno == EINTR);
             copied = true;
         }

@@ -1,9 +1,12 @@
 #include "galay/fs/file.hpp"
 
+#include "platform/fd_calls.hpp"
 #include "runtime/scheduler_access.hpp"
 
 #include <fcntl.h>
+#if defined(__linux__)
 #include <linux/fs.h> // BLKSSZGET, BLKGETSIZE64
+#endif
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -66,6 +69,7 @@ bool aligned(std::uint64_t v, std::uint32_t block) noexcept {
 }
 
 std::uint32_t lookup_block_size(int fd) noexcept {
+#if GALAY_HAVE_O_DIRECT // (only a direct file asks)
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISBLK(st.st_mode)) {
         int sector = 0;
@@ -76,6 +80,7 @@ std::uint32_t lookup_block_size(int fd) noexcept {
     if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
         (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align != 0)
         return std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+#endif
     // No direct-I/O alignment reported (kernels before 6.1, tmpfs): the filesystem block size is
     // a safe upper bound of the logical block size.
     struct statvfs vfs {};
@@ -100,8 +105,10 @@ std::string describe_error(const std::filesystem::path& path, std::error_code ec
 File::File(int fd) noexcept
     : fd_(fd) {
     if (fd < 0) return;
+#if GALAY_HAVE_O_DIRECT
     const int fl = ::fcntl(fd, F_GETFL);
     direct_ = fl >= 0 && (fl & O_DIRECT) != 0;
+#endif
     if (direct_) block_size_ = lookup_block_size(fd);
 }
 
@@ -115,13 +122,18 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
+#if GALAY_HAVE_O_DIRECT
     if (o.direct) flags |= O_DIRECT;
+#else
+    if (o.direct) return fail(errc::not_supported);
+#endif
     const int fd = ::open(path.c_str(), flags, static_cast<mode_t>(o.mode));
     if (fd < 0) {
         const int err = errno;
         if (err == EINVAL && o.direct) {
             // open(2) says only EINVAL; find out whether O_DIRECT is what the filesystem refused.
-            const int probe = ::open(path.c_str(), flags & ~(O_DIRECT | O_CREAT | O_TRUNC));
+            const int probe =
+                ::open(path.c_str(), flags & ~(platform::kODirect | O_CREAT | O_TRUNC));
             if (probe >= 0) {
                 ::close(probe);
                 return fail(errc::direct_io_unsupported);
@@ -287,11 +299,13 @@ Result<void> File::truncate(std::uint64_t length) const noexcept {
 Result<std::uint64_t> File::size() const noexcept {
     struct stat st {};
     if (::fstat(fd_.get(), &st) < 0) return fail(errno);
+#if defined(BLKGETSIZE64) // (a block device elsewhere: its st_size, or lseek)
     if (S_ISBLK(st.st_mode)) {
         std::uint64_t bytes = 0;
         if (::ioctl(fd_.get(), BLKGETSIZE64, &bytes) < 0) return fail(errno);
         return bytes;
     }
+#endif
     return static_cast<std::uint64_t>(st.st_size);
 }
 

@@ -6,10 +6,15 @@
 #include "driver/common/faults.hpp"
 #include "driver/fs_ops.hpp"
 #include "galay/blocking.hpp"
+#include "platform/fd_calls.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#if defined(__linux__)
+#include <sys/sysmacros.h> // major, minor
+#endif
 #include <unistd.h>
 
 #include <atomic>
@@ -68,7 +73,9 @@ int open_flags(const OpenOptions& o) {
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
+#if GALAY_HAVE_O_DIRECT
     if (o.direct) flags |= O_DIRECT;
+#endif
     return flags;
 }
 
@@ -76,7 +83,9 @@ Task<Result<File>> open_raw(const std::string& path, int flags, unsigned mode, s
     auto r = co_await run(NamespaceOp(OpCode::openat, path.c_str(), nullptr, flags, mode), dl);
     if (r < 0) co_return fail(static_cast<int>(-r));
     const int fd = static_cast<int>(r);
+#if GALAY_HAVE_O_DIRECT
     if ((flags & O_DIRECT) != 0) co_return File(fd);
+#endif
     co_return File(fd, File::Buffered{});
 }
 
@@ -91,17 +100,38 @@ Task<Result<File>> open_body(FsArgs a, std::int64_t dl) {
     const OpenOptions& o = a.open;
     if (!o.read && !o.write) co_return fail(EINVAL);
     if (o.truncate && !o.write) co_return fail(EINVAL);
+    if (o.direct && !GALAY_HAVE_O_DIRECT) co_return fail(errc::not_supported);
     auto f = co_await open_raw(a.path, open_flags(o), o.mode, dl);
     if (!f && o.direct && f.error() == std::errc::invalid_argument) {
         // As File::open: find out whether O_DIRECT is what the filesystem refused.
-        auto probe =
-            co_await open_raw(a.path, open_flags(o) & ~(O_DIRECT | O_CREAT | O_TRUNC), 0, dl);
+        auto probe = co_await open_raw(
+            a.path, open_flags(o) & ~(platform::kODirect | O_CREAT | O_TRUNC), 0, dl);
         if (probe) co_return fail(errc::direct_io_unsupported);
     }
     co_return f;
 }
 
 Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t dl) {
+#if !GALAY_LINUX_CALLS // fstatat (driver/fs_ops.hpp)
+    struct stat st {};
+    const int at = a.flags != 0 ? AT_SYMLINK_NOFOLLOW : 0;
+    auto rs = co_await run(NamespaceOp(OpCode::statx, a.path.c_str(), &st, at, 0), dl);
+    if (rs < 0) co_return fail(static_cast<int>(-rs));
+    Metadata md;
+    md.size = static_cast<std::uint64_t>(st.st_size);
+    md.mode = st.st_mode;
+    md.nlink = static_cast<std::uint32_t>(st.st_nlink);
+    md.uid = st.st_uid;
+    md.gid = st.st_gid;
+    md.ino = st.st_ino;
+    md.dev = (std::uint64_t{major(st.st_dev)} << 32) | minor(st.st_dev);
+#if defined(__APPLE__)
+    md.mtime_ns = st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
+#else
+    md.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+#endif
+    co_return md;
+#else
     struct statx sx {};
     const int flags = a.flags != 0 ? AT_SYMLINK_NOFOLLOW : 0;
     auto r =
@@ -117,6 +147,7 @@ Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t dl) {
     m.dev = (std::uint64_t{sx.stx_dev_major} << 32) | sx.stx_dev_minor;
     m.mtime_ns = sx.stx_mtime.tv_sec * 1000000000LL + sx.stx_mtime.tv_nsec;
     co_return m;
+#endif
 }
 
 Task<Result<void>> namespace_body(FsArgs a, std::int64_t dl) {
@@ -125,9 +156,14 @@ Task<Result<void>> namespace_body(FsArgs a, std::int64_t dl) {
     switch (static_cast<NamespaceCall>(a.number)) {
     case NamespaceCall::rename: {
         const auto mode = static_cast<RenameMode>(a.flags);
+#if !GALAY_LINUX_CALLS // renameat2's modes are Linux's
+        if (mode != RenameMode::replace) co_return fail(errc::not_supported);
+        const int flags = 0;
+#else
         const int flags = mode == RenameMode::no_replace ? RENAME_NOREPLACE
                           : mode == RenameMode::exchange ? RENAME_EXCHANGE
                                                          : 0;
+#endif
         co_return as_void(co_await run(NamespaceOp(OpCode::renameat, p, p2, flags, 0), dl));
     }
     case NamespaceCall::unlink:

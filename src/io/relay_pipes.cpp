@@ -2,8 +2,10 @@
 // bytes move and gives it back empty, so idle relays hold no descriptors and a busy thread
 // reuses a handful of pipes instead of making two per connection.
 #include "io/relay_pipes.hpp"
+#include "platform/fd_calls.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,8 +47,12 @@ Result<RelayPipe> take_relay_pipe() noexcept {
         return r;
     }
     int fds[2];
-    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0) return fail(errno);
+    if (platform::pipe_cloexec(fds, true) < 0) return fail(errno);
+#ifdef F_GETPIPE_SZ
     const int size = ::fcntl(fds[0], F_GETPIPE_SZ);
+#else
+    const int size = PIPE_BUF;
+#endif
     return RelayPipe{fds[0], fds[1], static_cast<std::uint32_t>(size > 0 ? size : 4096)};
 }
 

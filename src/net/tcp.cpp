@@ -1,5 +1,6 @@
 #include "galay/net/tcp.hpp"
 
+#include "platform/fd_calls.hpp"
 #include "runtime/scheduler_access.hpp"
 #include "sockopt.hpp"
 
@@ -14,7 +15,7 @@ namespace galay {
 namespace detail {
 
 Result<int> make_socket(int family, int type, int protocol) noexcept {
-    int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+    const int fd = platform::socket_cloexec(family, type, protocol, true);
     if (fd < 0) return fail(errno);
     return fd;
 }
@@ -70,7 +71,7 @@ AcceptAwaitable::AcceptAwaitable(int fd, SocketAddr* peer) noexcept
 Result<TcpStream> AcceptAwaitable::result() {
     if (op_.result < 0) return fail(static_cast<int>(-op_.result));
     if (peer_ != nullptr) *peer_ = addr_;
-    // Accepted with SOCK_NONBLOCK by both drivers (and the multishot accept).
+    // Accepted non-blocking by both drivers (and the multishot accept).
     return TcpStream(static_cast<int>(op_.result), TcpStream::NonBlocking{});
 }
 

@@ -2,6 +2,7 @@
 // runs of equal-size datagrams coalesced into UDP_SEGMENT messages). One datagram at a time:
 // src/net/udp.cpp; the pooled kernel-facing arrays: src/net/udp_batch.hpp.
 #include "net/udp_batch.hpp"
+#include "driver/mmsg.hpp"
 #include "galay/net/udp.hpp"
 #include "net/udp_msg.hpp"
 
@@ -236,8 +237,7 @@ Result<std::size_t> SendBatchAwaitable::send_rest_without_gso(std::size_t from) 
     std::size_t sent = from;
     while (sent < count_) {
         const auto left = static_cast<unsigned>(count_ - sent);
-        int r =
-            ::sendmmsg(op_.fd, s.msgs.data() + (sent - from), left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        int r = detail::mmsg_call(false, op_.fd, s.msgs.data() + (sent - from), left, MSG_DONTWAIT);
         if (r < 0) {
             if (errno == EINTR) continue;
             if (sent > 0) return sent;

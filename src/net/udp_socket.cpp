@@ -1,5 +1,6 @@
 // UdpSocket: creating and binding sockets (alone or as a SO_REUSEPORT group), connecting, and
 // socket options. The operations: src/net/udp.cpp (one datagram), src/net/udp_batch.cpp (batches).
+#include "galay/detail/platform.hpp"
 #include "galay/net/udp.hpp"
 #include "net/udp_batch.hpp"
 #include "net/udp_msg.hpp"
@@ -27,6 +28,7 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     s.family_ = family;
     s.local_address_ = o.local_address;
     s.scratch_.reset(new detail::BatchScratch());
+#if GALAY_HAVE_MMSG // (UDP_SEGMENT and UDP_GRO are Linux's: elsewhere each datagram goes alone)
     if (o.segmentation_offload) { // the kernel knows UDP_SEGMENT (Linux 4.18+)
         int seg = 0;
         socklen_t len = sizeof seg;
@@ -36,6 +38,7 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
         if (detail::setsockopt_int(s.fd_.get(), SOL_UDP, UDP_GRO, 1))
             s.gro_ = std::make_unique<detail::GroStash>();
     }
+#endif
     using detail::setsockopt_int;
     auto set = [&](bool when, int level, int name, int value) -> Result<void> {
         return when ? setsockopt_int(s.fd_.get(), level, name, value) : Result<void>{};

@@ -2,6 +2,7 @@
 // is in unix_fds.cpp. Every transfer is an existing op (recv, send, recvmsg, sendmsg, accept,
 // connect), so both drivers run them unchanged.
 #include "galay/net/unix.hpp"
+#include "platform/fd_calls.hpp"
 
 #include "sockopt.hpp"
 
@@ -42,17 +43,22 @@ Result<UnixAddr> name_of(int fd, bool peer) noexcept {
 }
 
 Result<PeerCred> cred_of(int fd) noexcept {
+#if GALAY_HAVE_LINUX_SOCKETS
     ucred c{};
     socklen_t len = sizeof c;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) < 0) return fail(errno);
     return PeerCred{.pid = c.pid, .uid = c.uid, .gid = c.gid};
+#else
+    (void)fd; // SO_PEERCRED is Linux's (macOS and FreeBSD have getpeereid, without the pid)
+    return fail(errc::not_supported);
+#endif
 }
 
 /// Is `path` a socket file nobody listens on? (connect is refused.)
 bool is_stale_socket(const UnixAddr& addr) noexcept {
     struct stat st {};
     if (::lstat(addr.name().c_str(), &st) < 0 || !S_ISSOCK(st.st_mode)) return false;
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int fd = platform::socket_cloexec(AF_UNIX, SOCK_STREAM, 0, false);
     if (fd < 0) return false;
     const bool refused = ::connect(fd, addr.data(), addr.size()) < 0 && errno == ECONNREFUSED;
     ::close(fd);
@@ -202,8 +208,7 @@ Result<RecvInfo> UnixRecvFromAwaitable::result() {
 
 Result<std::pair<UnixStream, UnixStream>> UnixStream::pair() noexcept {
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
-        return fail(errno);
+    if (platform::socketpair_cloexec(AF_UNIX, SOCK_STREAM, 0, sv, true) < 0) return fail(errno);
     return std::pair{UnixStream(sv[0], NonBlocking{}), UnixStream(sv[1], NonBlocking{})};
 }
 
@@ -303,8 +308,7 @@ Result<UnixDatagram> UnixDatagram::bind(const UnixAddr& addr) {
 
 Result<std::pair<UnixDatagram, UnixDatagram>> UnixDatagram::pair() noexcept {
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
-        return fail(errno);
+    if (platform::socketpair_cloexec(AF_UNIX, SOCK_DGRAM, 0, sv, true) < 0) return fail(errno);
     std::pair<UnixDatagram, UnixDatagram> p;
     p.first.fd_ = OwnedFd(sv[0]);
     p.second.fd_ = OwnedFd(sv[1]);

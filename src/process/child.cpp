@@ -1,8 +1,13 @@
 // A child process: its pidfd, waiting for it (the `waitid` op), signals, and what dropping it
-// does (kill and reap: no zombie is left by any path).
+// does (kill and reap: no zombie is left by any path). Without pidfds (the POSIX profile, macOS,
+// FreeBSD) `pidfd_` is the read end of its exit pipe (process/exit_watch.hpp) and the calls take
+// its pid, which stays its own until galay reaps it.
 #include "galay/process.hpp"
+#include "process/exit_watch.hpp"
 
+#if GALAY_HAVE_PIDFD
 #include <sys/syscall.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +44,7 @@ WaitAwaitable::WaitAwaitable(Child& child) noexcept
     : child_(&child) {
     op_.code = galay::detail::OpCode::waitid;
     op_.fd = child.pidfd_.get();
+    op_.aux = static_cast<std::uint64_t>(child.pid_);
 }
 
 bool WaitAwaitable::await_ready() const noexcept {
@@ -84,10 +90,14 @@ void Child::reap_now() noexcept {
     if (pidfd_.is_open() && !status_) {
         (void)kill(SIGKILL);
         siginfo_t info{};
+#if GALAY_HAVE_PIDFD
         while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
                         WEXITED) < 0 &&
                errno == EINTR) {
         }
+#else
+        (void)galay::detail::reap_watched(pid_, &info, true);
+#endif
         status_ = status_of(info);
     }
     pidfd_ = galay::OwnedFd();
@@ -95,6 +105,9 @@ void Child::reap_now() noexcept {
 
 pid_t Child::detach() noexcept {
     const pid_t pid = pidfd_.is_open() && !status_ ? pid_ : -1;
+#if !GALAY_HAVE_PIDFD
+    if (pid > 0) galay::detail::unwatch_exit(pid);
+#endif
     pidfd_ = galay::OwnedFd(); // (closing a pidfd neither signals nor reaps)
     stdin_ = PipeWriter();
     stdout_ = PipeReader();
@@ -105,7 +118,11 @@ pid_t Child::detach() noexcept {
 
 Result<void> Child::kill(int sig) noexcept {
     if (!pidfd_.is_open() || status_) return fail(ESRCH);
+#if GALAY_HAVE_PIDFD
     if (::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0) < 0) return fail(errno);
+#else
+    if (::kill(pid_, sig) < 0) return fail(errno); // not reaped: the pid is still the child's
+#endif
     return {};
 }
 
@@ -113,9 +130,13 @@ Result<std::optional<ExitStatus>> Child::try_wait() noexcept {
     if (status_) return status_;
     if (!pidfd_.is_open()) return fail(ECHILD);
     siginfo_t info{};
+#if GALAY_HAVE_PIDFD
     if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
                  WEXITED | WNOHANG) < 0)
         return fail(errno);
+#else
+    if (galay::detail::reap_watched(pid_, &info, false) < 0) return fail(errno);
+#endif
     if (info.si_pid == 0) return std::optional<ExitStatus>{};
     status_ = status_of(info);
     return status_;

@@ -1,10 +1,14 @@
 // Command: building the child's argv, environment and stdio, posix_spawn (vfork-fast, and a
 // missing program is an error from spawn itself), the pidfd, and output().
 #include "galay/process.hpp"
+#include "platform/fd_calls.hpp"
+#include "process/exit_watch.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
+#if GALAY_HAVE_PIDFD
 #include <sys/syscall.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,9 +199,17 @@ Result<Child> Command::spawn() {
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) return fail(rc);
+#if GALAY_HAVE_PIDFD
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); // close-on-exec
+    const int err = pidfd < 0 ? errno : 0;
+#else
+    int exit_pipe[2] = {-1, -1};
+    int err = platform::pipe_cloexec(exit_pipe, true) < 0 ? errno : 0;
+    if (err == 0) err = galay::detail::watch_exit(pid, exit_pipe[1]);
+    if (err != 0 && exit_pipe[0] >= 0) ::close(exit_pipe[0]);
+    const int pidfd = err != 0 ? -1 : exit_pipe[0];
+#endif
     if (pidfd < 0) {
-        const int err = errno;
         ::kill(pid, SIGKILL);
         while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
         }

@@ -1,6 +1,7 @@
 // Pipes: both ends close-on-exec and in blocking mode (see driver/process_ops.hpp for why), and
 // SIGPIPE ignored once a pipe exists, so a write to a closed pipe is EPIPE, not a dead process.
 #include "galay/process.hpp"
+#include "platform/fd_calls.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -50,7 +51,7 @@ PipeWriter::PipeWriter(int fd) noexcept
 
 Result<Pipe> pipe() noexcept {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) < 0) return fail(errno);
+    if (platform::pipe_cloexec(fds, false) < 0) return fail(errno);
     return Pipe{PipeReader(fds[0]), PipeWriter(fds[1])};
 }
 

@@ -50,6 +50,9 @@ public:
         case errc::not_pollable:
             return "a regular file or a directory is always ready: AsyncFd cannot wait on it "
                    "(read it with fs::File)";
+        case errc::not_supported:
+            return "not supported here: it needs a Linux-only system call that this build does "
+                   "not use (the POSIX profile, GALAY_POSIX_ONLY, or macOS/FreeBSD)";
         }
         return "unknown galay error " + std::to_string(ev);
     }
@@ -67,6 +70,8 @@ const char* backend_name(Backend b) noexcept {
         return "io_uring";
     case Backend::epoll:
         return "epoll";
+    case Backend::kqueue:
+        return "kqueue";
     case Backend::automatic:
         return "auto";
     }
@@ -77,6 +82,7 @@ std::optional<Backend> parse_backend(std::string_view s) noexcept {
     if (s == "auto" || s == "automatic") return Backend::automatic;
     if (s == "io_uring" || s == "uring" || s == "iouring") return Backend::io_uring;
     if (s == "epoll") return Backend::epoll;
+    if (s == "kqueue") return Backend::kqueue;
     return std::nullopt;
 }
 
@@ -90,8 +96,8 @@ Result<Backend> resolve_backend(Backend requested) {
             std::optional<Backend> b = parse_backend(env);
             if (!b) {
                 std::fprintf(stderr,
-                             "galay: GALAY_BACKEND=%s is not a backend (use epoll, io_uring or "
-                             "auto)\n",
+                             "galay: GALAY_BACKEND=%s is not a backend (use epoll, io_uring, "
+                             "kqueue or auto)\n",
                              env);
                 return fail(EINVAL);
             }

@@ -27,7 +27,8 @@ struct DriverEntry {
 /// A backend galay knows of, whether this build contains it or not.
 struct KnownBackend {
     Backend backend;
-    const char* cmake_option; ///< the option that builds it ("GALAY_WITH_URING"); null: always
+    /// The option that builds it ("GALAY_WITH_URING"); null: always, on the systems that have it.
+    const char* cmake_option;
     const DriverEntry* entry; ///< null when this build leaves it out
 };
 
@@ -44,6 +45,8 @@ UringProbe run_uring_probe();
 
 // The entries, one per folder under src/driver/ (defined next to each driver's class).
 extern const DriverEntry uring_driver_entry;
-extern const DriverEntry epoll_driver_entry;
+/// The readiness driver (src/driver/epoll/) on this system's poller: Backend::epoll on Linux,
+/// Backend::kqueue on macOS and FreeBSD (driver/poller/poller.hpp).
+extern const DriverEntry readiness_driver_entry;
 
 } // namespace galay::detail

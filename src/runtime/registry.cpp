@@ -22,16 +22,32 @@ constexpr const DriverEntry* kUring = &uring_driver_entry;
 constexpr const DriverEntry* kUring = nullptr;
 #endif
 
+// One readiness driver per system: its poller is kqueue or epoll, the other is not there.
+#if GALAY_KQUEUE
+constexpr const DriverEntry* kEpoll = nullptr;
+constexpr const DriverEntry* kKqueue = &readiness_driver_entry;
+#else
+constexpr const DriverEntry* kEpoll = &readiness_driver_entry;
+constexpr const DriverEntry* kKqueue = nullptr;
+#endif
+
 constexpr std::array kBackends{
     KnownBackend{Backend::io_uring, "GALAY_WITH_URING", kUring},
-    KnownBackend{Backend::epoll, nullptr, &epoll_driver_entry},
+    KnownBackend{Backend::kqueue, nullptr, kKqueue},
+    KnownBackend{Backend::epoll, nullptr, kEpoll},
 };
 
 BackendProbe left_out(const KnownBackend& k) {
     BackendProbe out;
     out.error = make_error_code(errc::backend_unavailable);
-    out.reason = std::string("galay was built without ") + backend_name(k.backend) + " (" +
-                 k.cmake_option + "=OFF)";
+    if (k.cmake_option == nullptr)
+        out.reason =
+            std::string(backend_name(k.backend)) + " is not on this system (" +
+            (k.backend == Backend::kqueue ? "kqueue is macOS and FreeBSD's" : "epoll is Linux's") +
+            ")";
+    else
+        out.reason = std::string("galay was built without ") + backend_name(k.backend) + " (" +
+                     k.cmake_option + "=OFF)";
     return out;
 }
 

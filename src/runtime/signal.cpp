@@ -1,15 +1,21 @@
-// galay::signal: a process-wide handler that counts signals and writes an eventfd, and one
-// dispatcher thread that reads it and posts the waiting tasks (see galay/signal.hpp for why not
-// signalfd). Everything here is created on first use and never destroyed.
+// galay::signal: a process-wide handler that counts signals and writes a wake-up descriptor (an
+// eventfd, or a pipe where there is none), and one dispatcher thread that reads it and posts the
+// waiting tasks (see galay/signal.hpp for why not signalfd). Where there is no pidfd, the same
+// thread also tells child processes' waits that a child ended (process/exit_watch.hpp).
+// Everything here is created on first use and never destroyed.
 #include "galay/signal.hpp"
 #include "galay/blocking.hpp"
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/runtime.hpp"
+#include "platform/fd_calls.hpp"
+#include "process/exit_watch.hpp"
 #include "runtime/thread_signals.hpp"
 
 #include <poll.h>
+#if defined(__APPLE__)
+#include <sys/select.h>
+#endif
 #include <pthread.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <array>
@@ -20,6 +26,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 
 namespace galay {
 namespace detail {
@@ -28,13 +35,12 @@ namespace {
 constexpr int kMaxSignal = 63; // one bit each in a 64-bit mask
 
 std::array<std::atomic<std::uint32_t>, kMaxSignal + 1> g_hits{};
-std::atomic<int> g_efd{-1};
+platform::WakeFd* g_wake = nullptr; // set (under Hub::m) before any handler is installed
 
 extern "C" void galay_on_signal(int s) {
     const int saved = errno;
     if (s > 0 && s <= kMaxSignal) g_hits[static_cast<std::size_t>(s)].fetch_add(1);
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(g_efd.load(std::memory_order_relaxed), &one, sizeof one);
+    g_wake->signal();
     errno = saved;
 }
 
@@ -47,15 +53,21 @@ public:
     std::mutex m;
     std::uint64_t pending = 0;                         // arrived while nobody waited for them
     IntrusiveList<SignalAwaiter, SignalLinks> waiting; // tasks waiting for a signal
+    std::unordered_map<pid_t, int> exits;              // watched children: the pipes' write ends
 
-    /// Install the handler for every signal in `mask` not yet handled. Returns 0 or an errno.
-    int install(std::uint64_t mask) {
+    /// Install the handler for every signal in `mask` not yet handled; `user`: galay::signal's
+    /// (a signal only the child watch installed is never kept pending). Returns 0 or an errno.
+    int install(std::uint64_t mask, bool user = true) {
         std::lock_guard lk(m);
-        if (g_efd.load(std::memory_order_relaxed) < 0) {
-            const int fd =
-                ::eventfd(0, EFD_CLOEXEC); // blocking: read only after ppoll says it is ready
-            if (fd < 0) return errno;
-            g_efd.store(fd, std::memory_order_release);
+        if (user) user_ |= mask;
+        if (g_wake == nullptr) {
+            auto* w = new platform::WakeFd;
+            if (w->open() < 0) {
+                const int e = errno;
+                delete w;
+                return e;
+            }
+            g_wake = w;
             // The dispatcher starts with every signal blocked (it unblocks them only while it
             // waits in ppoll): block them here around its creation, since a thread inherits
             // the mask of the one that creates it.
@@ -70,8 +82,8 @@ public:
             }
             ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
             if (err != 0) {
-                ::close(fd);
-                g_efd.store(-1, std::memory_order_release);
+                g_wake = nullptr;
+                delete w;
                 return err;
             }
         }
@@ -107,23 +119,23 @@ private:
         // as the kernel chooses; this one takes them even when every other thread blocks them.
         sigset_t none;
         sigemptyset(&none);
-        const int fd = g_efd.load(std::memory_order_acquire);
+        platform::WakeFd* wake;
+        {
+            std::lock_guard lk(m);
+            wake = g_wake;
+        }
         for (;;) {
-            pollfd p{fd, POLLIN, 0};
-            if (::ppoll(&p, 1, nullptr, &none) < 0 && errno != EINTR) {
+            pollfd p{wake->read_fd(), POLLIN, 0};
+            if (wait_unblocked(p, none) < 0 && errno != EINTR) {
                 std::perror("galay: signal dispatcher: ppoll");
                 return;
             }
             if ((p.revents & POLLIN) == 0) continue;
-            std::uint64_t v;
-            if (::read(fd, &v, sizeof v) < 0) {
-                if (errno == EINTR) continue;
-                std::perror("galay: signal dispatcher: read");
-                return;
-            }
+            wake->drain();
             std::lock_guard lk(m);
             for (int s = 1; s <= kMaxSignal; ++s) {
                 if (g_hits[static_cast<std::size_t>(s)].exchange(0) == 0) continue;
+                if (s == SIGCHLD) check_exits();
                 bool waited = false;
                 for (SignalAwaiter* w = waiting.front(); w != nullptr;) {
                     SignalAwaiter* next = waiting.next(*w);
@@ -133,10 +145,44 @@ private:
                     }
                     w = next;
                 }
-                if (!waited) pending |= bit(s);
+                if (!waited && (user_ & bit(s)) != 0) pending |= bit(s);
             }
         }
     }
+
+    /// poll `p` with every signal unblocked for the wait only (ppoll; pselect on macOS, which has
+    /// no ppoll).
+    static int wait_unblocked(pollfd& p, const sigset_t& none) noexcept {
+#if defined(__APPLE__)
+        fd_set in;
+        FD_ZERO(&in);
+        FD_SET(p.fd, &in);
+        const int r = ::pselect(p.fd + 1, &in, nullptr, nullptr, nullptr, &none);
+        p.revents = r > 0 ? POLLIN : 0;
+        return r;
+#else
+        return ::ppoll(&p, 1, nullptr, &none);
+#endif
+    }
+
+public:
+    /// Under `m`: close the pipe of every watched child that has ended (not reaping it).
+    void check_exits() noexcept {
+        for (auto it = exits.begin(); it != exits.end();) {
+            siginfo_t info{};
+            const int r =
+                ::waitid(P_PID, static_cast<id_t>(it->first), &info, WEXITED | WNOHANG | WNOWAIT);
+            if (r == 0 && info.si_pid == 0) {
+                ++it;
+                continue;
+            }
+            ::close(it->second); // ended (or not ours to wait for: the wait reports that)
+            it = exits.erase(it);
+        }
+    }
+
+private:
+    std::uint64_t user_ = 0;
 
     std::uint64_t installed_ = 0;
 };
@@ -181,6 +227,41 @@ SignalAwaiter::~SignalAwaiter() {
         Hub& h = hub();
         std::lock_guard lk(h.m);
         h.waiting.remove(*this);
+    }
+}
+
+int watch_exit(pid_t pid, int write_fd) noexcept {
+    Hub& h = hub();
+    if (const int e = h.install(bit(SIGCHLD), false); e != 0) {
+        ::close(write_fd);
+        return e;
+    }
+    std::lock_guard lk(h.m);
+    h.exits[pid] = write_fd;
+    h.check_exits(); // it may have ended before the handler was there
+    return 0;
+}
+
+void unwatch_exit(pid_t pid) noexcept {
+    Hub& h = hub();
+    std::lock_guard lk(h.m);
+    if (auto it = h.exits.find(pid); it != h.exits.end()) {
+        ::close(it->second);
+        h.exits.erase(it);
+    }
+}
+
+int reap_watched(pid_t pid, siginfo_t* info, bool block) noexcept {
+    const int flags = block ? WEXITED : WEXITED | WNOHANG;
+    for (;;) {
+        info->si_pid = 0;
+        if (::waitid(P_PID, static_cast<id_t>(pid), info, flags | WNOWAIT) == 0) {
+            if (info->si_pid == 0) return 0; // still running
+            unwatch_exit(pid);
+            info->si_pid = 0;
+            if (::waitid(P_PID, static_cast<id_t>(pid), info, WEXITED) == 0) return 0;
+        }
+        if (errno != EINTR) return -1;
     }
 }
 

@@ -623,14 +623,14 @@ TEST_P(CopyTest, TcpStreamsAreSplicedAndOtherStreamsCopiedEachPathKeepingEveryBy
             };
             auto [stats, at_client, at_upstream] = co_await when_all(relay(), client(), upstream());
             CO_ASSERT(stats);
-            EXPECT_EQ(stats->spliced, path == 0) << "path " << path;
+            EXPECT_EQ(stats->spliced, path == 0 && GALAY_HAVE_SPLICE) << "path " << path;
             EXPECT_EQ(stats->a_to_b, request.size());
             EXPECT_EQ(stats->b_to_a, response.size());
             EXPECT_TRUE(at_upstream == request) << "path " << path;
             EXPECT_TRUE(at_client == response) << "path " << path;
         }
         // The spliced relay gave its pipes back, empty, to this thread's pool.
-        EXPECT_GE(io::detail::relay_pipes_pooled(), 1u);
+        if (GALAY_HAVE_SPLICE) EXPECT_GE(io::detail::relay_pipes_pooled(), 1u);
     }());
 }
 

@@ -420,9 +420,13 @@ TEST_P(UdpTest, ConnectedSocketSeesRefusalWhenNobodyListens) {
     }());
 }
 
-/// Skip loudly when the kernel lacks UDP_SEGMENT / UDP_GRO (Linux < 4.18 / 5.0).
+/// Skip loudly when the kernel lacks UDP_SEGMENT / UDP_GRO (Linux < 4.18 / 5.0), or the build
+/// does not use them (the POSIX profile).
 #define REQUIRE_OFFLOADS(sender, receiver)                                                         \
     do {                                                                                           \
+        if (!GALAY_HAVE_MMSG)                                                                      \
+            throw std::runtime_error(                                                              \
+                "SKIP: UDP_SEGMENT/UDP_GRO: Linux-only, not in the POSIX profile");                \
         if (!(sender).segmentation_offload() || !(receiver).receive_offload())                     \
             throw std::runtime_error("SKIP: the kernel lacks UDP_SEGMENT or UDP_GRO");             \
     } while (0)
@@ -594,6 +598,7 @@ TEST_P(UdpTest, ABatchDoesNotSplitASendersRunWhenTheNextCallCanTakeItWhole) {
 }
 
 TEST_P(UdpTest, SegmentationFallsBackWhenTheKernelRefusesIt) {
+    GALAY_SKIP_UNLESS(GALAY_HAVE_MMSG, "UDP_SEGMENT");
     run([]() -> Task<void> {
         UdpSocket server = bind_loopback();
         UdpSocket client = connected_to(addr_of(server));

@@ -4,6 +4,8 @@
 // of skipping.
 #pragma once
 
+#include "support/profile.hpp"
+
 #include <galay/galay.hpp>
 #include <gtest/gtest.h>
 

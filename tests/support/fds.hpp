@@ -40,7 +40,17 @@ class FdCheckedTest : public BackendTest {
 protected:
     void SetUp() override {
         BackendTest::SetUp();
+#if !GALAY_HAVE_PIDFD
+        // Without pidfds, the first child galay spawns makes the process-wide pipe that its
+        // SIGCHLD handler wakes the child watch through, kept until the process exits: made here
+        // first, it is not counted as this test's.
+        if (!IsSkipped()) run(spawn_one());
+#endif
         fds_before_ = open_fds();
+    }
+    static Task<void> spawn_one() {
+        auto c = process::Command("true").spawn();
+        if (c) (void)co_await c->wait();
     }
     void TearDown() override {
         if (!IsSkipped()) {

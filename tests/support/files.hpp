@@ -1,6 +1,7 @@
 // Scratch directories for file tests, finding one where O_DIRECT works, and opening test files.
 #pragma once
 
+#include <galay/detail/platform.hpp>
 #include <galay/galay.hpp>
 
 #include <fcntl.h>
@@ -46,7 +47,12 @@ private:
 
 /// The first of $GALAY_TEST_DIRECT_DIR, /var/tmp, /tmp, the working directory where a file can
 /// be created with O_DIRECT. `tried` lists what was tried, for a SKIP message.
+/// None in a build without O_DIRECT (galay/detail/platform.hpp).
 inline std::optional<std::filesystem::path> direct_io_dir(std::string* tried = nullptr) {
+#if !GALAY_HAVE_O_DIRECT
+    if (tried != nullptr) *tried = "O_DIRECT: Linux-only, not in the POSIX profile";
+    return std::nullopt;
+#else
     std::string candidates[4];
     int n = 0;
     if (const char* env = std::getenv("GALAY_TEST_DIRECT_DIR"); env != nullptr && *env)
@@ -72,6 +78,7 @@ inline std::optional<std::filesystem::path> direct_io_dir(std::string* tried = n
         if (tried != nullptr) *tried += candidates[i] + " (O_DIRECT: " + std::strerror(err) + ") ";
     }
     return std::nullopt;
+#endif
 }
 
 /// Read-write, created and truncated; and the same with O_DIRECT.

@@ -1,5 +1,6 @@
 #include "support/backends.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -10,8 +11,34 @@ TEST(BackendTest, ParsesBackendNames) {
     EXPECT_EQ(parse_backend("epoll"), Backend::epoll);
     EXPECT_EQ(parse_backend("io_uring"), Backend::io_uring);
     EXPECT_EQ(parse_backend("auto"), Backend::automatic);
+    EXPECT_EQ(parse_backend("kqueue"), Backend::kqueue);
+    EXPECT_STREQ(backend_name(Backend::kqueue), "kqueue");
     EXPECT_FALSE(parse_backend("kqueue-on-linux"));
 }
+
+#if defined(__linux__)
+// kqueue is macOS and FreeBSD's: on Linux the value exists (code that names it compiles
+// everywhere), asking for it is a clear error, and automatic never picks it.
+TEST(BackendTest, KqueueOnLinuxIsAClearError) {
+    const std::vector<Backend> built(built_backends().begin(), built_backends().end());
+    EXPECT_EQ(std::count(built.begin(), built.end(), Backend::kqueue), 0);
+    ::testing::internal::CaptureStderr();
+    Result<Backend> b = resolve_backend(Backend::kqueue);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_FALSE(b.has_value());
+    EXPECT_EQ(b.error(), make_error_code(errc::backend_unavailable));
+    EXPECT_NE(err.find("kqueue was requested but cannot be used: kqueue is not on this system "
+                       "(kqueue is macOS and FreeBSD's)"),
+              std::string::npos)
+        << err;
+    try {
+        Scheduler s({.backend = Backend::kqueue});
+        ADD_FAILURE() << "a scheduler was created on kqueue on Linux";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), make_error_code(errc::backend_unavailable));
+    }
+}
+#endif
 
 TEST(BackendTest, ForcedEpollIsEpoll) {
     Scheduler s({.backend = Backend::epoll});

@@ -18,10 +18,12 @@
 // user space; the pipe is taken from a per-thread pool only while bytes move (an idle relay
 // holds none) and holds at most one pipe's worth per direction. Any other stream (a TLS stream,
 // a BufReader, a wrapper of your own) is copied through a buffer of `buffer_size` bytes.
-// `CopyStats::spliced` says which path ran; `CopyOptions::splice = false` forces the copy.
+// `CopyStats::spliced` says which path ran; `CopyOptions::splice = false` forces the copy, as a
+// build without splice(2) always does (the POSIX profile, macOS, FreeBSD).
 #pragma once
 
 #include "galay/detail/copy_pump.hpp"
+#include "galay/detail/platform.hpp"
 #include "galay/io/stream.hpp"
 #include "galay/scheduler.hpp"
 #include "galay/task.hpp"
@@ -70,7 +72,7 @@ Task<Result<CopyStats>> copy_bidirectional(A& a, B& b, CopyOptions options = {})
     // touching the caller) and, through with_cancel, the caller's cancellation too.
     CopyStats stats;
     if constexpr (SpliceableStream<A> && SpliceableStream<B>) {
-        if (options.splice) {
+        if (options.splice && GALAY_HAVE_SPLICE) {
             stats.spliced = true;
             co_await when_all(with_cancel(st.stop, detail::splice_pump(a, b, st, stats.a_to_b)),
                               with_cancel(st.stop, detail::splice_pump(b, a, st, stats.b_to_a)));
@@ -96,7 +98,7 @@ Task<Result<std::uint64_t>> copy(Src& src, Dst& dst, CopyOptions options = {}) {
     st.last_activity_ns = Scheduler::now_ns();
     std::uint64_t moved = 0;
     if constexpr (SpliceableStream<Src> && SpliceableStream<Dst>) {
-        if (options.splice) {
+        if (options.splice && GALAY_HAVE_SPLICE) {
             co_await with_cancel(st.stop, detail::splice_pump(src, dst, st, moved));
             if (st.error) co_return std::unexpected(st.error);
             co_return moved;

@@ -13,6 +13,12 @@
 namespace galay::detail {
 
 class BufferPool {
+#ifdef MAP_NORESERVE // Linux; macOS and FreeBSD never reserve swap for anonymous memory up front
+    static constexpr int kNoReserve = MAP_NORESERVE;
+#else
+    static constexpr int kNoReserve = 0;
+#endif
+
 public:
     BufferPool(unsigned count, unsigned size)
         : count_(count)
@@ -22,7 +28,7 @@ public:
         // mmap: page-aligned, and pages are only resident once a receive writes them. NORESERVE:
         // the pool is mostly address space (4096 x 64 KiB by default), not a commitment.
         void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                         MAP_PRIVATE | MAP_ANONYMOUS | kNoReserve, -1, 0);
         if (p == MAP_FAILED) throw std::bad_alloc();
         base_ = static_cast<char*>(p);
         free_.reserve(count);

@@ -1,5 +1,5 @@
-// The epoll driver's set-up, readiness registration, the op's system call, the poll loop and
-// cancellation (epoll_driver.hpp).
+// The readiness driver's set-up, readiness registration, the op's system call, the poll loop and
+// cancellation (epoll_driver.hpp); the poller's system calls are in driver/poller/.
 #include "driver/epoll/epoll_driver.hpp"
 
 #include "driver/common/faults.hpp"
@@ -8,11 +8,13 @@
 #include "driver/process_ops.hpp"
 #include "driver/readiness.hpp"
 #include "driver/zero_copy.hpp"
+#include "platform/fd_calls.hpp"
 #include "runtime/drivers.hpp"
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
+#ifdef __linux__
 #include <sys/syscall.h>
+#endif
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -21,43 +23,60 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace galay::detail {
 
 namespace {
 
-// The socket calls of an attempt, made directly. glibc's recv/send/recvmsg/sendmsg/accept4 are
-// cancellation points: in a process with more than one thread, each call switches asynchronous
-// cancellation on and off around the system call (~2% of the server's time in the HTTP server
-// at 1,000 connections). galay never cancels a thread with pthread_cancel, so it has no use for
-// that; syscall() sets errno the same way. Under the sanitizers they stay libc's: their
-// interceptors check the buffers (ASan) and make a socket's send and receive a happens-before
-// edge (TSan), as they are.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kLibcSocketCalls = true;
+// The socket calls of an attempt, made directly on Linux. glibc's recv/send/recvmsg/sendmsg/
+// accept4 are cancellation points: in a process with more than one thread, each call switches
+// asynchronous cancellation on and off around the system call (~2% of the server's time in the
+// HTTP server at 1,000 connections). galay never cancels a thread with pthread_cancel, so it has
+// no use for that; syscall() sets errno the same way. Under the sanitizers they stay libc's:
+// their interceptors check the buffers (ASan) and make a socket's send and receive a
+// happens-before edge (TSan), as they are. Elsewhere, and in the POSIX profile, they are libc's.
+#if GALAY_LINUX_CALLS && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define GALAY_DIRECT_SOCKET_CALLS 1
 #else
-constexpr bool kLibcSocketCalls = false;
+#define GALAY_DIRECT_SOCKET_CALLS 0
 #endif
+
 ssize_t sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::recv(fd, buf, len, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+#else
+    return ::recv(fd, buf, len, flags);
+#endif
 }
 ssize_t sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::send(fd, buf, len, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
+#else
+    return ::send(fd, buf, len, flags);
+#endif
 }
 ssize_t sys_recvmsg(int fd, msghdr* m, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::recvmsg(fd, m, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_recvmsg, fd, m, flags);
+#else
+    return ::recvmsg(fd, m, flags);
+#endif
 }
 ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::sendmsg(fd, m, flags);
+#if GALAY_DIRECT_SOCKET_CALLS
     return ::syscall(SYS_sendmsg, fd, m, flags);
+#else
+    return ::sendmsg(fd, m, flags);
+#endif
 }
-int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
-    if constexpr (kLibcSocketCalls) return ::accept4(fd, addr, len, flags);
-    return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
+/// Accept one connection, non-blocking and close-on-exec: accept4 on Linux; accept and fcntl
+/// (and SO_NOSIGPIPE on macOS) elsewhere and in the POSIX profile (platform/fd_calls.hpp).
+int sys_accept(int fd, sockaddr* addr, socklen_t* len) noexcept {
+#if GALAY_DIRECT_SOCKET_CALLS
+    return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+#else
+    return platform::accept_cloexec(fd, addr, len);
+#endif
 }
 
 } // namespace
@@ -65,30 +84,15 @@ int sys_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
 EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     : sched_(s)
     , pool_(options.pool_buffers, options.pool_buffer_size)
-    , fair_(options.fair_completions) {
-    ep_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (ep_ < 0) throw Error(errno_code(errno), "galay: epoll_create1 failed");
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) {
-        int e = errno;
-        ::close(ep_);
-        throw Error(errno_code(e), "galay: eventfd failed");
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = wake_fd_;
-    ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
-}
+    , fair_(options.fair_completions) {}
 
 EpollDriver::~EpollDriver() {
-    files_.reset(); // joins its threads, which may still be waking us
-    ::close(wake_fd_);
-    ::close(ep_);
+    files_.reset(); // joins its threads, which may still be waking us (before the poller goes)
 }
 
 bool EpollDriver::submit(IoOp& op) {
     if (is_file_op(op.code)) {
-        if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, ep_);
+        if (!files_) files_ = std::make_unique<EpollFileEngine>(sched_, *this, poller_.fd());
         return files_->submit(op);
     }
     switch (op.code) {
@@ -118,20 +122,15 @@ bool EpollDriver::submit(IoOp& op) {
 bool EpollDriver::wait_ready(IoOp& op) {
     FdState& st = state(op.fd);
     if (!st.registered) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
-        ev.data.fd = op.fd;
-        int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, op.fd, &ev);
-        if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, op.fd, &ev);
-        if (r < 0) {
-            op.result = -errno;
+        if (const int r = poller_.watch(op.fd); r < 0) {
+            op.result = r;
             return true;
         }
         st.registered = true;
     }
     const bool reads =
         waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
-    // An AsyncFd wait for input and output at once waits with the readers, retried on EPOLLOUT.
+    // An AsyncFd wait for input and output at once waits with the readers, retried on kOutput.
     if (reads && op.code == OpCode::poll && (op.msg_flags & POLLOUT)) st.poll_out_in_readers = true;
     (reads ? st.readers : st.writers).push_back(op);
     op.pending = true;
@@ -172,8 +171,7 @@ void EpollDriver::forget_fd(int fd) noexcept {
 }
 
 void EpollDriver::wake() noexcept {
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    poller_.wake();
 }
 
 void EpollDriver::poll(std::int64_t timeout_ns) {
@@ -182,10 +180,10 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
         release_withheld();
         timeout_ns = 0;
     }
-    // One epoll_wait of at most kEventsPerPoll fds. With fair_completions, ask again (no wait)
+    // One wait for at most kEventsPerPoll events. With fair_completions, ask again (no wait)
     // while full batches keep coming, bounded, as the io_uring driver does.
     for (int round = 0;; ++round) {
-        const int n = wait_events(round == 0 ? timeout_ns : 0);
+        const int n = poller_.wait(round == 0 ? timeout_ns : 0);
         handle_events(n);
         if (!fair_ || n < static_cast<int>(kEventsPerPoll) || round == kFairRounds) break;
     }
@@ -194,48 +192,20 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
     if (files_) files_->reap();
 }
 
-int EpollDriver::wait_events(std::int64_t timeout_ns) {
-    timespec ts{};
-    timespec* tsp = nullptr;
-    if (timeout_ns >= 0) {
-        ts.tv_sec = timeout_ns / 1'000'000'000;
-        ts.tv_nsec = timeout_ns % 1'000'000'000;
-        tsp = &ts;
-    }
-    int n = ::epoll_pwait2(ep_, events_.data(), static_cast<int>(kEventsPerPoll), tsp, nullptr);
-    if (n < 0 && errno == ENOSYS) { // kernels before 5.11: millisecond resolution
-        int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
-        n = ::epoll_wait(ep_, events_.data(), static_cast<int>(kEventsPerPoll), ms);
-    }
-    if (n < 0) {
-        if (errno == EINTR) return 0;
-        std::fprintf(stderr, "galay: epoll_wait failed: %s\n", std::strerror(errno));
-        std::abort();
-    }
-    return n;
-}
-
 void EpollDriver::handle_events(int n) {
-    for (int i = 0; i < n; ++i) {
-        const int fd = events_[i].data.fd;
-        const std::uint32_t ev = events_[i].events;
-        if (fd == wake_fd_) {
-            std::uint64_t v;
-            [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
-            continue;
-        }
-        if (files_ && fd == files_->event_fd()) continue; // collected below
-        if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
+    poller_.for_each(n, [this](int fd, std::uint32_t ev) {
+        if (files_ && fd == files_->event_fd()) return; // collected after the batch
+        if (static_cast<std::size_t>(fd) >= fds_.size()) return;
         FdState& st = fds_[fd];
-        if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st.peer_closed = true;
-        if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (ev & Poller::kClosed) st.peer_closed = true;
+        if (ev & Poller::kReadable) {
             st.maybe_readable = true;
             retry(st.readers);
-        } else if ((ev & EPOLLOUT) && st.poll_out_in_readers) [[unlikely]] {
+        } else if ((ev & Poller::kOutput) && st.poll_out_in_readers) [[unlikely]] {
             retry(st.readers);
         }
-        if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) retry(st.writers);
-    }
+        if (ev & Poller::kWritable) retry(st.writers);
+    });
 }
 
 void EpollDriver::shutdown() noexcept {
@@ -286,11 +256,11 @@ void EpollDriver::report_injected_readiness() {
     }
 }
 
-const DriverEntry epoll_driver_entry{
-    .backend = Backend::epoll,
+const DriverEntry readiness_driver_entry{
+    .backend = Poller::kBackend,
     .probe =
         [] {
-            BackendProbe p; // epoll is in every Linux kernel
+            BackendProbe p; // epoll is in every Linux kernel, kqueue in every macOS and FreeBSD
             p.usable = true;
             return p;
         },
@@ -299,7 +269,7 @@ const DriverEntry epoll_driver_entry{
     },
 };
 
-// Running an op's system call: at once when the op is submitted, and again each time epoll
+// Running an op's system call: at once when the op is submitted, and again each time the poller
 // reports its fd ready, until it no longer fails with EAGAIN. (In this file, not its own: the
 // compiler inlines it into submit and the readiness loop; across files it cost the epoll echo at
 // 100 connections ~3% in CPU per request.)
@@ -343,9 +313,8 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         }
         case OpCode::accept:
             r = fake != 0 ? (errno = fake, -1)
-                          : sys_accept4(op.fd, op.address(),
-                                        reinterpret_cast<socklen_t*>(op.address_length()),
-                                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+                          : sys_accept(op.fd, op.address(),
+                                       reinterpret_cast<socklen_t*>(op.address_length()));
             if (r < 0 && errno == ECONNABORTED) continue; // that peer gave up; next one
             break;
         case OpCode::connect:
@@ -371,8 +340,9 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
             if (r > 0 && static_cast<std::size_t>(r) < len) drained(op);
             break;
         case OpCode::send:
-            r = fake != 0 ? (errno = fake, -1)
-                          : sys_send(op.fd, op.cursor(), len, op.msg_flags | MSG_NOSIGNAL);
+            r = fake != 0
+                    ? (errno = fake, -1)
+                    : sys_send(op.fd, op.cursor(), len, op.msg_flags | platform::kSendNoSignal);
             break;
         case OpCode::recvmsg:
             r = fake != 0 ? (errno = fake, -1)
@@ -381,7 +351,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::sendmsg:
             r = fake != 0 ? (errno = fake, -1)
                           : sys_sendmsg(op.fd, static_cast<const msghdr*>(op.buf),
-                                        op.msg_flags | MSG_NOSIGNAL);
+                                        op.msg_flags | platform::kSendNoSignal);
             break;
         case OpCode::recvmmsg:
         case OpCode::sendmmsg:

@@ -1,7 +1,10 @@
-// The epoll driver (private to src/driver/epoll/). Readiness-based: every op first tries its
-// system call at once (non-blocking fds); only on EAGAIN is it queued on its fd, and it is retried
-// when epoll reports the fd ready. Each fd is registered once, edge-triggered for both directions,
-// on its first EAGAIN, so a connection costs one epoll_ctl in its lifetime and none per operation.
+// The readiness driver (private to src/driver/epoll/), named for its first poller: the reactor
+// that epoll (Linux) and kqueue (macOS, FreeBSD) share. Every op first tries its system call at
+// once (non-blocking fds); only on EAGAIN is it queued on its fd, and it is retried when the
+// poller reports the fd ready. Each fd is registered once, edge-triggered for both directions, on
+// its first EAGAIN, so a connection costs one epoll_ctl (or kevent) in its lifetime and none per
+// operation. The system calls that arm, wait and wake are the poller's
+// (driver/poller/poller.hpp), chosen at compile time: no virtual call per event.
 // File operations go to the file engine (libaio for O_DIRECT files, a small thread pool otherwise;
 // see file_engine.hpp), created on the first one.
 //
@@ -13,13 +16,11 @@
 #include "driver/common/buffer_pool.hpp"
 #include "driver/common/op_queue.hpp"
 #include "driver/epoll/file_engine.hpp"
+#include "driver/poller/poller.hpp"
 #include "driver/zero_copy.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/scheduler_access.hpp"
 
-#include <sys/epoll.h>
-
-#include <array>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -34,11 +35,11 @@ struct FdState {
     // system call and waits for the edge. Any data that arrives after that read raises a new
     // edge-triggered event, which sets this again.
     bool maybe_readable = true;
-    // The peer closed or reset (EPOLLRDHUP/HUP/ERR seen). A short read may then be followed by
-    // EOF with no further edge, so reads always try first.
+    // The peer closed or reset (the poller's kClosed seen: EPOLLRDHUP/HUP/ERR, EV_EOF). A short
+    // read may then be followed by EOF with no further edge, so reads always try first.
     bool peer_closed = false;
-    // An AsyncFd wait for readable and writable at once is queued with the readers: EPOLLOUT
-    // retries them too.
+    // An AsyncFd wait for readable and writable at once is queued with the readers: room to
+    // write (kOutput) retries them too.
     bool poll_out_in_readers = false;
 };
 
@@ -47,8 +48,8 @@ public:
     EpollDriver(Scheduler& s, const SchedulerOptions& options);
     ~EpollDriver() override;
 
-    Backend backend() const noexcept override { return Backend::epoll; }
-    const char* name() const noexcept override { return "epoll"; }
+    Backend backend() const noexcept override { return Poller::kBackend; }
+    const char* name() const noexcept override { return Poller::kName; }
     bool zero_copy_send() const noexcept override { return msg_zerocopy_supported(); }
     std::size_t in_flight() const noexcept override {
         return waiting_ + (files_ ? files_->in_flight() : 0);
@@ -86,9 +87,7 @@ private:
     /// after MSG_PEEK: peeked bytes stay readable without a new edge.)
     void drained(const IoOp& op) noexcept;
     void fail_all(OpQueue& list, int err) noexcept;
-    /// One epoll_wait into events_ (timeout_ns < 0: no limit). Returns the events (0 on EINTR).
-    int wait_events(std::int64_t timeout_ns);
-    /// Run the waiting ops of the fds of events_[0, n).
+    /// Run the waiting ops of the fds of the poller's last n events.
     void handle_events(int n);
     /// Retry the waiting ops of one direction in order until one would block again.
     void retry(OpQueue& list);
@@ -99,18 +98,16 @@ private:
     Scheduler& sched_;
     const std::thread::id thread_ = std::this_thread::get_id();
     BufferPool pool_;
-    int ep_ = -1;
-    int wake_fd_ = -1;
+    Poller poller_;
     std::vector<FdState> fds_;
-    // At most kEventsPerPoll ready fds per epoll_wait. The ops of every fd in a batch run their
+    // At most kEventsPerPoll ready fds per wait. The ops of every fd in a batch run their
     // system calls first, then the coroutines of the whole batch resume: each connection's
     // memory (its op, frame, buffers and the pool buffer its bytes landed in) is touched once
     // in each half. With hundreds at a time the first half's lines and pages are gone by the
     // second, so a bounded batch costs less CPU per request (docs/benchmarks/experiments.md). The
     // kernel keeps the others ready, in order, for the next call.
-    static constexpr std::size_t kEventsPerPoll = 64;
-    static constexpr int kFairRounds = 16; // fair_completions: more epoll_waits of one poll
-    std::array<epoll_event, kEventsPerPoll> events_{};
+    static constexpr std::size_t kEventsPerPoll = Poller::kMaxEvents;
+    static constexpr int kFairRounds = 16; // fair_completions: more waits of one poll
     bool fair_ = false; // SchedulerOptions::fair_completions: poll drains every ready fd
     std::size_t waiting_ = 0;
     OpQueue starved_; // recv_pooled ops waiting for a pool buffer

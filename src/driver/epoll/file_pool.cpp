@@ -49,11 +49,27 @@ void run_blocking(IoOp& op) noexcept {
             r = ::fsync(op.fd);
             break;
         case OpCode::fdatasync:
+#if defined(__APPLE__) // (no fdatasync there)
+            r = ::fsync(op.fd);
+#else
             r = ::fdatasync(op.fd);
+#endif
             break;
         case OpCode::fallocate:
+#if GALAY_LINUX_CALLS
             r = ::fallocate(op.fd, op.msg_flags, static_cast<off_t>(op.offset),
                             static_cast<off_t>(op.aux));
+#elif defined(__APPLE__)
+            r = -1;
+            errno = EOPNOTSUPP; // (F_PREALLOCATE has other semantics)
+#else // POSIX: allocation only, none of Linux's modes
+            r = op.msg_flags != 0
+                    ? (errno = EOPNOTSUPP, -1)
+                    : ((errno = ::posix_fallocate(op.fd, static_cast<off_t>(op.offset),
+                                                  static_cast<off_t>(op.aux))) == 0
+                           ? 0
+                           : -1);
+#endif
             break;
         case OpCode::openat:
         case OpCode::statx:
@@ -89,10 +105,14 @@ bool EpollFileEngine::read_cached(IoOp& op) noexcept {
             else if (v.iov_len > 1 && faults::hit(faults::Kind::short_transfer, op.code))
                 v.iov_len = faults::shorter(static_cast<std::uint32_t>(v.iov_len));
         }
+#if GALAY_LINUX_CALLS
         const ssize_t r =
             fake != 0
                 ? (errno = fake, -1)
                 : ::preadv2(op.fd, &v, 1, static_cast<off_t>(op.offset + op.done), RWF_NOWAIT);
+#else
+        const ssize_t r = (errno = fake != 0 ? fake : EOPNOTSUPP, -1); // no RWF_NOWAIT: the pool
+#endif
         if (r < 0) {
             if (errno == EINTR) continue;
             // Not (all) in the page cache, or no RWF_NOWAIT here: the pool reads it.

@@ -1,0 +1,3 @@
+# Cross build for aarch64-macos with Zig (make cross; see zig.cmake).
+set(GALAY_ZIG_TARGET aarch64-macos)
+include(${CMAKE_CURRENT_LIST_DIR}/zig.cmake)
