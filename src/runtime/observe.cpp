@@ -24,6 +24,7 @@ std::int64_t real_now_ns() noexcept {
 } // namespace
 
 void SchedulerCore::observe_options(const SchedulerOptions& o) {
+    coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
     paused_ = o.paused_clock;
     if (paused_) {
         virtual_ns_ = real_now_ns();
@@ -54,11 +55,13 @@ void SchedulerCore::publish_gauges() noexcept {
 void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
     if constexpr (!GALAY_METRICS) {
         driver_->poll(timeout_ns);
+        coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
         return;
     }
     publish_gauges();
     if (timeout_ns == 0) {
         driver_->poll(0);
+        coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
     } else {
         const std::int64_t t0 = real_now_ns();
         driver_->poll(timeout_ns);
@@ -66,6 +69,7 @@ void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
         counters_.busy_ns.add(static_cast<std::uint64_t>(t0 - mark_ns_));
         counters_.parked_ns.add(static_cast<std::uint64_t>(t1 - t0));
         mark_ns_ = t1;
+        coarse_ns_.store(t1, std::memory_order_relaxed);
     }
     counters_.turn_ended();
 }
