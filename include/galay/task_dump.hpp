@@ -121,12 +121,12 @@ struct TaskDumpOptions {
 };
 
 /// The tasks of every worker of `rt`. Any thread.
-TaskDump task_dump(Runtime& rt, TaskDumpOptions options = {});
+TaskDump task_dump(const Runtime& rt, TaskDumpOptions options = {});
 /// The tasks of one scheduler. Any thread (a scheduler that is not running its loop does not
 /// answer: from another thread, only while it runs block_on or is a Runtime worker).
 TaskDump task_dump(Scheduler& s, TaskDumpOptions options = {});
 /// task_dump(rt) from inside a task: waits on the blocking pool, so its own worker answers too.
-[[nodiscard]] Task<TaskDump> task_dump_async(Runtime& rt, TaskDumpOptions options = {});
+[[nodiscard]] Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options = {});
 
 /// "3.17": the spawning thread's number and its count of spawns (a TaskInfo::id).
 std::string format_task_id(std::uint64_t id);

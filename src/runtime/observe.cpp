@@ -6,6 +6,7 @@
 #include "driver/driver.hpp"
 #include "galay/blocking.hpp"
 #include "runtime/scheduler_access.hpp"
+#include "runtime/task_snapshot.hpp"
 
 #include <cstdio>
 
@@ -175,6 +176,7 @@ void Observer::report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, 
     if (task != nullptr) {
         r.located = true;
         r.spawned_at = task == o.finished ? o.finished_where : task->where;
+        if (task != o.finished) r.backtrace = backtrace_text(task);
     }
     if (o.on_stall) {
         o.on_stall(r);
@@ -184,10 +186,12 @@ void Observer::report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, 
     if (o.last_line_ns != 0 && now - o.last_line_ns < 1'000'000'000) return;
     o.last_line_ns = now;
     if (r.located)
-        std::fprintf(
-            stderr, "galay: worker %d: a task spawned at %s:%u (%s) ran %.1f ms without yielding\n",
-            r.worker, r.spawned_at.file_name(), static_cast<unsigned>(r.spawned_at.line()),
-            r.spawned_at.function_name(), static_cast<double>(ns) / 1e6);
+        std::fprintf(stderr,
+                     "galay: worker %d: a task spawned at %s:%u (%s) ran %.1f ms without "
+                     "yielding%s%s\n",
+                     r.worker, r.spawned_at.file_name(), static_cast<unsigned>(r.spawned_at.line()),
+                     r.spawned_at.function_name(), static_cast<double>(ns) / 1e6,
+                     r.backtrace.empty() ? "" : "; now in ", r.backtrace.c_str());
     else
         std::fprintf(stderr, "galay: worker %d: a loop turn took %.1f ms (%s)\n", r.worker,
                      static_cast<double>(ns) / 1e6,

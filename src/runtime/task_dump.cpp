@@ -206,7 +206,7 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out) {
 
 namespace galay {
 
-TaskDump task_dump(Runtime& rt, TaskDumpOptions options) {
+TaskDump task_dump(const Runtime& rt, TaskDumpOptions options) {
     std::vector<Scheduler*> scheds;
     for (unsigned i = 0; i < rt.size(); ++i)
         scheds.push_back(&rt.scheduler(i));
@@ -217,7 +217,7 @@ TaskDump task_dump(Scheduler& s, TaskDumpOptions options) {
     return detail::dump_of({&s}, options);
 }
 
-Task<TaskDump> task_dump_async(Runtime& rt, TaskDumpOptions options) {
+Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options) {
     auto r = co_await spawn_blocking([&rt, options] { return task_dump(rt, options); });
     if (!r) throw Error(r.error(), "galay: task_dump_async");
     co_return std::move(*r);

@@ -23,6 +23,10 @@ namespace {
 /// "f(f()::_Z1fv.Frame*) [clone .actor]", Clang "f() [clone .resume]"; both become "f()".
 std::string readable(std::string s) {
     if (const auto c = s.find(" [clone ."); c != std::string::npos) s.erase(c);
+    // "(anonymous namespace)::" would be taken for an argument list below: set it aside.
+    static constexpr std::string_view anon = "(anonymous namespace)";
+    for (auto at = s.find(anon); at != std::string::npos; at = s.find(anon, at))
+        s.replace(at, anon.size(), "{anonymous}");
     if (const auto frame = s.find(".Frame*)"); frame != std::string::npos) {
         // GCC: the actor takes the frame; the function's own signature is inside the argument
         // list, "f(" + "f(args)::..." : keep the inner "f(args)".
