@@ -83,7 +83,7 @@ public:
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
             h.promise().continuation = caller;
             if (h.promise().scope == nullptr) h.promise().scope = detail::scope_of(caller);
-            if constexpr (std::is_base_of_v<detail::PromiseBase, P> &&
+            if constexpr (GALAY_TASK_DUMP && std::is_base_of_v<detail::PromiseBase, P> &&
                           alignof(promise_type) <= 16) {
                 parent = &caller.promise();
                 parent->child = h;
@@ -92,7 +92,8 @@ public:
         }
         /// Awaiter protocol: the task's value, or its exception rethrown.
         T await_resume() {
-            if (parent != nullptr) parent->child = {};
+            if constexpr (GALAY_TASK_DUMP)
+                if (parent != nullptr) parent->child = {};
             return h.promise().take();
         }
     };

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace galay {
@@ -134,6 +135,9 @@ std::string format_task_id(std::uint64_t id);
 namespace detail {
 /// The awaitable of set_task_name.
 struct [[nodiscard]] TaskNamer {
+    // (not an aggregate: see the g++ 12 note in the README)
+    explicit TaskNamer(std::string n) noexcept
+        : name(std::move(n)) {}
     std::string name;
     bool await_ready() const noexcept { return false; }
     template <class P>
@@ -150,7 +154,7 @@ struct [[nodiscard]] TaskNamer {
 /// that name in dumps (and in /tasks, galay-top). Never suspends; outside a spawned task it does
 /// nothing.
 inline detail::TaskNamer set_task_name(std::string name) {
-    return detail::TaskNamer{std::move(name)};
+    return detail::TaskNamer(std::move(name));
 }
 
 } // namespace galay

@@ -56,13 +56,13 @@ void SchedulerCore::publish_gauges() noexcept {
 void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
     if constexpr (!GALAY_METRICS) {
         driver_->poll(timeout_ns);
-        coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
+        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
         return;
     }
     publish_gauges();
     if (timeout_ns == 0) {
         driver_->poll(0);
-        coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
+        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
     } else {
         const std::int64_t t0 = real_now_ns();
         driver_->poll(timeout_ns);

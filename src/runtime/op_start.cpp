@@ -23,7 +23,7 @@ bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellab
     if (submit_op(s, op)) return yield_if_over_budget(s, h);
     SchedulerAccess::suspending(s, h, scope);
     if (scope != nullptr) {
-        self.set_since(s.coarse_ns_.load(std::memory_order_relaxed));
+        if constexpr (GALAY_TASK_DUMP) self.set_since(s.coarse_ns_.load(std::memory_order_relaxed));
         scope->link(self);
     }
     return true;

@@ -6,7 +6,7 @@
 namespace galay {
 
 bool Mutex::LockAwaiter::enqueue() {
-    task_ = detail::task_id_of(wait_scope());
+    if constexpr (GALAY_TASK_DUMP) task_ = detail::task_id_of(wait_scope());
     std::lock_guard g(mutex_->lock_);
     if (!mutex_->locked_) {
         mutex_->locked_ = true;

@@ -18,7 +18,7 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
     SchedulerAccess::arm_timer(s, node_);
     SchedulerAccess::suspending(s, h, scope);
     scope_ = scope;
-    set_since(s.coarse_ns_.load(std::memory_order_relaxed));
+    if constexpr (GALAY_TASK_DUMP) set_since(s.coarse_ns_.load(std::memory_order_relaxed));
     if (scope != nullptr) scope->link(*this);
     return true;
 }

@@ -26,6 +26,15 @@ using namespace std::chrono_literals;
     co_await dump_test_middle(ev);
 }
 
+/// Blocks its thread (the stall under test, not a synchronisation), then waits two calls deep.
+[[gnu::noinline]] Task<void> stall_test_inner() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    (void)co_await sleep(std::chrono::milliseconds(1));
+}
+[[gnu::noinline]] Task<void> stall_test_outer() {
+    co_await stall_test_inner();
+}
+
 namespace {
 
 using TaskDumpTest = test::BackendTest;
@@ -288,6 +297,22 @@ TEST_P(TaskDumpTest, TaskDumpAsyncFromATaskIncludesItsOwnWorker) {
     ASSERT_NE(t, nullptr);
     ASSERT_EQ(t->waits.size(), 1u);
     EXPECT_EQ(t->waits[0].what, "remote wait"); // (on the blocking pool)
+}
+
+TEST_P(TaskDumpTest, TheStallReportCarriesTheStalledTasksAsyncBacktrace) {
+    std::vector<metrics::StallReport> reports;
+    SchedulerOptions o = options();
+    o.stall_threshold = 10ms;
+    o.on_stall = [&](const metrics::StallReport& r) { reports.push_back(r); };
+    Scheduler s(o);
+    s.block_on([]() -> Task<void> { co_await spawn(stall_test_outer()); }());
+    ASSERT_GE(reports.size(), 1u);
+    const std::string& bt = reports[0].backtrace;
+    const auto inner = bt.find("stall_test_inner");
+    const auto outer = bt.find("stall_test_outer");
+    EXPECT_NE(inner, std::string::npos) << bt;
+    EXPECT_NE(outer, std::string::npos) << bt;
+    EXPECT_LT(inner, outer) << bt; // leaf first
 }
 
 GALAY_INSTANTIATE_BACKENDS(TaskDumpTest);

@@ -208,8 +208,10 @@ SpawnPromise<T>& make_spawned(Task<T> task) {
     p.self = c.h;
     p.scope.set_task(&p);
     task.handle().promise().scope = &p.scope;
-    p.id = next_task_id();
-    p.root = task.handle();
+    if constexpr (GALAY_TASK_DUMP) {
+        p.id = next_task_id();
+        if constexpr (alignof(typename Task<T>::promise_type) <= 16) p.root = task.handle();
+    }
     p.inner = std::move(task);
     return p;
 }

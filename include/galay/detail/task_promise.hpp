@@ -12,6 +12,12 @@
 #include <utility>
 #include <variant>
 
+// The bookkeeping of task dumps (galay/task_dump.hpp) is always on; the CMake option
+// GALAY_TASK_DUMP=OFF leaves it out only to measure what it costs.
+#ifndef GALAY_TASK_DUMP
+#define GALAY_TASK_DUMP 1
+#endif
+
 namespace galay {
 
 template <class T = void>
