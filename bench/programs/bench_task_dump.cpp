@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
         out["task_dump_bookkeeping"] = GALAY_TASK_DUMP != 0;
         out["heap_bytes_per_task"] = bytes_per_task;
         out["to_last_line_ms"] = to_last_line_ms;
-        out["snapshots_ms"] = took_ms;
+        out["task_dump_ms"] = took_ms;
         out["max_loop_hold_ms"] = hold_ms;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
                     median(to_last_line_ms),
                     *std::min_element(to_last_line_ms.begin(), to_last_line_ms.end()),
                     *std::max_element(to_last_line_ms.begin(), to_last_line_ms.end()), lines);
-        std::printf("  of which the workers' snapshots: median %.1f ms\n", median(took_ms));
+        std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
+                    median(took_ms));
         std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
                     median(hold_ms), *std::min_element(hold_ms.begin(), hold_ms.end()),
                     *std::max_element(hold_ms.begin(), hold_ms.end()));

@@ -124,18 +124,16 @@ TEST_P(TaskDumpTest, TwoTasksWaitingOnEachOthersMutexAreACycle) {
         Mutex a("a");
         Mutex b("b");
         Event a_locked, b_locked;
-        auto first = spawn([](Mutex& a, Mutex& b, Event& mine, Event& other) -> Task<void> {
-            auto g = co_await a.lock();
-            mine.set();
-            (void)co_await other.wait();
-            auto g2 = co_await b.lock(); // b is held by `second`
-        }(a, b, a_locked, b_locked));
-        auto second = spawn([](Mutex& a, Mutex& b, Event& mine, Event& other) -> Task<void> {
-            auto g = co_await b.lock();
-            mine.set();
-            (void)co_await other.wait();
-            auto g2 = co_await a.lock(); // a is held by `first`
-        }(a, b, b_locked, a_locked));
+        // Each locks one mutex, waits until the other has locked its own, then asks for it.
+        constexpr auto lock_both = [](Mutex& mine, Mutex& theirs, Event& locked,
+                                      Event& other_locked) -> Task<void> {
+            auto g = co_await mine.lock();
+            locked.set();
+            (void)co_await other_locked.wait();
+            auto g2 = co_await theirs.lock(); // held by the other task
+        };
+        auto first = spawn(lock_both(a, b, a_locked, b_locked));
+        auto second = spawn(lock_both(b, a, b_locked, a_locked));
         co_await settle();
         const TaskDump d = task_dump(current_scheduler());
         CO_ASSERT(d.deadlocks.size() == 1u);
