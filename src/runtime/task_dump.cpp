@@ -48,6 +48,9 @@ void TaskNamer::name_task(CancelScope* scope, const std::string& name) noexcept 
 namespace {
 
 constexpr int kMaxFrames = 64; // deeper chains are cut (a recursion would be all the same name)
+// Tasks copied per loop turn: the turn a dump lengthens stays well under a millisecond, however
+// many tasks the worker has (the rest follow at the next turns).
+constexpr std::size_t kChunk = 1024;
 
 void collect_waits(const CancelScope& scope, std::vector<WaitDesc>& out) {
     scope.for_each_linked([&](const Cancellable& c) {
@@ -70,7 +73,10 @@ struct DumpPart {
     SchedulerCore* core = nullptr;
     RawDump raw;
     bool done = false; // guarded by req->m; once true, `raw` is never written again
-    std::int64_t pause_ns = 0;
+    bool started = false;
+    SpawnBase* cursor = nullptr; // the next task to copy (registered with the scheduler)
+    TimerNode timer;             // the next chunk's turn
+    std::int64_t pause_ns = 0;   // the longest chunk
 };
 
 /// Shared by the caller and the workers it asked: the last one to let go deletes it (a worker
@@ -87,27 +93,77 @@ struct DumpRequest {
     }
 };
 
-void take_snapshot(DumpPart& p) noexcept {
+void stop_cursor(DumpPart& p) noexcept {
+    auto& cursors = p.core->dump_cursors_;
+    std::erase(cursors, &p.cursor);
+    p.cursor = nullptr;
+}
+
+/// Copy the next chunk of the worker's tasks; true when more are left.
+bool take_chunk(DumpPart& p) noexcept {
     const std::int64_t t0 = Scheduler::real_now_ns();
+    bool more = false;
     try {
-        snapshot_tasks(*p.core, p.raw);
+        if (!p.started) {
+            p.started = true;
+            p.cursor = p.core->tasks_.front();
+            p.core->dump_cursors_.push_back(&p.cursor);
+            p.raw.tasks.reserve(p.core->linked_);
+        }
+        snapshot_tasks(*p.core, p.raw, p.cursor, kChunk);
+        more = p.cursor != nullptr;
     } catch (...) {
         p.raw.tasks.clear(); // out of memory: report the worker without its tasks
     }
-    p.pause_ns = Scheduler::real_now_ns() - t0;
+    if (!more) stop_cursor(p);
+    p.pause_ns = std::max(p.pause_ns, Scheduler::real_now_ns() - t0);
+    return more;
 }
 
-void answer(void* owner, bool run) noexcept {
-    auto* p = static_cast<DumpPart*>(owner);
-    DumpRequest* req = p->req;
-    if (run) take_snapshot(*p);
+void take_snapshot(DumpPart& p) noexcept {
+    while (take_chunk(p)) {
+    }
+}
+
+void finish_part(DumpPart& p, bool taken) noexcept {
+    DumpRequest* req = p.req;
     {
         std::lock_guard lk(req->m);
-        p->done = run;
+        p.done = taken;
         --req->pending;
     }
     req->cv.notify_all();
     req->release();
+}
+
+void next_chunk(TimerNode* n);
+
+/// On the worker: one chunk, then the next one from a timer due at once (a timer fires after the
+/// turn's resumes, and one armed while firing waits for the next pass; a post would be drained
+/// in the same turn), or the answer.
+void step(DumpPart& p) noexcept {
+    if (!take_chunk(p)) {
+        finish_part(p, true);
+        return;
+    }
+    p.timer.deadline_ns = Scheduler::now_ns() + 1;
+    p.timer.on_fire = &next_chunk;
+    p.timer.context = &p;
+    SchedulerAccess::arm_timer(*p.core, p.timer);
+}
+
+void next_chunk(TimerNode* n) {
+    step(*static_cast<DumpPart*>(n->context));
+}
+
+void answer(void* owner, bool run) noexcept {
+    auto* p = static_cast<DumpPart*>(owner);
+    if (run) {
+        step(*p);
+        return;
+    }
+    if (p->started) stop_cursor(*p);
+    finish_part(*p, false);
 }
 
 TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o) {
@@ -169,14 +225,20 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
 
 } // namespace
 
-void snapshot_tasks(SchedulerCore& s, RawDump& out) {
+void SchedulerCore::dump_cursor_leaving(SpawnBase& t) noexcept {
+    for (SpawnBase** c : dump_cursors_)
+        if (*c == &t) *c = tasks_.next(t);
+}
+
+void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max) {
     out.worker = s.worker_;
     out.now_ns = Scheduler::real_now_ns();
     std::unordered_set<void*> ready;
     for (std::coroutine_handle<> h : s.ready_)
         ready.insert(h.address());
-    out.tasks.reserve(s.linked_);
-    for (SpawnBase* t = s.tasks_.front(); t != nullptr; t = s.tasks_.next(*t)) {
+    std::size_t n = 0;
+    for (; cursor != nullptr && n < max; cursor = s.tasks_.next(*cursor), ++n) {
+        SpawnBase* t = cursor;
         RawTask r;
         r.id = t->id;
         if (t->name) r.name = t->name.get();

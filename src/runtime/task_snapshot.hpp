@@ -14,6 +14,7 @@
 namespace galay::detail {
 
 class SchedulerCore;
+struct SpawnBase;
 
 struct RawTask {
     std::uint64_t id = 0;
@@ -33,8 +34,9 @@ struct RawDump {
     std::vector<const void*> frames; // resume addresses
 };
 
-/// On the worker's own thread: copy its tasks.
-void snapshot_tasks(SchedulerCore& s, RawDump& out);
+/// On the worker's own thread: copy up to `max` of its tasks from `cursor` on (moved past them;
+/// null at the end of the list).
+void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max);
 /// On the dumping thread: append `raw`'s tasks to `out`, naming frames when asked.
 void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out);
 /// Find the cycles of mutex waits in `d.tasks`.
