@@ -108,7 +108,11 @@ bool take_chunk(DumpPart& p) noexcept {
             p.started = true;
             p.cursor = p.core->tasks_.front();
             p.core->dump_cursors_.push_back(&p.cursor);
+            // Room for every chunk at once: a vector that grows copies what it holds, all
+            // within one chunk's turn.
             p.raw.tasks.reserve(p.core->linked_);
+            p.raw.waits.reserve(p.core->linked_ + 16);
+            p.raw.frames.reserve(2 * p.core->linked_ + 16);
         }
         snapshot_tasks(*p.core, p.raw, p.cursor, kChunk);
         more = p.cursor != nullptr;
