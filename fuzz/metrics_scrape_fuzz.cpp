@@ -17,6 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool ended = text.find("\r\n\r\n") != std::string_view::npos;
     if (r == ScrapeRequest::incomplete && (ended || text.size() >= max_head)) __builtin_trap();
     if (r == ScrapeRequest::metrics && !text.starts_with("GET /metrics")) __builtin_trap();
+    if ((r == ScrapeRequest::tasks || r == ScrapeRequest::tasks_json) &&
+        !text.starts_with("GET /tasks"))
+        __builtin_trap();
     if (r != ScrapeRequest::incomplete) {
         const std::string more = std::string(text) + "GET /metrics HTTP/1.1\r\n\r\n";
         if (galay::metrics::parse_scrape_request(more, max_head) != r) __builtin_trap();

@@ -22,7 +22,9 @@
 // Exit 1: the port, root, certificate or key cannot be used; 2: bad arguments.
 //
 // GET /metrics answers the Runtime's figures in the Prometheus text format (galay/metrics.hpp):
-// per-worker tasks, loop turns, busy and parked time, operations and bytes by kind.
+// per-worker tasks, loop turns, busy and parked time, operations and bytes by kind. GET /tasks
+// answers a task dump (galay/task_dump.hpp: every task, what it waits on, its async backtrace),
+// GET /tasks?format=json the same as JSON (what galay-top reads).
 //
 // Its schedulers take the ready connections in bounded batches (the default, --batching: ~20
 // completions per pass through the kernel on io_uring, 64 ready fds per epoll_wait), each batch's

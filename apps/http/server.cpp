@@ -294,6 +294,8 @@ private:
                                 std::uint64_t length);
     /// GET /metrics: the Runtime's figures in the Prometheus text format.
     galay::Task<bool> answer_metrics(bool head_only, Persist persist);
+    /// GET /tasks: a task dump of the Runtime (galay/task_dump.hpp), text or JSON.
+    galay::Task<bool> answer_tasks(bool json, bool head_only, Persist persist);
     /// Whether the writer has (or can grow to) `n` free bytes without sending.
     bool has_room(std::size_t n) { return writer_.spare(n).size() >= n; }
     /// Room for an answer's head in the writer (flushing first when there is not).
@@ -578,7 +580,21 @@ galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, 
     if ((target == "/metrics" || target.starts_with("/metrics?")) &&
         galay::Runtime::current() != nullptr)
         co_return co_await answer_metrics(head_only, persist);
+    if ((target == "/tasks" || target.starts_with("/tasks?")) &&
+        galay::Runtime::current() != nullptr) {
+        const bool json = target.find("format=json") != std::string_view::npos;
+        co_return co_await answer_tasks(json, head_only, persist);
+    }
     co_return co_await answer_file(target, persist, head_only);
+}
+
+template <class S>
+galay::Task<bool> Connection<S>::answer_tasks(bool json, bool head_only, Persist persist) {
+    // Taken on the blocking pool: this connection's own worker answers the dump too.
+    const galay::TaskDump d = co_await galay::task_dump_async(*galay::Runtime::current());
+    const std::string body = json ? d.json() : d.text();
+    co_return co_await answer_text(body, json ? "application/json" : "text/plain; charset=utf-8",
+                                   head_only, persist);
 }
 
 template <class S>

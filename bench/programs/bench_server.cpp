@@ -13,9 +13,10 @@
 // one object, with `accepted` counting every connection, probes included). Exit
 // status: 0 after a signal, 1 when it cannot listen or start, 2 on bad flags.
 //
-// --metrics PORT serves GET /metrics (the Prometheus text of galay/metrics.hpp) on the bind
-// address; --empty-hooks installs task hooks that do nothing and --stall-ms MS the stall
-// detector, to measure what they cost (bench/studies/echo.py --observe). --idle-spin US sets
+// --metrics PORT serves GET /metrics (the Prometheus text of galay/metrics.hpp) and GET /tasks
+// (a task dump, galay/task_dump.hpp; ?format=json for galay-top) on the bind address;
+// --empty-hooks installs task hooks that do nothing and --stall-ms MS the stall detector, to
+// measure what they cost (bench/studies/echo.py --observe). --idle-spin US sets
 // SchedulerOptions::idle_spin (each worker polls up to US microseconds before it sleeps).
 #include "common/tool_support.hpp"
 
@@ -158,7 +159,7 @@ void add_options(CLI::App& app, Args& a) {
     app.add_flag("--pin", a.pin, "pin worker i to the i-th CPU this process may use");
     app.add_flag("--json", a.json, "at exit, print the per-worker figures as one JSON object");
     app.add_option("--metrics", a.metrics_port,
-                   "serve GET /metrics (Prometheus text) on this port (0: any free port)")
+                   "serve GET /metrics and GET /tasks on this port (0: any free port)")
         ->check(tools::whole(0, 65535));
     app.add_flag("--empty-hooks", a.empty_hooks,
                  "install task hooks that do nothing (what hooks cost)");

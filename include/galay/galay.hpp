@@ -34,6 +34,7 @@
 #include "galay/signal.hpp"
 #include "galay/sync.hpp"
 #include "galay/task.hpp"
+#include "galay/task_dump.hpp"
 #include "galay/time/interval.hpp"
 #include "galay/time/sleep.hpp"
 #include "galay/time/timeout.hpp"

@@ -41,6 +41,9 @@ struct StallReport {
     bool located = false;                 ///< `spawned_at` names the task that ran
     std::source_location spawned_at;      ///< where the task was spawned, when `located`
     int worker = -1;                      ///< the Runtime worker, or -1
+    /// The task's async backtrace where it suspended after the stall, leaf first ("f() <- g()
+    /// <- h()", galay/task_dump.hpp); empty when the task finished in that resume or is unknown.
+    std::string backtrace;
 };
 
 /// What a task hook is told: which task (an identity, stable while the task lives) and where it

@@ -1,11 +1,14 @@
 // galay/metrics_endpoint.hpp: the Prometheus scrape endpoint, GET /metrics over HTTP/1.1, one
-// answer per connection, with the whole request head bounded in time and size.
+// answer per connection, with the whole request head bounded in time and size; GET /tasks on the
+// same port answers a task dump (galay/task_dump.hpp): text, or JSON with `?format=json`.
 //
 //     galay::Runtime rt;
 //     auto listening = galay::serve(rt, galay::SocketAddr::loopback_v4(9100),
 //         [&rt](galay::TcpStream c) { return galay::metrics::serve_scrape(std::move(c), rt); });
 //
-// A scraper gets `galay::metrics::prometheus_text(rt)` (200); any other target 404, a malformed
+// A scraper gets `galay::metrics::prometheus_text(rt)` (200); GET /tasks `task_dump(rt).text()`
+// and GET /tasks?format=json `.json()` (200, taken on the blocking pool, so the worker serving
+// the scrape answers too); any other target 404, a malformed
 // request line 400, a head over `max_head` bytes 431. A client that has not sent its whole head
 // within `head_timeout` of connecting is closed, however it spaces its bytes (each receive has no
 // timeout of its own that a byte now and then would renew). The reading is the pure function
@@ -40,6 +43,8 @@ struct ScrapeOptions {
 enum class ScrapeRequest : std::uint8_t {
     incomplete, ///< the head has not ended yet (and is within max_head)
     metrics,    ///< GET /metrics (with a query or not)
+    tasks,      ///< GET /tasks: a task dump as text
+    tasks_json, ///< GET /tasks?format=json
     not_found,  ///< a well-formed request for anything else
     bad,        ///< a malformed request line
     too_large,  ///< no end of the head within max_head bytes

@@ -74,6 +74,8 @@ public:
     struct [[nodiscard]] Awaiter {
         /// The awaited coroutine.
         handle_type h;
+        /// The awaiting galay task's promise, whose `child` is `h` while it runs (task dumps).
+        detail::PromiseBase* parent = nullptr;
         /// Awaiter protocol, called by `co_await`: ready when there is nothing to run.
         bool await_ready() const noexcept { return !h || h.done(); }
         /// Awaiter protocol: the task continues `caller` and inherits its cancel scope.
@@ -81,14 +83,23 @@ public:
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
             h.promise().continuation = caller;
             if (h.promise().scope == nullptr) h.promise().scope = detail::scope_of(caller);
+            if constexpr (GALAY_TASK_DUMP && std::is_base_of_v<detail::PromiseBase, P> &&
+                          alignof(promise_type) <= 16) {
+                parent = &caller.promise();
+                parent->child = h;
+            }
             return h; // start the child by symmetric transfer
         }
         /// Awaiter protocol: the task's value, or its exception rethrown.
-        T await_resume() { return h.promise().take(); }
+        T await_resume() {
+            if constexpr (GALAY_TASK_DUMP)
+                if (parent != nullptr) parent->child = {};
+            return h.promise().take();
+        }
     };
     /// Run the task in the awaiting one and give its value (`co_await std::move(t)` or `co_await
     /// f()`).
-    [[nodiscard]] Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
+    [[nodiscard]] Awaiter operator co_await() && noexcept { return Awaiter{h_, nullptr}; }
 
     /// Give up ownership of the coroutine (used by spawn/block_on).
     handle_type release() noexcept { return std::exchange(h_, {}); }
@@ -179,8 +190,7 @@ template <class... Ts>
                     report_unhandled_exception(s.error);
             }(),
             ...);
-    }
-    (std::index_sequence_for<Ts...>{});
+    }(std::index_sequence_for<Ts...>{});
     co_return std::move(*out);
 }
 

@@ -1,9 +1,12 @@
-// galay/metrics_endpoint.hpp: the scrape endpoint's request reader and its one answer.
+// galay/metrics_endpoint.hpp: the scrape endpoint's request reader and its one answer (the
+// Prometheus text, or a task dump).
 #include "galay/metrics_endpoint.hpp"
 
 #include "galay/metrics.hpp"
 #include "galay/runtime.hpp"
+#include "galay/task_dump.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -40,8 +43,20 @@ ScrapeRequest parse_scrape_request(std::string_view received, std::size_t max_he
     if (version.size() != 8 || !version.starts_with("HTTP/1.") || version[7] < '0' ||
         version[7] > '9')
         return ScrapeRequest::bad;
-    const bool metrics = target == "/metrics" || target.starts_with("/metrics?");
-    return method == "GET" && metrics ? ScrapeRequest::metrics : ScrapeRequest::not_found;
+    if (method != "GET") return ScrapeRequest::not_found;
+    if (target == "/metrics" || target.starts_with("/metrics?")) return ScrapeRequest::metrics;
+    if (target == "/tasks") return ScrapeRequest::tasks;
+    if (target.starts_with("/tasks?")) {
+        // format=json among the query's parameters
+        const std::string_view query = target.substr(7);
+        for (std::size_t at = 0; at <= query.size();) {
+            const std::size_t amp = std::min(query.find('&', at), query.size());
+            if (query.substr(at, amp - at) == "format=json") return ScrapeRequest::tasks_json;
+            at = amp + 1;
+        }
+        return ScrapeRequest::tasks;
+    }
+    return ScrapeRequest::not_found;
 }
 
 Task<void> serve_scrape(TcpStream conn, const Runtime& rt, ScrapeOptions options) {
@@ -58,10 +73,20 @@ Task<void> serve_scrape(TcpStream conn, const Runtime& rt, ScrapeOptions options
     }
     std::string out;
     std::string body;
+    if (req == ScrapeRequest::tasks || req == ScrapeRequest::tasks_json) {
+        const TaskDump d = co_await task_dump_async(rt);
+        body = req == ScrapeRequest::tasks ? d.text() : d.json();
+    }
     switch (req) {
     case ScrapeRequest::metrics:
         body = prometheus_text(rt);
         out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
+        break;
+    case ScrapeRequest::tasks:
+        out = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n";
+        break;
+    case ScrapeRequest::tasks_json:
+        out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
         break;
     case ScrapeRequest::too_large:
         body = "request head too large\n";

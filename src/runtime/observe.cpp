@@ -6,6 +6,7 @@
 #include "driver/driver.hpp"
 #include "galay/blocking.hpp"
 #include "runtime/scheduler_access.hpp"
+#include "runtime/task_snapshot.hpp"
 
 #include <cstdio>
 
@@ -24,6 +25,7 @@ std::int64_t real_now_ns() noexcept {
 } // namespace
 
 void SchedulerCore::observe_options(const SchedulerOptions& o) {
+    coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
     paused_ = o.paused_clock;
     if (paused_) {
         virtual_ns_ = real_now_ns();
@@ -54,11 +56,13 @@ void SchedulerCore::publish_gauges() noexcept {
 void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
     if constexpr (!GALAY_METRICS) {
         driver_->poll(timeout_ns);
+        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
         return;
     }
     publish_gauges();
     if (timeout_ns == 0) {
         driver_->poll(0);
+        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
     } else {
         const std::int64_t t0 = real_now_ns();
         driver_->poll(timeout_ns);
@@ -66,6 +70,7 @@ void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
         counters_.busy_ns.add(static_cast<std::uint64_t>(t0 - mark_ns_));
         counters_.parked_ns.add(static_cast<std::uint64_t>(t1 - t0));
         mark_ns_ = t1;
+        coarse_ns_.store(t1, std::memory_order_relaxed);
     }
     counters_.turn_ended();
 }
@@ -171,6 +176,7 @@ void Observer::report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, 
     if (task != nullptr) {
         r.located = true;
         r.spawned_at = task == o.finished ? o.finished_where : task->where;
+        if (task != o.finished) r.backtrace = backtrace_text(task);
     }
     if (o.on_stall) {
         o.on_stall(r);
@@ -180,10 +186,12 @@ void Observer::report(SchedulerCore& s, std::int64_t ns, const SpawnBase* task, 
     if (o.last_line_ns != 0 && now - o.last_line_ns < 1'000'000'000) return;
     o.last_line_ns = now;
     if (r.located)
-        std::fprintf(
-            stderr, "galay: worker %d: a task spawned at %s:%u (%s) ran %.1f ms without yielding\n",
-            r.worker, r.spawned_at.file_name(), static_cast<unsigned>(r.spawned_at.line()),
-            r.spawned_at.function_name(), static_cast<double>(ns) / 1e6);
+        std::fprintf(stderr,
+                     "galay: worker %d: a task spawned at %s:%u (%s) ran %.1f ms without "
+                     "yielding%s%s\n",
+                     r.worker, r.spawned_at.file_name(), static_cast<unsigned>(r.spawned_at.line()),
+                     r.spawned_at.function_name(), static_cast<double>(ns) / 1e6,
+                     r.backtrace.empty() ? "" : "; now in ", r.backtrace.c_str());
     else
         std::fprintf(stderr, "galay: worker %d: a loop turn took %.1f ms (%s)\n", r.worker,
                      static_cast<double>(ns) / 1e6,

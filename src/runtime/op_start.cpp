@@ -3,6 +3,7 @@
 #include "runtime/op_start.hpp"
 
 #include "galay/detail/io_awaitable.hpp"
+#include "galay/metrics.hpp"
 
 namespace galay::detail {
 
@@ -21,8 +22,18 @@ bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellab
     }
     if (submit_op(s, op)) return yield_if_over_budget(s, h);
     SchedulerAccess::suspending(s, h, scope);
-    if (scope != nullptr) scope->link(self);
+    if (scope != nullptr) {
+        if constexpr (GALAY_TASK_DUMP) self.set_since(s.coarse_ns_.load(std::memory_order_relaxed));
+        scope->link(self);
+    }
     return true;
+}
+
+void describe_op(const IoOp& op, WaitDesc& d) noexcept {
+    d.what = metrics::op_kind_name(op.code);
+    d.fd = op.fd;
+    d.bytes = op.len;
+    d.deadline_ns = op.timer.armed() ? op.timer.deadline_ns : 0;
 }
 
 void cancel_op(IoOp& op) noexcept {

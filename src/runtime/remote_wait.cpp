@@ -20,6 +20,8 @@ void RemoteWait::arm(CancelScope* scope) {
         SchedulerAccess::arm_timer(*sched_, timer_);
     }
     scope_ = scope;
+    if constexpr (GALAY_TASK_DUMP)
+        set_since(SchedulerAccess::core(*sched_).coarse_ns_.load(std::memory_order_relaxed));
     if (scope != nullptr) scope->link(*this); // (calls cancel() at once if it was requested)
 }
 

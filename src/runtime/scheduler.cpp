@@ -136,6 +136,8 @@ void SchedulerCore::adopt(SpawnBase& t) {
 
 void SchedulerCore::leave(SpawnBase& t) noexcept {
     if (t.linked) {
+        if (!dump_cursors_.empty()) [[unlikely]]
+            dump_cursor_leaving(t);
         tasks_.remove(t);
         t.linked = false;
         --linked_;

@@ -115,6 +115,13 @@ public:
     std::size_t bounded_in_flight_ = 0;  // paused clock: ops that finish on their own
     std::int64_t mark_ns_ = 0;           // busy/parked accounting: end of the last wait
     int worker_ = -1;                    // its index in a Runtime (reports, labels)
+    // The steady clock at the last poll of the driver: when a leaf began to wait (task dumps),
+    // and how long a worker that does not answer a dump has gone without a loop turn.
+    std::atomic<std::int64_t> coarse_ns_{0};
+    // Task dumps in progress here take their snapshot a chunk per loop turn; each keeps where it
+    // is in tasks_, moved on by leave() when that task goes (task_dump.cpp).
+    std::vector<SpawnBase**> dump_cursors_;
+    void dump_cursor_leaving(SpawnBase& t) noexcept;
     // The leaf operation a resumed coroutine suspended on: the coroutine and its cancel scope
     // (start_op and sleep record them), so that hooks and stalls can name the task.
     std::coroutine_handle<> suspended_h_;

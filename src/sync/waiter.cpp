@@ -79,6 +79,9 @@ void WaiterBase::on_deadline(detail::TimerNode* n) {
 }
 
 void WaiterBase::suspended(detail::CancelScope* scope) {
+    if constexpr (GALAY_TASK_DUMP)
+        set_since(
+            detail::SchedulerAccess::core(*sched_).coarse_ns_.load(std::memory_order_relaxed));
     if (timer_.deadline_ns != 0) {
         timer_.on_fire = &WaiterBase::on_deadline;
         timer_.context = this;

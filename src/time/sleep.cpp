@@ -1,5 +1,6 @@
 #include "galay/time/sleep.hpp"
 
+#include "galay/detail/wait_desc.hpp"
 #include "runtime/scheduler_access.hpp"
 
 namespace galay {
@@ -17,8 +18,14 @@ bool SleepAwaiter::suspend(std::coroutine_handle<> h, CancelScope* scope) {
     SchedulerAccess::arm_timer(s, node_);
     SchedulerAccess::suspending(s, h, scope);
     scope_ = scope;
+    if constexpr (GALAY_TASK_DUMP) set_since(s.coarse_ns_.load(std::memory_order_relaxed));
     if (scope != nullptr) scope->link(*this);
     return true;
+}
+
+void SleepAwaiter::describe(WaitDesc& d) const noexcept {
+    d.what = "sleep";
+    d.deadline_ns = node_.deadline_ns;
 }
 
 void SleepAwaiter::fire(TimerNode* n) {

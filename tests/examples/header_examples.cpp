@@ -114,6 +114,12 @@ namespace task {
 #include "example_task.inc"
 } // namespace task
 
+namespace task_dump {
+galay::Task<void> body(galay::Runtime& rt, std::string peer) {
+#include "example_task_dump.inc"
+}
+} // namespace task_dump
+
 namespace fs_aligned_buffer {
 galay::Task<void> body() {
 #include "example_fs_aligned_buffer.inc"

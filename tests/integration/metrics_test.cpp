@@ -377,6 +377,25 @@ TEST_P(MetricsTest, AScrapeThatTricklesItsHeadIsClosedAtTheDeadlineAndOthersAreS
     listening->stop();
 }
 
+TEST_P(MetricsTest, TasksAnswersATaskDumpAsTextAndAsJson) {
+    Runtime rt(runtime_options());
+    auto listening = serve(rt, SocketAddr::loopback_v4(0),
+                           [&rt](TcpStream c) { return metrics::serve_scrape(std::move(c), rt); });
+    ASSERT_TRUE(listening) << listening.error().message();
+    const std::uint16_t port = listening->local_addr().port();
+    const std::string text = exchange(port, "GET /tasks HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_TRUE(text.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/plain")) << text;
+    // The listener's accept loops wait on accept, and the scrape's own connection is a task too.
+    EXPECT_NE(text.find("galay task dump: "), std::string::npos) << text;
+    EXPECT_NE(text.find("waits on accept fd "), std::string::npos) << text;
+    const std::string json = exchange(port, "GET /tasks?format=json HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_TRUE(json.starts_with("HTTP/1.1 200 OK\r\nContent-Type: application/json")) << json;
+    EXPECT_NE(json.find("\r\n\r\n{\"took_ns\":"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"what\":\"accept\""), std::string::npos) << json;
+    EXPECT_TRUE(json.ends_with("]}")) << json;
+    listening->stop();
+}
+
 TEST(ScrapeRequest, ReadsTheRequestLineAndBoundsTheHead) {
     using metrics::ScrapeRequest;
     const auto parse = [](std::string_view s, std::size_t max = 64) {
@@ -387,6 +406,13 @@ TEST(ScrapeRequest, ReadsTheRequestLineAndBoundsTheHead) {
     EXPECT_EQ(parse("GET /metrics HTTP/1.1\r\n\r\n"), ScrapeRequest::metrics);
     EXPECT_EQ(parse("GET /metrics?a=b HTTP/1.0\r\nHost: x\r\n\r\n"), ScrapeRequest::metrics);
     EXPECT_EQ(parse("GET /metricsx HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
+    EXPECT_EQ(parse("GET /tasks HTTP/1.1\r\n\r\n"), ScrapeRequest::tasks);
+    EXPECT_EQ(parse("GET /tasks?format=text HTTP/1.1\r\n\r\n"), ScrapeRequest::tasks);
+    EXPECT_EQ(parse("GET /tasks?format=json HTTP/1.1\r\n\r\n"), ScrapeRequest::tasks_json);
+    EXPECT_EQ(parse("GET /tasks?a=1&format=json HTTP/1.1\r\n\r\n"), ScrapeRequest::tasks_json);
+    EXPECT_EQ(parse("GET /tasks?format=jsonx HTTP/1.1\r\n\r\n"), ScrapeRequest::tasks);
+    EXPECT_EQ(parse("GET /tasksx HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
+    EXPECT_EQ(parse("POST /tasks HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
     EXPECT_EQ(parse("POST /metrics HTTP/1.1\r\n\r\n"), ScrapeRequest::not_found);
     EXPECT_EQ(parse("GET /metrics HTTP/2.0\r\n\r\n"), ScrapeRequest::bad);
     EXPECT_EQ(parse("GET /metrics\r\n\r\n"), ScrapeRequest::bad);

@@ -15,12 +15,26 @@
 
 #include "galay/detail/intrusive_list.hpp"
 
+#include <cstdint>
+
 namespace galay::detail {
+
+struct WaitDesc; // what a task dump says a leaf waits on (galay/detail/wait_desc.hpp)
+class CancelScope;
 
 /// A node in a scope's intrusive list: a pending leaf operation or a child scope.
 class Cancellable {
 public:
     virtual void cancel() noexcept = 0;
+    /// What this leaf waits on, for a task dump (read on the task's own thread only, while it is
+    /// suspended). The default says nothing beyond the time it began.
+    virtual void describe(WaitDesc&) const noexcept {}
+    /// This node as a child scope, or null for a leaf (a dump walks scopes down to the leaves).
+    virtual const CancelScope* as_scope() const noexcept { return nullptr; }
+    /// When the wait began, on the scheduler's coarse clock (the last loop turn): set where the
+    /// leaf suspends, read by a task dump.
+    void set_since(std::int64_t ns) noexcept { since_ns_ = ns; }
+    std::int64_t since() const noexcept { return since_ns_; }
 
 protected:
     ~Cancellable() = default;
@@ -30,7 +44,8 @@ private:
     friend struct CancellableLinks;
     Cancellable* prev_ = nullptr;
     Cancellable* next_ = nullptr;
-    class CancelScope* owner_ = nullptr;
+    CancelScope* owner_ = nullptr;
+    std::int64_t since_ns_ = 0;
 };
 
 struct CancellableLinks {
@@ -78,6 +93,13 @@ public:
     void detach() noexcept { unlink(*this); }
 
     void cancel() noexcept override { request(); }
+    const CancelScope* as_scope() const noexcept override { return this; }
+    /// Call `f(node)` for every linked leaf and child scope (a task dump, on the scope's thread).
+    template <class F>
+    void for_each_linked(F&& f) const {
+        for (Cancellable* c = linked_.front(); c != nullptr; c = Linked::next(*c))
+            f(static_cast<const Cancellable&>(*c));
+    }
 
     /// The spawned task whose own scope this is (its SpawnBase), or null.
     void set_task(void* task) noexcept { task_ = task; }

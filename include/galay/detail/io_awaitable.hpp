@@ -6,6 +6,7 @@
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
+#include "galay/detail/wait_desc.hpp"
 #include "galay/scheduler.hpp"
 #include "galay/time/timeout.hpp"
 
@@ -18,6 +19,8 @@ namespace galay::detail {
 bool start_op(IoOp& op, std::coroutine_handle<> h, CancelScope* scope, Cancellable& self);
 /// Ask a pending op to stop (from a cancellation scope or a deadline).
 void cancel_op(IoOp& op) noexcept;
+/// What a pending op waits on, for a task dump: its kind, fd, length and deadline.
+void describe_op(const IoOp& op, WaitDesc& d) noexcept;
 
 /// CRTP base: `Derived` provides `auto result()` mapping `op_.result` to the awaited value.
 template <class Derived>
@@ -59,6 +62,7 @@ public:
     }
 
     void cancel() noexcept override { cancel_op(op_); }
+    void describe(WaitDesc& d) const noexcept override { describe_op(op_, d); }
 
 protected:
     /// Point the op at members of the awaitable (which may have moved since construction).

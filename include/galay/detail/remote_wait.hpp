@@ -14,6 +14,7 @@
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/io_op.hpp"
+#include "galay/detail/wait_desc.hpp"
 #include "galay/time/timeout.hpp"
 
 #include <algorithm>
@@ -36,6 +37,10 @@ public:
     RemoteWait& operator=(RemoteWait&&) = delete;
 
     void cancel() noexcept override { interrupt(ECANCELED); }
+    void describe(WaitDesc& d) const noexcept override {
+        d.what = "remote wait";
+        d.deadline_ns = deadline_ns_;
+    }
 
 protected:
     ~RemoteWait() = default;

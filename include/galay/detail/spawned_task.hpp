@@ -12,6 +12,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <source_location>
 #include <stdexcept>
 #include <type_traits>
@@ -54,6 +55,10 @@ struct SpawnBase {
     std::coroutine_handle<> self;
     std::source_location where; // where it was spawned (stall reports, task hooks)
     bool observed = false;      // its scheduler has a stall detector or hooks
+    // --- what a task dump reads (galay/task_dump.hpp), on the worker's thread ---
+    std::uint64_t id = 0;         // unique in the process (next_task_id)
+    std::unique_ptr<char[]> name; // set_task_name(), from the task itself
+    std::coroutine_handle<> root; // the user's task, while it runs (its frame chain's top)
 
     // --- shared ---
     std::atomic<std::uint32_t> refs{2};
@@ -88,6 +93,15 @@ private:
     static void on_start(void* owner, bool run) noexcept;
     static void on_abort(void* owner, bool run) noexcept;
 };
+
+/// A process-unique task id: the spawning thread's number in the high bits, its own count below
+/// (no shared counter is touched per spawn).
+std::uint64_t next_task_id() noexcept;
+/// The id of the spawned task a scope belongs to (0: none).
+std::uint64_t task_id_of(const CancelScope* scope) noexcept;
+
+/// A JoinHandle wait's description: the awaited task and its worker.
+void describe_join(const SpawnBase* awaited, WaitDesc& d) noexcept;
 
 /// A task of a scheduler with a stall detector or hooks runs for the first time.
 void task_first_resume(SpawnBase& t) noexcept;
@@ -133,6 +147,7 @@ struct SpawnPromise final : SpawnOutcome<T> {
 
     SpawnPromise() noexcept {
         this->drop_inner = [](SpawnBase& b) noexcept {
+            b.root = {};
             static_cast<SpawnPromise&>(b).inner = Task<T>{};
         };
     }
@@ -180,6 +195,7 @@ SpawnCoro<T> spawn_body() {
     } catch (...) {
         p.slot.error = std::current_exception();
     }
+    p.root = {};
     p.inner = Task<T>{}; // free the task's frame (and what it holds) now, not with the handle
 }
 
@@ -192,6 +208,10 @@ SpawnPromise<T>& make_spawned(Task<T> task) {
     p.self = c.h;
     p.scope.set_task(&p);
     task.handle().promise().scope = &p.scope;
+    if constexpr (GALAY_TASK_DUMP) {
+        p.id = next_task_id();
+        if constexpr (alignof(typename Task<T>::promise_type) <= 16) p.root = task.handle();
+    }
     p.inner = std::move(task);
     return p;
 }
@@ -249,6 +269,12 @@ public:
             else
                 return p_->take();
         }
+    }
+
+    /// Task dumps: the task it waits for.
+    void describe(WaitDesc& d) const noexcept override {
+        RemoteWait::describe(d);
+        describe_join(p_, d);
     }
 
 private:

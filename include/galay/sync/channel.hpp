@@ -100,6 +100,12 @@ public:
             }
             return ch_->send_or_queue(*this);
         }
+        /// Task dumps: this channel, full.
+        void describe(detail::WaitDesc& d) const noexcept override {
+            WaiterBase::describe(d);
+            d.what = "channel send";
+            d.object = ch_;
+        }
         /// Waiter protocol: the value of `co_await`.
         SendResult result() {
             if (auto s = this->wait_status(); !s)
@@ -142,6 +148,12 @@ public:
         bool enqueue() {
             if (ch_->recv_now(value_) == Done::ok) return false;
             return ch_->recv_or_queue(*this);
+        }
+        /// Task dumps: this channel, empty.
+        void describe(detail::WaitDesc& d) const noexcept override {
+            WaiterBase::describe(d);
+            d.what = "channel recv";
+            d.object = ch_;
         }
         /// Waiter protocol: the value of `co_await`.
         Result<T> result() {

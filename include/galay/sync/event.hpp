@@ -32,6 +32,12 @@ public:
         bool enqueue();
         /// Waiter protocol: the value of `co_await`.
         Result<void> result() const noexcept { return wait_status(); }
+        /// Task dumps: this event.
+        void describe(detail::WaitDesc& d) const noexcept override {
+            WaiterBase::describe(d);
+            d.what = "event";
+            d.object = event_;
+        }
 
     private:
         Event* event_;

@@ -17,6 +17,7 @@
 
 #include "galay/sync/waiter.hpp"
 
+#include <cstdint>
 #include <utility>
 
 namespace galay {
@@ -68,6 +69,8 @@ public:
             : mutex_(&m) {}
         /// Waiter protocol: lock at once (false) or queue this waiter (true).
         bool enqueue();
+        /// Task dumps: this mutex, its name and the task that holds it.
+        void describe(detail::WaitDesc& d) const noexcept override;
         /// Waiter protocol: the value of `co_await`.
         Result<Guard> result() {
             if (auto s = wait_status(); !s) return std::unexpected(s.error());
@@ -75,10 +78,15 @@ public:
         }
 
     private:
+        friend class Mutex;
         Mutex* mutex_;
+        std::uint64_t task_ = 0; // the waiting task's id: the holder once it is handed the mutex
     };
 
     Mutex() = default;
+    /// A mutex with a name that task dumps show (a string that outlives the mutex: a literal).
+    explicit Mutex(const char* name) noexcept
+        : name_(name) {}
     Mutex(const Mutex&) = delete;
     Mutex& operator=(const Mutex&) = delete;
 
@@ -97,6 +105,8 @@ private:
     mutable SpinLock lock_;
     bool locked_ = false;
     WaitList<LockAwaiter> waiters_{lock_};
+    std::uint64_t holder_ = 0; // the holding task's id (0: unknown, e.g. try_lock, or none)
+    const char* name_ = nullptr;
 };
 
 } // namespace galay

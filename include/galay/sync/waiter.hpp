@@ -59,6 +59,7 @@
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/in_place.hpp"
 #include "galay/detail/intrusive_list.hpp"
+#include "galay/detail/wait_desc.hpp"
 #include "galay/error.hpp"
 #include "galay/runtime.hpp"
 #include "galay/time/timeout.hpp"
@@ -166,6 +167,12 @@ public:
 
     /// The CancelScope asks the wait to stop (when_any loser, CancelSource, timeout()).
     void cancel() noexcept final;
+    /// Task dumps: the wait list and the deadline (a primitive's waiter adds what it is).
+    void describe(detail::WaitDesc& d) const noexcept override {
+        d.what = "wait";
+        d.object = list_;
+        d.deadline_ns = timer_.deadline_ns;
+    }
 
 protected:
     WaiterBase() noexcept = default;
@@ -209,6 +216,10 @@ protected:
     void set_cancelled_at_once() noexcept { outcome_ = Outcome::cancelled; }
     /// From await_suspend: the coroutine that `wake()` resumes.
     void set_handle(std::coroutine_handle<> h) noexcept { handle_ = h; }
+    /// The awaiting task's cancel scope (set before `enqueue()`; e.g. a Mutex notes its holder).
+    detail::CancelScope* wait_scope() const noexcept { return wait_scope_; }
+    /// From await_suspend: see wait_scope().
+    void set_wait_scope(detail::CancelScope* scope) noexcept { wait_scope_ = scope; }
     /// Start of await_resume: stop the deadline, leave the cancel scope.
     void resumed() noexcept {
         if (timer_.armed()) disarm_deadline();
@@ -229,6 +240,7 @@ private:
     WaiterBase* next_ = nullptr;
     detail::WaitListBase* list_ = nullptr; // set when queued, by the waiting thread
     Scheduler* sched_ = nullptr;           // the scheduler the task waits on
+    detail::CancelScope* wait_scope_ = nullptr;
     std::coroutine_handle<> handle_;
     detail::TimerNode timer_; // deadline_ns == 0: none
     State state_ = State::idle;
@@ -268,6 +280,7 @@ public:
             return false;
         }
         set_handle(h);
+        set_wait_scope(scope);
         if (!static_cast<Derived*>(this)->enqueue()) return false; // no scheduler touched
         suspended(scope);
         return true;

@@ -80,6 +80,7 @@ public:
         return {};
     }
     void cancel() noexcept override;
+    void describe(WaitDesc& d) const noexcept override;
 
 private:
     bool suspend(std::coroutine_handle<> h, CancelScope* scope);
