@@ -18,6 +18,8 @@ from collections import Counter
 def reason_of(case):
     """The test's "SKIP: ..." line, or the skip message ctest recorded."""
     out = case.findtext("system-out") or ""
+    if case.get("status") == "disabled":
+        return "disabled in every build (the test's DISABLED property)"
     m = re.search(r"SKIP: ?([^\n]*)", out)
     if m:
         return m.group(1).strip()

@@ -278,6 +278,8 @@ detail::FileSyncAwaitable File::fallocate(int mode, std::uint64_t offset,
                                           std::uint64_t len) const noexcept {
     IoOp op;
     std::error_code pre = prepare_sync(op, OpCode::fallocate);
+    // posix_fallocate has none of Linux's modes (FALLOC_FL_KEEP_SIZE, PUNCH_HOLE ...).
+    if (!GALAY_LINUX_CALLS && mode != 0 && !pre) pre = make_error_code(errc::not_supported);
     op.msg_flags = mode;
     op.offset = offset;
     op.aux = len;

@@ -35,12 +35,13 @@ namespace {
 constexpr int kMaxSignal = 63; // one bit each in a 64-bit mask
 
 std::array<std::atomic<std::uint32_t>, kMaxSignal + 1> g_hits{};
-platform::WakeFd* g_wake = nullptr; // set (under Hub::m) before any handler is installed
+// Set (under Hub::m) before any handler is installed, never reset after.
+std::atomic<platform::WakeFd*> g_wake{nullptr};
 
 extern "C" void galay_on_signal(int s) {
     const int saved = errno;
     if (s > 0 && s <= kMaxSignal) g_hits[static_cast<std::size_t>(s)].fetch_add(1);
-    g_wake->signal();
+    g_wake.load(std::memory_order_acquire)->signal();
     errno = saved;
 }
 
@@ -60,14 +61,14 @@ public:
     int install(std::uint64_t mask, bool user = true) {
         std::lock_guard lk(m);
         if (user) user_ |= mask;
-        if (g_wake == nullptr) {
+        if (g_wake.load(std::memory_order_relaxed) == nullptr) {
             auto* w = new platform::WakeFd;
             if (w->open() < 0) {
                 const int e = errno;
                 delete w;
                 return e;
             }
-            g_wake = w;
+            g_wake.store(w, std::memory_order_release);
             // The dispatcher starts with every signal blocked (it unblocks them only while it
             // waits in ppoll): block them here around its creation, since a thread inherits
             // the mask of the one that creates it.
@@ -82,7 +83,7 @@ public:
             }
             ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
             if (err != 0) {
-                g_wake = nullptr;
+                g_wake.store(nullptr, std::memory_order_release);
                 delete w;
                 return err;
             }
@@ -119,11 +120,7 @@ private:
         // as the kernel chooses; this one takes them even when every other thread blocks them.
         sigset_t none;
         sigemptyset(&none);
-        platform::WakeFd* wake;
-        {
-            std::lock_guard lk(m);
-            wake = g_wake;
-        }
+        platform::WakeFd* const wake = g_wake.load(std::memory_order_acquire);
         for (;;) {
             pollfd p{wake->read_fd(), POLLIN, 0};
             if (wait_unblocked(p, none) < 0 && errno != EINTR) {

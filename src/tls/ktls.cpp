@@ -2,6 +2,7 @@
 // installing the keys, and the hand-off after a handshake.
 #include "tls/ktls.hpp"
 #include "galay/tls/stream.hpp"
+#include "platform/fd_calls.hpp"
 #include "tls/context_state.hpp"
 
 #include <linux/tls.h>
@@ -29,9 +30,10 @@ struct Fd {
 };
 
 KtlsProbe run_probe() {
+    if (!GALAY_HAVE_LINUX_SOCKETS) return {false, "kTLS: Linux-only, not in the POSIX profile"};
     // TCP_ULP needs an established connection: a loopback pair made for the purpose.
-    Fd listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    Fd client{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    Fd listener{platform::socket_cloexec(AF_INET, SOCK_STREAM, 0, false)};
+    Fd client{platform::socket_cloexec(AF_INET, SOCK_STREAM, 0, false)};
     if (listener.fd < 0 || client.fd < 0)
         return {false, std::string("socket: ") + std::strerror(errno)};
     sockaddr_in addr{};

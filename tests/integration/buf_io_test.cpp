@@ -630,7 +630,9 @@ TEST_P(CopyTest, TcpStreamsAreSplicedAndOtherStreamsCopiedEachPathKeepingEveryBy
             EXPECT_TRUE(at_client == response) << "path " << path;
         }
         // The spliced relay gave its pipes back, empty, to this thread's pool.
-        if (GALAY_HAVE_SPLICE) EXPECT_GE(io::detail::relay_pipes_pooled(), 1u);
+        if (GALAY_HAVE_SPLICE) {
+            EXPECT_GE(io::detail::relay_pipes_pooled(), 1u);
+        }
     }());
 }
 

@@ -484,7 +484,9 @@ TEST_P(UnixTest, DatagramsBoundUnboundConnectedAndTruncated) {
         // A connected pair carries descriptors too, and knows its peer.
         auto pr = UnixDatagram::pair();
         CO_ASSERT(pr.has_value());
-        if (GALAY_HAVE_LINUX_SOCKETS) EXPECT_EQ(pr->first.peer_cred()->pid, ::getpid());
+        if (GALAY_HAVE_LINUX_SOCKETS) {
+            EXPECT_EQ(pr->first.peer_cred()->pid, ::getpid());
+        }
         const int fds[] = {server->fd()};
         CO_ASSERT(co_await pr->first.send_with_fds(std::string_view("d"), fds));
         auto m = co_await pr->second.recv_with_fds(buf, 1).timeout(5s);

@@ -25,6 +25,7 @@ protected:
     void SetUp() override {
         test::BackendTest::SetUp();
         if (IsSkipped()) return;
+        GALAY_SKIP_UNLESS(GALAY_HAVE_LINUX_SOCKETS, "MSG_ZEROCOPY");
         bool available = false;
         run([](bool& out) -> Task<void> {
             out = io::zero_copy_send_available();
