@@ -114,12 +114,15 @@ STUDIES = [
           "and a hand-written splice relay; idle relays", []),
     Study("Static files", "static", "sendfile against nginx, on loopback and over veth", []),
     Study("Foreign libraries", "foreign",
-          "client CPU per request, libcurl's multi interface on galay's loop / on its own "
-          "`curl_multi_poll` loop, 10,000 GETs over 50 transfers; AsyncFd ping-pong / native", [
+          "client CPU per request on galay's loop: libcurl's multi interface / its own "
+          "`curl_multi_poll` loop (10,000 GETs, 50 transfers); libpq pipelined / a hand-written "
+          "epoll loop and / tokio-postgres; AsyncFd ping-pong / native", [
               Figure("libcurl, io_uring", "foreign_cpu_ratios", "galay io_uring",
                      "libcurl / curl_multi_loop", LESS_CPU),
-              Figure("libcurl, epoll", "foreign_cpu_ratios", "galay epoll",
-                     "libcurl / curl_multi_loop", LESS_CPU),
+              Figure("libpq pipelined / raw_pg, io_uring", "foreign_cpu_ratios",
+                     "galay io_uring", "pg pipeline / raw_pg", LESS_CPU),
+              Figure("libpq pipelined / tokio-postgres, io_uring", "foreign_cpu_ratios",
+                     "galay io_uring", "pg pipeline / pg_tokio", LESS_CPU),
               Figure("AsyncFd, io_uring", "foreign_cpu_ratios", "galay io_uring",
                      "AsyncFd ping-pong / native", LESS_CPU),
               Figure("AsyncFd, epoll", "foreign_cpu_ratios", "galay epoll",
