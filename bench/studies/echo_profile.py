@@ -223,6 +223,11 @@ def print_churn(rec, args):
     print(f"{rec['server']:<45} conn/s {rec['qps']:>9,.0f}  cpu/conn "
           f"{rec['user_us'] + rec['sys_us']:.2f} us (user {rec['user_us']:.2f} sys "
           f"{rec['sys_us']:.2f})  load {rec['load']}")
+    if args.record:
+        print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
+        for p, sym in rec["top"]:
+            print(f"    {p:6.2f}%  {sym}")
+        return
     if args.opcodes:
         print("  SQEs per connection: " + ", ".join(
             f"{k} {v:.3f}" for k, v in sorted(rec["opcodes"].items(), key=lambda kv: -kv[1])))
