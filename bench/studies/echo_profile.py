@@ -58,8 +58,9 @@ CHURN_EVENTS = {
     "uring_register": "io_uring:io_uring_register",
     **{s: f"syscalls:sys_enter_{s}" for s in (
         "accept4", "close", "shutdown", "io_uring_register", "epoll_ctl", "epoll_wait",
-        "epoll_pwait", "read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "readv",
-        "writev", "setsockopt", "getsockopt", "fcntl", "ioctl", "futex", "getsockname")},
+        "epoll_pwait", "epoll_pwait2", "read", "write", "recvfrom", "sendto", "recvmsg",
+        "sendmsg", "readv", "writev", "setsockopt", "getsockopt", "fcntl", "ioctl", "futex",
+        "getsockname")},
 }
 
 
@@ -169,8 +170,8 @@ def run(args, cmd, tmp, seq):
         counter = recorder = None
         data = os.path.join(tmp, f"{seq}.data")
         if args.opcodes:
-            recorder = children.popen(["perf", "record", "-q", "-m", "4M", "-e", EVENTS["sqe"], "-o", data,
-                                       "-p", str(server.pid)],
+            recorder = children.popen(["perf", "record", "-q", "-m", "4M", "-e", EVENTS["sqe"],
+                                       "-o", data, "-p", str(server.pid)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elif not args.record:  # (tracepoints cost samples of their own: one or the other)
             counter = children.popen(["perf", "stat", "-x,", "-o", stat_out, "-e",
@@ -253,7 +254,7 @@ def main():
     ap.add_argument("--churn", type=int, default=0, metavar="N",
                     help="N connections of bench_latency churn (-c clients); counts per connection")
     ap.add_argument("--opcodes", action="store_true",
-                    help="record the SQEs instead of counting: SQEs per request by opcode")
+                    help="record the SQEs instead of counting: SQEs per request (connection) by opcode")
     ap.add_argument("--json", help="write every run's figures to this file")
     args = ap.parse_args()
     if not shutil.which("perf"):
