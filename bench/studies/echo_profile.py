@@ -220,14 +220,18 @@ def run(args, cmd, tmp, seq):
     return rec
 
 
+def print_samples(rec):
+    print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
+    for p, sym in rec["top"]:
+        print(f"    {p:6.2f}%  {sym}")
+
+
 def print_churn(rec, args):
     print(f"{rec['server']:<45} conn/s {rec['qps']:>9,.0f}  cpu/conn "
           f"{rec['user_us'] + rec['sys_us']:.2f} us (user {rec['user_us']:.2f} sys "
           f"{rec['sys_us']:.2f})  load {rec['load']}")
     if args.record:
-        print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
-        for p, sym in rec["top"]:
-            print(f"    {p:6.2f}%  {sym}")
+        print_samples(rec)
         return
     if args.opcodes:
         print("  SQEs per connection: " + ", ".join(
@@ -279,9 +283,7 @@ def main():
             print(f"{rec['server']:<45} qps {rec['qps']:>11,.0f}  cpu/req {rec['user_us'] + rec['sys_us']:.3f} us"
                   f" (user {rec['user_us']:.3f} sys {rec['sys_us']:.3f})  load {rec['load']}")
             if args.record:
-                print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
-                for p, sym in rec["top"]:
-                    print(f"    {p:6.2f}%  {sym}")
+                print_samples(rec)
                 continue
             print(f"  per request: enter {per('enter')} syscalls {per('syscalls')} sqe {per('sqe')}"
                   f" cqe {per('cqe')} task_work {per('task_work')} poll_arm {per('poll_arm')}"
