@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Per-request work of an echo server under load: CPU split, io_uring events, top symbols.
+"""Per-request (or per-connection) work of an echo server: CPU split, io_uring events, symbols.
 
     python3 bench/studies/echo_profile.py --bin build/release/bin --client-args="-P 16" -c 100 \\
         --server "bench_server {port} --backend io_uring" --server "raw_uring {port}"
+    python3 bench/studies/echo_profile.py --churn 20000 -c 50 --json churn.json \\
+        --server "bench_latency server -p {port} --backend io_uring" --server "raw_uring {port}"
 
 For each --server (in turn, --rounds times): start it pinned to CPU 0, run bench_client on CPU 1
 with no warm-up (so its measured window covers all the traffic), and count on the server, over
@@ -11,6 +13,11 @@ posted, task-work items (perf stat on the io_uring tracepoints), and, with --rec
 samples (perf record) split user/kernel with the top symbols. Each count is divided by the
 requests the client completed. Receives and bytes per receive come from the server's own exit
 line (bench_server's "echoes"/"bytes", raw_uring's "receives"/"bytes received"/"sends").
+
+With --churn N the client is `bench_latency churn -n N` instead (connect, one round trip, close,
+N times over -c clients) and every count is per connection, with each system call the server
+makes on the way counted by name (accept4, close, io_uring_register, epoll_ctl ...); --opcodes
+records io_uring_submit_req instead of counting and gives the SQEs per connection by opcode.
 
 Counts are per request, not per second, so a run that was slowed by other load still counts
 right; CPU per request is only comparable between runs of the same rounds (alternate, as here).
@@ -42,6 +49,46 @@ EVENTS = {
     "poll_arm": "io_uring:io_uring_poll_arm",
     "syscalls": "raw_syscalls:sys_enter",
 }
+# Churn mode also counts these by name: what a connection's set-up and tear-down cost.
+CHURN_EVENTS = {
+    "task_work_run": "io_uring:io_uring_task_work_run",
+    "local_work_run": "io_uring:io_uring_local_work_run",
+    "file_get": "io_uring:io_uring_file_get",
+    "async_work": "io_uring:io_uring_queue_async_work",
+    "uring_register": "io_uring:io_uring_register",
+    **{s: f"syscalls:sys_enter_{s}" for s in (
+        "accept4", "close", "shutdown", "io_uring_register", "epoll_ctl", "epoll_wait",
+        "epoll_pwait", "epoll_pwait2", "read", "write", "recvfrom", "sendto", "recvmsg",
+        "sendmsg", "readv", "writev", "setsockopt", "getsockopt", "fcntl", "ioctl", "futex",
+        "getsockname")},
+}
+
+
+def events(args):
+    return {**EVENTS, **CHURN_EVENTS} if args.churn else EVENTS
+
+
+def client_argv(args, port, pid):
+    """The load: bench_client for -d seconds, or with --churn `bench_latency churn -n N`."""
+    if args.churn:
+        return (["taskset", "-c", "1", os.path.join(args.bin, "bench_latency"), "churn", "-h",
+                 "127.0.0.1", "-p", str(port), "-c", str(args.connections), "-s", str(args.size),
+                 "-n", str(args.churn), "--server-pid", str(pid), "--json"]
+                + shlex.split(args.client_args))
+    return (["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
+            + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections), "-s",
+               str(args.size), "-d", str(args.duration), "--warmup", "0", "--json"]
+            + shlex.split(args.client_args))
+
+
+def opcode_counts(data):
+    """{opcode name: SQEs} from a perf.data of io_uring:io_uring_submit_req."""
+    r = children.run(["perf", "script", "-i", data, "-F", "trace"], capture_output=True,
+                     text=True)
+    out = {}
+    for m in re.finditer(r"opcode (\w+)", r.stdout):
+        out[m.group(1)] = out.get(m.group(1), 0) + 1
+    return out
 
 
 def stat_ticks(pid):
@@ -121,22 +168,23 @@ def run(args, cmd, tmp, seq):
         time.sleep(0.2)
         stat_out = os.path.join(tmp, f"{seq}.stat")
         counter = recorder = None
-        if not args.record:  # (tracepoints cost samples of their own: one or the other)
+        data = os.path.join(tmp, f"{seq}.data")
+        if args.opcodes:
+            recorder = children.popen(["perf", "record", "-q", "-m", "4M", "-e", EVENTS["sqe"],
+                                       "-o", data, "-p", str(server.pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elif not args.record:  # (tracepoints cost samples of their own: one or the other)
             counter = children.popen(["perf", "stat", "-x,", "-o", stat_out, "-e",
-                                      ",".join(EVENTS.values()), "-p", str(server.pid)],
+                                      ",".join(events(args).values()), "-p", str(server.pid)],
                                      stderr=subprocess.DEVNULL)
         else:
-            data = os.path.join(tmp, f"{seq}.data")
             recorder = children.popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999",
                                        "-o", data, "-p", str(server.pid)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # let the counters attach
         t0 = stat_ticks(server.pid)
-        cli = children.run(["taskset", "-c", "1"] + resolve(args.client, args.bin, port)
-                           + ["-h", "127.0.0.1", "-p", str(port), "-c", str(args.connections),
-                              "-s", str(args.size), "-d", str(args.duration), "--warmup", "0",
-                              "--json"] + shlex.split(args.client_args),
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cli = children.run(client_argv(args, port, server.pid), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
         t1 = stat_ticks(server.pid)
         for p in (counter, recorder):
             if p:
@@ -147,15 +195,19 @@ def run(args, cmd, tmp, seq):
     log.seek(0)
     rec.update(exit_counts(log.read()))
     result = json.loads([l for l in cli.stdout.splitlines() if l.startswith("{")][-1])
-    n = result["successful"]
-    if cli.returncode != 0 or result["errors"] or not n:
-        sys.exit(f"echo_profile.py: client failed (exit {cli.returncode}, {result['errors']} errors)")
+    n = result["connections" if args.churn else "successful"]
+    if cli.returncode != 0 or result["errors"] or not n or result.get("leaked_fds"):
+        sys.exit(f"echo_profile.py: client failed (exit {cli.returncode}, {result['errors']} "
+                 f"errors, {result.get('leaked_fds', 0)} leaked fds)")
     hz = os.sysconf("SC_CLK_TCK")
     rec["requests"] = n
-    rec["qps"] = result["qps"]
+    rec["qps"] = result["conns_per_sec" if args.churn else "qps"]
     rec["user_us"] = (t1[0] - t0[0]) / hz / n * 1e6
     rec["sys_us"] = (t1[1] - t0[1]) / hz / n * 1e6
-    names = {v: k for k, v in EVENTS.items()}
+    names = {v: k for k, v in events(args).items()}
+    if args.opcodes:
+        rec["opcodes"] = {k: v / n for k, v in opcode_counts(data).items()}
+        return rec
     if args.record:
         rec["user_share"], rec["kernel_share"], rec["groups"], rec["top"] = top_symbols(
             data, args.top)
@@ -166,6 +218,29 @@ def run(args, cmd, tmp, seq):
             if len(parts) > 2 and parts[0].isdigit() and parts[2] in names:
                 rec[names[parts[2]]] = int(parts[0]) / n
     return rec
+
+
+def print_samples(rec):
+    print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
+    for p, sym in rec["top"]:
+        print(f"    {p:6.2f}%  {sym}")
+
+
+def print_churn(rec, args):
+    print(f"{rec['server']:<45} conn/s {rec['qps']:>9,.0f}  cpu/conn "
+          f"{rec['user_us'] + rec['sys_us']:.2f} us (user {rec['user_us']:.2f} sys "
+          f"{rec['sys_us']:.2f})  load {rec['load']}")
+    if args.record:
+        print_samples(rec)
+        return
+    if args.opcodes:
+        print("  SQEs per connection: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(rec["opcodes"].items(), key=lambda kv: -kv[1])))
+        return
+    skip = {"server", "load", "requests", "qps", "user_us", "sys_us", "receives", "bytes",
+            "sends"}
+    print("  per connection: " + ", ".join(f"{k} {v:.3f}" for k, v in rec.items()
+                                           if k not in skip and v >= 0.0005))
 
 
 def main():
@@ -180,6 +255,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--record", action="store_true", help="also perf record: user/kernel, symbols")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--churn", type=int, default=0, metavar="N",
+                    help="N connections of bench_latency churn (-c clients); counts per connection")
+    ap.add_argument("--opcodes", action="store_true",
+                    help="record the SQEs instead of counting: SQEs per request (connection) by opcode")
     ap.add_argument("--json", help="write every run's figures to this file")
     args = ap.parse_args()
     if not shutil.which("perf"):
@@ -198,12 +277,13 @@ def main():
             runs.append(rec)
             per = lambda k: f"{rec[k]:.4f}" if k in rec else "-"  # noqa: E731
             bpr = rec["bytes"] / rec["receives"] if rec.get("receives") else 0
+            if args.churn:
+                print_churn(rec, args)
+                continue
             print(f"{rec['server']:<45} qps {rec['qps']:>11,.0f}  cpu/req {rec['user_us'] + rec['sys_us']:.3f} us"
                   f" (user {rec['user_us']:.3f} sys {rec['sys_us']:.3f})  load {rec['load']}")
             if args.record:
-                print("  samples: " + ", ".join(f"{g} {v:.1f}%" for g, v in rec["groups"].items()))
-                for p, sym in rec["top"]:
-                    print(f"    {p:6.2f}%  {sym}")
+                print_samples(rec)
                 continue
             print(f"  per request: enter {per('enter')} syscalls {per('syscalls')} sqe {per('sqe')}"
                   f" cqe {per('cqe')} task_work {per('task_work')} poll_arm {per('poll_arm')}"

@@ -51,7 +51,8 @@ struct SchedulerOptions {
     /// space only until used: a buffer costs the pages a receive actually wrote.
     unsigned pool_buffer_size = 64 * 1024;
     /// io_uring: put the fds of sockets and files that transfer data into the ring's registered-
-    /// file table (saves a reference-count round trip on the file per request). Slots are
+    /// file table (saves a reference-count round trip on the file per request; a file goes in
+    /// on its second transfer, a socket on its fourth, so short-lived ones skip it). Slots are
     /// cleared when galay closes or releases an fd; an fd closed with close(2) directly while
     /// registered stays open until the scheduler is destroyed, so close through galay.
     bool register_files = true;

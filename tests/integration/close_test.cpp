@@ -32,7 +32,8 @@ ssize_t read_after_close(int fd) {
 }
 
 /// How the server side used the stream before it is closed: each leaves different kernel state
-/// on io_uring (a registered-file slot; a multishot recv armed on that slot).
+/// on io_uring (a registered-file slot after its fourth transfer; a multishot recv armed on the
+/// plain fd, which one round trip does not register).
 enum class Use { plain_transfer, pooled_recv };
 
 Task<TcpStream> accept_and_exchange(TcpListener& l, Use use) {
@@ -43,10 +44,16 @@ Task<TcpStream> accept_and_exchange(TcpListener& l, Use use) {
         if (!b || b->size() != 4) throw std::runtime_error("recv_pooled");
     } else {
         std::array<char, 4> buf;
-        auto n = co_await s->recv_exact(buf).timeout(10s); // registers the fd (io_uring)
+        auto n = co_await s->recv_exact(buf).timeout(10s);
         if (!n) throw Error(n.error(), "recv_exact");
     }
-    if (!co_await s->send_all(std::string_view("pong"))) throw std::runtime_error("send_all");
+    if (use == Use::pooled_recv) {
+        if (!co_await s->send_all(std::string_view("pong"))) throw std::runtime_error("send_all");
+    } else { // a byte at a time: enough transfers that io_uring registers the fd
+        for (char ch : std::string_view("pong"))
+            if (!co_await s->send_all(std::string_view(&ch, 1)))
+                throw std::runtime_error("send_all");
+    }
     co_return std::move(*s);
 }
 

@@ -1,7 +1,8 @@
-// The registered-file table: an fd used for transfers is put into the ring's file table, in the
-// slot of the same number, the first time it is used (a FILES_UPDATE request queued before the op,
-// so it costs no system call). Ops on it then skip the per-request fget/fput of the file. The slot
-// is cleared (another FILES_UPDATE) before galay closes or releases the fd, on whatever thread.
+// The registered-file table: an fd that keeps transferring (a file's second transfer, a
+// stream's fourth: see register_file) is put into the ring's file table, in the slot of the same
+// number (a FILES_UPDATE request queued before the op, so it costs no system call). Ops on it then
+// skip the per-request fget/fput of the file. The slot is cleared (another FILES_UPDATE) before
+// galay closes or releases the fd, on whatever thread.
 #include "driver/uring/uring_driver.hpp"
 
 #include <sys/resource.h>

@@ -78,9 +78,9 @@ class UringDriver final : public Driver {
         bool armed = false;                // a multishot recv for this generation is in the kernel
         bool armed_fixed = false;          // ... issued on the registered-file slot
         bool starved = false;              // stopped by ENOBUFS; re-armed once buffers come back
-        bool paused = false; // its share of the pool is queued: the recv is being cancelled
-        bool stream = false; // a TCP stream (recv/send ops): its close may be deferred
-        bool used = false;   // a file (not a stream) had one transfer: the next registers it
+        bool paused = false;        // its share of the pool is queued: the recv is being cancelled
+        bool stream = false;        // a TCP stream (recv/send ops): its close may be deferred
+        std::uint8_t transfers = 0; // transfers before registration (see register_file)
         std::uint32_t generation = 0; // bumped when the fd is closed: older completions are stale
         /// One-shot ops in flight on this fd number (from submit to their last CQE; kept across
         /// closes, so it may count an op of an earlier file of the same number: it only errs high).
@@ -205,10 +205,15 @@ private:
         FdState& st = state(fd);
         st.stream |= stream;
         if (st.file != FdState::kUnregistered) return;
-        // A file is registered on its second transfer: one read per open (a static file per
-        // HTTP request) would otherwise pay two slot updates, the owner claim and, at close, a
-        // system call to make the kernel drop the slot's reference, for one op.
-        if (!st.stream && !std::exchange(st.used, true)) return;
+        // A file is registered on its second transfer, a stream on its fourth: a slot costs two
+        // FILES_UPDATE requests (and for a file, at close, a system call to make the kernel drop
+        // the slot's reference), and saves a reference-count round trip per later op. One read
+        // per open (a static file per HTTP request) or a connection that makes one round trip
+        // (a health check, a client without keep-alive) would pay more than it saves.
+        if (st.transfers < (st.stream ? kStreamUnregisteredTransfers : 1)) {
+            ++st.transfers;
+            return;
+        }
         if (!own(fd, st)) return;
         st.file = FdState::kRegistered;
         io_uring_sqe* e = sqe();
@@ -291,6 +296,9 @@ private:
     std::unique_ptr<BufferPool> pool_;
     io_uring_buf_ring* buf_ring_ = nullptr;
     std::size_t buf_ring_bytes_ = 0;
+    /// Transfers a stream makes on its plain fd before it is registered: the multishot recv's
+    /// arm and a request and a reply (the connection-churn study's counts).
+    static constexpr std::uint8_t kStreamUnregisteredTransfers = 3;
     static inline int kNoFile = -1; // FILES_UPDATE value that empties a slot
     std::vector<int> slot_values_;  // slot_values_[i] == i, read by FILES_UPDATE; size = table size
     std::vector<int> remote_forgets_; // guarded by FdOwners::mutex()
