@@ -1,6 +1,7 @@
 // The two forms of a task dump: text for people, JSON for tools (GET /tasks, galay-top).
 #include "galay/task_dump.hpp"
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 
@@ -8,14 +9,14 @@ namespace galay {
 
 namespace {
 
-std::string ms(std::chrono::nanoseconds d) {
+// The text form appends into one string: a dump of 100,000 tasks is half a million lines, and a
+// temporary string per piece was most of the time it took to print.
+void append_ms(std::string& out, std::chrono::nanoseconds d) {
     char buf[32];
     const double v = static_cast<double>(d.count()) / 1e6;
-    if (v >= 10'000 || v <= -10'000)
-        std::snprintf(buf, sizeof buf, "%.1f s", v / 1000);
-    else
-        std::snprintf(buf, sizeof buf, "%.1f ms", v);
-    return buf;
+    const int n = v >= 10'000 || v <= -10'000 ? std::snprintf(buf, sizeof buf, "%.1f s", v / 1000)
+                                              : std::snprintf(buf, sizeof buf, "%.1f ms", v);
+    out.append(buf, static_cast<std::size_t>(n));
 }
 
 std::string address(const void* p) {
@@ -24,33 +25,76 @@ std::string address(const void* p) {
     return buf;
 }
 
-std::string id_text(std::uint64_t id) {
-    return "task " + format_task_id(id);
+template <typename Int>
+void append_int(std::string& out, Int v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
 }
 
-std::string worker_text(int worker) {
-    return worker >= 0 ? "worker " + std::to_string(worker) : std::string("scheduler");
+void append_id(std::string& out, std::uint64_t id) {
+    out += "task ";
+    append_int(out, id >> 40);
+    out += '.';
+    append_int(out, id & ((std::uint64_t{1} << 40) - 1));
 }
 
-std::string wait_text(const TaskWait& w) {
-    std::string s = w.what;
-    if (w.fd >= 0) s += " fd " + std::to_string(w.fd);
-    if (w.bytes != 0) s += ", " + std::to_string(w.bytes) + " bytes";
+void append_worker(std::string& out, int worker) {
+    if (worker < 0) {
+        out += "scheduler";
+        return;
+    }
+    out += "worker ";
+    append_int(out, worker);
+}
+
+void append_wait(std::string& out, const TaskWait& w) {
+    out += w.what;
+    if (w.fd >= 0) {
+        out += " fd ";
+        append_int(out, w.fd);
+    }
+    if (w.bytes != 0) {
+        out += ", ";
+        append_int(out, w.bytes);
+        out += " bytes";
+    }
     if (w.object != nullptr) {
-        s += " " + address(w.object);
-        if (!w.object_name.empty()) s += " \"" + w.object_name + "\"";
+        out += ' ';
+        out += address(w.object);
+        if (!w.object_name.empty()) {
+            out += " \"";
+            out += w.object_name;
+            out += '"';
+        }
     }
-    if (w.what == "mutex")
-        s += w.holder != 0 ? ", held by " + id_text(w.holder) : ", holder unknown";
+    if (w.what == "mutex") {
+        if (w.holder != 0) {
+            out += ", held by ";
+            append_id(out, w.holder);
+        } else {
+            out += ", holder unknown";
+        }
+    }
     if (w.target != 0) {
-        s += " of " + id_text(w.target);
-        if (w.target_worker >= 0) s += " (worker " + std::to_string(w.target_worker) + ")";
+        out += " of ";
+        append_id(out, w.target);
+        if (w.target_worker >= 0) {
+            out += " (worker ";
+            append_int(out, w.target_worker);
+            out += ')';
+        }
     }
-    if (w.deadline_in)
-        s += *w.deadline_in >= std::chrono::nanoseconds(0) ? ", deadline in " + ms(*w.deadline_in)
-                                                           : ", deadline passed";
-    s += ", waiting " + ms(w.waited);
-    return s;
+    if (w.deadline_in) {
+        if (*w.deadline_in >= std::chrono::nanoseconds(0)) {
+            out += ", deadline in ";
+            append_ms(out, *w.deadline_in);
+        } else {
+            out += ", deadline passed";
+        }
+    }
+    out += ", waiting ";
+    append_ms(out, w.waited);
 }
 
 void json_string(std::string& out, std::string_view s) {
@@ -107,34 +151,78 @@ void end_object(std::string& out) {
 } // namespace
 
 std::string TaskDump::text() const {
-    std::string out = "galay task dump: " + std::to_string(tasks.size()) + " tasks on " +
-                      std::to_string(workers.size()) + " workers (" + ms(took) + ")\n";
+    std::string out;
+    // About 120 bytes per task line and its wait and frames: one allocation for most dumps.
+    out.reserve(256 + 80 * workers.size() + 160 * tasks.size());
+    out += "galay task dump: ";
+    append_int(out, tasks.size());
+    out += " tasks on ";
+    append_int(out, workers.size());
+    out += " workers (";
+    append_ms(out, took);
+    out += ")\n";
     for (const WorkerDumpInfo& w : workers) {
-        out += worker_text(w.worker) + " (" + w.backend + "): ";
-        if (w.answered)
-            out += std::to_string(w.tasks) + " tasks, snapshot held its loop " + ms(w.pause);
-        else
-            out += "STUCK: did not answer; no loop turn for " + ms(w.since_turn) + ", " +
-                   std::to_string(w.stalls) + " stalls reported";
+        append_worker(out, w.worker);
+        out += " (";
+        out += w.backend;
+        out += "): ";
+        if (w.answered) {
+            append_int(out, w.tasks);
+            out += " tasks, snapshot held its loop ";
+            append_ms(out, w.pause);
+        } else {
+            out += "STUCK: did not answer; no loop turn for ";
+            append_ms(out, w.since_turn);
+            out += ", ";
+            append_int(out, w.stalls);
+            out += " stalls reported";
+        }
         out += '\n';
     }
     for (const auto& cycle : deadlocks) {
         out += "DEADLOCK: ";
-        for (const std::uint64_t id : cycle)
-            out += id_text(id) + " -> ";
-        out += id_text(cycle.front()) + " (each waits on a Mutex the next one holds)\n";
+        for (const std::uint64_t id : cycle) {
+            append_id(out, id);
+            out += " -> ";
+        }
+        append_id(out, cycle.front());
+        out += " (each waits on a Mutex the next one holds)\n";
     }
     for (const TaskInfo& t : tasks) {
-        out += "\n" + id_text(t.id);
-        if (!t.name.empty()) out += " \"" + t.name + "\"";
-        out += " " + worker_text(t.worker) + ": ";
-        out += t.state == TaskState::ready ? "ready" : "waiting " + ms(t.in_state);
         out += '\n';
-        if (!t.spawned_at.empty()) out += "  spawned at " + t.spawned_at + "\n";
-        for (const TaskWait& w : t.waits)
-            out += "  waits on " + wait_text(w) + "\n";
-        for (std::size_t i = 0; i < t.backtrace.size(); ++i)
-            out += "  #" + std::to_string(i) + " " + t.backtrace[i].function + "\n";
+        append_id(out, t.id);
+        if (!t.name.empty()) {
+            out += " \"";
+            out += t.name;
+            out += '"';
+        }
+        out += ' ';
+        append_worker(out, t.worker);
+        out += ": ";
+        if (t.state == TaskState::ready) {
+            out += "ready";
+        } else {
+            out += "waiting ";
+            append_ms(out, t.in_state);
+        }
+        out += '\n';
+        if (!t.spawned_at.empty()) {
+            out += "  spawned at ";
+            out += t.spawned_at;
+            out += '\n';
+        }
+        for (const TaskWait& w : t.waits) {
+            out += "  waits on ";
+            append_wait(out, w);
+            out += '\n';
+        }
+        for (std::size_t i = 0; i < t.backtrace.size(); ++i) {
+            out += "  #";
+            append_int(out, i);
+            out += ' ';
+            out += t.backtrace[i].function;
+            out += '\n';
+        }
     }
     return out;
 }

@@ -22,7 +22,7 @@ GALAY_PG = os.path.join(sys.argv[1], "galay_pg")
 
 expect_usage("galay_pg", [GALAY_PG], "--conninfo is required")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--connections", "0"], "--connections")
-expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--backend", "kqueue"], "--backend")
+expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--backend", "iocp"], "--backend")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--mode", "nope"], "--mode")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--prepared"], "--prepared")
 expect_usage("galay_pg", [GALAY_PG, "--conninfo", "x", "--malloc-trim", "-1"], "--malloc-trim")

@@ -60,7 +60,7 @@ TEST(BenchFileIoFlags, BadValuesExitNonZeroNamingTheFlag) {
         {{"-batch", "0"}, "batch"},
         {{"-batch", "x"}, "batch"},
         {{"--bogus"}, "--bogus"},
-        {{"--backend", "kqueue"}, "--backend"},
+        {{"--backend", "iocp"}, "--backend"},
     };
     for (const Case& c : cases) {
         ToolRun r = run_tool(c.args);

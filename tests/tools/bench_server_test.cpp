@@ -183,7 +183,7 @@ TEST(BenchServerFlags, UsageErrorsExitTwo) {
                                                {"--bogus"},
                                                {"--listen", "roundrobin"},
                                                {"--bind", "not-an-ip"},
-                                               {"--backend", "kqueue"},
+                                               {"--backend", "iocp"},
                                                {"--idle-spin", "-5"},
                                                {"99999"}}) {
         ServerProcess s(a);
