@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_coroutines: find the coroutine forms g++ 12 miscompiles (galay-kernel's README, "Compilers").
+"""check_coroutines: find the coroutine forms g++ 12 miscompiles (galay-kernel's docs/guide/compilers.md).
 
     check_coroutines.py [-I DIR]... [--runner NAME]... [--condition-macro NAME]... FILE|DIR...
 
@@ -28,8 +28,8 @@ three forms:
 
 It is a lexical and syntactic check, not a compiler: it does not expand macros (beyond the
 condition macros above), does not resolve overloads or types it has not seen, and cannot follow a
-task or a lambda across statements. What it does not catch is listed in the README's "Compilers"
-section. A line that is knowingly kept may carry the comment `coroutine-hazard-ok` (on that line
+task or a lambda across statements. What it does not catch is listed in galay-kernel's
+docs/guide/compilers.md. A line that is knowingly kept may carry the comment `coroutine-hazard-ok` (on that line
 or the one above) with the reason.
 
 -I DIR: also read the headers this file includes from DIR (`#include "x.hpp"` is looked up next

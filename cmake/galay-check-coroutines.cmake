@@ -1,7 +1,7 @@
 # galay_check_coroutines(<target> [RUNNERS name...] [CONDITION_MACROS name...]): a build step that
 # checks the C++ sources of <target> for the coroutine forms g++ 12 miscompiles (co_await in a
 # condition, an aggregate temporary in a co_await statement, a capturing lambda coroutine called
-# on the spot whose task outlives it; README, "Compilers"). The target is built only once its
+# on the spot whose task outlives it; docs/guide/compilers.md). The target is built only once its
 # sources pass; each finding is printed as `file:line: <form>: <the safe form>`. The types the
 # sources include from the target's include directories (galay's headers among them) are read
 # to learn which are aggregates.

@@ -103,8 +103,8 @@ TEST_P(AggregateTemporaryTest, ANamedValueMovedInIsDestroyedOnce) {
 }
 
 TEST_P(AggregateTemporaryTest, TheFormReadmeCallsUnsafeDestroysTheTemporaryTwiceOnGcc12Only) {
-    // README "Compilers" tells g++ 12 users not to write this; the count shows why. On another
-    // compiler (or a g++ that fixed it) every object is destroyed once, and README must say so.
+    // the compilers guide tells g++ 12 users not to write this; the count shows why. On another
+    // compiler (or a g++ that fixed it) every object is destroyed once, and the guide must say so.
     send_while_full<Plain>(Plain{Counted(0), 0}, [](Channel<Plain>& ch) -> Task<void> {
         auto r = co_await ch.send(Plain{Counted(1), 1});
         CO_ASSERT(r);

@@ -4,7 +4,7 @@
 // `co_await [c]() -> Task<int> {...}()`), is destroyed twice by g++ 12: its copies are destroyed
 // twice (with a std::string, a double free). A lambda named first and moved in, and one that
 // captures by reference, destroy each object once on every compiler. check_coroutines reports
-// the form (cmake/check_coroutines.py); README "Compilers" lists it.
+// the form (cmake/check_coroutines.py); docs/guide/compilers.md lists it.
 #include "support/backends.hpp"
 
 using namespace galay;
@@ -51,7 +51,7 @@ protected:
 TEST_P(ClosureTemporaryTest, ALambdaTemporaryThatCopiesIsDestroyedTwiceOnGcc12Only) {
     const int r = run([]() -> Task<int> {
         Counted c;
-        // coroutine-hazard-ok: the form README "Compilers" calls unsafe, counted here
+        // coroutine-hazard-ok: the form the compilers guide calls unsafe, counted here
         co_return co_await call_later([c] { return c.value(); });
     }());
     EXPECT_EQ(r, 1);
@@ -61,7 +61,7 @@ TEST_P(ClosureTemporaryTest, ALambdaTemporaryThatCopiesIsDestroyedTwiceOnGcc12On
 TEST_P(ClosureTemporaryTest, ALambdaCoroutineThatCopiesAwaitedOnTheSpotIsDestroyedTwiceOnGcc12) {
     const int r = run([]() -> Task<int> {
         Counted c;
-        // coroutine-hazard-ok: the form README "Compilers" calls unsafe, counted here
+        // coroutine-hazard-ok: the form the compilers guide calls unsafe, counted here
         co_return co_await [c]() -> Task<int> {
             co_await yield_now();
             co_return c.value();
