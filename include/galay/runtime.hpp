@@ -57,7 +57,8 @@ struct RuntimeOptions {
     unsigned workers = 0;
     /// Backend, ring and pool sizes, for every worker.
     SchedulerOptions scheduler{};
-    /// Pin worker i to the i-th CPU this process may run on (modulo their number).
+    /// Pin worker i to the i-th CPU this process may run on (modulo their number). macOS has no
+    /// thread affinity: there the Runtime throws `galay::Error` (errc::not_supported).
     bool pin_workers = false;
     /// How long shutdown lets cancelled tasks finish on their own before their frames are
     /// destroyed.

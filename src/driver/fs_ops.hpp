@@ -9,7 +9,9 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#if GALAY_LINUX_CALLS // SYS_renameat2
 #include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include <cstdint>

@@ -14,6 +14,7 @@
 #include "driver/common/op_traits.hpp"
 #include "driver/splice.hpp"
 #include "galay/detail/io_op.hpp"
+#include "platform/mmsghdr.hpp"
 
 #include <sys/socket.h>
 
@@ -23,7 +24,7 @@ namespace galay::detail {
 
 /// recvmmsg (`recv`) or sendmmsg of up to `n` messages on a non-blocking socket: the number
 /// moved (>= 1), or -1 with errno (EAGAIN when not even the first could go).
-inline int mmsg_call(bool recv, int fd, mmsghdr* msgs, unsigned n, int flags) noexcept {
+inline int mmsg_call(bool recv, int fd, platform::mmsghdr* msgs, unsigned n, int flags) noexcept {
 #if GALAY_HAVE_MMSG
     return recv ? ::recvmmsg(fd, msgs, n, flags, nullptr)
                 : ::sendmmsg(fd, msgs, n, flags | platform::kSendNoSignal);
@@ -53,7 +54,7 @@ inline int mmsg_call(bool recv, int fd, mmsghdr* msgs, unsigned n, int flags) no
 inline bool attempt_mmsg(IoOp& op, bool* injected_block = nullptr) noexcept {
     if (op.code == OpCode::splice_in || op.code == OpCode::splice_out) return attempt_splice(op);
     if (op.code == OpCode::sendfile) return attempt_sendfile(op);
-    auto* msgs = static_cast<mmsghdr*>(op.buf);
+    auto* msgs = static_cast<platform::mmsghdr*>(op.buf);
     for (;;) {
         unsigned n = op.code == OpCode::recvmmsg ? op.len : op.len - op.done;
         int r;

@@ -27,6 +27,7 @@
 
 namespace galay::detail {
 
+#if GALAY_HAVE_SPLICE || GALAY_HAVE_LINUX_SENDFILE
 /// splice(2) and sendfile(2) into a socket whose peer is gone raise SIGPIPE (they take no
 /// MSG_NOSIGNAL): block it around the call, and take the pending signal back on EPIPE.
 class SigpipeBlock {
@@ -52,6 +53,7 @@ private:
     bool active_;
     sigset_t pipe_only_{}, old_{};
 };
+#endif
 
 /// Run the op's splice once its socket is ready. Returns true when the op is finished
 /// (`op.result`: bytes moved, 0 = EOF for splice_in, or -errno), false when it would block.

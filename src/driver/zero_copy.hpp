@@ -9,7 +9,9 @@
 #include "galay/detail/io_op.hpp"
 #include "platform/fd_calls.hpp"
 
+#if GALAY_HAVE_LINUX_SOCKETS
 #include <linux/errqueue.h>
+#endif
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,14 +20,22 @@
 
 namespace galay::detail {
 
+#if GALAY_HAVE_LINUX_SOCKETS
+/// MSG_ZEROCOPY's send flag.
+inline constexpr int kMsgZeroCopy = MSG_ZEROCOPY;
+
+/// Asks for zero-copy sends on `fd` (without it MSG_ZEROCOPY is ignored). True when accepted.
+inline bool enable_zero_copy(int fd) noexcept {
+    int one = 1;
+    return ::setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
+}
+
 /// MSG_ZEROCOPY works on this kernel (SO_ZEROCOPY accepted on a TCP socket), probed once.
 inline bool msg_zerocopy_supported() noexcept {
     static const bool ok = [] {
-        if (!GALAY_HAVE_LINUX_SOCKETS) return false; // MSG_ZEROCOPY is Linux's: send copies
         const int s = platform::socket_cloexec(AF_INET, SOCK_STREAM, 0, false);
         if (s < 0) return false;
-        int one = 1;
-        const bool r = ::setsockopt(s, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
+        const bool r = enable_zero_copy(s);
         ::close(s);
         return r;
     }();
@@ -54,6 +64,21 @@ inline int read_zero_copy_notification(int fd) noexcept {
     }
 }
 
+#else
+// MSG_ZEROCOPY is Linux's: elsewhere (and in the POSIX profile) a send_zc copies like a send, and
+// no notification is ever awaited (op.aux stays 0).
+inline constexpr int kMsgZeroCopy = 0;
+inline bool enable_zero_copy(int) noexcept {
+    return false;
+}
+inline bool msg_zerocopy_supported() noexcept {
+    return false;
+}
+inline int read_zero_copy_notification(int) noexcept {
+    return -EOPNOTSUPP;
+}
+#endif
+
 /// Run a send_zc op on its non-blocking socket. `op.aux` != 0 while bytes sent with
 /// MSG_ZEROCOPY await their notification. Returns true when the op is finished (`op.result`),
 /// false when it waits (for room in the socket, or for the notification).
@@ -73,13 +98,11 @@ inline bool attempt_send_zc(IoOp& op) noexcept {
             }
         }
         // Without SO_ZEROCOPY on the socket, MSG_ZEROCOPY is ignored and no notification comes.
-        int one = 1;
-        const bool zc = msg_zerocopy_supported() &&
-                        ::setsockopt(op.fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0;
+        const bool zc = msg_zerocopy_supported() && enable_zero_copy(op.fd);
         ssize_t r;
         do {
             r = ::send(op.fd, op.cursor(), op.remaining(),
-                       op.msg_flags | platform::kSendNoSignal | (zc ? MSG_ZEROCOPY : 0));
+                       op.msg_flags | platform::kSendNoSignal | (zc ? kMsgZeroCopy : 0));
         } while (r < 0 && errno == EINTR);
         bool copied = !zc;
         if (r < 0 && errno == ENOBUFS && zc) { // over the socket's optmem limit: copy this piece

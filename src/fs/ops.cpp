@@ -124,7 +124,9 @@ Task<Result<Metadata>> stat_body(FsArgs a, std::int64_t dl) {
     md.uid = st.st_uid;
     md.gid = st.st_gid;
     md.ino = st.st_ino;
-    md.dev = (std::uint64_t{major(st.st_dev)} << 32) | minor(st.st_dev);
+    // major()/minor() are unsigned on Linux, int on FreeBSD and macOS.
+    md.dev = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(major(st.st_dev))) << 32) |
+             static_cast<std::uint32_t>(minor(st.st_dev));
 #if defined(__APPLE__)
     md.mtime_ns = st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
 #else

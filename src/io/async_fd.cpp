@@ -83,10 +83,18 @@ int AsyncFd::release() noexcept {
 
 namespace detail {
 
+namespace {
+#ifdef POLLRDHUP
+constexpr int kPollPeerClosed = POLLRDHUP;
+#else
+constexpr int kPollPeerClosed = 0; // Linux's; elsewhere the peer's shutdown is POLLIN's EOF
+#endif
+} // namespace
+
 int poll_events(Interest interest) noexcept {
     const auto i = static_cast<std::uint8_t>(interest);
     int events = 0;
-    if (i & static_cast<std::uint8_t>(Interest::readable)) events |= POLLIN | POLLRDHUP;
+    if (i & static_cast<std::uint8_t>(Interest::readable)) events |= POLLIN | kPollPeerClosed;
     if (i & static_cast<std::uint8_t>(Interest::writable)) events |= POLLOUT;
     if (i & static_cast<std::uint8_t>(Interest::priority)) events |= POLLPRI;
     return events;
@@ -100,7 +108,7 @@ Result<Readiness> readiness_result(std::int64_t result) {
     if (revents & POLLOUT) bits |= Readiness::kWritable;
     if (revents & POLLPRI) bits |= Readiness::kPriority;
     if (revents & POLLERR) bits |= Readiness::kError;
-    if (revents & (POLLHUP | POLLRDHUP)) bits |= Readiness::kHangup;
+    if (revents & (POLLHUP | kPollPeerClosed)) bits |= Readiness::kHangup;
     return Readiness(bits);
 }
 

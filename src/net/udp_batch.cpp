@@ -15,7 +15,11 @@ namespace galay {
 namespace detail {
 
 static_assert(CMSG_SPACE(sizeof(in6_pktinfo)) <= kPktinfoControl);
+#if defined(IP_PKTINFO)
 static_assert(CMSG_SPACE(sizeof(in_pktinfo)) <= kPktinfoControl);
+#else
+static_assert(CMSG_SPACE(sizeof(in_addr)) <= kPktinfoControl); // IP_RECVDSTADDR
+#endif
 
 // --- recv_batch -------------------------------------------------------------------------------
 
@@ -157,8 +161,14 @@ void SendBatchAwaitable::prepare() {
         s.iov[i].iov_base = const_cast<std::byte*>(in_[i].data.data());
         s.iov[i].iov_len = in_[i].data.size();
     }
+#if defined(UDP_SEGMENT)
     const bool coalesce = gso_ != nullptr && *gso_;
-    std::size_t m = 0, groups = 0;
+#else
+    // No UDP_SEGMENT (macOS, FreeBSD): one datagram per message.
+    const bool coalesce = false;
+#endif
+    std::size_t m = 0;
+    [[maybe_unused]] std::size_t groups = 0; // UDP_SEGMENT messages so far
     for (std::size_t i = 0; i < count_; ++m) {
         // A run: same destination, same size, except that the last one may be shorter.
         std::size_t j = i + 1;
@@ -193,6 +203,7 @@ void SendBatchAwaitable::prepare() {
         h.msg_control = nullptr;
         h.msg_controllen = 0;
         h.msg_flags = 0;
+#if defined(UDP_SEGMENT)
         if (j - i > 1) {
             h.msg_control = s.control[groups].data();
             h.msg_controllen = CMSG_SPACE(sizeof(std::uint16_t));
@@ -204,6 +215,7 @@ void SendBatchAwaitable::prepare() {
             std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
             ++groups;
         }
+#endif
         s.msgs[m].msg_len = 0;
         s.first[m] = static_cast<std::uint8_t>(i);
         s.segs[m] = static_cast<std::uint8_t>(j - i);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "galay/net/udp.hpp"
+#include "platform/mmsghdr.hpp"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -20,13 +21,13 @@ inline constexpr std::size_t kGsoControl = 24;     // CMSG_SPACE(sizeof(std::uin
 // awaitable: GCC 12 copies an awaitable into the coroutine frame before awaiting it, which
 // measured as an 8 KiB memcpy per recv_batch (~40% of bench_udp's client coroutine).
 struct RecvBatchScratch {
-    std::array<mmsghdr, kMaxUdpBatch> msgs;
+    std::array<platform::mmsghdr, kMaxUdpBatch> msgs;
     std::array<iovec, kMaxUdpBatch> iov;
     std::array<std::array<unsigned char, kPktinfoControl>, kMaxUdpBatch> control;
     std::array<GroStash::Block*, kMaxUdpBatch> blocks;
 };
 struct SendBatchScratch {
-    std::array<mmsghdr, kMaxUdpBatch> msgs;
+    std::array<platform::mmsghdr, kMaxUdpBatch> msgs;
     std::array<iovec, kMaxUdpBatch> iov;
     std::array<std::uint8_t, kMaxUdpBatch> first; // first datagram of message m
     std::array<std::uint8_t, kMaxUdpBatch> segs;  // datagrams in message m

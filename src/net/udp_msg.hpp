@@ -36,15 +36,29 @@ inline int check_destination(int family, const SocketAddr& to) noexcept {
     return 0;
 }
 
-/// The destination address of a datagram, from its IP_PKTINFO / IPV6_PKTINFO control message.
+/// The IPPROTO_IP option that asks for each datagram's IPv4 destination address, and the type of
+/// the control message that brings it: IP_PKTINFO (an in_pktinfo) on Linux and macOS,
+/// IP_RECVDSTADDR (an in_addr) on FreeBSD, which has no IP_PKTINFO.
+#if defined(IP_PKTINFO)
+inline constexpr int kRecvDestinationV4 = IP_PKTINFO;
+#else
+inline constexpr int kRecvDestinationV4 = IP_RECVDSTADDR;
+#endif
+
+/// The destination address of a datagram, from its IP_PKTINFO (IP_RECVDSTADDR) / IPV6_PKTINFO
+/// control message.
 inline SocketAddr local_from_control(msghdr& msg, std::uint16_t port) noexcept {
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-            in_pktinfo pi;
-            std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == kRecvDestinationV4) {
             sockaddr_in sin{};
             sin.sin_family = AF_INET;
+#if defined(IP_PKTINFO)
+            in_pktinfo pi;
+            std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
             sin.sin_addr = pi.ipi_addr;
+#else
+            std::memcpy(&sin.sin_addr, CMSG_DATA(c), sizeof sin.sin_addr);
+#endif
             sin.sin_port = htons(port);
             return SocketAddr::from_sockaddr(reinterpret_cast<sockaddr*>(&sin), sizeof sin);
         }
@@ -70,6 +84,7 @@ struct ControlInfo {
 };
 inline ControlInfo parse_control(msghdr& msg, bool want_local, std::uint16_t port) noexcept {
     ControlInfo info;
+#if defined(UDP_GRO) // (Linux's alone: elsewhere a receive is always one datagram)
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
             int seg = 0;
@@ -77,6 +92,7 @@ inline ControlInfo parse_control(msghdr& msg, bool want_local, std::uint16_t por
             info.segment = seg > 0 ? static_cast<std::uint32_t>(seg) : 0;
         }
     }
+#endif
     if (want_local) info.local = local_from_control(msg, port);
     return info;
 }

@@ -53,8 +53,8 @@ Result<UdpSocket> UdpSocket::create(int family, const UdpOptions& o) noexcept {
     if (r = set(o.send_buffer_size > 0, SOL_SOCKET, SO_SNDBUF, o.send_buffer_size); !r)
         return std::unexpected(r.error());
     if (o.local_address) {
-        // A dual-stack IPv6 socket reports IPv4 datagrams through IP_PKTINFO.
-        if (r = set(true, IPPROTO_IP, IP_PKTINFO, 1); !r && family == AF_INET)
+        // A dual-stack IPv6 socket reports IPv4 datagrams through IP_PKTINFO (IP_RECVDSTADDR).
+        if (r = set(true, IPPROTO_IP, detail::kRecvDestinationV4, 1); !r && family == AF_INET)
             return std::unexpected(r.error());
         if (r = set(family == AF_INET6, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1); !r)
             return std::unexpected(r.error());

@@ -4,6 +4,8 @@
 #include "galay/net/unix.hpp"
 #include "net/scm_rights.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -25,7 +27,11 @@ void scm_rights_fds(std::span<const std::byte> control, std::vector<int>& out) {
                 out.push_back(fd);
             }
         }
+#if defined(CMSG_ALIGN)
         const std::size_t step = CMSG_ALIGN(len);
+#else // (macOS, FreeBSD) the header is aligned already: align the payload as CMSG_SPACE does
+        const std::size_t step = CMSG_SPACE(len - CMSG_LEN(0));
+#endif
         if (step > control.size() - at) return;
         at += step;
     }
@@ -75,7 +81,9 @@ Result<std::size_t> FdSendAwaitable::result() {
 FdRecvAwaitable::FdRecvAwaitable(int fd, void* buf, std::size_t len, std::size_t max_fds) {
     op_.code = OpCode::recvmsg;
     op_.fd = fd;
+#if defined(MSG_CMSG_CLOEXEC)
     op_.msg_flags = MSG_CMSG_CLOEXEC;
+#endif // (macOS has none: result() sets FD_CLOEXEC on each descriptor received)
     iov_.iov_base = buf;
     iov_.iov_len = len;
     if (max_fds > kMaxFdsPerMessage) max_fds = kMaxFdsPerMessage;
@@ -96,11 +104,16 @@ Result<FdMessage> FdRecvAwaitable::result() {
     m.size = static_cast<std::size_t>(op_.result);
     if (msg_.msg_controllen > 0) {
         std::vector<int> fds;
-        scm_rights_fds(std::as_bytes(std::span(control_.data(),
-                                               std::min(msg_.msg_controllen, control_.size()))),
-                       fds);
-        for (const int fd : fds)
+        scm_rights_fds(
+            std::as_bytes(std::span(control_.data(),
+                                    std::min<std::size_t>(msg_.msg_controllen, control_.size()))),
+            fds);
+        for (const int fd : fds) {
+#if !defined(MSG_CMSG_CLOEXEC)
+            ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+#endif
             m.fds.emplace_back(fd);
+        }
     }
     // (A stream never sets MSG_TRUNC: what does not fit stays queued for the next receive.)
     m.truncated = (msg_.msg_flags & MSG_TRUNC) != 0;

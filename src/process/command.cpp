@@ -168,8 +168,8 @@ Result<Child> Command::spawn() {
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t none, all;
-    ::sigemptyset(&none);
-    ::sigfillset(&all);
+    sigemptyset(&none);
+    sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;

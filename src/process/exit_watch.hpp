@@ -6,6 +6,7 @@
 
 #include "galay/detail/platform.hpp"
 
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 

@@ -29,7 +29,7 @@ void ignore_sigpipe() noexcept {
         if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
             struct sigaction ign {};
             ign.sa_handler = SIG_IGN;
-            ::sigemptyset(&ign.sa_mask);
+            sigemptyset(&ign.sa_mask);
             ::sigaction(SIGPIPE, &ign, nullptr);
         }
     });

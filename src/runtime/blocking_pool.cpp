@@ -13,6 +13,7 @@
 // destroyed first and must know the pool no longer touches it.
 #include "galay/blocking.hpp"
 #include "galay/runtime.hpp"
+#include "platform/thread_calls.hpp"
 #include "runtime/scheduler_access.hpp"
 #include "runtime/thread_signals.hpp"
 
@@ -126,7 +127,7 @@ public:
 
 private:
     void work() noexcept {
-        ::pthread_setname_np(::pthread_self(), "galay-blocking");
+        platform::set_thread_name("galay-blocking");
         block_async_signals(); // (runtime/thread_signals.hpp)
         std::unique_lock lk(m_);
         for (;;) {

@@ -2,6 +2,15 @@
 // elf_symbols.hpp).
 #include "runtime/elf_symbols.hpp"
 
+#if defined(__APPLE__)
+// macOS modules are Mach-O, not ELF: a task dump names there only what dladdr names.
+namespace galay::detail {
+std::string elf_function_name(const char*, const void*, const void*) {
+    return {};
+}
+} // namespace galay::detail
+#else
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -93,3 +102,5 @@ std::string elf_function_name(const char* module, const void* base, const void* 
 }
 
 } // namespace galay::detail
+
+#endif // !__APPLE__

@@ -10,12 +10,10 @@
 // joined, so that a post from any thread (a task finishing on another worker, a blocking-pool
 // thread) always finds its target; what arrives after phase 3 is dropped there.
 #include "galay/runtime.hpp"
+#include "platform/thread_calls.hpp"
 #include "runtime/scheduler_access.hpp"
 #include "runtime/stop_hooks.hpp"
 #include "runtime/thread_signals.hpp"
-
-#include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <cstdio>
@@ -80,19 +78,7 @@ public:
 
 } // namespace detail
 
-namespace {
-
-std::vector<int> allowed_cpus() {
-    std::vector<int> cpus;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; ++c)
-            if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    return cpus;
-}
-
-} // namespace
+namespace {} // namespace
 
 Runtime* Runtime::current() noexcept {
     return t_runtime;
@@ -109,7 +95,14 @@ void RuntimeCore::start() {
     if (n == 0) n = std::thread::hardware_concurrency();
     if (n == 0) n = 1;
     std::vector<int> cpus;
-    if (options_.pin_workers) cpus = allowed_cpus();
+    if (options_.pin_workers) {
+#if GALAY_HAVE_CPU_AFFINITY
+        cpus = platform::allowed_cpus();
+#else
+        throw Error(make_error_code(errc::not_supported),
+                    "galay: pin_workers: this system has no thread CPU affinity");
+#endif
+    }
     workers_.reserve(n);
     for (unsigned i = 0; i < n; ++i) {
         auto w = std::make_unique<Worker>();
@@ -150,14 +143,11 @@ void RuntimeCore::worker_main(unsigned index) {
     t_runtime = &self_;
     t_worker = static_cast<int>(index);
     const std::string name = "galay-w" + std::to_string(index);
-    ::pthread_setname_np(::pthread_self(), name.c_str());
+    platform::set_thread_name(name.c_str());
     detail::block_async_signals(); // (runtime/thread_signals.hpp)
-    if (w.cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(w.cpu, &set);
-        ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
-    }
+#if GALAY_HAVE_CPU_AFFINITY
+    if (w.cpu >= 0) platform::pin_thread(w.cpu);
+#endif
     std::unique_ptr<Scheduler> sched;
     std::exception_ptr error;
     try {

@@ -8,6 +8,7 @@
 #include "galay/detail/intrusive_list.hpp"
 #include "galay/runtime.hpp"
 #include "platform/fd_calls.hpp"
+#include "platform/thread_calls.hpp"
 #include "process/exit_watch.hpp"
 #include "runtime/thread_signals.hpp"
 
@@ -111,7 +112,7 @@ public:
 
 private:
     void dispatch() noexcept {
-        ::pthread_setname_np(::pthread_self(), "galay-signal");
+        platform::set_thread_name("galay-signal");
         // Every signal stays blocked here except while the thread waits in ppoll(2), which
         // unblocks them all for the wait only: a signal routed to this thread is handled inside
         // that call and nowhere else. That matters under ThreadSanitizer, which runs a handler at

@@ -27,3 +27,12 @@
 /// Linux-only socket features without a POSIX form: kTLS, MSG_ZEROCOPY, SO_PEERCRED and
 /// SCM_CREDENTIALS, TCP_FASTOPEN ...; otherwise errc::not_supported.
 #define GALAY_HAVE_LINUX_SOCKETS GALAY_LINUX_CALLS
+
+// Features decided by the system alone (the POSIX profile keeps Linux's: they are not fallbacks).
+/// Thread CPU affinity (Linux's cpu_set_t, FreeBSD's cpuset_t); macOS has none, and asking a
+/// Runtime to pin its workers there fails with errc::not_supported.
+#if defined(__linux__) || defined(__FreeBSD__)
+#define GALAY_HAVE_CPU_AFFINITY 1
+#else
+#define GALAY_HAVE_CPU_AFFINITY 0
+#endif

@@ -9,8 +9,10 @@
 #endif
 #include "galay/blocking.hpp"
 
+#if GALAY_WITH_AIO // the AIO completion eventfd sits in the epoll set
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#endif
 #include <sys/uio.h>
 #include <unistd.h>
 
