@@ -76,20 +76,20 @@ struct TaskFrame {
 
 /// One live task.
 struct TaskInfo {
-    std::uint64_t id = 0; ///< unique in the process (format_task_id prints it)
-    std::string name;     ///< set_task_name(), or empty
-    int worker = -1;      ///< its worker in a Runtime (-1: a lone Scheduler)
-    TaskState state = TaskState::ready;
+    std::uint64_t id = 0;                 ///< unique in the process (format_task_id prints it)
+    std::string name;                     ///< set_task_name(), or empty
+    int worker = -1;                      ///< its worker in a Runtime (-1: a lone Scheduler)
+    TaskState state = TaskState::ready;   ///< ready to run, or waiting
     std::chrono::nanoseconds in_state{0}; ///< waiting: since its oldest wait began; ready: 0
     std::string spawned_at;               ///< "file:line (function)"
-    std::vector<TaskWait> waits;
-    std::vector<TaskFrame> backtrace; ///< leaf first, the spawned task's own function last
+    std::vector<TaskWait> waits;          ///< what it waits on (empty when ready)
+    std::vector<TaskFrame> backtrace;     ///< leaf first, the spawned task's own function last
 };
 
 /// One worker as the dump found it.
 struct WorkerDumpInfo {
-    int worker = -1;
-    std::string backend;
+    int worker = -1;                        ///< its index in the Runtime (-1: a lone Scheduler)
+    std::string backend;                    ///< "io_uring", "epoll" or "kqueue"
     bool answered = false;                  ///< false: it did not take its snapshot in time (stuck)
     std::size_t tasks = 0;                  ///< tasks it reported (answered only)
     std::uint64_t stalls = 0;               ///< the stall detector's count so far
@@ -99,8 +99,8 @@ struct WorkerDumpInfo {
 
 /// What task_dump returns.
 struct TaskDump {
-    std::vector<WorkerDumpInfo> workers;
-    std::vector<TaskInfo> tasks; ///< by worker, then in spawn order
+    std::vector<WorkerDumpInfo> workers; ///< every worker asked, answered or stuck
+    std::vector<TaskInfo> tasks;         ///< by worker, then in spawn order
     /// Cycles of tasks each waiting on a Mutex the next one holds (ids, in wait order).
     std::vector<std::vector<std::uint64_t>> deadlocks;
     std::chrono::nanoseconds took{0}; ///< from the request to the last worker's answer
