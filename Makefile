@@ -25,7 +25,7 @@ PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 # and is the subreaper of everything the run starts).
 LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
-.PHONY: deps deps-clang deps-fuzz deps-docs docs build test test-asan test-tsan test-clang test-no-uring test-posix cross bench soak fuzz \
+.PHONY: deps deps-clang deps-fuzz deps-docs deps-cross docs build test test-asan test-tsan test-clang test-no-uring test-posix cross bench soak fuzz \
 	format clean
 
 # Install the Debian packages of $(1) that are missing.
@@ -108,10 +108,15 @@ test-posix: deps
 # directory (and ccache's) between runs.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
 CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
-ZIG_PYTHON ?= python3
+ZIG_PYTHON ?= $(PYTHON)
 ZIG_VERSION := $(shell sed -n 's/^ziglang==//p' cmake/zig.lock)
 CCACHE := $(shell command -v ccache 2>/dev/null)
-cross:
+# pip for Zig (python3-pip: Debian's python3 has no pip of its own).
+CROSS_DEB_PACKAGES := python3-pip
+deps-cross:
+	$(call install_missing,$(DEB_PACKAGES) $(CROSS_DEB_PACKAGES))
+
+cross: deps-cross
 	@[ "$$($(ZIG_PYTHON) -m ziglang version 2>/dev/null)" = "$(ZIG_VERSION)" ] || \
 		$(ZIG_PYTHON) -m pip install -q "ziglang==$(ZIG_VERSION)" || \
 		$(ZIG_PYTHON) -m pip install -q --user --break-system-packages "ziglang==$(ZIG_VERSION)"
