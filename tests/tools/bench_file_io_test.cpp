@@ -54,12 +54,9 @@ TEST(BenchFileIoFlags, BadValuesExitNonZeroNamingTheFlag) {
         std::string must_mention;
     };
     const Case cases[] = {
-        {{"-w", "0"}, "--workers"},
-        {{"-n", "0"}, "--ops"},
-        {{"-b", "abc"}, "--block-size"},
-        {{"-batch", "0"}, "batch"},
-        {{"-batch", "x"}, "batch"},
-        {{"--bogus"}, "--bogus"},
+        {{"-w", "0"}, "--workers"},           {{"-n", "0"}, "--ops"},
+        {{"-b", "abc"}, "--block-size"},      {{"-batch", "0"}, "batch"},
+        {{"-batch", "x"}, "batch"},           {{"--bogus"}, "--bogus"},
         {{"--backend", "iocp"}, "--backend"},
     };
     for (const Case& c : cases) {
