@@ -3,8 +3,7 @@
 // a receive (a truncated control message included) leaves one open.
 #include "galay/net/unix.hpp"
 #include "net/scm_rights.hpp"
-
-#include <fcntl.h>
+#include "platform/fd_calls.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -110,7 +109,7 @@ Result<FdMessage> FdRecvAwaitable::result() {
             fds);
         for (const int fd : fds) {
 #if !defined(MSG_CMSG_CLOEXEC)
-            ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+            (void)platform::set_fd_flags(fd, false);
 #endif
             m.fds.emplace_back(fd);
         }
