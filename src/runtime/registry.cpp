@@ -4,6 +4,7 @@
 #include "runtime/drivers.hpp"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -64,8 +65,12 @@ const KnownBackend* find_backend(Backend b) noexcept {
 }
 
 const BackendProbe& probe_backend(Backend b) {
+    // Each backend is probed once, on first use (probing io_uring sets up a ring). The done flags
+    // are our own atomics rather than std::call_once, whose flag libc++ sets where ThreadSanitizer
+    // cannot see it publish the probe.
     static std::array<BackendProbe, kBackends.size()> probes;
-    static std::array<std::once_flag, kBackends.size()> once;
+    static std::array<std::atomic<bool>, kBackends.size()> done{};
+    static std::mutex probing;
     static const BackendProbe unknown = [] {
         BackendProbe out;
         out.error = make_error_code(errc::backend_unavailable);
@@ -75,7 +80,13 @@ const BackendProbe& probe_backend(Backend b) {
     for (std::size_t i = 0; i < kBackends.size(); ++i) {
         const KnownBackend& k = kBackends[i];
         if (k.backend != b) continue;
-        std::call_once(once[i], [&] { probes[i] = k.entry ? k.entry->probe() : left_out(k); });
+        if (!done[i].load(std::memory_order_acquire)) {
+            std::lock_guard lock(probing);
+            if (!done[i].load(std::memory_order_relaxed)) {
+                probes[i] = k.entry ? k.entry->probe() : left_out(k);
+                done[i].store(true, std::memory_order_release);
+            }
+        }
         return probes[i];
     }
     return unknown;
