@@ -108,7 +108,7 @@ Core::Core(std::shared_ptr<ContextState> context, TcpStream stream, bool is_serv
     SSL_set_bio(ssl, inner, inner);
     SSL_set_app_data(ssl, this);
     scratch = std::make_unique_for_overwrite<char[]>(kRecordPlain);
-    if (ctx->ktls != Ktls::off) ktls_follow(*this);
+    if (ctx->follow) ktls_follow(*this);
 }
 
 Core::~Core() {
