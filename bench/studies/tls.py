@@ -30,7 +30,11 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              --hs-conns connections in flight, each a handshake, one GET / with
              `Connection: close`, the response, close_notify, close; without and with
              resumption (the newest session ticket offered: PSK with X25519, no certificate,
-             no signature). tls_load does not build the server's chain (it still checks the
+             no signature); with them the floor, raw-openssl (bench/baselines/tls_handshake_raw:
+             raw OpenSSL on plain sockets and epoll doing only the handshake, one request, a
+             fixed answer, close_notify, close), so that what is OpenSSL's own price (raw-openssl
+             / go) is told apart from what a server adds to it (galay / raw-openssl).
+             tls_load does not build the server's chain (it still checks the
              CertificateVerify signature, as TLS 1.3 requires): an ECDSA verify costs the client
              more than the sign costs the server, so on two cores the server may not be fully
              busy; its CPU per handshake is what is compared, and its CPU use is in the table.
@@ -82,6 +86,7 @@ import http_servers as hb  # noqa: E402  (wrk's report hook, records, nginx, tab
 BODY = hb.BODY
 GALAY_HTTPS = ("galay-io_uring", "galay-epoll")
 OTHER_HTTPS = ("nginx", "go")
+RAW_HS = "raw-openssl"  # the handshake part's floor (no keep-alive: handshake cases only)
 GALAY_BASE = tuple(f"{g}@base" for g in GALAY_HTTPS)  # --baseline-bin: the build before a change
 GALAY_TLS_PROXY = ("galay-tls-proxy-io_uring", "galay-tls-proxy-epoll")
 GALAY_TCP_PROXY = ("galay-tcp-proxy-io_uring", "galay-tcp-proxy-epoll")
@@ -191,6 +196,13 @@ class Servers:
                 self.https[f"galay-{be}@base"] = (
                     lambda port, be=be: ([base, str(port), "--backend", be] + tls_flags, None))
 
+        raw = os.path.join(bindir, "tls_handshake_raw")
+        if "handshake" in want_parts and os.access(raw, os.X_OK):
+            self.https[RAW_HS] = lambda port: (
+                [raw, str(port), "--cert", cert, "--key", key], None)
+        elif "handshake" in want_parts:
+            self.missing.append(f"tls_handshake_raw: {raw} not built (needs libssl-dev): the "
+                                "raw OpenSSL floor of the handshakes skipped")
         if {"https", "handshake"} & set(want_parts):
             nginx = shutil.which("nginx") or (
                 "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
@@ -609,6 +621,8 @@ def crit(s, threshold, pairs_n, lower_is_better=True):
 
 
 HTTPS_PAIRS = [(f"{g}/{o}", g, o) for g in GALAY_HTTPS for o in OTHER_HTTPS]
+RAW_PAIRS = ([(f"{g}/{RAW_HS}", g, RAW_HS) for g in GALAY_HTTPS + ("nginx",)]
+             + [(f"{RAW_HS}/go", RAW_HS, "go")])
 AB_PAIRS = [(f"{g}/{b}", g, b) for g, b in zip(GALAY_HTTPS, GALAY_BASE)]
 ECHO_PAIRS = ([(f"{g}/{RAW_TLS_PROXY}", g, RAW_TLS_PROXY) for g in GALAY_TLS_PROXY]
               + [(f"{t}/{p}", t, p) for t, p in zip(GALAY_TLS_PROXY, GALAY_TCP_PROXY)])
@@ -735,8 +749,8 @@ def rotated(names, rnd):
 
 
 def measure_https_handshake(servers, parts, args, logdir, result, log):
-    names = [n for n in GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS
-             if n in servers.https and (args.only is None or n in args.only)]
+    names = [n for n in GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS + (RAW_HS,)
+             if n in servers.https and (n != RAW_HS or "handshake" in parts) and (args.only is None or n in args.only)]
     cases = []
     if "https" in parts:
         if args.https_load == "wrk" and not shutil.which("wrk"):
@@ -753,7 +767,8 @@ def measure_https_handshake(servers, parts, args, logdir, result, log):
         per = {c: {} for c in cases}
         for name in rotated(names, rnd):
             args.seq += 1
-            recs = run_server_cases(servers, name, cases, args, logdir, f"{args.seq:03d}")
+            mine = [c for c in cases if name != RAW_HS or c[0] == "handshake"]
+            recs = run_server_cases(servers, name, mine, args, logdir, f"{args.seq:03d}")
             for c, rec in recs.items():
                 per[c][name] = rec
                 account(rec, rnd, args.pairs, result, log, GALAY_HTTPS + GALAY_BASE)
@@ -761,16 +776,17 @@ def measure_https_handshake(servers, parts, args, logdir, result, log):
             rounds[c].append(per[c])
     for c in cases:
         if c[0] == "https":
-            medians, ratios = hb.summarise(rounds[c], names)
+            medians, ratios = hb.summarise(rounds[c], [n for n in names if n != RAW_HS])
             ratios = {k: v for k, v in ratios.items() if k in {p[0] for p in HTTPS_PAIRS}}
-            for n in names:
+            for n in medians:
                 medians[n]["negotiated"] = median_or_text([r[n] for r in rounds[c]],
                                                           "negotiated")
             result["https"].append({"connections": c[1], "load": args.https_load,
-                                    "servers": names, "medians": medians, "ratios": ratios,
+                                    "servers": list(medians), "medians": medians, "ratios": ratios,
                                     "runs": rounds[c]})
         else:
-            medians, ratios = summarise(rounds[c], names, HANDSHAKE_ROWS, HTTPS_PAIRS + AB_PAIRS,
+            medians, ratios = summarise(rounds[c], names, HANDSHAKE_ROWS,
+                                        HTTPS_PAIRS + RAW_PAIRS + AB_PAIRS,
                                         [("per_cpu", "hs_per_cpu_s"),
                                          ("cpu", "cpu_us_per_hs")])
             result["handshake"].append({"resume": c[1], "connections": args.hs_conns,
@@ -962,7 +978,7 @@ def main():
         ap.error("--hs-conns, --echo-conns and --bytes must be at least 1")
     if args.baseline_bin and parts != ["handshake"]:
         ap.error("--baseline-bin: only with --parts handshake")
-    known = set(GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS + GALAY_TLS_PROXY + GALAY_TCP_PROXY + (RAW_TLS_PROXY,))
+    known = set(GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS + (RAW_HS,) + GALAY_TLS_PROXY + GALAY_TCP_PROXY + (RAW_TLS_PROXY,))
     args.only = set(args.servers.split(",")) if args.servers else None
     if args.only is not None and not args.only <= known:
         ap.error(f"--servers: unknown {', '.join(sorted(args.only - known))} "
