@@ -13,10 +13,8 @@
 // SIGINT/SIGTERM: exit 0 with a one-line summary on stderr. Exit 1: the certificate, key or
 // port cannot be used; 2: bad flags.
 #include "common.hpp"
-#include "galay_cli.hpp"
+#include "tls_common.hpp"
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <sys/epoll.h>
 
 #include <cstdint>
@@ -32,15 +30,7 @@ constexpr std::string_view kAnswer = "HTTP/1.1 200 OK\r\nContent-Type: text/plai
                                      "Hello, World!";
 
 [[noreturn]] void die_ssl(const std::string& what) {
-    std::string out;
-    while (const unsigned long e = ERR_get_error()) {
-        char buf[256];
-        ERR_error_string_n(e, buf, sizeof buf);
-        out += out.empty() ? "" : "; ";
-        out += buf;
-    }
-    std::fprintf(stderr, "tls_handshake_raw: %s: %s\n", what.c_str(), out.c_str());
-    std::exit(1);
+    baseline::die_ssl("tls_handshake_raw", what);
 }
 
 enum class Phase : std::uint8_t { handshake, request, answer, shutdown };
@@ -210,18 +200,6 @@ private:
     }
 };
 
-SSL_CTX* make_context(const std::string& cert, const std::string& key) {
-    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) die_ssl("SSL_CTX_new");
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
-    if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) die_ssl("--cert " + cert);
-    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
-        die_ssl("--key " + key);
-    if (SSL_CTX_check_private_key(ctx) != 1) die_ssl("--key does not match --cert");
-    return ctx;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -230,15 +208,9 @@ int main(int argc, char** argv) {
     CLI::App app{"A hand-written epoll + OpenSSL server of new TLS connections: handshake, one "
                  "request, a fixed answer, close (the floor for galay's handshakes).",
                  "tls_handshake_raw"};
-    app.add_option("port", port_text, "TCP port (0: any free port)")
-        ->check(tools::whole(0, 65535))
-        ->capture_default_str();
-    app.add_option("--cert", cert, "certificate chain (PEM)")
-        ->required()
-        ->check(tools::non_empty());
-    app.add_option("--key", key, "private key (PEM)")->required()->check(tools::non_empty());
+    baseline::tls_server_options(app, port_text, cert, key);
     if (auto code = tools::parse_command_line(app, argc, argv, "tls_handshake_raw")) return *code;
-    SSL_CTX* ctx = make_context(cert, key);
+    SSL_CTX* ctx = baseline::tls_server_context("tls_handshake_raw", cert, key, 0);
     baseline::raise_nofile();
     const int sfd = baseline::make_signalfd();
     int bound = 0;
