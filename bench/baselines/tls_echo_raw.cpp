@@ -17,7 +17,7 @@
 // exit 0 with a one-line summary on stderr. Exit 1: the certificate, key or port cannot be used;
 // 2: bad flags.
 #include "common.hpp"
-#include "galay_cli.hpp"
+#include "tls_common.hpp"
 
 #include <netdb.h>
 #include <openssl/err.h>
@@ -40,15 +40,7 @@ constexpr uint64_t kUpstream = uint64_t{1} << 32; // epoll tag: the upstream sid
 }
 
 [[noreturn]] void die_ssl(const std::string& what) {
-    std::string out;
-    while (const unsigned long e = ERR_get_error()) {
-        char buf[256];
-        ERR_error_string_n(e, buf, sizeof buf);
-        out += out.empty() ? "" : "; ";
-        out += buf;
-    }
-    std::fprintf(stderr, "tls_echo_raw: %s: %s\n", what.c_str(), out.c_str());
-    std::exit(1);
+    baseline::die_ssl("tls_echo_raw", what);
 }
 
 struct Pending {
@@ -304,19 +296,6 @@ private:
     }
 };
 
-SSL_CTX* make_context(const std::string& cert, const std::string& key) {
-    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) die_ssl("SSL_CTX_new");
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) die_ssl("--cert " + cert);
-    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
-        die_ssl("--key " + key);
-    if (SSL_CTX_check_private_key(ctx) != 1) die_ssl("--key does not match --cert");
-    return ctx;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -325,13 +304,7 @@ int main(int argc, char** argv) {
     CLI::App app{"A hand-written epoll + OpenSSL TLS echo server or TLS-terminating relay (the "
                  "baseline for tls_proxy).",
                  "tls_echo_raw"};
-    app.add_option("port", port_text, "TCP port (0: any free port)")
-        ->check(tools::whole(0, 65535))
-        ->capture_default_str();
-    app.add_option("--cert", cert, "certificate chain (PEM)")
-        ->required()
-        ->check(tools::non_empty());
-    app.add_option("--key", key, "private key (PEM)")->required()->check(tools::non_empty());
+    baseline::tls_server_options(app, port_text, cert, key);
     app.add_option("--upstream", upstream, "relay to HOST:PORT instead of echoing")
         ->check(tools::non_empty());
     if (auto code = tools::parse_command_line(app, argc, argv, "tls_echo_raw")) return *code;
@@ -356,7 +329,9 @@ int main(int argc, char** argv) {
         uplen = res->ai_addrlen;
         freeaddrinfo(res);
     }
-    SSL_CTX* ctx = make_context(cert, key);
+    SSL_CTX* ctx = baseline::tls_server_context("tls_echo_raw", cert, key,
+                                                SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                                    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     baseline::raise_nofile();
     const int sfd = baseline::make_signalfd();
     int bound = 0;

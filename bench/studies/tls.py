@@ -5,6 +5,7 @@
                                  [-c 100,1000] [--pairs 3] [-d 5] [--warmup 1]
                                  [--https-load tls_load|wrk] [--hs-conns 100] [--echo-conns 50]
                          [--bytes 16384,262144] [--servers NAMES] [--quick] [--json] [--out FILE]
+                         [--baseline-bin DIR]
 
 Three parts, every server pinned to CPU 1 (--server-cpu), every load generator to CPU 0
 (--client-cpu), with one ECDSA P-256 certificate made at run time (openssl CLI: a CA and a leaf
@@ -29,7 +30,11 @@ another (the one Go picks on its own). The negotiated version, suite and group a
              --hs-conns connections in flight, each a handshake, one GET / with
              `Connection: close`, the response, close_notify, close; without and with
              resumption (the newest session ticket offered: PSK with X25519, no certificate,
-             no signature). tls_load does not build the server's chain (it still checks the
+             no signature); with them the floor, raw-openssl (bench/baselines/tls_handshake_raw:
+             raw OpenSSL on plain sockets and epoll doing only the handshake, one request, a
+             fixed answer, close_notify, close), so that what is OpenSSL's own price (raw-openssl
+             / go) is told apart from what a server adds to it (galay / raw-openssl).
+             tls_load does not build the server's chain (it still checks the
              CertificateVerify signature, as TLS 1.3 requires): an ECDSA verify costs the client
              more than the sign costs the server, so on two cores the server may not be fully
              busy; its CPU per handshake is what is compared, and its CPU use is in the table.
@@ -49,6 +54,10 @@ each case gets --warmup seconds not counted, then -d measured. Server CPU: time 
 server's process tree over the measured run (/proc/PID/task/*/schedstat). Ratios galay / other
 are per round, quoted as median [min-max] over the rounds, with a verdict only when the whole
 spread is on one side of 1.00 (at least 3 rounds). The issue's targets are read off the spreads.
+
+An A/B of a change to galay's TLS: --baseline-bin DIR (with --parts handshake) adds the
+http_server of another build (DIR: its bin/) as galay-io_uring@base and galay-epoll@base, run in
+the same rounds, in the same rotation, and the ratios galay-B/galay-B@base.
 
 A missing wrk, nginx, Go toolchain, openssl CLI or galay TLS example is one line in the report,
 and the rest goes on. Exit status 1 when a galay server failed to start, answered wrong or had
@@ -77,6 +86,8 @@ import http_servers as hb  # noqa: E402  (wrk's report hook, records, nginx, tab
 BODY = hb.BODY
 GALAY_HTTPS = ("galay-io_uring", "galay-epoll")
 OTHER_HTTPS = ("nginx", "go")
+RAW_HS = "raw-openssl"  # the handshake part's floor (no keep-alive: handshake cases only)
+GALAY_BASE = tuple(f"{g}@base" for g in GALAY_HTTPS)  # --baseline-bin: the build before a change
 GALAY_TLS_PROXY = ("galay-tls-proxy-io_uring", "galay-tls-proxy-epoll")
 GALAY_TCP_PROXY = ("galay-tcp-proxy-io_uring", "galay-tcp-proxy-epoll")
 RAW_TLS_PROXY = "raw-tls-proxy"
@@ -155,8 +166,9 @@ class Servers:
     """What can run here. `https`: name -> function(port) -> (argv, env); `proxies`: name ->
     (function(port, upstream) -> (argv, env), tls: bool)."""
 
-    def __init__(self, bindir, work, certs, want_parts, only=None):
-        """`only`: the names that will run (None: all); Go is built only when it is one."""
+    def __init__(self, bindir, work, certs, want_parts, only=None, base_bin=None):
+        """`only`: the names that will run (None: all); Go is built only when it is one.
+        `base_bin`: another build's bin/, whose http_server runs as galay-B@base."""
         self.bindir, self.work, self.certs = bindir, work, certs
         self.https, self.proxies, self.missing = {}, {}, []
         self.root = os.path.join(work, "www")
@@ -176,7 +188,21 @@ class Servers:
             for be in ("io_uring", "epoll"):
                 self.https[f"galay-{be}"] = (
                     lambda port, be=be: ([server, str(port), "--backend", be] + tls_flags, None))
+        base = os.path.join(base_bin, "http_server") if base_bin else None
+        if base and not os.access(base, os.X_OK):
+            self.missing.append(f"--baseline-bin: {base} not built: no A/B")
+        elif base:
+            for be in ("io_uring", "epoll"):
+                self.https[f"galay-{be}@base"] = (
+                    lambda port, be=be: ([base, str(port), "--backend", be] + tls_flags, None))
 
+        raw = os.path.join(bindir, "tls_handshake_raw")
+        if "handshake" in want_parts and os.access(raw, os.X_OK):
+            self.https[RAW_HS] = lambda port: (
+                [raw, str(port), "--cert", cert, "--key", key], None)
+        elif "handshake" in want_parts:
+            self.missing.append(f"tls_handshake_raw: {raw} not built (needs libssl-dev): the "
+                                "raw OpenSSL floor of the handshakes skipped")
         if {"https", "handshake"} & set(want_parts):
             nginx = shutil.which("nginx") or (
                 "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
@@ -595,6 +621,9 @@ def crit(s, threshold, pairs_n, lower_is_better=True):
 
 
 HTTPS_PAIRS = [(f"{g}/{o}", g, o) for g in GALAY_HTTPS for o in OTHER_HTTPS]
+RAW_PAIRS = ([(f"{g}/{RAW_HS}", g, RAW_HS) for g in GALAY_HTTPS + ("nginx",)]
+             + [(f"{RAW_HS}/go", RAW_HS, "go")])
+AB_PAIRS = [(f"{g}/{b}", g, b) for g, b in zip(GALAY_HTTPS, GALAY_BASE)]
 ECHO_PAIRS = ([(f"{g}/{RAW_TLS_PROXY}", g, RAW_TLS_PROXY) for g in GALAY_TLS_PROXY]
               + [(f"{t}/{p}", t, p) for t, p in zip(GALAY_TLS_PROXY, GALAY_TCP_PROXY)])
 
@@ -720,8 +749,8 @@ def rotated(names, rnd):
 
 
 def measure_https_handshake(servers, parts, args, logdir, result, log):
-    names = [n for n in GALAY_HTTPS + OTHER_HTTPS
-             if n in servers.https and (args.only is None or n in args.only)]
+    names = [n for n in GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS + (RAW_HS,)
+             if n in servers.https and (n != RAW_HS or "handshake" in parts) and (args.only is None or n in args.only)]
     cases = []
     if "https" in parts:
         if args.https_load == "wrk" and not shutil.which("wrk"):
@@ -738,24 +767,26 @@ def measure_https_handshake(servers, parts, args, logdir, result, log):
         per = {c: {} for c in cases}
         for name in rotated(names, rnd):
             args.seq += 1
-            recs = run_server_cases(servers, name, cases, args, logdir, f"{args.seq:03d}")
+            mine = [c for c in cases if name != RAW_HS or c[0] == "handshake"]
+            recs = run_server_cases(servers, name, mine, args, logdir, f"{args.seq:03d}")
             for c, rec in recs.items():
                 per[c][name] = rec
-                account(rec, rnd, args.pairs, result, log, GALAY_HTTPS)
+                account(rec, rnd, args.pairs, result, log, GALAY_HTTPS + GALAY_BASE)
         for c in cases:
             rounds[c].append(per[c])
     for c in cases:
         if c[0] == "https":
-            medians, ratios = hb.summarise(rounds[c], names)
+            medians, ratios = hb.summarise(rounds[c], [n for n in names if n != RAW_HS])
             ratios = {k: v for k, v in ratios.items() if k in {p[0] for p in HTTPS_PAIRS}}
-            for n in names:
+            for n in medians:
                 medians[n]["negotiated"] = median_or_text([r[n] for r in rounds[c]],
                                                           "negotiated")
             result["https"].append({"connections": c[1], "load": args.https_load,
-                                    "servers": names, "medians": medians, "ratios": ratios,
+                                    "servers": list(medians), "medians": medians, "ratios": ratios,
                                     "runs": rounds[c]})
         else:
-            medians, ratios = summarise(rounds[c], names, HANDSHAKE_ROWS, HTTPS_PAIRS,
+            medians, ratios = summarise(rounds[c], names, HANDSHAKE_ROWS,
+                                        HTTPS_PAIRS + RAW_PAIRS + AB_PAIRS,
                                         [("per_cpu", "hs_per_cpu_s"),
                                          ("cpu", "cpu_us_per_hs")])
             result["handshake"].append({"resume": c[1], "connections": args.hs_conns,
@@ -813,6 +844,7 @@ def measure(args, parts, log=note):
                          "https_load": args.https_load, "hs_conns": args.hs_conns,
                          "echo_conns": args.echo_conns,
                          "bytes": args.sizes, "bin": args.bin,
+                         "baseline_bin": args.baseline_bin,
                          "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
                          "client_tls": "TLS 1.3, TLS_AES_128_GCM_SHA256, X25519",
                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -844,7 +876,7 @@ def measure(args, parts, log=note):
         logdir = os.path.join(work, "logs")
         os.makedirs(logdir)
         args.seq = 0
-        servers = Servers(args.bin, work, certs, parts, args.only)
+        servers = Servers(args.bin, work, certs, parts, args.only, args.baseline_bin)
         result["missing"] += servers.missing
         if {"https", "handshake"} & set(parts):
             measure_https_handshake(servers, parts, args, logdir, result, log)
@@ -859,7 +891,7 @@ def settings(bindir, quick, pairs=None):
     """The argument namespace measure() takes, for suite_section and tests."""
     ns = argparse.Namespace(bin=bindir, conns=[100, 1000], pairs=3, duration=5.0, warmup=1.0,
                             https_load="tls_load", hs_conns=100, echo_conns=50,
-                            sizes=[16384, 262144], only=None,
+                            sizes=[16384, 262144], only=None, baseline_bin=None,
                             server_cpu="1", client_cpu="0")
     if quick:
         ns.pairs, ns.duration, ns.warmup, ns.conns, ns.sizes = 1, 1.0, 1.0, [100], [16384]
@@ -913,6 +945,9 @@ def main():
     ap.add_argument("--servers", help="only these, comma-separated (e.g. galay-epoll,nginx)")
     ap.add_argument("--quick", action="store_true",
                     help="1 round, 1 s warm-up + 1 s, 100 connections")
+    ap.add_argument("--baseline-bin", metavar="DIR",
+                    help="another build's bin/: its http_server as galay-B@base (an A/B; "
+                         "--parts handshake only)")
     ap.add_argument("--server-cpu", default="1")
     ap.add_argument("--client-cpu", default="0")
     ap.add_argument("--json", action="store_true",
@@ -941,7 +976,9 @@ def main():
         ap.error("--pairs and -c must be at least 1, -d above 0, --warmup at least 0")
     if args.hs_conns < 1 or args.echo_conns < 1 or not sizes or min(sizes) < 1:
         ap.error("--hs-conns, --echo-conns and --bytes must be at least 1")
-    known = set(GALAY_HTTPS + OTHER_HTTPS + GALAY_TLS_PROXY + GALAY_TCP_PROXY + (RAW_TLS_PROXY,))
+    if args.baseline_bin and parts != ["handshake"]:
+        ap.error("--baseline-bin: only with --parts handshake")
+    known = set(GALAY_HTTPS + GALAY_BASE + OTHER_HTTPS + (RAW_HS,) + GALAY_TLS_PROXY + GALAY_TCP_PROXY + (RAW_TLS_PROXY,))
     args.only = set(args.servers.split(",")) if args.servers else None
     if args.only is not None and not args.only <= known:
         ap.error(f"--servers: unknown {', '.join(sorted(args.only - known))} "

@@ -126,7 +126,8 @@ std::shared_ptr<detail::ContextState> new_state(bool server, Ktls ktls) {
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    if (ktls != Ktls::off) detail::ktls_keylog(ctx); // (TLS 1.3 traffic secrets for kTLS)
+    state->follow = ktls != Ktls::off && (probe_ktls().available || detail::ktls_follow_always());
+    if (state->follow) detail::ktls_keylog(ctx); // (TLS 1.3 traffic secrets for kTLS)
     return state;
 }
 

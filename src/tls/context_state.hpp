@@ -32,6 +32,10 @@ struct ContextState {
     bool verify = false;
     bool session_cache = false;
     Ktls ktls;
+    /// Streams follow their handshakes for a kTLS hand-off (key log, message callback): only
+    /// when the context allows kTLS and the kernel has it, since the key log costs OpenSSL a
+    /// formatted line per secret on every handshake.
+    bool follow = false;
     std::string alpn; // server: its ALPN list in wire form
 
     std::mutex sessions_mutex; // streams of several threads share one context

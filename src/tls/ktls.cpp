@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -118,6 +119,19 @@ std::string ktls_install(int fd, const KtlsKeys& tx, const KtlsKeys& rx, bool& t
 
 namespace {
 
+std::atomic<bool> follow_always{false};
+
+} // namespace
+
+void ktls_follow_always(bool on) noexcept {
+    follow_always.store(on, std::memory_order_relaxed);
+}
+bool ktls_follow_always() noexcept {
+    return follow_always.load(std::memory_order_relaxed);
+}
+
+namespace {
+
 // A hand-off put off this many times (receives that found a partial record in OpenSSL's buffer)
 // is given up: the connection stays in user space.
 constexpr int kMaxAttempts = 16;
@@ -133,7 +147,12 @@ bool exact_moment(Core& c) {
 
 void ktls_hand_off(Core& c) {
     if (!c.ktls_track) {
-        c.ktls_why = "kTLS not used: the context turns it off (Ktls::off)";
+        if (c.ctx->ktls == Ktls::off) {
+            c.ktls_why = "kTLS not used: the context turns it off (Ktls::off)";
+            return;
+        }
+        c.ktls_why = "kTLS not used: " + probe_ktls().reason; // (not followed: no kernel kTLS)
+        if (c.ctx->ktls == Ktls::preferred) note_ktls_fallback(c.ktls_why);
         return;
     }
     std::string why;

@@ -82,6 +82,10 @@ struct KtlsKeys {
     std::array<unsigned char, 8> rec_seq{}; ///< big-endian
 };
 
+/// Contexts made from now on follow their handshakes even where the kernel has no kTLS (the
+/// tests check the derivation against the wire on such kernels); without it they do not.
+void ktls_follow_always(bool on) noexcept;
+bool ktls_follow_always() noexcept;
 /// Follow the handshake of `c` (key log and message callback) into a new `c.ktls_track`.
 void ktls_follow(Core& c);
 /// `n` ciphertext bytes of `c` went to the peer (during the handshake, the hand-off needs TLS

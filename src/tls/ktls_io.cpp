@@ -196,7 +196,7 @@ galay::detail::CachedTask<Result<void>> ktls_shutdown_slow(galay::detail::FrameC
         c.ktls_close_sent = true;
     }
     if (how != Shutdown::read) {
-        Result<void> s = c.tcp.shutdown(how == Shutdown::both ? Shutdown::both : Shutdown::write);
+        Result<void> s = shutdown_tcp(c, how);
         if (!s) co_return std::unexpected(s.error());
     }
     co_return Result<void>{};

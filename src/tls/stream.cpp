@@ -108,7 +108,7 @@ Core::Core(std::shared_ptr<ContextState> context, TcpStream stream, bool is_serv
     SSL_set_bio(ssl, inner, inner);
     SSL_set_app_data(ssl, this);
     scratch = std::make_unique_for_overwrite<char[]>(kRecordPlain);
-    if (ctx->ktls != Ktls::off) ktls_follow(*this);
+    if (ctx->follow) ktls_follow(*this);
 }
 
 Core::~Core() {
@@ -305,10 +305,17 @@ galay::detail::CachedTask<Result<void>> shutdown_slow(galay::detail::FrameCache&
     Result<void> f = co_await flush_slow(c.write_flush_frames, c, deadline_ns);
     if (!f) co_return std::unexpected(f.error());
     if (how != Shutdown::read) {
-        Result<void> s = c.tcp.shutdown(how == Shutdown::both ? Shutdown::both : Shutdown::write);
+        Result<void> s = shutdown_tcp(c, how);
         if (!s) co_return std::unexpected(s.error());
     }
     co_return Result<void>{};
+}
+
+Result<void> shutdown_tcp(Core& c, Shutdown how) noexcept {
+    if (c.tcp_shut == Shutdown::both || c.tcp_shut == how) return {};
+    Result<void> s = c.tcp.shutdown(how);
+    if (s) c.tcp_shut = how;
+    return s;
 }
 
 } // namespace detail

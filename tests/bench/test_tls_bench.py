@@ -35,6 +35,8 @@ expect_exit_2(["--pairs", "0"], "--pairs and -c must be at least 1")
 expect_exit_2(["-d", "0"], "-d above 0")
 expect_exit_2(["--bytes", "0"], "--bytes must be at least 1")
 expect_exit_2(["--pairs", "x"], "invalid int value")
+expect_exit_2(["--baseline-bin", HERE, "--parts", "https"],
+              "--baseline-bin: only with --parts handshake")
 print("test_tls_bench: bad flags ok")
 
 if BIN is None:
@@ -63,10 +65,13 @@ def has_tls_flag(binary):
 https = [peer] + (["galay-epoll"] if has_tls_flag(os.path.join(BIN, "http_server")) else [])
 proxies = ["raw-tls-proxy"] + (["galay-tls-proxy-epoll"]
                                if os.access(os.path.join(BIN, "tls_proxy"), os.X_OK) else [])
-print(f"test_tls_bench: a real run of {', '.join(https + proxies)}")
+floor = (["raw-openssl"] if os.access(os.path.join(BIN, "tls_handshake_raw"), os.X_OK)
+         else [])  # (handshake cases only: it closes after one answer)
+print(f"test_tls_bench: a real run of {', '.join(https + floor + proxies)}")
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "tls.json")
-    r = tool_cli.run(TOOL, "--bin", BIN, "--quick", "--servers", ",".join(https + proxies),
+    r = tool_cli.run(TOOL, "--bin", BIN, "--quick", "--servers",
+                     ",".join(https + floor + proxies),
                      "--json", "--out", out, timeout=200)
     assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     res = json.loads(r.stdout)
@@ -75,11 +80,16 @@ with tempfile.TemporaryDirectory() as tmp:
 
 assert not res["failures"], res["failures"]
 (keepalive,) = res["https"]
-for name in https:
-    rec = keepalive["runs"][0][name]
-    assert rec["ok"] and rec["requests"] > 0 and rec["errors"] == 0, rec
-    assert rec["negotiated"] == "TLSv1.3 TLS_AES_128_GCM_SHA256 x25519", rec
-    assert rec["cpu_us_per_req"] > 0, rec
+assert not set(floor) & set(keepalive["runs"][0]), keepalive["runs"][0].keys()
+for name in https + floor:
+    if name in floor:
+        label = f"nginx/{name}" if peer == "nginx" else f"{name}/go"
+        assert label in res["handshake"][0]["ratios"], res["handshake"][0]["ratios"].keys()
+    else:
+        rec = keepalive["runs"][0][name]
+        assert rec["ok"] and rec["requests"] > 0 and rec["errors"] == 0, rec
+        assert rec["negotiated"] == "TLSv1.3 TLS_AES_128_GCM_SHA256 x25519", rec
+        assert rec["cpu_us_per_req"] > 0, rec
     hs = {e["resume"]: e["runs"][0][name] for e in res["handshake"]}
     for resume, rec in hs.items():
         assert rec["ok"] and rec["handshakes"] > 0 and rec["errors"] == 0, rec

@@ -26,7 +26,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class TlsKtlsTest : public test::BackendTest {};
+// Contexts follow their handshakes here even without kernel kTLS, so that the derivation is
+// checked against the wire on every kernel (the last test checks what they do by default).
+class TlsKtlsTest : public test::BackendTest {
+protected:
+    void SetUp() override {
+        test::BackendTest::SetUp();
+        tls::detail::ktls_follow_always(true);
+    }
+    void TearDown() override { tls::detail::ktls_follow_always(false); }
+};
 
 struct Suite {
     int version;        // TLS1_2_VERSION / TLS1_3_VERSION
@@ -257,6 +266,34 @@ TEST_P(TlsKtlsTest, without_kernel_tls_streams_stay_in_user_space_and_say_why) {
     }());
 }
 
+// Following a handshake for the hand-off costs every handshake OpenSSL's key log (a formatted
+// line per secret) and a message callback: a context does it only where the kernel has kTLS.
+TEST_P(TlsKtlsTest, without_kernel_tls_a_context_does_not_follow_its_handshakes) {
+    tls::detail::ktls_follow_always(false);
+    const tls::KtlsProbe& probe = tls::probe_ktls();
+    const tls::Context sctx = server_context(pki().server()); // (Ktls::automatic)
+    const tls::Context cctx = client_context();
+    EXPECT_EQ(SSL_CTX_get_keylog_callback(sctx.native()) != nullptr, probe.available);
+    EXPECT_EQ(SSL_CTX_get_keylog_callback(cctx.native()) != nullptr, probe.available);
+    run([&]() -> Task<void> {
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        if (!probe.available) {
+            for (tls::Stream* s : {&h.server, &h.client}) {
+                EXPECT_EQ(core(*s).ktls_track, nullptr);
+                EXPECT_FALSE(s->ktls());
+                EXPECT_NE(s->ktls_status().find(probe.reason), std::string::npos)
+                    << s->ktls_status();
+            }
+        }
+        const std::string data = pattern(100000, 5);
+        auto [sent, got] = co_await when_all(as_task(h.server.send_all(std::span(data))),
+                                             recv_exactly(h.client, data.size()));
+        CO_ASSERT(sent && got);
+        EXPECT_EQ(*got, data);
+    }());
+}
+
 /// Run by the next test in a child process (a fresh one: "once per process").
 TEST(TlsKtlsChild, DISABLED_preferred_streams_in_a_fresh_process) {
     const char* name = std::getenv("GALAY_KTLS_CHILD_BACKEND");
@@ -417,6 +454,10 @@ TEST_P(TlsKtlsTest, after_the_hand_off_plaintext_moves_through_the_sockets_own_o
 // What the kernel passes up that is not application data arrives in pieces as large as the
 // caller's buffer: alerts and handshake messages are reassembled across them.
 TEST(TlsKtlsControl, alerts_and_handshake_messages_are_read_across_any_split) {
+    tls::detail::ktls_follow_always(true); // (the track reads the control records)
+    struct Reset {
+        ~Reset() { tls::detail::ktls_follow_always(false); }
+    } reset;
     const tls::Context sctx = server_context(pki().server());
     const tls::Context cctx = client_context();
     Scheduler sched;

@@ -159,6 +159,32 @@ TEST_P(TlsTest, a_peer_closing_without_close_notify_is_truncation_not_end_of_str
     }());
 }
 
+// HTTP servers shut a stream down when they end a response and again when the connection ends:
+// the second is a no-op, even after the peer has closed its side too (shutdown(2) would then
+// fail with ENOTCONN, and cost a system call per connection).
+TEST_P(TlsTest, a_second_shutdown_after_the_peer_closed_succeeds) {
+    const tls::Context sctx = server_context(pki().server());
+    const tls::Context cctx = client_context();
+    run([&]() -> Task<void> {
+        Handshaken h = co_await tls_pair(sctx, cctx);
+        CO_ASSERT(h.client_result && h.server_result);
+        CO_ASSERT((co_await h.server.shutdown().timeout(5s)).has_value());
+        char b[16];
+        auto notified = co_await h.client.recv(b).timeout(5s);
+        CO_ASSERT(notified.has_value());
+        EXPECT_EQ(*notified, 0u); // close_notify
+        CO_ASSERT((co_await h.client.shutdown().timeout(5s)).has_value());
+        auto end = co_await h.server.recv(b).timeout(5s);
+        CO_ASSERT(end.has_value());
+        EXPECT_EQ(*end, 0u);
+        auto fin = co_await h.server.tcp().recv(b).timeout(5s); // the client's FIN: it is closed
+        CO_ASSERT(fin.has_value());
+        EXPECT_EQ(*fin, 0u);
+        auto again = co_await h.server.shutdown().timeout(5s);
+        EXPECT_TRUE(again.has_value()) << again.error().message();
+    }());
+}
+
 TEST_P(TlsTest, a_second_connection_resumes_the_session) {
     const tls::Context sctx = server_context(pki().server());
     const tls::Context cctx = client_context();

@@ -62,7 +62,9 @@ struct Core {
     bool handshaken = false;
     bool peer_eof = false; // the socket ended (without close_notify, or after it)
     bool read_wants_write = false;
-    // kTLS: what the hand-off needs from the handshake (null when the context turns kTLS off),
+    Shutdown tcp_shut = Shutdown::read; // write or both once the TCP side was shut (read: not)
+    // kTLS: what the hand-off needs from the handshake (null when the context turns kTLS off
+    // or the kernel has none),
     // which directions the kernel took, and why not when it did not.
     std::unique_ptr<KtlsTrack> ktls_track;
     bool ktls_tx = false, ktls_rx = false;
@@ -79,6 +81,9 @@ galay::detail::CachedTask<Result<std::size_t>> write_slow(galay::detail::FrameCa
                                                           std::int64_t deadline_ns);
 galay::detail::CachedTask<Result<void>> shutdown_slow(galay::detail::FrameCache&, Core& c,
                                                       Shutdown how, std::int64_t deadline_ns);
+/// The TCP shutdown after close_notify (`how`: write or both), each direction once: shutdown(2)
+/// again is a wasted system call, and fails (ENOTCONN) once the peer has closed as well.
+Result<void> shutdown_tcp(Core& c, Shutdown how) noexcept;
 
 /// The handshake -> Result<void> (made by handshake()).
 class [[nodiscard]] HandshakeOp : public io::detail::Deadlined<HandshakeOp> {
