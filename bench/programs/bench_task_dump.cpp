@@ -13,9 +13,9 @@
 //
 // Loop turns: a probe task on each worker sleeps --probe-us at a time and notes the longest gap
 // between two of its resumes, which is the longest loop turn plus the sleep; the bench takes it
-// over each dump (request to last line) and over an equal period right after it with no dump,
-// and reports per dump the largest lengthening over the workers (during minus without). On two
-// CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to the i-th CPU
+// over each dump (request to last line, then 20 sleeps) and over an equal period right after it
+// with no dump, and reports per dump the largest lengthening over the workers (with - without). On
+// two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to the i-th CPU
 // and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the first, the
 // dump's request and formatting on the second), so that the figure is the dump's, not the OS's.
 #include "common/tool_support.hpp"
@@ -190,14 +190,19 @@ int main(int argc, char** argv) {
         std::chrono::steady_clock::time_point t0, t1;
         TaskDump x;
         std::string text;
+        // Each window runs 20 probe sleeps past the dump, so that the resume that ends the gap
+        // a dump lengthened falls inside it however short the dump; the window without a dump
+        // is as long.
+        const auto tail = 20 * std::chrono::microseconds(probe_us);
         const std::vector<double> with = window([&] {
             t0 = std::chrono::steady_clock::now();
             x = task_dump(*rt, {.answer_within = std::chrono::milliseconds(5000)});
             text = x.text();
             t1 = std::chrono::steady_clock::now();
+            std::this_thread::sleep_until(t1 + tail);
         });
-        // The same length of time with no dump, this thread idle as the workers are.
-        const std::vector<double> without = window([&] { std::this_thread::sleep_for(t1 - t0); });
+        const std::vector<double> without =
+            window([&] { std::this_thread::sleep_for(t1 - t0 + tail); });
         double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
         for (unsigned w = 0; w < workers; ++w) {
             worst_with = std::max(worst_with, with[w]);

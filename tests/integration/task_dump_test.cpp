@@ -168,6 +168,56 @@ TEST_P(TaskDumpTest, ATaskBlockedOnAMutexShowsTheHolder) {
     }());
 }
 
+TEST_P(TaskDumpTest, ANamedChannelAndEventShowTheirNames) {
+    run([]() -> Task<void> {
+        Channel<int> jobs(1);
+        jobs.set_name("jobs");
+        Channel<int> anonymous(1);
+        Event shutdown;
+        shutdown.set_name("shutdown");
+        EXPECT_STREQ(jobs.name(), "jobs");
+        EXPECT_EQ(anonymous.name(), nullptr);
+        auto r = spawn([](Channel<int>& ch) -> Task<void> {
+            co_await set_task_name("receiver");
+            (void)co_await ch.recv();
+        }(jobs));
+        auto a = spawn([](Channel<int>& ch) -> Task<void> {
+            co_await set_task_name("unnamed receiver");
+            (void)co_await ch.recv();
+        }(anonymous));
+        auto e = spawn([](Event& ev) -> Task<void> {
+            co_await set_task_name("event waiter");
+            (void)co_await ev.wait();
+        }(shutdown));
+        co_await settle();
+        const TaskDump d = task_dump(current_scheduler());
+        const TaskInfo* named = by_name(d, "receiver");
+        const TaskInfo* unnamed = by_name(d, "unnamed receiver");
+        const TaskInfo* waiter = by_name(d, "event waiter");
+        CO_ASSERT(named != nullptr && unnamed != nullptr && waiter != nullptr);
+        CO_ASSERT(named->waits.size() == 1u && unnamed->waits.size() == 1u &&
+                  waiter->waits.size() == 1u);
+        EXPECT_EQ(named->waits[0].what, "channel recv");
+        EXPECT_EQ(named->waits[0].object, &jobs);
+        EXPECT_EQ(named->waits[0].object_name, "jobs");
+        EXPECT_EQ(unnamed->waits[0].object_name, "");
+        EXPECT_EQ(waiter->waits[0].what, "event");
+        EXPECT_EQ(waiter->waits[0].object_name, "shutdown");
+        const std::string text = d.text();
+        EXPECT_NE(text.find("\"jobs\", waiting "), std::string::npos) << text;
+        EXPECT_NE(text.find("\"shutdown\", waiting "), std::string::npos) << text;
+        EXPECT_NE(d.json().find("\"object_name\":\"jobs\""), std::string::npos);
+        const auto sent = co_await jobs.send(1);
+        EXPECT_TRUE(sent.has_value());
+        const auto sent2 = co_await anonymous.send(1);
+        EXPECT_TRUE(sent2.has_value());
+        shutdown.set();
+        co_await r;
+        co_await a;
+        co_await e;
+    }());
+}
+
 TEST_P(TaskDumpTest, TwoTasksWaitingOnEachOthersMutexAreACycle) {
     run([]() -> Task<void> {
         Mutex a("a");
