@@ -152,7 +152,19 @@ void json_field(std::string& out, const char* key, std::string_view v) {
 void json_number(std::string& out, const char* key, long long v) {
     out += '"';
     out += key;
-    out += "\":" + std::to_string(v) + ",";
+    out += "\":";
+    append_int(out, v);
+    out += ',';
+}
+
+void json_id(std::string& out, const char* key, std::uint64_t id) {
+    out += '"';
+    out += key;
+    out += "\":\"";
+    append_int(out, id >> 40);
+    out += '.';
+    append_int(out, id & ((std::uint64_t{1} << 40) - 1));
+    out += "\",";
 }
 
 void end_object(std::string& out) {
@@ -314,6 +326,7 @@ std::string TaskDump::text() const {
 
 std::string TaskDump::json() const {
     std::string out = "{";
+    out.reserve(256 + 200 * workers.size() + 300 * tasks.size());
     json_number(out, "took_ns", took.count());
     out += "\"workers\":[";
     for (const WorkerDumpInfo& w : workers) {
@@ -343,7 +356,7 @@ std::string TaskDump::json() const {
     out += "],\"tasks\":[";
     for (const TaskInfo& t : tasks) {
         out += '{';
-        json_field(out, "id", format_task_id(t.id));
+        json_id(out, "id", t.id);
         json_field(out, "name", t.name);
         json_number(out, "worker", t.worker);
         json_field(out, "state", t.state == TaskState::ready ? "ready" : "waiting");
@@ -359,9 +372,9 @@ std::string TaskDump::json() const {
             json_number(out, "waited_ns", w.waited.count());
             if (w.object != nullptr) json_field(out, "object", address(w.object));
             if (!w.object_name.empty()) json_field(out, "object_name", w.object_name);
-            if (w.holder != 0) json_field(out, "holder", format_task_id(w.holder));
+            if (w.holder != 0) json_id(out, "holder", w.holder);
             if (w.target != 0) {
-                json_field(out, "target", format_task_id(w.target));
+                json_id(out, "target", w.target);
                 json_number(out, "target_worker", w.target_worker);
             }
             end_object(out);
