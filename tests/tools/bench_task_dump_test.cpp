@@ -2,13 +2,13 @@
 // per dump (time to the last line, the loop hold, the probe's longest gap with and without a
 // dump), pinned and not; usage errors exit 2. The binary's path comes from CMake.
 #include "support/backends.hpp"
+#include "support/process.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
-
-#include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #ifndef BENCH_TASK_DUMP_PATH
 #error "BENCH_TASK_DUMP_PATH must name the bench_task_dump binary"
@@ -16,23 +16,13 @@
 
 namespace {
 
-struct ToolRun {
-    int exit_code = -1;
-    std::string out;
-};
-
-ToolRun run_tool(const std::string& args) {
-    ToolRun r;
-    const std::string cmd = std::string(BENCH_TASK_DUMP_PATH) + " " + args + " 2>/dev/null";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-        r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+/// The program with `args` split at spaces.
+galay::test::ProcessResult run_tool(const std::string& args) {
+    std::vector<std::string> argv{BENCH_TASK_DUMP_PATH};
+    std::istringstream words(args);
+    for (std::string w; words >> w;)
+        argv.push_back(w);
+    return galay::test::run_process(argv);
 }
 
 } // namespace
@@ -41,8 +31,8 @@ class BenchTaskDumpTest : public galay::test::BackendTest {};
 
 TEST_P(BenchTaskDumpTest, TinyRunPrintsEveryFigurePerDump) {
     for (const char* placement : {"--workers 2", "--workers 1 --pin"}) {
-        const ToolRun r = run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
-                                   " --tasks 300 --dumps 3 --json " + placement);
+        const auto r = run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
+                                " --tasks 300 --dumps 3 --json " + placement);
         ASSERT_EQ(r.exit_code, 0) << placement << ": " << r.out;
         const auto j = nlohmann::json::parse(r.out);
         EXPECT_EQ(j["backend"], galay::backend_name(GetParam()));
