@@ -110,7 +110,8 @@ struct TaskDump {
 
     /// The task with `id`, or null.
     const TaskInfo* find(std::uint64_t id) const noexcept;
-    /// A report for people (one block per task).
+    /// A report for people: a line per task (and one per wait); a spawn site and async backtrace
+    /// shared by several tasks is printed once, as a numbered stack the tasks name.
     std::string text() const;
     /// The same as one JSON object (what GET /tasks?format=json serves).
     std::string json() const;
