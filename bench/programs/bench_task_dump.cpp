@@ -6,20 +6,35 @@
 // Spawns --tasks tasks over --workers workers, half waiting on a long sleep and half on a
 // Channel receive, then takes --dumps dumps from the main thread and prints, per dump: the time
 // from the request to the last line of its text (request, every worker's snapshot, naming the
-// frames, formatting), and the longest time a worker's loop was held by its snapshot (the
-// lengthening of that loop turn, timed by the worker around the snapshot). Also the heap bytes
-// per task (mallinfo2 before and after spawning, frames and the bookkeeping included): run it on
-// a build with GALAY_TASK_DUMP=OFF to see what the bookkeeping adds. --json prints one object.
+// frames, formatting), and the longest time a worker's loop was held by its snapshot (timed by
+// the worker around each chunk it copies). Also the heap bytes per task (mallinfo2 before and
+// after spawning, frames and the bookkeeping included): run it on a build with
+// GALAY_TASK_DUMP=OFF to see what the bookkeeping adds. --json prints one object.
+//
+// Loop turns: a probe task on each worker sleeps --probe-us at a time and notes the longest gap
+// between two of its resumes, which is the longest loop turn plus the sleep; the bench takes it
+// over each dump (request to last line, then 20 sleeps) and over an equal period right after it
+// with no dump, and reports per dump the largest lengthening over the workers (with - without). On
+// two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to the i-th CPU
+// and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the first, the
+// dump's request and formatting on the second), so that the figure is the dump's, not the OS's.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
 #include <malloc.h>
 #include <nlohmann/json.hpp>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 using namespace galay;
@@ -39,6 +54,56 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+/// One worker's probe: the longest gap between two of its resumes since the window began
+/// (exchanged to 0 by the main thread at each window's start).
+struct Probe {
+    std::atomic<std::int64_t> worst_ns{0};
+    std::atomic<bool> stop{false};
+};
+
+std::int64_t clock_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+Task<void> probe(Probe& p, std::chrono::microseconds period) {
+    std::int64_t last = clock_ns();
+    while (!p.stop.load(std::memory_order_relaxed)) {
+        (void)co_await sleep(period);
+        const std::int64_t now = clock_ns();
+        const std::int64_t gap = now - last;
+        last = now;
+        std::int64_t cur = p.worst_ns.load(std::memory_order_relaxed);
+        while (gap > cur &&
+               !p.worst_ns.compare_exchange_weak(cur, gap, std::memory_order_relaxed)) {
+        }
+    }
+}
+
+/// Pins the calling thread to the allowed CPU after the `workers` first ones (modulo their
+/// number); false when it cannot.
+bool pin_this_thread_after(unsigned workers) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    if (cpus.empty()) return false;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[workers % cpus.size()], &one);
+    return ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one) == 0;
+}
+
+double spread_min(const std::vector<double>& v) {
+    return *std::min_element(v.begin(), v.end());
+}
+double spread_max(const std::vector<double>& v) {
+    return *std::max_element(v.begin(), v.end());
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -46,6 +111,8 @@ int main(int argc, char** argv) {
     unsigned tasks = 100'000;
     unsigned workers = 2;
     unsigned dumps = 5;
+    unsigned probe_us = 100;
+    bool pin = false;
     bool json = false;
     CLI::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
                  "bench_task_dump"};
@@ -54,17 +121,28 @@ int main(int argc, char** argv) {
         ->check(tools::whole(1, 1'000'000));
     app.add_option("--workers", workers, "Runtime workers")->check(tools::whole(1, 64));
     app.add_option("--dumps", dumps, "dumps to take")->check(tools::whole(1, 1000));
+    app.add_option("--probe-us", probe_us, "the loop-turn probe's sleep, in microseconds")
+        ->check(tools::whole(10, 100'000));
+    app.add_flag("--pin", pin,
+                 "pin worker i to the i-th CPU this process may use and the dumping thread to the "
+                 "next one");
     app.add_flag("--json", json, "print one JSON object");
     if (auto code = tools::parse_command_line(app, argc, argv, "bench_task_dump")) return *code;
 
     RuntimeOptions o;
     o.workers = workers;
     o.scheduler.backend = backend;
+    o.pin_workers = pin;
     std::optional<Runtime> rt;
     try {
         rt.emplace(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_task_dump: cannot start the runtime: %s\n", e.what());
+        return tools::kExitFailure;
+    }
+    if (pin && !pin_this_thread_after(workers)) {
+        std::fprintf(stderr, "bench_task_dump: cannot pin the dumping thread: %s\n",
+                     std::strerror(errno));
         return tools::kExitFailure;
     }
     std::vector<std::unique_ptr<Channel<int>>> channels;
@@ -89,13 +167,51 @@ int main(int argc, char** argv) {
     }
     d = TaskDump{}; // (its memory is not the tasks')
     const std::size_t heap1 = mallinfo2().uordblks;
+    // The probes start after the heap is measured (their frames are not the tasks').
+    std::vector<std::unique_ptr<Probe>> probes;
+    for (unsigned w = 0; w < workers; ++w) {
+        probes.push_back(std::make_unique<Probe>());
+        rt->spawn_on(w, probe(*probes.back(), std::chrono::microseconds(probe_us)));
+    }
+    auto window = [&](auto&& body) { // each worker's longest probe gap over body(), in ms
+        for (auto& p : probes)
+            p->worst_ns.store(0, std::memory_order_relaxed);
+        body();
+        std::vector<double> worst;
+        for (auto& p : probes)
+            worst.push_back(
+                static_cast<double>(p->worst_ns.exchange(0, std::memory_order_relaxed)) / 1e6);
+        return worst;
+    };
     std::vector<double> to_last_line_ms, hold_ms, took_ms;
+    std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
     std::size_t lines = 0;
     for (unsigned i = 0; i < dumps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const TaskDump x = task_dump(*rt, {.answer_within = std::chrono::milliseconds(5000)});
-        const std::string text = x.text();
-        const auto t1 = std::chrono::steady_clock::now();
+        std::chrono::steady_clock::time_point t0, t1;
+        TaskDump x;
+        std::string text;
+        // Each window runs 20 probe sleeps past the dump, so that the resume that ends the gap
+        // a dump lengthened falls inside it however short the dump; the window without a dump
+        // is as long.
+        const auto tail = 20 * std::chrono::microseconds(probe_us);
+        const std::vector<double> with = window([&] {
+            t0 = std::chrono::steady_clock::now();
+            x = task_dump(*rt, {.answer_within = std::chrono::milliseconds(5000)});
+            text = x.text();
+            t1 = std::chrono::steady_clock::now();
+            std::this_thread::sleep_until(t1 + tail);
+        });
+        const std::vector<double> without =
+            window([&] { std::this_thread::sleep_for(t1 - t0 + tail); });
+        double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
+        for (unsigned w = 0; w < workers; ++w) {
+            worst_with = std::max(worst_with, with[w]);
+            worst_without = std::max(worst_without, without[w]);
+            worst_lengthening = std::max(worst_lengthening, with[w] - without[w]);
+        }
+        turn_with_ms.push_back(worst_with);
+        turn_without_ms.push_back(worst_without);
+        lengthening_ms.push_back(worst_lengthening);
         lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
@@ -116,11 +232,17 @@ int main(int argc, char** argv) {
         out["to_last_line_ms"] = to_last_line_ms;
         out["task_dump_ms"] = took_ms;
         out["max_loop_hold_ms"] = hold_ms;
+        out["pinned"] = pin;
+        out["probe_us"] = probe_us;
+        out["probe_gap_with_dump_ms"] = turn_with_ms;
+        out["probe_gap_without_dump_ms"] = turn_without_ms;
+        out["turn_lengthening_ms"] = lengthening_ms;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
     } else {
-        std::printf("bench_task_dump: %u tasks on %u workers (%s), bookkeeping %s\n", tasks,
-                    workers, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off");
+        std::printf("bench_task_dump: %u tasks on %u workers (%s), bookkeeping %s, %s\n", tasks,
+                    workers, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off",
+                    pin ? "pinned" : "not pinned");
         std::printf("heap per task (frames included): %.0f bytes\n", bytes_per_task);
         std::printf("dump, request to last line of text: median %.1f ms [%.1f-%.1f], %zu lines\n",
                     median(to_last_line_ms),
@@ -129,9 +251,18 @@ int main(int argc, char** argv) {
         std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
                     median(took_ms));
         std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
-                    median(hold_ms), *std::min_element(hold_ms.begin(), hold_ms.end()),
-                    *std::max_element(hold_ms.begin(), hold_ms.end()));
+                    median(hold_ms), spread_min(hold_ms), spread_max(hold_ms));
+        std::printf("longest probe gap (%u us sleeps), any worker: with a dump median %.2f ms "
+                    "[%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",
+                    probe_us, median(turn_with_ms), spread_min(turn_with_ms),
+                    spread_max(turn_with_ms), median(turn_without_ms), spread_min(turn_without_ms),
+                    spread_max(turn_without_ms));
+        std::printf("loop turn lengthened by a dump (worst worker, with - without): median %.2f ms "
+                    "[%.2f-%.2f]\n",
+                    median(lengthening_ms), spread_min(lengthening_ms), spread_max(lengthening_ms));
     }
+    for (auto& p : probes)
+        p->stop.store(true, std::memory_order_relaxed);
     rt->shutdown();
     return tools::kExitOk;
 }

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -53,8 +54,9 @@ enum class TaskState : std::uint8_t {
 /// One thing a waiting task waits on.
 struct TaskWait {
     /// "recv", "send", "accept", ... (kernel ops), "sleep", "mutex", "event", "channel recv",
-    /// "channel send", "join", "remote wait", "wait" (another WaitList), or "other".
-    std::string what;
+    /// "channel send", "join", "remote wait", "wait" (another WaitList), or "other" (a static
+    /// string).
+    std::string_view what;
     int fd = -1;             ///< kernel ops: the fd (-1: none)
     std::uint64_t bytes = 0; ///< kernel ops: the length asked for
     /// Time left to the deadline at the dump (negative: overdue); empty: no deadline.
@@ -67,11 +69,12 @@ struct TaskWait {
     int target_worker = -1;             ///< join: that task's worker (-1: not in a Runtime)
 };
 
-/// One coroutine frame of an async backtrace.
+/// One coroutine frame of an async backtrace. Its names are kept for the process's life (one
+/// copy per function, however many dumps and tasks show it).
 struct TaskFrame {
     const void* address = nullptr; ///< the frame's resume function
-    std::string function;          ///< demangled, or "module+0xoffset" when it has no symbol
-    std::string where;             ///< "module+0xoffset" (for addr2line: file and line)
+    std::string_view function;     ///< demangled, or "module+0xoffset" when it has no symbol
+    std::string_view where;        ///< "module+0xoffset" (for addr2line: file and line)
 };
 
 /// One live task.
@@ -81,7 +84,7 @@ struct TaskInfo {
     int worker = -1;                      ///< its worker in a Runtime (-1: a lone Scheduler)
     TaskState state = TaskState::ready;   ///< ready to run, or waiting
     std::chrono::nanoseconds in_state{0}; ///< waiting: since its oldest wait began; ready: 0
-    std::string spawned_at;               ///< "file:line (function)"
+    std::string_view spawned_at;          ///< "file:line (function)" (kept for the process's life)
     std::vector<TaskWait> waits;          ///< what it waits on (empty when ready)
     std::vector<TaskFrame> backtrace;     ///< leaf first, the spawned task's own function last
 };
@@ -107,7 +110,8 @@ struct TaskDump {
 
     /// The task with `id`, or null.
     const TaskInfo* find(std::uint64_t id) const noexcept;
-    /// A report for people (one block per task).
+    /// A report for people: a line per task (and one per wait); a spawn site and async backtrace
+    /// shared by several tasks is printed once, as a numbered stack the tasks name.
     std::string text() const;
     /// The same as one JSON object (what GET /tasks?format=json serves).
     std::string json() const;

@@ -74,39 +74,73 @@ struct Named {
     std::string function, where;
 };
 
-/// Function names by address, for the process's life (a few hundred functions at most).
-const Named& cached_name(const void* address) {
-    static std::mutex m;
-    static std::unordered_map<const void*, Named> names;
-    std::lock_guard lk(m);
-    auto it = names.find(address);
-    if (it == names.end())
-        it = names.emplace(address, Named{name_of(address), module_offset(address)}).first;
-    return it->second; // (node-based: the reference stays valid)
+/// A spawn site: its strings are static, so their addresses and the line identify it.
+struct Place {
+    const char* file;
+    std::uint_least32_t line;
+    const char* function;
+    bool operator==(const Place&) const = default;
+};
+
+struct PlaceHash {
+    std::size_t operator()(const Place& p) const noexcept {
+        return std::hash<const void*>{}(p.file) ^ (std::size_t{p.line} * 0x9e3779b97f4a7c15u) ^
+               (std::hash<const void*>{}(p.function) << 1);
+    }
+};
+
+/// Function names by address and spawn sites by location, for the process's life (a few hundred
+/// of each at most): a dump's frames and spawn sites are views of these (unordered_map's nodes
+/// never move). Never destroyed, so that a dump kept in a static stays readable to the end.
+struct Interned {
+    std::mutex m;
+    std::unordered_map<const void*, Named> names;
+    std::unordered_map<Place, std::string, PlaceHash> places;
+};
+
+Interned& interned() {
+    static auto* i = new Interned;
+    return *i;
 }
 
-std::string where_text(const std::source_location& w) {
+const Named& name_locked(Interned& in, const void* address) {
+    auto it = in.names.find(address);
+    if (it == in.names.end())
+        it = in.names.emplace(address, Named{name_of(address), module_offset(address)}).first;
+    return it->second;
+}
+
+std::string_view place_locked(Interned& in, const std::source_location& w) {
     if (w.file_name() == nullptr || *w.file_name() == '\0') return {};
-    return std::string(w.file_name()) + ":" + std::to_string(w.line()) + " (" + w.function_name() +
-           ")";
+    const Place key{w.file_name(), w.line(), w.function_name()};
+    auto it = in.places.find(key);
+    if (it == in.places.end())
+        it = in.places
+                 .emplace(key, std::string(w.file_name()) + ":" + std::to_string(w.line()) + " (" +
+                                   w.function_name() + ")")
+                 .first;
+    return it->second;
 }
 
 } // namespace
 
 void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out) {
     out.tasks.reserve(out.tasks.size() + raw.tasks.size());
+    Interned& in = interned();
+    std::lock_guard lk(in.m); // once for the whole worker's share, not per frame
     for (const RawTask& r : raw.tasks) {
         TaskInfo t;
         t.id = r.id;
         t.name = r.name;
         t.worker = raw.worker;
         t.state = r.state;
-        t.spawned_at = where_text(r.where);
+        t.spawned_at = place_locked(in, r.where);
         std::int64_t oldest = 0;
+        if (r.wait_count != 0) t.waits.reserve(r.wait_count);
         for (std::uint32_t i = 0; i < r.wait_count; ++i) {
             const WaitDesc& d = raw.waits[r.wait_begin + i];
             TaskWait w;
-            w.what = d.what != nullptr ? d.what : "other";
+            w.what = d.what != nullptr ? std::string_view(d.what) : std::string_view("other");
             w.fd = d.fd;
             w.bytes = d.bytes;
             if (d.deadline_ns != 0)
@@ -125,12 +159,12 @@ void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out) {
         }
         if (t.state == TaskState::waiting && oldest != 0)
             t.in_state = std::chrono::nanoseconds(std::max<std::int64_t>(0, raw.now_ns - oldest));
-        if (backtraces)
-            for (std::uint32_t i = 0; i < r.frame_count; ++i) {
-                const void* a = raw.frames[r.frame_begin + i];
-                const Named& n = cached_name(a);
-                t.backtrace.push_back(TaskFrame{a, n.function, n.where});
-            }
+        if (backtraces) t.backtrace.reserve(r.frame_count);
+        for (std::uint32_t i = 0; i < r.frame_count; ++i) {
+            const void* a = raw.frames[r.frame_begin + i];
+            const Named& n = name_locked(in, a);
+            t.backtrace.push_back(TaskFrame{a, n.function, n.where});
+        }
         out.tasks.push_back(std::move(t));
     }
 }
@@ -179,9 +213,11 @@ std::string backtrace_text(const void* task) {
         f = promise_base_of(f).child;
     }
     std::string out;
+    Interned& in = interned();
+    std::lock_guard lk(in.m);
     for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
         if (!out.empty()) out += " <- ";
-        out += cached_name(*it).function;
+        out += name_locked(in, *it).function;
     }
     return out;
 }

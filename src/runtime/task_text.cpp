@@ -1,9 +1,13 @@
 // The two forms of a task dump: text for people, JSON for tools (GET /tasks, galay-top).
 #include "galay/task_dump.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
+#include <unordered_map>
+#include <vector>
 
 namespace galay {
 
@@ -11,25 +15,33 @@ namespace {
 
 // The text form appends into one string: a dump of 100,000 tasks is half a million lines, and a
 // temporary string per piece was most of the time it took to print.
-void append_ms(std::string& out, std::chrono::nanoseconds d) {
-    char buf[32];
-    const double v = static_cast<double>(d.count()) / 1e6;
-    const int n = v >= 10'000 || v <= -10'000 ? std::snprintf(buf, sizeof buf, "%.1f s", v / 1000)
-                                              : std::snprintf(buf, sizeof buf, "%.1f ms", v);
-    out.append(buf, static_cast<std::size_t>(n));
-}
-
-std::string address(const void* p) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%p", p);
-    return buf;
-}
-
 template <typename Int>
 void append_int(std::string& out, Int v) {
     char buf[24];
     const auto r = std::to_chars(buf, buf + sizeof buf, v);
     out.append(buf, r.ptr);
+}
+
+/// "12.3 ms", or "93.2 s" from 10 s on: one decimal, rounded half away from zero, in integers
+/// (printf's floating-point formatting was a tenth of a large dump's time).
+void append_ms(std::string& out, std::chrono::nanoseconds d) {
+    const std::int64_t ns = d.count();
+    const std::uint64_t mag = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : ns;
+    const bool seconds = mag >= 10'000'000'000u;
+    const std::uint64_t unit = seconds ? 100'000'000u : 100'000u; // a tenth of the unit shown
+    const std::uint64_t tenths = (mag + unit / 2) / unit;
+    if (ns < 0 && tenths != 0) out += '-';
+    append_int(out, tenths / 10);
+    out += '.';
+    out += static_cast<char>('0' + tenths % 10);
+    out += seconds ? " s" : " ms";
+}
+
+std::string address(const void* p) {
+    char buf[24] = "0x";
+    const auto r =
+        std::to_chars(buf + 2, buf + sizeof buf, reinterpret_cast<std::uintptr_t>(p), 16);
+    return std::string(buf, r.ptr);
 }
 
 void append_id(std::string& out, std::uint64_t id) {
@@ -140,7 +152,19 @@ void json_field(std::string& out, const char* key, std::string_view v) {
 void json_number(std::string& out, const char* key, long long v) {
     out += '"';
     out += key;
-    out += "\":" + std::to_string(v) + ",";
+    out += "\":";
+    append_int(out, v);
+    out += ',';
+}
+
+void json_id(std::string& out, const char* key, std::uint64_t id) {
+    out += '"';
+    out += key;
+    out += "\":\"";
+    append_int(out, id >> 40);
+    out += '.';
+    append_int(out, id & ((std::uint64_t{1} << 40) - 1));
+    out += "\",";
 }
 
 void end_object(std::string& out) {
@@ -150,10 +174,76 @@ void end_object(std::string& out) {
 
 } // namespace
 
+namespace {
+
+/// Tasks with the same spawn site and async backtrace (thousands of connections parked in the
+/// same read, say) share one stack: it is printed once and each task names it, as Go's grouped
+/// goroutine profile does.
+struct SameStack {
+    static std::size_t hash(const TaskInfo* t) noexcept {
+        std::size_t h = std::hash<std::string_view>{}(t->spawned_at);
+        for (const TaskFrame& f : t->backtrace)
+            h = h * 31 + std::hash<std::string_view>{}(f.function);
+        return h;
+    }
+    std::size_t operator()(const TaskInfo* t) const noexcept { return hash(t); }
+    bool operator()(const TaskInfo* a, const TaskInfo* b) const noexcept {
+        return a->spawned_at == b->spawned_at &&
+               std::equal(a->backtrace.begin(), a->backtrace.end(), b->backtrace.begin(),
+                          b->backtrace.end(), [](const TaskFrame& x, const TaskFrame& y) {
+                              return x.function == y.function;
+                          });
+    }
+};
+
+void append_stack(std::string& out, const TaskInfo& t) {
+    if (!t.spawned_at.empty()) {
+        out += "  spawned at ";
+        out += t.spawned_at;
+        out += '\n';
+    }
+    for (std::size_t i = 0; i < t.backtrace.size(); ++i) {
+        out += "  #";
+        append_int(out, i);
+        out += ' ';
+        out += t.backtrace[i].function;
+        out += '\n';
+    }
+}
+
+} // namespace
+
 std::string TaskDump::text() const {
+    // Group the tasks by stack first: index of each task's stack, how many share it, and the
+    // numbers shown for stacks shared by two tasks or more (1, 2, ... in order of first use).
+    constexpr std::uint32_t kNone = ~std::uint32_t{0};
+    std::vector<std::uint32_t> stack_of(tasks.size(), kNone);
+    std::vector<const TaskInfo*> firsts;
+    std::vector<std::uint32_t> counts;
+    {
+        std::unordered_map<const TaskInfo*, std::uint32_t, SameStack, SameStack> stacks;
+        stacks.reserve(64);
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+            const TaskInfo& t = tasks[i];
+            if (t.spawned_at.empty() && t.backtrace.empty()) continue; // nothing to show
+            const auto [it, added] =
+                stacks.try_emplace(&t, static_cast<std::uint32_t>(firsts.size()));
+            if (added) {
+                firsts.push_back(&t);
+                counts.push_back(0);
+            }
+            stack_of[i] = it->second;
+            ++counts[it->second];
+        }
+    }
+    std::vector<std::uint32_t> shown(firsts.size(), 0); // 0: printed with its only task
+    std::uint32_t shared = 0;
+    for (std::size_t s = 0; s < firsts.size(); ++s)
+        if (counts[s] > 1) shown[s] = ++shared;
+
     std::string out;
-    // About 120 bytes per task line and its wait and frames: one allocation for most dumps.
-    out.reserve(256 + 80 * workers.size() + 160 * tasks.size());
+    // About 100 bytes per task line and its wait: one allocation for most dumps.
+    out.reserve(256 + 80 * workers.size() + 100 * tasks.size());
     out += "galay task dump: ";
     append_int(out, tasks.size());
     out += " tasks on ";
@@ -188,8 +278,22 @@ std::string TaskDump::text() const {
         append_id(out, cycle.front());
         out += " (each waits on a Mutex the next one holds)\n";
     }
-    for (const TaskInfo& t : tasks) {
-        out += '\n';
+    for (std::size_t s = 0; s < firsts.size(); ++s) {
+        if (shown[s] == 0) continue;
+        out += "\nstack ";
+        append_int(out, shown[s]);
+        out += ": ";
+        append_int(out, counts[s]);
+        out += " tasks\n";
+        append_stack(out, *firsts[s]);
+    }
+    bool compact = false; // the previous task took one block of lines without its own stack
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const TaskInfo& t = tasks[i];
+        const std::uint32_t number = stack_of[i] == kNone ? 0 : shown[stack_of[i]];
+        // A task showing its own stack is a paragraph; tasks naming a shared one are a list.
+        if (number == 0 || !compact) out += '\n';
+        compact = number != 0;
         append_id(out, t.id);
         if (!t.name.empty()) {
             out += " \"";
@@ -205,30 +309,24 @@ std::string TaskDump::text() const {
             out += "waiting ";
             append_ms(out, t.in_state);
         }
-        out += '\n';
-        if (!t.spawned_at.empty()) {
-            out += "  spawned at ";
-            out += t.spawned_at;
-            out += '\n';
+        if (number != 0) {
+            out += ", stack ";
+            append_int(out, number);
         }
+        out += '\n';
         for (const TaskWait& w : t.waits) {
             out += "  waits on ";
             append_wait(out, w);
             out += '\n';
         }
-        for (std::size_t i = 0; i < t.backtrace.size(); ++i) {
-            out += "  #";
-            append_int(out, i);
-            out += ' ';
-            out += t.backtrace[i].function;
-            out += '\n';
-        }
+        if (number == 0) append_stack(out, t);
     }
     return out;
 }
 
 std::string TaskDump::json() const {
     std::string out = "{";
+    out.reserve(256 + 200 * workers.size() + 300 * tasks.size());
     json_number(out, "took_ns", took.count());
     out += "\"workers\":[";
     for (const WorkerDumpInfo& w : workers) {
@@ -258,7 +356,7 @@ std::string TaskDump::json() const {
     out += "],\"tasks\":[";
     for (const TaskInfo& t : tasks) {
         out += '{';
-        json_field(out, "id", format_task_id(t.id));
+        json_id(out, "id", t.id);
         json_field(out, "name", t.name);
         json_number(out, "worker", t.worker);
         json_field(out, "state", t.state == TaskState::ready ? "ready" : "waiting");
@@ -274,9 +372,9 @@ std::string TaskDump::json() const {
             json_number(out, "waited_ns", w.waited.count());
             if (w.object != nullptr) json_field(out, "object", address(w.object));
             if (!w.object_name.empty()) json_field(out, "object_name", w.object_name);
-            if (w.holder != 0) json_field(out, "holder", format_task_id(w.holder));
+            if (w.holder != 0) json_id(out, "holder", w.holder);
             if (w.target != 0) {
-                json_field(out, "target", format_task_id(w.target));
+                json_id(out, "target", w.target);
                 json_number(out, "target_worker", w.target_worker);
             }
             end_object(out);

@@ -4,10 +4,14 @@
 #include "support/backends.hpp"
 #include "support/process.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -774,31 +778,56 @@ GALAY_INSTANTIATE_BACKENDS(HttpServerTest);
 // SO_REUSEPORT listener) serving many connections at once, then SIGTERM: exit 0.
 class HttpServerProcessTest : public test::BackendTest {};
 
-TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
+/// http_server --workers 2 on `backend`, started: its pid and port (0: it did not say).
+struct Started {
+    pid_t pid = -1;
+    std::uint16_t port = 0;
+    std::string line; // its "listening on" line
+};
+
+Started start_server(const std::string& backend) {
+    Started s;
     int out[2];
-    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    if (::pipe2(out, O_CLOEXEC) != 0) return s;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    std::string backend = backend_name(GetParam());
     const char* argv[] = {HTTP_SERVER_BIN, "0",    "--workers", "2", "--backend",
                           backend.c_str(), nullptr};
-    pid_t pid = -1;
-    ASSERT_EQ(::posix_spawn(&pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ),
-              0);
+    if (::posix_spawn(&s.pid, HTTP_SERVER_BIN, &fa, nullptr, const_cast<char**>(argv), environ) !=
+        0)
+        s.pid = -1;
     posix_spawn_file_actions_destroy(&fa);
     ::close(out[1]);
     // "listening on 0.0.0.0:<port> (http_server, <backend>, 2 workers)"
-    std::string line;
     char ch;
     pollfd pfd{out[0], POLLIN, 0};
-    while (line.find('\n') == std::string::npos && ::poll(&pfd, 1, 10000) == 1 &&
+    while (s.pid > 0 && s.line.find('\n') == std::string::npos && ::poll(&pfd, 1, 10000) == 1 &&
            ::read(out[0], &ch, 1) == 1)
-        line += ch;
+        s.line += ch;
     ::close(out[0]);
-    const std::size_t colon = line.find("0.0.0.0:");
-    ASSERT_NE(colon, std::string::npos) << "no listening line: " << line;
-    const auto port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 8)));
+    const std::size_t colon = s.line.find("0.0.0.0:");
+    if (colon != std::string::npos)
+        s.port = static_cast<std::uint16_t>(std::stoi(s.line.substr(colon + 8)));
+    return s;
+}
+
+/// SIGTERM, then its exit status (-1: it did not exit normally).
+int stop_server(pid_t pid) {
+    if (::kill(pid, SIGTERM) != 0) return -1;
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
+    const std::string backend = backend_name(GetParam());
+    const Started started = start_server(backend);
+    ASSERT_GT(started.pid, 0);
+    const pid_t pid = started.pid;
+    const std::string& line = started.line;
+    ASSERT_NE(started.port, 0) << "no listening line: " << line;
+    const std::uint16_t port = started.port;
     EXPECT_NE(line.find("2 workers"), std::string::npos) << line;
     EXPECT_NE(line.find(backend), std::string::npos) << line;
 
@@ -823,11 +852,53 @@ TEST_P(HttpServerProcessTest, TwoWorkersServeManyConnectionsAndStopOnSigterm) {
         co_return total;
     }(port));
     EXPECT_EQ(served, 64u * 20u);
-    ASSERT_EQ(::kill(pid, SIGTERM), 0);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status)) << status;
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(stop_server(pid), 0);
+}
+
+TEST_P(HttpServerProcessTest, GetTasksAnswersATaskDumpAsTextAndJson) {
+    if (test::run_process({"curl", "--version"}).exit_code != 0)
+        GTEST_SKIP() << "SKIP: curl is not installed";
+    const std::string backend = backend_name(GetParam());
+    const Started s = start_server(backend);
+    ASSERT_GT(s.pid, 0);
+    ASSERT_NE(s.port, 0) << "no listening line: " << s.line;
+    // A connection that sent nothing: its task waits to receive a request head.
+    const int idle = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(idle, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(s.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(idle, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+    const std::string base = "http://127.0.0.1:" + std::to_string(s.port);
+    // The server accepts on one of its workers at its own pace: ask until a dump shows the idle
+    // connection waiting (bounded; each answer is a whole dump).
+    test::ProcessResult text, json;
+    for (int i = 0; i < 200; ++i) {
+        text = test::run_process({"curl", "-sS", "--fail", base + "/tasks"}, 30s);
+        if (text.exit_code != 0 || text.out.find("waits on recv") != std::string::npos) break;
+    }
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("galay task dump: ", 0), 0u) << text.out;
+    EXPECT_NE(text.out.find("worker 0 (" + backend + "): "), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("worker 1 (" + backend + "): "), std::string::npos) << text.out;
+    // (a pooled receive, "recv_pooled", where the server uses the buffer pool)
+    EXPECT_NE(text.out.find("waits on recv"), std::string::npos) << text.out;
+    json = test::run_process({"curl", "-sS", "--fail", base + "/tasks?format=json"}, 30s);
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const auto j = nlohmann::json::parse(json.out);
+    ASSERT_EQ(j["workers"].size(), 2u);
+    for (const auto& w : j["workers"]) {
+        EXPECT_EQ(w["backend"], backend);
+        EXPECT_TRUE(w["answered"].get<bool>());
+    }
+    bool receiving = false;
+    for (const auto& t : j["tasks"])
+        for (const auto& w : t["waits"])
+            receiving = receiving || w["what"].get<std::string>().starts_with("recv");
+    EXPECT_TRUE(receiving) << json.out;
+    ::close(idle);
+    EXPECT_EQ(stop_server(s.pid), 0);
 }
 
 TEST_P(HttpServerProcessTest, ABusyPortIsOneClearErrorAndExitOne) {

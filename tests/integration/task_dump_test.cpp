@@ -86,6 +86,55 @@ TEST_P(TaskDumpTest, ARecvWithATimeoutShowsTheOpTheFdAndTheDeadline) {
     }());
 }
 
+TEST_P(TaskDumpTest, TasksWithTheSameStackShareOneStackInTheText) {
+    run([]() -> Task<void> {
+        Event ev;
+        std::vector<JoinHandle<void>> same;
+        for (int i = 0; i < 3; ++i) // one spawn site, one function: one stack
+            same.push_back(spawn(dump_test_leaf(ev)));
+        auto alone = spawn(dump_test_root(ev));
+        co_await settle();
+        const TaskDump d = task_dump(current_scheduler());
+        const std::string text = d.text();
+        // The shared stack once, before the tasks, with its spawn site and its frame.
+        const auto stack = text.find("\nstack 1: 3 tasks\n  spawned at ");
+        CO_ASSERT(stack != std::string::npos);
+        EXPECT_EQ(text.find("stack 2:"), std::string::npos) << text;
+        const auto frames = text.find("  #0 ", stack);
+        CO_ASSERT(frames != std::string::npos);
+        EXPECT_NE(text.substr(frames, text.find('\n', frames) - frames).find("dump_test_leaf"),
+                  std::string::npos)
+            << text;
+        std::vector<std::uint64_t> ids;
+        std::uint64_t alone_id = 0;
+        for (const TaskInfo& t : d.tasks) {
+            if (t.backtrace.size() == 1) ids.push_back(t.id);
+            if (t.backtrace.size() == 3) alone_id = t.id;
+        }
+        CO_ASSERT(ids.size() == 3u && alone_id != 0);
+        // Each of the three names it on its own line, and still shows its own wait.
+        for (const std::uint64_t id : ids) {
+            const std::string line = "task " + format_task_id(id) + " scheduler: waiting ";
+            const auto at = text.find(line);
+            CO_ASSERT(at != std::string::npos);
+            const auto end = text.find('\n', at);
+            EXPECT_NE(text.substr(at, end - at).find(", stack 1"), std::string::npos) << text;
+            EXPECT_EQ(text.compare(end + 1, 16, "  waits on event"), 0) << text;
+        }
+        // The task with a stack of its own shows it under itself, the three frames in order.
+        const auto own = text.find("task " + format_task_id(alone_id) + " scheduler: waiting ");
+        CO_ASSERT(own != std::string::npos);
+        const auto leaf = text.find("  #0 dump_test_leaf", own);
+        const auto middle = text.find("  #1 dump_test_middle", own);
+        const auto root = text.find("  #2 dump_test_root", own);
+        EXPECT_TRUE(leaf != std::string::npos && leaf < middle && middle < root) << text;
+        ev.set();
+        for (JoinHandle<void>& h : same)
+            co_await h;
+        co_await alone;
+    }());
+}
+
 TEST_P(TaskDumpTest, ATaskBlockedOnAMutexShowsTheHolder) {
     run([]() -> Task<void> {
         Mutex m("accounts");
@@ -116,6 +165,56 @@ TEST_P(TaskDumpTest, ATaskBlockedOnAMutexShowsTheHolder) {
         release.set();
         co_await holder;
         co_await waiter;
+    }());
+}
+
+TEST_P(TaskDumpTest, ANamedChannelAndEventShowTheirNames) {
+    run([]() -> Task<void> {
+        Channel<int> jobs(1);
+        jobs.set_name("jobs");
+        Channel<int> anonymous(1);
+        Event shutdown;
+        shutdown.set_name("shutdown");
+        EXPECT_STREQ(jobs.name(), "jobs");
+        EXPECT_EQ(anonymous.name(), nullptr);
+        auto r = spawn([](Channel<int>& ch) -> Task<void> {
+            co_await set_task_name("receiver");
+            (void)co_await ch.recv();
+        }(jobs));
+        auto a = spawn([](Channel<int>& ch) -> Task<void> {
+            co_await set_task_name("unnamed receiver");
+            (void)co_await ch.recv();
+        }(anonymous));
+        auto e = spawn([](Event& ev) -> Task<void> {
+            co_await set_task_name("event waiter");
+            (void)co_await ev.wait();
+        }(shutdown));
+        co_await settle();
+        const TaskDump d = task_dump(current_scheduler());
+        const TaskInfo* named = by_name(d, "receiver");
+        const TaskInfo* unnamed = by_name(d, "unnamed receiver");
+        const TaskInfo* waiter = by_name(d, "event waiter");
+        CO_ASSERT(named != nullptr && unnamed != nullptr && waiter != nullptr);
+        CO_ASSERT(named->waits.size() == 1u && unnamed->waits.size() == 1u &&
+                  waiter->waits.size() == 1u);
+        EXPECT_EQ(named->waits[0].what, "channel recv");
+        EXPECT_EQ(named->waits[0].object, &jobs);
+        EXPECT_EQ(named->waits[0].object_name, "jobs");
+        EXPECT_EQ(unnamed->waits[0].object_name, "");
+        EXPECT_EQ(waiter->waits[0].what, "event");
+        EXPECT_EQ(waiter->waits[0].object_name, "shutdown");
+        const std::string text = d.text();
+        EXPECT_NE(text.find("\"jobs\", waiting "), std::string::npos) << text;
+        EXPECT_NE(text.find("\"shutdown\", waiting "), std::string::npos) << text;
+        EXPECT_NE(d.json().find("\"object_name\":\"jobs\""), std::string::npos);
+        const auto sent = co_await jobs.send(1);
+        EXPECT_TRUE(sent.has_value());
+        const auto sent2 = co_await anonymous.send(1);
+        EXPECT_TRUE(sent2.has_value());
+        shutdown.set();
+        co_await r;
+        co_await a;
+        co_await e;
     }());
 }
 

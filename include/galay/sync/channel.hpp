@@ -105,6 +105,7 @@ public:
             WaiterBase::describe(d);
             d.what = "channel send";
             d.object = ch_;
+            d.object_name = ch_->name_;
         }
         /// Waiter protocol: the value of `co_await`.
         SendResult result() {
@@ -154,6 +155,7 @@ public:
             WaiterBase::describe(d);
             d.what = "channel recv";
             d.object = ch_;
+            d.object_name = ch_->name_;
         }
         /// Waiter protocol: the value of `co_await`.
         Result<T> result() {
@@ -181,6 +183,11 @@ public:
         : ring_(checked_capacity(capacity)) {}
     Channel(const Channel&) = delete;
     Channel& operator=(const Channel&) = delete;
+    /// A name that task dumps show with the tasks waiting on this channel (a string that outlives
+    /// it: a literal). Before tasks wait on it.
+    void set_name(const char* name) noexcept { name_ = name; }
+    /// The name given by set_name (null: none).
+    const char* name() const noexcept { return name_; }
     /// Destroys the values still buffered. No task may be waiting on it.
     ~Channel() {
         std::optional<T> v;
@@ -413,7 +420,8 @@ private:
         }
     }
 
-    detail::MpmcRing<T> ring_; // the cells (allocated once); the positions are tail_ and head_
+    detail::MpmcRing<T> ring_;   // the cells (allocated once); the positions are tail_ and head_
+    const char* name_ = nullptr; // set_name (read only by task dumps)
     // Senders write tail_ and state_, receivers head_; the waiting counts are read on every
     // operation and written only when tasks start or stop waiting; the lock and the lists are
     // touched only then. Each group on its own cache line.

@@ -37,6 +37,7 @@ public:
             WaiterBase::describe(d);
             d.what = "event";
             d.object = event_;
+            d.object_name = event_->name_;
         }
 
     private:
@@ -48,6 +49,11 @@ public:
         : set_(set) {}
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
+    /// A name that task dumps show with the tasks waiting on this event (a string that outlives
+    /// it: a literal). Before tasks wait on it.
+    void set_name(const char* name) noexcept { name_ = name; }
+    /// The name given by set_name (null: none).
+    const char* name() const noexcept { return name_; }
 
     /// Wait until the event is set or notified. `Result<void>`.
     [[nodiscard]] WaitAwaiter wait() noexcept { return WaitAwaiter(*this); }
@@ -69,7 +75,8 @@ public:
 private:
     mutable SpinLock lock_;
     bool set_;
-    bool permit_ = false; // a notify_one that found nobody waiting
+    bool permit_ = false;        // a notify_one that found nobody waiting
+    const char* name_ = nullptr; // set_name (read only by task dumps)
     WaitList<WaitAwaiter> waiters_{lock_};
 };
 
