@@ -1,7 +1,8 @@
 // AsyncFd on both backends: readiness of socketpairs, pipes, TCP sockets (urgent data, a reset)
 // and descriptors other code made (eventfd, timerfd, signalfd); timeouts and cancellation from
 // another thread; and the lifetime cases: a descriptor closed while a wait is armed, a number
-// reused for a new socket, 10,000 descriptors at once, borrowing versus owning.
+// reused for a new socket, 10,000 descriptors at once, borrowing versus owning; the same for edge
+// mode (Trigger::edge), whose io_uring poll stays armed between waits.
 #include "support/backends.hpp"
 #include "support/fds.hpp"
 
@@ -114,6 +115,16 @@ Task<Result<void>> writable_within(AsyncFd& afd, std::chrono::nanoseconds limit)
 Task<Result<Readiness>> ready_within(AsyncFd& afd, Interest interest,
                                      std::chrono::nanoseconds limit) {
     co_return co_await afd.ready(interest).timeout(limit);
+}
+
+/// True when a non-blocking read of `fd` finds nothing (EAGAIN): the edge-mode caller's cue.
+bool read_says_eagain(int fd) {
+    char buf[256];
+    return ::read(fd, buf, sizeof buf) < 0 && errno == EAGAIN;
+}
+
+Result<AsyncFd> edge(int fd) {
+    return AsyncFd::borrow(fd, Trigger::edge);
 }
 
 } // namespace
@@ -579,3 +590,224 @@ TEST_P(AsyncFdTest, TenThousandDescriptorsAtOnce) {
 }
 
 GALAY_INSTANTIATE_BACKENDS(AsyncFdTest);
+
+// Edge mode (Trigger::edge: io_uring's multishot poll, level on epoll): a wait after EAGAIN
+// completes at the next readiness and never for readiness the caller's read used up; and the
+// lifetime cases of a poll that stays armed between waits.
+class AsyncFdEdgeTest : public test::FdCheckedTest {};
+
+TEST_P(AsyncFdEdgeTest, AWaitAfterEagainCompletesAtTheNextData) {
+    auto [a, b] = socket_pair();
+    run([](int a, int b) -> Task<void> {
+        auto afd = edge(a);
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(afd->trigger() == Trigger::edge);
+        for (int i = 0; i < 3; ++i) { // the poll armed by the first wait serves the others
+            CO_ASSERT(read_says_eagain(a));
+            auto writer = [](int b) -> Task<void> {
+                co_await yield_now();
+                CO_ASSERT(::write(b, "ping", 4) == 4);
+            };
+            auto [r, done] = co_await when_all(readable_within(*afd, 10s), writer(b));
+            CO_ASSERT(r.has_value());
+            char buf[8];
+            CO_ASSERT(::read(a, buf, sizeof buf) == 4);
+        }
+    }(a, b));
+    ::close(a);
+    ::close(b);
+}
+
+// Data that arrives between the caller's EAGAIN and its wait is not lost.
+TEST_P(AsyncFdEdgeTest, DataBetweenTheEagainAndTheWaitWakesIt) {
+    auto [a, b] = socket_pair();
+    run([](int a, int b) -> Task<void> {
+        auto afd = edge(a);
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(read_says_eagain(a));
+        auto writer = [](int b) -> Task<void> {
+            co_await yield_now();
+            CO_ASSERT(::write(b, "1", 1) == 1);
+        };
+        auto [first, done] = co_await when_all(readable_within(*afd, 10s), writer(b)); // armed
+        CO_ASSERT(first.has_value());
+        char c;
+        CO_ASSERT(::read(a, &c, 1) == 1);
+        CO_ASSERT(read_says_eagain(a));
+        CO_ASSERT(::write(b, "2", 1) == 1); // before the wait, the poll already armed
+        CO_ASSERT(co_await afd->readable().timeout(10s));
+        CO_ASSERT(::read(a, &c, 1) == 1 && c == '2');
+    }(a, b));
+    ::close(a);
+    ::close(b);
+}
+
+// Readiness the loop saw before the caller's read, which used it up, does not complete the
+// next wait.
+TEST_P(AsyncFdEdgeTest, ReadinessUsedUpByTheReadDoesNotWakeTheNextWait) {
+    auto [a, b] = socket_pair();
+    run_paused([](int a, int b) -> Task<void> {
+        auto afd = edge(a);
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(read_says_eagain(a));
+        auto idle = co_await afd->readable().timeout(20ms); // arms the poll
+        CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
+        CO_ASSERT(::write(b, "x", 1) == 1);
+        co_await yield_now(); // the loop reaps the poll's completion: "ready"
+        char c;
+        CO_ASSERT(::read(a, &c, 1) == 1);
+        CO_ASSERT(read_says_eagain(a));
+        auto again = co_await afd->readable().timeout(20ms);
+        CO_ASSERT(!again && again.error() == std::errc::timed_out);
+    }(a, b));
+    ::close(a);
+    ::close(b);
+}
+
+// A writable wait on a descriptor whose poll watches input widens it: both wake.
+TEST_P(AsyncFdEdgeTest, AReaderAndAWriterOnOneDescriptor) {
+    auto [a, b] = socket_pair();
+    run([](int a, int b) -> Task<void> {
+        auto afd = edge(a);
+        CO_ASSERT(afd.has_value());
+        static char chunk[65536];
+        while (::send(a, chunk, sizeof chunk, MSG_DONTWAIT) > 0) {
+        }
+        CO_ASSERT(errno == EAGAIN); // full: the writer's cue
+        CO_ASSERT(read_says_eagain(a));
+        auto peer = [](int b) -> Task<void> {
+            co_await yield_now(); // both waits are armed
+            while (::recv(b, chunk, sizeof chunk, MSG_DONTWAIT) > 0) {
+            }
+            CO_ASSERT(::write(b, "x", 1) == 1);
+        };
+        auto [r, w, done] =
+            co_await when_all(readable_within(*afd, 10s), writable_within(*afd, 10s), peer(b));
+        CO_ASSERT(r.has_value());
+        CO_ASSERT(w.has_value());
+    }(a, b));
+    ::close(a);
+    ::close(b);
+}
+
+// The poll stays armed between waits and holds the file: reset() must let go of it, so that the
+// close right after really closes the socket (the peer sees EOF at once) and a pending wait
+// ends with ECANCELED.
+TEST_P(AsyncFdEdgeTest, ResetLetsGoOfTheFileWithAWaitPendingOrNot) {
+    for (bool pending : {false, true}) {
+        auto [a, b] = socket_pair();
+        run([](int a, int b, bool pending) -> Task<void> {
+            auto afd = edge(a);
+            CO_ASSERT(afd.has_value());
+            CO_ASSERT(read_says_eagain(a));
+            auto writer = [](int b) -> Task<void> {
+                co_await yield_now();
+                CO_ASSERT(::write(b, "x", 1) == 1);
+            };
+            auto [r, done] = co_await when_all(readable_within(*afd, 10s), writer(b));
+            CO_ASSERT(r.has_value()); // the poll is armed now, no wait pending
+            char c;
+            CO_ASSERT(::read(a, &c, 1) == 1);
+            auto owner = [](AsyncFd& afd, int a, int b) -> Task<void> {
+                co_await yield_now();
+                afd.reset();
+                ::close(a);
+                char c;
+                CO_ASSERT(::recv(b, &c, 1, MSG_DONTWAIT) == 0); // EOF now, not EAGAIN
+            };
+            if (pending) {
+                CO_ASSERT(read_says_eagain(a));
+                auto [w, closed] = co_await when_all(readable_within(*afd, 0s), owner(*afd, a, b));
+                CO_ASSERT(!w && w.error() == std::errc::operation_canceled);
+            } else {
+                co_await owner(*afd, a, b);
+            }
+        }(a, b, pending));
+        ::close(b);
+    }
+}
+
+// Readiness remembered for a number's earlier file never completes a wait of the new file.
+TEST_P(AsyncFdEdgeTest, AReusedNumberStartsClean) {
+    auto [a, b] = socket_pair();
+    run_paused([](int a, int b) -> Task<void> {
+        const int number = a;
+        auto first = edge(a);
+        CO_ASSERT(first.has_value());
+        CO_ASSERT(read_says_eagain(a));
+        auto writer = [](int b) -> Task<void> {
+            co_await yield_now();
+            CO_ASSERT(::write(b, "old", 3) == 3);
+        };
+        auto [r, done] = co_await when_all(readable_within(*first, 10s), writer(b));
+        CO_ASSERT(r.has_value());
+        CO_ASSERT(::write(b, "more", 4) == 4); // another edge, never used: "ready"
+        co_await yield_now();
+        first->reset(); // as on CURL_POLL_REMOVE, then the library closes the socket
+        ::close(a);
+        auto [c, d] = socket_pair();
+        if (c != number) {
+            CO_ASSERT(::dup3(c, number, O_CLOEXEC) == number);
+            ::close(c);
+            c = number;
+        }
+        auto second = edge(c);
+        CO_ASSERT(second.has_value());
+        CO_ASSERT(read_says_eagain(c));
+        auto idle = co_await second->readable().timeout(20ms);
+        CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
+        CO_ASSERT(::write(d, "y", 1) == 1);
+        CO_ASSERT(co_await second->readable().timeout(10s));
+        second->reset();
+        ::close(c);
+        ::close(d);
+    }(a, b));
+    ::close(b);
+}
+
+TEST_P(AsyncFdEdgeTest, CancelledThroughACancelTokenFromAnotherThread) {
+    auto [a, b] = socket_pair();
+    CancelToken token;
+    std::atomic<bool> armed{false};
+    std::thread canceller([&] {
+        while (!armed.load())
+            std::this_thread::yield();
+        token.cancel();
+    });
+    auto r = run(with_cancel(token, [](int a, std::atomic<bool>& armed) -> Task<Result<void>> {
+        auto afd = edge(a);
+        if (!afd) co_return std::unexpected(afd.error());
+        armed = true; // the cancel may come before or after the wait is armed: same outcome
+        co_return co_await afd->readable();
+    }(a, armed)));
+    canceller.join();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::operation_canceled);
+    ::close(a);
+    ::close(b);
+}
+
+TEST_P(AsyncFdEdgeTest, APeerResetWhileArmedIsReported) {
+    auto [c, s] = tcp_pair();
+    auto ev = run([](int c, int s) -> Task<Result<Readiness>> {
+        auto afd = edge(c);
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(read_says_eagain(c));
+        auto reset = [](int s) -> Task<void> {
+            co_await yield_now();
+            linger l{.l_onoff = 1, .l_linger = 0};
+            ::setsockopt(s, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+            ::close(s); // RST
+        };
+        auto wait = [](AsyncFd& afd) -> Task<Result<Readiness>> {
+            co_return co_await afd.ready(Interest::readable).timeout(10s);
+        };
+        auto [ev, done] = co_await when_all(wait(*afd), reset(s));
+        co_return ev;
+    }(c, s));
+    ASSERT_TRUE(ev) << ev.error().message();
+    EXPECT_TRUE(ev->error() || ev->hangup()) << "bits " << int(ev->bits());
+    ::close(c);
+}
+
+GALAY_INSTANTIATE_BACKENDS(AsyncFdEdgeTest);
