@@ -6,13 +6,10 @@
 //
 // Each side tries its read or write first and waits (AsyncFd::readable/writable) only on EAGAIN,
 // the pattern docs/guide/async-fd.md recommends; the native side's recv_exact/send_all do the
-// same inside the driver (epoll) or as one io_uring operation. A third contender, edge, is the
-// same AsyncFd loop with Trigger::edge (io_uring: one multishot poll per descriptor instead of
-// a poll per wait; level on epoll). A run reports the process CPU time per round trip (both
-// threads) and round trips per second; each round runs native, asyncfd and edge (each on fresh
-// sockets and schedulers) in an order that turns from round to round, and the verdicts are the
-// median ratios asyncfd / native, edge / native and edge / asyncfd with their min-max spread
-// over the rounds.
+// same inside the driver (epoll) or as one io_uring operation. A run reports the process CPU
+// time per round trip (both threads) and round trips per second; runs alternate native /
+// asyncfd (A B A B ..., each on fresh sockets and schedulers), and the verdict is the median
+// ratio asyncfd / native with its min-max spread over the pairs.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -40,7 +37,7 @@ using namespace galay;
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMessage = 64;
 
-enum class Mode { native, asyncfd, edge };
+enum class Mode { native, asyncfd };
 
 double cpu_seconds() {
     rusage ru{};
@@ -95,8 +92,8 @@ Task<bool> write_all(AsyncFd& afd, std::span<const char> buf) {
 }
 
 /// One side's `rounds` exchanges; the initiator sends first. Throws on a failed transfer.
-Task<void> foreign_side(int fd, bool initiator, int rounds, Trigger trigger) {
-    auto afd = AsyncFd::borrow(fd, trigger);
+Task<void> foreign_side(int fd, bool initiator, int rounds) {
+    auto afd = AsyncFd::borrow(fd);
     if (!afd) throw Error(afd.error(), "AsyncFd::borrow");
     std::array<char, kMessage> buf{};
     for (int i = 0; i < rounds; ++i) {
@@ -142,8 +139,7 @@ RunResult run_once(Mode mode, Backend backend, bool pin, int warmup, int rounds)
     auto pair = UnixStream::pair();
     if (!pair) throw Error(pair.error(), "socketpair");
     int raw[2] = {-1, -1};
-    const Trigger trigger = mode == Mode::edge ? Trigger::edge : Trigger::level;
-    if (mode != Mode::native && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, raw) != 0)
+    if (mode == Mode::asyncfd && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, raw) != 0)
         throw Error(errno_code(errno), "socketpair");
     std::exception_ptr failed[2];
     double cpu0 = 0, cpu1 = 0;
@@ -162,21 +158,21 @@ RunResult run_once(Mode mode, Backend backend, bool pin, int warmup, int rounds)
                     if (mode == Mode::native) {
                         co_await native_side(s, true, warmup);
                     } else {
-                        co_await foreign_side(raw[0], true, warmup, trigger);
+                        co_await foreign_side(raw[0], true, warmup);
                     }
                     cpu0 = cpu_seconds();
                     t0 = Clock::now();
                     if (mode == Mode::native) {
                         co_await native_side(s, true, rounds);
                     } else {
-                        co_await foreign_side(raw[0], true, rounds, trigger);
+                        co_await foreign_side(raw[0], true, rounds);
                     }
                     t1 = Clock::now();
                     cpu1 = cpu_seconds();
                 } else if (mode == Mode::native) {
                     co_await native_side(s, false, total);
                 } else {
-                    co_await foreign_side(raw[1], false, total, trigger);
+                    co_await foreign_side(raw[1], false, total);
                 }
             };
             sched.block_on(body());
@@ -203,42 +199,32 @@ int main(int argc, char** argv) {
     CLI::App app{"AsyncFd + read/write against native recv/send: a socketpair ping-pong"};
     tools::PairedRuns runs{.pairs = 5, .rounds = 50000, .warmup = 5000};
     Backend backend = Backend::automatic;
-    tools::add_paired_run_flags(app, &runs, "rounds of native / asyncfd / edge runs",
+    tools::add_paired_run_flags(app, &runs, "alternating native / asyncfd runs",
                                 "initiator on CPU 0, responder on CPU 1");
     tools::add_backend_flag(app, &backend);
     if (auto e = tools::parse_args(app, tools::args_from(argc, argv), "bench_asyncfd"))
         return tools::print_exit(*e);
 
     nlohmann::json out;
-    std::vector<double> ratios_cpu, ratios_rate, edge_cpu, edge_rate, edge_level_cpu;
+    std::vector<double> ratios_cpu, ratios_rate;
     try {
         auto resolved = resolve_backend(backend);
         if (!resolved) throw Error(resolved.error(), "backend");
         backend = *resolved;
-        const Mode order[3] = {Mode::native, Mode::asyncfd, Mode::edge};
         for (int p = 0; p < runs.pairs; ++p) {
-            // The three runs of a round in an order that turns from round to round.
-            RunResult r[3];
-            for (int k = 0; k < 3; ++k) {
-                const int m = (p + k) % 3;
-                r[m] = run_once(order[m], backend, runs.pin, runs.warmup, runs.rounds);
-            }
-            const RunResult &a = r[0], &b = r[1], &c = r[2];
+            const RunResult a = run_once(Mode::native, backend, runs.pin, runs.warmup, runs.rounds);
+            const RunResult b =
+                run_once(Mode::asyncfd, backend, runs.pin, runs.warmup, runs.rounds);
             ratios_cpu.push_back(b.cpu_us / a.cpu_us);
             ratios_rate.push_back(b.round_trips_s / a.round_trips_s);
-            edge_cpu.push_back(c.cpu_us / a.cpu_us);
-            edge_rate.push_back(c.round_trips_s / a.round_trips_s);
-            edge_level_cpu.push_back(c.cpu_us / b.cpu_us);
             out["runs"].push_back(
                 {{"pair", p},
                  {"native", {{"cpu_us", a.cpu_us}, {"round_trips_s", a.round_trips_s}}},
-                 {"asyncfd", {{"cpu_us", b.cpu_us}, {"round_trips_s", b.round_trips_s}}},
-                 {"asyncfd_edge", {{"cpu_us", c.cpu_us}, {"round_trips_s", c.round_trips_s}}}});
+                 {"asyncfd", {{"cpu_us", b.cpu_us}, {"round_trips_s", b.round_trips_s}}}});
             if (!runs.json)
-                std::printf("round %d  CPU per round trip (us), round trips/s:  native %.2f "
-                            "%.0f   asyncfd %.2f %.0f   edge %.2f %.0f\n",
-                            p, a.cpu_us, a.round_trips_s, b.cpu_us, b.round_trips_s, c.cpu_us,
-                            c.round_trips_s);
+                std::printf("pair %d  CPU per round trip (us), round trips/s:  native %.2f "
+                            "%.0f   asyncfd %.2f %.0f\n",
+                            p, a.cpu_us, a.round_trips_s, b.cpu_us, b.round_trips_s);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_asyncfd: %s\n", e.what());
@@ -250,23 +236,17 @@ int main(int argc, char** argv) {
     out["message_bytes"] = kMessage;
     out["ratio_asyncfd_over_native"] = {{"cpu", tools::spread_of(ratios_cpu)},
                                         {"round_trips_s", tools::spread_of(ratios_rate)}};
-    out["ratio_edge_over_native"] = {{"cpu", tools::spread_of(edge_cpu)},
-                                     {"round_trips_s", tools::spread_of(edge_rate)}};
-    out["ratio_edge_over_level"] = {{"cpu", tools::spread_of(edge_level_cpu)}};
     if (runs.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
         auto line = [](const char* what, const nlohmann::json& s) {
-            std::printf("%-40s %.3fx [%.3f-%.3f]\n", what, s["median"].get<double>(),
-                        s["min"].get<double>(), s["max"].get<double>());
+            std::printf("asyncfd / native, %-22s %.3fx [%.3f-%.3f]\n", what,
+                        s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>());
         };
         std::printf("backend %s, %d pairs of %d round trips (%zu-byte messages)\n",
                     backend_name(backend), runs.pairs, runs.rounds, kMessage);
-        line("asyncfd / native, CPU per round trip:", out["ratio_asyncfd_over_native"]["cpu"]);
-        line("asyncfd / native, round trips/s:", out["ratio_asyncfd_over_native"]["round_trips_s"]);
-        line("edge / native, CPU per round trip:", out["ratio_edge_over_native"]["cpu"]);
-        line("edge / native, round trips/s:", out["ratio_edge_over_native"]["round_trips_s"]);
-        line("edge / level, CPU per round trip:", out["ratio_edge_over_level"]["cpu"]);
+        line("CPU per round trip:", out["ratio_asyncfd_over_native"]["cpu"]);
+        line("round trips/s:", out["ratio_asyncfd_over_native"]["round_trips_s"]);
     }
     return 0;
 }

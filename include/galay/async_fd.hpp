@@ -15,14 +15,6 @@
 // `when_any`); each takes `.timeout(d)`, `.deadline(t)` and the task's cancellation like every
 // galay operation.
 //
-// Trigger::edge (`borrow(fd, Trigger::edge)`) is for a caller that waits only after its own
-// read or write said EAGAIN, with no other co_await in between (the loop of read-then-wait this
-// header's guide recommends): a wait then says "what I saw before is used up" and completes at
-// the next readiness. On io_uring it is one multishot poll per descriptor, armed by the first
-// wait and kept, so a wait submits nothing; on epoll it behaves as level (a wait completes at
-// once while the descriptor is ready, which an edge-mode caller also accepts). A library that
-// may stop reading before EAGAIN (libcurl, libpq's PQconsumeInput) needs the level default.
-//
 // Lifetime, the one rule: **destroy (or `reset()`/`release()`) the AsyncFd before the
 // descriptor is closed**. Its waits then end with `ECANCELED` and galay lets go of the file at
 // once (io_uring: the poll, which holds a reference to the file, is cancelled before the call
@@ -51,11 +43,10 @@ public:
     /// Watch `fd` without owning it: never closed by galay. The descriptor is put in
     /// non-blocking mode. Fails with EBADF for a closed fd and `errc::not_pollable` for a
     /// regular file or a directory (always ready: readiness means nothing there).
-    /// `trigger`: see the top of this header.
-    static Result<AsyncFd> borrow(int fd, Trigger trigger = Trigger::level) noexcept;
+    static Result<AsyncFd> borrow(int fd) noexcept;
     /// The same, owning `fd`: closed when the AsyncFd is destroyed or reset. On failure `fd`
     /// is closed too.
-    static Result<AsyncFd> adopt(OwnedFd fd, Trigger trigger = Trigger::level) noexcept;
+    static Result<AsyncFd> adopt(OwnedFd fd) noexcept;
 
     /// Takes over `o`'s descriptor (its pending waits go on: they name the descriptor, not
     /// the object); `o` is empty after.
@@ -73,8 +64,6 @@ public:
     bool is_open() const noexcept { return fd_ >= 0; }
     /// True when it closes its descriptor (made by adopt()).
     bool owns() const noexcept { return owns_; }
-    /// How its waits treat readiness.
-    Trigger trigger() const noexcept { return trigger_; }
 
     /// Stop watching: every pending wait ends with `ECANCELED` and galay lets go of the file
     /// before this returns; an owned descriptor is then closed. Empty after.
@@ -86,34 +75,32 @@ public:
     /// Completes when a read will not block (data, end of file, an error or a hang-up to
     /// read) -> Result<void>.
     [[nodiscard]] detail::ReadyAwaitable readable() noexcept {
-        return detail::ReadyAwaitable(fd_, Interest::readable, trigger_);
+        return detail::ReadyAwaitable(fd_, Interest::readable);
     }
     /// Completes when a write will not block (room, or an error to report) -> Result<void>.
     [[nodiscard]] detail::ReadyAwaitable writable() noexcept {
-        return detail::ReadyAwaitable(fd_, Interest::writable, trigger_);
+        return detail::ReadyAwaitable(fd_, Interest::writable);
     }
     /// Completes when priority data is there (TCP urgent data, a cgroup or /proc event, a
     /// pseudo-terminal's state change) or the descriptor failed -> Result<void>.
     [[nodiscard]] detail::ReadyAwaitable priority() noexcept {
-        return detail::ReadyAwaitable(fd_, Interest::priority, trigger_);
+        return detail::ReadyAwaitable(fd_, Interest::priority);
     }
     /// Completes when any of `interest` holds, or the descriptor failed or hung up ->
     /// Result<Readiness>: which of them happened.
     [[nodiscard]] detail::ReadinessAwaitable ready(Interest interest) noexcept {
-        return detail::ReadinessAwaitable(fd_, interest, trigger_);
+        return detail::ReadinessAwaitable(fd_, interest);
     }
 
 private:
-    AsyncFd(int fd, bool owns, Trigger trigger) noexcept
+    AsyncFd(int fd, bool owns) noexcept
         : fd_(fd)
-        , owns_(owns)
-        , trigger_(trigger) {}
+        , owns_(owns) {}
     /// Forget the descriptor in every driver and take it out of the object.
     int stop_watching() noexcept;
 
     int fd_ = -1;
     bool owns_ = false;
-    Trigger trigger_ = Trigger::level;
 };
 
 } // namespace galay

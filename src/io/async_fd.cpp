@@ -31,31 +31,29 @@ std::error_code prepare_fd(int fd) noexcept {
 
 } // namespace
 
-Result<AsyncFd> AsyncFd::borrow(int fd, Trigger trigger) noexcept {
+Result<AsyncFd> AsyncFd::borrow(int fd) noexcept {
     if (std::error_code ec = prepare_fd(fd)) return std::unexpected(ec);
     // What the drivers remember about this number belongs to an earlier file of it (closed
     // behind their back): drop it, so the first wait registers afresh and inherits no waiter.
     detail::forget_fd_everywhere(fd);
-    return AsyncFd(fd, false, trigger);
+    return AsyncFd(fd, false);
 }
 
-Result<AsyncFd> AsyncFd::adopt(OwnedFd fd, Trigger trigger) noexcept {
+Result<AsyncFd> AsyncFd::adopt(OwnedFd fd) noexcept {
     if (std::error_code ec = prepare_fd(fd.get())) return std::unexpected(ec);
     const int raw = fd.release(); // (forgets it everywhere, as borrow does)
-    return AsyncFd(raw, true, trigger);
+    return AsyncFd(raw, true);
 }
 
 AsyncFd::AsyncFd(AsyncFd&& o) noexcept
     : fd_(std::exchange(o.fd_, -1))
-    , owns_(std::exchange(o.owns_, false))
-    , trigger_(o.trigger_) {}
+    , owns_(std::exchange(o.owns_, false)) {}
 
 AsyncFd& AsyncFd::operator=(AsyncFd&& o) noexcept {
     if (this != &o) {
         reset();
         fd_ = std::exchange(o.fd_, -1);
         owns_ = std::exchange(o.owns_, false);
-        trigger_ = o.trigger_;
     }
     return *this;
 }

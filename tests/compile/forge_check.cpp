@@ -52,8 +52,8 @@ void forges(int fd, SocketAddr& addr, UnixAddr& uaddr, std::span<Datagram> in,
     (void)process::detail::WaitAwaitable(child);                                   // EXPECT-PRIVATE
 
     // Foreign descriptors: a wait is made by the AsyncFd that watches the descriptor
-    (void)detail::ReadyAwaitable(fd, Interest::readable, Trigger::level);        // EXPECT-PRIVATE
-    (void)detail::ReadinessAwaitable(fd, Interest::priority, Trigger::level);    // EXPECT-PRIVATE
+    (void)detail::ReadyAwaitable(fd, Interest::readable);                          // EXPECT-PRIVATE
+    (void)detail::ReadinessAwaitable(fd, Interest::priority);                      // EXPECT-PRIVATE
 
     // Owners
     (void)JoinHandle<int>(promise);                                                // EXPECT-PRIVATE

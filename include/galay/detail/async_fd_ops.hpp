@@ -19,12 +19,6 @@ enum class Interest : std::uint8_t {
     priority = 4, ///< priority data (POLLPRI)
 };
 
-/// How an AsyncFd's waits treat readiness (see galay/async_fd.hpp).
-enum class Trigger : std::uint8_t {
-    level, ///< a wait completes at once while the descriptor is ready
-    edge,  ///< a wait is made only after EAGAIN, and completes at the next readiness
-};
-
 constexpr Interest operator|(Interest a, Interest b) noexcept {
     return static_cast<Interest>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
 }
@@ -59,17 +53,13 @@ private:
 
 namespace galay::detail {
 
-/// IoOp::aux of a readiness wait in edge mode (Trigger::edge).
-inline constexpr std::uint64_t kPollEdge = 1;
-
 /// The poll(2) events a wait for `interest` asks for (readable includes POLLRDHUP).
 int poll_events(Interest interest) noexcept;
 /// A readiness op's result (poll(2) revents, or -errno) as Readiness, or the error.
 Result<Readiness> readiness_result(std::int64_t result);
 
 /// A readiness wait (OpCode::poll) for `interest` on the AsyncFd's descriptor. The op carries
-/// the poll(2) events in `msg_flags` and kPollEdge in `aux` for Trigger::edge; its result is
-/// the revents (or -errno).
+/// the poll(2) events in `msg_flags`; its result is the revents (or -errno).
 template <class Derived>
 class ReadinessWait : public IoAwaitable<Derived> {
 public:
@@ -77,11 +67,10 @@ public:
     bool await_ready() const noexcept { return this->op_.fd < 0; }
 
 protected:
-    ReadinessWait(int fd, Interest interest, Trigger trigger) noexcept {
+    ReadinessWait(int fd, Interest interest) noexcept {
         this->op_.code = OpCode::poll;
         this->op_.fd = fd;
         this->op_.msg_flags = poll_events(interest);
-        this->op_.aux = trigger == Trigger::edge ? kPollEdge : 0;
         this->op_.result = -EBADF; // (what an empty AsyncFd's wait reports)
     }
 };
@@ -96,8 +85,8 @@ public:
 
 private:
     friend class galay::AsyncFd;
-    ReadyAwaitable(int fd, Interest interest, Trigger trigger) noexcept
-        : ReadinessWait(fd, interest, trigger) {}
+    ReadyAwaitable(int fd, Interest interest) noexcept
+        : ReadinessWait(fd, interest) {}
 };
 
 /// AsyncFd::ready(interest) -> Result<Readiness>.
@@ -107,8 +96,8 @@ public:
 
 private:
     friend class galay::AsyncFd;
-    ReadinessAwaitable(int fd, Interest interest, Trigger trigger) noexcept
-        : ReadinessWait(fd, interest, trigger) {}
+    ReadinessAwaitable(int fd, Interest interest) noexcept
+        : ReadinessWait(fd, interest) {}
 };
 
 } // namespace galay::detail

@@ -88,7 +88,6 @@ void UringDriver::drain_remote_forgets() noexcept {
 /// buffers), before the fd is closed or handed over. Ownership is the caller's business.
 void UringDriver::drop_fd_state(int fd) noexcept {
     if (multishot_accept_) accepts_.forget(fd);
-    polls_.forget(fd);
     if (fd < 0 || static_cast<std::size_t>(fd) >= fds_.size()) return;
     FdState& m = fds_[static_cast<std::size_t>(fd)];
     if (m.armed) {

@@ -7,8 +7,7 @@
 #include "driver/fs_ops.hpp"
 #include "driver/mmsg.hpp"
 #include "driver/process_ops.hpp"
-#include "galay/detail/async_fd_ops.hpp" // kPollEdge
-#include "galay/owned_fd.hpp"            // forget_fd_everywhere
+#include "galay/owned_fd.hpp" // forget_fd_everywhere
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -29,7 +28,6 @@ bool UringDriver::submit(IoOp& op) {
         return accepts_.submit(op);
     }
     if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) return submit_pooled(op);
-    if (op.code == OpCode::poll && op.aux == kPollEdge) return polls_.submit(op);
     if (op.code == OpCode::recv_pooled) { // no buffer rings: a plain recv into a pool buffer
         int id = pool_->take();
         if (id < 0) {
@@ -57,7 +55,6 @@ bool UringDriver::submit(IoOp& op) {
 void UringDriver::cancel(IoOp& op) {
     if (!op.pending) return;
     if (op.code == OpCode::accept && multishot_accept_) return accepts_.cancel(op);
-    if (op.code == OpCode::poll && op.aux == kPollEdge) return polls_.cancel(op);
     if (op.code == OpCode::recv_pooled && buf_ring_ != nullptr) {
         // Only the wait is cancelled: the multishot recv stays armed and whatever arrives
         // is queued for the next call.

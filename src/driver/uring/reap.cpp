@@ -136,10 +136,6 @@ unsigned UringDriver::reap() {
             arm_wake();
             continue;
         }
-        if ((ud & 7) == MultishotPolls::kTag) {
-            polls_.on_cqe(ud, cqe->res, cqe->flags);
-            continue;
-        }
         if ((ud & 7) == kMsgTag) {
             if (ud != kMsgTag) reinterpret_cast<UringDriver*>(ud & ~std::uint64_t{7})->wake();
             continue; // (ud == kMsgTag: another worker woke us)

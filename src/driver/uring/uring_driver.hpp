@@ -15,7 +15,6 @@
 #include "driver/common/op_traits.hpp"
 #include "driver/uring/fixed_buffers.hpp"
 #include "driver/uring/multishot_accept.hpp"
-#include "driver/uring/multishot_poll.hpp"
 #include "galay/runtime.hpp"
 #include "runtime/fd_owners.hpp"
 #include "runtime/scheduler_access.hpp"
@@ -61,8 +60,6 @@ class UringDriver final : public Driver {
     static constexpr std::uint64_t kMsgTag = 7;
     static constexpr std::uint16_t kBufferGroup = 0;
     static_assert(MultishotAccepts::kTag == 6); // multishot accept: fd << 32 | gen << 3
-    // An AsyncFd's multishot poll: fd << 32 | gen << 4 | 8 | 2 (never kWakeTag itself).
-    static_assert(MultishotPolls::kTag == kWakeTag);
 
     /// What the driver keeps per op, in its driver scratch (driver/common/op_scratch.hpp).
     struct OpScratch {
@@ -342,7 +339,6 @@ private:
     FixedBufferTable fixed_; // registered buffers (fs::FixedBuffer)
     bool multishot_accept_ = false;
     MultishotAccepts accepts_{ring_, sched_, in_flight_}; // (after the members it refers to)
-    MultishotPolls polls_{ring_, sched_, in_flight_};     // AsyncFd waits in edge mode
 };
 
 } // namespace galay::detail
