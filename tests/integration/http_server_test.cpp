@@ -897,6 +897,15 @@ TEST_P(HttpServerProcessTest, GetTasksAnswersATaskDumpAsTextAndJson) {
         for (const auto& w : t["waits"])
             receiving = receiving || w["what"].get<std::string>().starts_with("recv");
     EXPECT_TRUE(receiving) << json.out;
+    // The parameter is read whole, among the others: format=jsonx asks for text.
+    const auto other =
+        test::run_process({"curl", "-sS", "--fail", base + "/tasks?a=1&format=json&b"}, 30s);
+    ASSERT_EQ(other.exit_code, 0) << other.err;
+    EXPECT_EQ(other.out.rfind("{", 0), 0u) << other.out.substr(0, 200);
+    const auto near =
+        test::run_process({"curl", "-sS", "--fail", base + "/tasks?format=jsonx"}, 30s);
+    ASSERT_EQ(near.exit_code, 0) << near.err;
+    EXPECT_EQ(near.out.rfind("galay task dump: ", 0), 0u) << near.out.substr(0, 200);
     ::close(idle);
     EXPECT_EQ(stop_server(s.pid), 0);
 }
