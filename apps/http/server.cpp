@@ -184,20 +184,6 @@ int hex_value(char c) noexcept {
 
 /// The path of a request target (origin-form or absolute-form), percent-decoded into `out`,
 /// without its leading '/'. False: the target is not one we can serve (400).
-/// True when the query of `target` has the parameter `format=json` (whole, among '&'-separated
-/// parameters: `format=jsonx` is not it), as the metrics endpoint reads it.
-bool asks_for_json(std::string_view target) {
-    const std::size_t q = target.find('?');
-    if (q == std::string_view::npos) return false;
-    const std::string_view query = target.substr(q + 1);
-    for (std::size_t at = 0; at <= query.size();) {
-        const std::size_t amp = std::min(query.find('&', at), query.size());
-        if (query.substr(at, amp - at) == "format=json") return true;
-        at = amp + 1;
-    }
-    return false;
-}
-
 bool decode_path(std::string_view target, std::string& out) {
     if (target.size() > 7 && iequals(target.substr(0, 7), "http://")) {
         const std::size_t slash = target.find('/', 7);
@@ -591,14 +577,15 @@ galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, 
     const bool head_only = method == Method::head;
     if (is_fixed_route(method, target))
         co_return co_await answer_text(cfg_.body, "text/plain", head_only, persist);
-    if ((target == "/metrics" || target.starts_with("/metrics?")) &&
-        galay::Runtime::current() != nullptr)
+    // The pages of galay's scrape endpoint, read the same way it reads them.
+    const galay::metrics::ScrapeRequest page = galay::metrics::scrape_target(target);
+    if (page == galay::metrics::ScrapeRequest::metrics && galay::Runtime::current() != nullptr)
         co_return co_await answer_metrics(head_only, persist);
-    if ((target == "/tasks" || target.starts_with("/tasks?")) &&
-        galay::Runtime::current() != nullptr) {
-        const bool json = asks_for_json(target);
-        co_return co_await answer_tasks(json, head_only, persist);
-    }
+    if ((page == galay::metrics::ScrapeRequest::tasks ||
+         page == galay::metrics::ScrapeRequest::tasks_json) &&
+        galay::Runtime::current() != nullptr)
+        co_return co_await answer_tasks(page == galay::metrics::ScrapeRequest::tasks_json,
+                                        head_only, persist);
     co_return co_await answer_file(target, persist, head_only);
 }
 

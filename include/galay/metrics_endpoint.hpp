@@ -50,6 +50,11 @@ enum class ScrapeRequest : std::uint8_t {
     too_large,  ///< no end of the head within max_head bytes
 };
 
+/// What a GET of `target` asks for: `metrics` (/metrics, with a query or not), `tasks`,
+/// `tasks_json` (/tasks with `format=json` among its query's parameters, whole) or `not_found`.
+/// The scrape endpoint routes by it, and so can an HTTP server that serves the same pages.
+ScrapeRequest scrape_target(std::string_view target) noexcept;
+
 /// Reads the request at the start of `received` (bytes are never trusted: any content, any
 /// length). Pure: no state, no allocation.
 ScrapeRequest parse_scrape_request(std::string_view received, std::size_t max_head) noexcept;

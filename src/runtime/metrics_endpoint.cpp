@@ -44,6 +44,10 @@ ScrapeRequest parse_scrape_request(std::string_view received, std::size_t max_he
         version[7] > '9')
         return ScrapeRequest::bad;
     if (method != "GET") return ScrapeRequest::not_found;
+    return scrape_target(target);
+}
+
+ScrapeRequest scrape_target(std::string_view target) noexcept {
     if (target == "/metrics" || target.starts_with("/metrics?")) return ScrapeRequest::metrics;
     if (target == "/tasks") return ScrapeRequest::tasks;
     if (target.starts_with("/tasks?")) {
