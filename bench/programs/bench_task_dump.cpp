@@ -13,11 +13,12 @@
 //
 // Loop turns: a probe task on each worker sleeps --probe-us at a time and notes the longest gap
 // between two of its resumes, which is the longest loop turn plus the sleep; the bench takes it
-// over each dump (request to last line, then 20 sleeps) and over an equal period right after it
-// with no dump, and reports per dump the largest lengthening over the workers (with - without). On
-// two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to the i-th CPU
-// and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the first, the
-// dump's request and formatting on the second), so that the figure is the dump's, not the OS's.
+// over each dump (request to last line, then 20 more of its resumes) and over an equal period right
+// after it with no dump, and reports per dump the largest lengthening over the workers (with -
+// without). On two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to
+// the i-th CPU and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the
+// first, the dump's request and formatting on the second), so that the figure is the dump's, not
+// the OS's.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -32,6 +33,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -58,6 +60,7 @@ double median(std::vector<double> v) {
 /// (exchanged to 0 by the main thread at each window's start).
 struct Probe {
     std::atomic<std::int64_t> worst_ns{0};
+    std::atomic<std::uint64_t> resumes{0};
     std::atomic<bool> stop{false};
 };
 
@@ -78,6 +81,7 @@ Task<void> probe(Probe& p, std::chrono::microseconds period) {
         while (gap > cur &&
                !p.worst_ns.compare_exchange_weak(cur, gap, std::memory_order_relaxed)) {
         }
+        p.resumes.fetch_add(1, std::memory_order_release);
     }
 }
 
@@ -173,10 +177,31 @@ int main(int argc, char** argv) {
         probes.push_back(std::make_unique<Probe>());
         rt->spawn_on(w, probe(*probes.back(), std::chrono::microseconds(probe_us)));
     }
-    auto window = [&](auto&& body) { // each worker's longest probe gap over body(), in ms
+    // Each worker's longest probe gap over body() and then at least 20 more of its resumes, in
+    // ms. Waiting for the resumes rather than for a time is what makes every figure a measured
+    // one: on a loaded machine a worker may not run at all for a while, and a window it never
+    // resumed in would report no gap. A probe that does not resume for 10 s is a stuck worker:
+    // the bench says so and reports nothing.
+    auto window = [&](auto&& body) {
         for (auto& p : probes)
             p->worst_ns.store(0, std::memory_order_relaxed);
         body();
+        std::vector<std::uint64_t> after;
+        for (auto& p : probes)
+            after.push_back(p->resumes.load(std::memory_order_acquire));
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        for (std::size_t w = 0; w < probes.size(); ++w) {
+            while (probes[w]->resumes.load(std::memory_order_acquire) < after[w] + 20) {
+                if (std::chrono::steady_clock::now() > give_up) {
+                    std::fprintf(stderr,
+                                 "bench_task_dump: error: worker %zu's probe did not resume for "
+                                 "10 s; no figure reported\n",
+                                 w);
+                    std::_Exit(tools::kExitFailure); // a stuck worker would hold shutdown()
+                }
+                std::this_thread::sleep_for(std::chrono::microseconds(probe_us));
+            }
+        }
         std::vector<double> worst;
         for (auto& p : probes)
             worst.push_back(
@@ -190,19 +215,16 @@ int main(int argc, char** argv) {
         std::chrono::steady_clock::time_point t0, t1;
         TaskDump x;
         std::string text;
-        // Each window runs 20 probe sleeps past the dump, so that the resume that ends the gap
-        // a dump lengthened falls inside it however short the dump; the window without a dump
-        // is as long.
-        const auto tail = 20 * std::chrono::microseconds(probe_us);
+        // Each window runs on for 20 probe resumes past the dump, so that the resume that ends
+        // the gap a dump lengthened falls inside it however short the dump; the window without a
+        // dump lasts as long as the dump did, then as many resumes.
         const std::vector<double> with = window([&] {
             t0 = std::chrono::steady_clock::now();
             x = task_dump(*rt, {.answer_within = std::chrono::milliseconds(5000)});
             text = x.text();
             t1 = std::chrono::steady_clock::now();
-            std::this_thread::sleep_until(t1 + tail);
         });
-        const std::vector<double> without =
-            window([&] { std::this_thread::sleep_for(t1 - t0 + tail); });
+        const std::vector<double> without = window([&] { std::this_thread::sleep_for(t1 - t0); });
         double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
         for (unsigned w = 0; w < workers; ++w) {
             worst_with = std::max(worst_with, with[w]);
