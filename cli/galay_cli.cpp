@@ -1,6 +1,8 @@
 // The shared command line: parse_args, the strict number validators, the exit-code convention.
 #include "galay_cli.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -93,13 +95,15 @@ void harden(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
         if (opt->get_items_expected_max() == 0 || has_strict_validator(opt)) continue;
         if (type_is(opt, "UINT"))
-            opt->check(whole(0, std::numeric_limits<std::uint64_t>::max()));
+            opt->check(whole(0, std::numeric_limits<std::uint64_t>::max()).get());
         else if (type_is(opt, "INT"))
             opt->check(whole(std::numeric_limits<std::int64_t>::min(),
-                             std::numeric_limits<std::int64_t>::max()));
+                             std::numeric_limits<std::int64_t>::max())
+                           .get());
         else if (type_is(opt, "FLOAT"))
             opt->check(finite_range(-std::numeric_limits<double>::max(),
-                                    std::numeric_limits<double>::max()));
+                                    std::numeric_limits<double>::max())
+                           .get());
     }
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
         harden(*sub);
@@ -130,8 +134,9 @@ CliExit usage_error(const std::string& tool, const std::string& what) {
     return {kExitUsage, tool + ": error: " + what + " (see --help)\n"};
 }
 
-std::optional<CliExit> parse_args(CLI::App& app, std::vector<std::string> args,
+std::optional<CliExit> parse_args(cli::App& program, std::vector<std::string> args,
                                   const std::string& tool) {
+    CLI::App& app = program.get();
     harden(app);
     std::reverse(args.begin(), args.end()); // CLI11's vector form takes the last argument first
     try {
@@ -147,11 +152,14 @@ std::optional<CliExit> parse_args(CLI::App& app, std::vector<std::string> args,
         std::string what = e.what();
         std::replace(what.begin(), what.end(), '\n', ' ');
         return usage_error(tool, what);
+    } catch (const cli::ParseError& e) { // thrown by a program's own option callback
+        if (auto extra = first_extra(app.remaining(true))) return usage_error(tool, *extra);
+        return usage_error(tool, e.what());
     }
     return std::nullopt;
 }
 
-std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv,
+std::optional<int> parse_command_line(cli::App& app, int argc, const char* const* argv,
                                       const std::string& tool) {
     if (auto exit = parse_args(app, args_from(argc, argv), tool)) return print_exit(*exit);
     return std::nullopt;
@@ -200,8 +208,8 @@ std::optional<long long> parse_whole(std::string_view text, long long lo, long l
     return v;
 }
 
-CLI::Validator whole(std::int64_t lo, std::uint64_t hi) {
-    return CLI::Validator(
+cli::Validator whole(std::int64_t lo, std::uint64_t hi) {
+    return cli::Validator(
         [lo, hi](std::string& s) -> std::string {
             if (auto problem = whole_problem(s, lo, hi)) return *problem;
             // In plain decimal from here: CLI11 converts with base 0 ("010" would be 8).
@@ -232,8 +240,8 @@ std::optional<std::string> seconds_problem(long double v, double lo, double hi) 
     return std::nullopt;
 }
 
-CLI::Validator seconds(double lo, double hi) {
-    return CLI::Validator(
+cli::Validator seconds(double lo, double hi) {
+    return cli::Validator(
         [lo, hi](std::string& s) -> std::string {
             auto v = plain_decimal(s);
             if (!v) return in_quotes(s) + " is not a number of seconds";
@@ -243,8 +251,8 @@ CLI::Validator seconds(double lo, double hi) {
         "SECONDS in [" + general(lo) + " - " + general(hi) + "]", kStrict);
 }
 
-CLI::Validator finite_range(double lo, double hi) {
-    return CLI::Validator(
+cli::Validator finite_range(double lo, double hi) {
+    return cli::Validator(
         [lo, hi](std::string& s) -> std::string {
             auto v = plain_decimal(s);
             if (!v) return in_quotes(s) + " is not a number";
@@ -260,8 +268,8 @@ CLI::Validator finite_range(double lo, double hi) {
         kStrict);
 }
 
-CLI::Validator non_empty() {
-    return CLI::Validator(
+cli::Validator non_empty() {
+    return cli::Validator(
         [](std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; }, "",
         "galay-non-empty");
 }

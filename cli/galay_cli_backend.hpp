@@ -13,13 +13,13 @@
 namespace galay::tools {
 
 /// Adds `--backend auto|io_uring|epoll|kqueue` to `app`; the value lands in `*out`.
-inline void add_backend_flag(CLI::App& app, Backend* out) {
+inline void add_backend_flag(cli::App& app, Backend* out) {
     app.add_option_function<std::string>(
            "--backend",
            [out](const std::string& s) {
                auto b = parse_backend(s);
                if (!b)
-                   throw CLI::ValidationError("--backend",
+                   throw cli::ValidationError("--backend",
                                               "must be auto, io_uring, epoll or kqueue");
                *out = *b;
            },
@@ -29,8 +29,8 @@ inline void add_backend_flag(CLI::App& app, Backend* out) {
 }
 
 /// "IP:PORT" with a port 1..65535 (galay::SocketAddr::parse), as a CLI11 validator.
-inline CLI::Validator socket_address() {
-    return CLI::Validator(
+inline cli::Validator socket_address() {
+    return cli::Validator(
         [](std::string& s) -> std::string {
             auto a = SocketAddr::parse(s);
             if (!a || a->port() == 0) return "'" + s + "' is not IP:PORT (port 1..65535)";

@@ -100,7 +100,7 @@ galay::Task<int> fetch_all(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{
+    cli::App app{
         "usage: curl_fetch [OPTIONS] URL...\nFetches every URL (GET) concurrently from one "
         "thread and prints one line per URL, STATUS BYTES sha256=HEX URL, in the order "
         "given. A failed URL (no response, a timeout, status >= 400) is one line on "

@@ -35,7 +35,7 @@ galay::Task<void> serve(std::uint16_t port) {
 
 int main(int argc, char** argv) {
     std::uint16_t port = 9000;
-    CLI::App app{"A TCP echo server.", "echo_server"};
+    cli::App app{"A TCP echo server.", "echo_server"};
     app.add_option("port", port, "TCP port (0: any free port, printed)")
         ->check(galay::tools::whole(0, 65535))
         ->capture_default_str();

@@ -305,7 +305,7 @@ galay::Task<int> run(Options opt, std::optional<std::string> handover) {
 int main(int argc, char** argv) {
     Options opt;
     long drain = 30;
-    CLI::App app{"A TCP echo server that hands its listening sockets to its successor on SIGUSR2.",
+    cli::App app{"A TCP echo server that hands its listening sockets to its successor on SIGUSR2.",
                  "hot_restart"};
     app.add_option("port", opt.port, "TCP port (0: any free port, printed)")
         ->required()

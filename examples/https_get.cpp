@@ -274,12 +274,12 @@ std::expected<int, std::string> pin_ssl_cert_file() {
 
 int main(int argc, char** argv) {
     Options opt;
-    CLI::App app{"Fetch an https:// URL, verify the server, write the body to stdout.",
+    cli::App app{"Fetch an https:// URL, verify the server, write the body to stdout.",
                  "https_get"};
     std::string url_text;
     app.add_option("url", url_text, "https://HOST[:PORT][/PATH]")
         ->required()
-        ->check(CLI::Validator(
+        ->check(cli::Validator(
             [](std::string& s) -> std::string {
                 auto url = hr::parse_url(s);
                 return url ? std::string() : "'" + s + "': " + url.error();

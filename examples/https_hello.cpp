@@ -30,7 +30,7 @@ galay::Task<void> serve(const galay::tls::Context& ctx, galay::TcpStream conn) {
 int main(int argc, char** argv) {
     std::string cert, key;
     std::uint16_t port = 8443;
-    CLI::App app{"The smallest HTTPS server: every request gets \"hello\".", "https_hello"};
+    cli::App app{"The smallest HTTPS server: every request gets \"hello\".", "https_hello"};
     app.add_option("cert", cert, "certificate chain (PEM)")
         ->required()
         ->check(galay::tools::non_empty());

@@ -119,7 +119,7 @@ galay::Task<void> close_pool(std::size_t worker) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"Serves GET /sum?a=INT&b=INT on 127.0.0.1 with PostgreSQL's SELECT $1::int + "
+    cli::App app{"Serves GET /sum?a=INT&b=INT on 127.0.0.1 with PostgreSQL's SELECT $1::int + "
                  "$2::int, through a pool of libpq connections per worker.",
                  "pg_http"};
     app.add_option("--dsn", o.dsn, "libpq connection string or URI")

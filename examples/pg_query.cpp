@@ -53,7 +53,7 @@ galay::Task<int> run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::vector<std::string> words; // SQL, then its parameters
-    CLI::App app{"Runs SQL with PARAMs as $1, $2, ... (text; \\N is NULL) on PostgreSQL through "
+    cli::App app{"Runs SQL with PARAMs as $1, $2, ... (text; \\N is NULL) on PostgreSQL through "
                  "libpq on galay's loop, and prints its rows tab-separated (NULL as \\N). A "
                  "parameter that starts with '-' and is not a number goes after `--`.",
                  "pg_query"};

@@ -172,7 +172,7 @@ galay::Task<int> run(const Options& opt) {
 int main(int argc, char** argv) {
     namespace tools = galay::tools;
     Options opt;
-    CLI::App app{"Run shell commands, several at once, each with a time limit; print what each "
+    cli::App app{"Run shell commands, several at once, each with a time limit; print what each "
                  "wrote as it finishes.",
                  "run_jobs"};
     app.add_option("-j", opt.jobs, "how many commands run at once")

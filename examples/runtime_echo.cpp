@@ -23,7 +23,7 @@ galay::Task<void> echo(galay::TcpStream conn) { // runs on one worker, start to 
 
 int main(int argc, char** argv) {
     std::uint16_t port = 9000;
-    CLI::App app{"A TCP echo server with a worker per core.", "runtime_echo"};
+    cli::App app{"A TCP echo server with a worker per core.", "runtime_echo"};
     app.add_option("port", port, "TCP port (0: any free port, printed)")
         ->check(galay::tools::whole(0, 65535))
         ->capture_default_str();

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     std::uint16_t port = 0;
     std::string upstream_text;
     long idle = 60;
-    CLI::App app{"A TCP proxy: each connection joined to a new one to the upstream.", "tcp_proxy"};
+    cli::App app{"A TCP proxy: each connection joined to a new one to the upstream.", "tcp_proxy"};
     app.add_option("listen-port", port, "port to listen on (0: any free port, printed)")
         ->required()
         ->check(galay::tools::whole(0, 65535));

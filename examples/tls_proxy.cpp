@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::uint16_t port = 0;
     std::string upstream_text, cert, key;
     long idle = 60;
-    CLI::App app{"A TLS-terminating proxy: TLS in, plain TCP to the upstream.", "tls_proxy"};
+    cli::App app{"A TLS-terminating proxy: TLS in, plain TCP to the upstream.", "tls_proxy"};
     app.add_option("listen-port", port, "port to listen on (0: any free port, printed)")
         ->required()
         ->check(galay::tools::whole(0, 65535));

@@ -189,7 +189,7 @@ galay::Task<int> watch(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     long idle = 0;
-    CLI::App app{"Prints each change in DIR (created, modified, deleted, renamed, moved in/out) "
+    cli::App app{"Prints each change in DIR (created, modified, deleted, renamed, moved in/out) "
                  "as it happens.",
                  "watch_dir"};
     app.add_option("DIR", o.dir, "the directory to watch")

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     galay::Backend backend = galay::Backend::automatic;
     bool no_register_files = false, fair = false, batching = false;
     std::string tls_cert, tls_key, file_send;
-    CLI::App app{"An HTTP/1.1 server: GET / answers a fixed body, other paths are static files "
+    cli::App app{"An HTTP/1.1 server: GET / answers a fixed body, other paths are static files "
                  "from --root, GET /metrics the Runtime's figures.",
                  "http_server"};
     app.add_option("port", port, "TCP port (0: any free port)")
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     app.add_option("--header-timeout", header_timeout, "seconds to a complete request head")
         ->check(tools::whole(1, 86400));
     app.add_option("--file-send", file_send, "files over 16 KiB: sendfile (default) or copy")
-        ->check(CLI::IsMember({"sendfile", "copy"}));
+        ->check(cli::IsMember({"sendfile", "copy"}));
     app.add_flag("--no-register-files", no_register_files,
                  "io_uring: keep fds out of the ring's file table");
     auto* fair_flag = app.add_flag("--fair", fair, "every ready completion each loop turn");

@@ -88,22 +88,22 @@ struct Options {
 };
 
 /// The flags; `transfers_help` says what a transfer is in this client.
-inline void add_options(CLI::App& app, Options& o, const char* transfers_help) {
+inline void add_options(cli::App& app, Options& o, const char* transfers_help) {
     app.add_option("urls", o.urls, "URLs, fetched in turn")->required();
     app.add_option("--transfers", o.transfers, transfers_help)
         ->capture_default_str()
-        ->check(CLI::Range(1, 10000));
+        ->check(cli::Range(1, 10000));
     app.add_option("--requests", o.requests, "measured requests")
         ->capture_default_str()
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+        ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
     app.add_option("--warmup-requests", o.warmup, "requests before measuring")
         ->capture_default_str()
-        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
+        ->check(cli::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
     app.add_option("--expect-bytes", o.expect_bytes, "the body size every response must have")
-        ->check(CLI::Range(0LL, 1LL << 50));
+        ->check(cli::Range(0LL, 1LL << 50));
     app.add_option("--timeout", o.timeout, "seconds a transfer may take")
         ->capture_default_str()
-        ->check(CLI::Range(0.001, 86400.0));
+        ->check(cli::Range(0.001, 86400.0));
     app.add_flag("--json", o.json, "print one JSON object");
 }
 
@@ -205,7 +205,7 @@ private:
 inline int multi_main(int argc, char** argv, const char* tool, const char* about,
                       bool (*run)(const Options&, Outcome&)) {
     Options o;
-    CLI::App app{about};
+    cli::App app{about};
     add_options(app, o, "transfers at once");
     if (auto code = parse(app, argc, argv, tool)) return *code;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -6,7 +6,7 @@
 
 #include "galay_cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
@@ -23,7 +23,7 @@ namespace foreign {
 /// Parses the command line with the shared parser (galay_cli.hpp): nullopt to go on, else the
 /// exit code (0 after --help on stdout; 2 after one line `<tool>: error: <what> (see --help)` on
 /// stderr).
-inline std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* tool) {
+inline std::optional<int> parse(cli::App& app, int argc, char** argv, const char* tool) {
     return galay::tools::parse_command_line(app, argc, argv, tool);
 }
 

@@ -71,7 +71,7 @@
 
 #include "galay_cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -964,35 +964,35 @@ void Turns::report(i64 wall_ns) const {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"http_turns: HTTP/1.1 load (closed loop, or open at --rate) that gives several "
+    cli::App app{"http_turns: HTTP/1.1 load (closed loop, or open at --rate) that gives several "
                  "servers turns, no request outstanding between a server's turns"};
     app.add_option("--target", o.targets, "NAME=HOST:PORT (repeat: one per server)")->required();
     app.add_option("-c", o.connections, "Keep-alive connections per target")
         ->capture_default_str()
-        ->check(CLI::Range(1, 1'000'000));
+        ->check(cli::Range(1, 1'000'000));
     app.add_option("-d", o.duration, "Measured seconds of turns per target")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_option("--warmup", o.warmup, "Seconds of turns per target not counted (0: none)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(cli::NonNegativeNumber);
     app.add_option("--slice", o.slice, "Seconds of one turn (then its requests are drained)")
         ->capture_default_str()
-        ->check(CLI::Range(0.001, 3600.0));
+        ->check(cli::Range(0.001, 3600.0));
     app.add_option("--rate", o.rate,
                    "Requests per second in a target's turn, open loop, latency from when each "
                    "fell due (0: closed loop, one request outstanding per connection)")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 1e8));
+        ->check(cli::Range(0.0, 1e8));
     app.add_option("--timeout", o.timeout, "Seconds a request may be outstanding (else an error)")
         ->capture_default_str()
-        ->check(CLI::Range(0.001, 3600.0));
+        ->check(cli::Range(0.001, 3600.0));
     app.add_option("--path", o.path, "Request path")->capture_default_str();
     app.add_option("--rounds-order", o.order,
                    "Order of the targets from one cycle of turns to the next: rotate (A B C, B C "
                    "A, ...) or alternate (A B C, C B A, ...)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"rotate", "alternate"}));
+        ->check(cli::IsMember({"rotate", "alternate"}));
     app.add_flag("--json", o.json, "Print one JSON object on stdout instead of the table");
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "http_turns")) return *code;
     if (o.path.empty() || o.path.front() != '/' ||

@@ -117,17 +117,17 @@ struct Options {
     long malloc_trim = 64L << 20; ///< glibc's M_TRIM_THRESHOLD; 0: glibc's own (dynamic) one
 };
 
-inline void add_options(CLI::App& app, Options& o) {
+inline void add_options(cli::App& app, Options& o) {
     app.add_option("--conninfo", o.conninfo, "libpq connection string")->required();
     app.add_option("--connections", o.connections, "connections")
         ->capture_default_str()
-        ->check(CLI::Range(1, 10000));
+        ->check(cli::Range(1, 10000));
     app.add_option("--duration", o.duration, "measured seconds")
         ->capture_default_str()
-        ->check(CLI::Range(0.001, 86400.0));
+        ->check(cli::Range(0.001, 86400.0));
     app.add_option("--warmup", o.warmup, "seconds before measuring")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 86400.0));
+        ->check(cli::Range(0.0, 86400.0));
     app.add_flag("--prepared", o.prepared, "prepare the statement once per connection");
     app.add_flag("--json", o.json, "print one JSON object");
     app.add_option("--malloc-trim", o.malloc_trim,
@@ -135,7 +135,7 @@ inline void add_options(CLI::App& app, Options& o) {
                    "default, which gives the heap's top back and faults it in again as results "
                    "come and go)")
         ->capture_default_str()
-        ->check(CLI::Range(0L, 1L << 30));
+        ->check(cli::Range(0L, 1L << 30));
 }
 
 /// Applies --malloc-trim (after parsing, before the first connection).
@@ -150,18 +150,18 @@ struct ModeOptions {
     bool pipeline() const { return mode == "pipeline"; }
 };
 
-inline void add_mode_options(CLI::App& app, ModeOptions& o) {
+inline void add_mode_options(cli::App& app, ModeOptions& o) {
     app.add_option("--mode", o.mode,
                    "single: one query in flight per connection; pipeline: "
                    "libpq pipeline mode")
         ->capture_default_str()
-        ->check(CLI::IsMember({"single", "pipeline"}));
+        ->check(cli::IsMember({"single", "pipeline"}));
     app.add_option("--depth", o.depth, "pipeline: queries per PQpipelineSync")
         ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
+        ->check(cli::Range(1, 100000));
     app.add_option("--inflight", o.inflight, "pipeline: queries in flight across the connections")
         ->capture_default_str()
-        ->check(CLI::Range(1, 10000000));
+        ->check(cli::Range(1, 10000000));
 }
 
 /// After parsing: what is wrong with the combination of flags ("" when nothing).

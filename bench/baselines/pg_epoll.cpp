@@ -362,7 +362,7 @@ int Client::run() {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"raw_pg: N non-blocking libpq connections on one epoll loop, SELECT $1::int "
+    cli::App app{"raw_pg: N non-blocking libpq connections on one epoll loop, SELECT $1::int "
                  "(the floor of the PostgreSQL comparison)"};
     foreign::pg::add_options(app, o);
     foreign::pg::add_mode_options(app, o);

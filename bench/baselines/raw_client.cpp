@@ -19,7 +19,7 @@
 
 #include "galay_cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -567,28 +567,28 @@ void Client::report() {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{
+    cli::App app{
         "raw_client: minimal epoll ping-pong echo load client (baseline for bench_client)"};
     app.set_help_flag("--help", "Print this help message and exit");
     app.add_option("-h", o.host, "Server host")->capture_default_str();
-    app.add_option("-p", o.port, "Server port")->capture_default_str()->check(CLI::Range(1, 65535));
+    app.add_option("-p", o.port, "Server port")->capture_default_str()->check(cli::Range(1, 65535));
     app.add_option("-c", o.connections, "Connections")
         ->capture_default_str()
-        ->check(CLI::Range(1, 1'000'000));
+        ->check(cli::Range(1, 1'000'000));
     app.add_option("-s", o.size, "Message size in bytes")
         ->capture_default_str()
-        ->check(CLI::Range(size_t{1}, size_t{64} << 20));
+        ->check(cli::Range(size_t{1}, size_t{64} << 20));
     app.add_option("-d", o.duration, "Measured duration in seconds")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_option("-P", o.pipeline, "Messages in flight per connection")
         ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 16));
+        ->check(cli::Range(1, 1 << 16));
     app.add_option("--warmup", o.warmup, "Seconds of traffic before the measured window")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(cli::NonNegativeNumber);
     app.add_option("--server-pid", o.server_pid, "Report this process's CPU over the window")
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_flag("--json", o.json, "Print one JSON object on stdout (progress goes to stderr)");
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "raw_client")) return *code;
 

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string port_text = "8080";
     bool edge = false, level = false;
-    CLI::App app{"A hand-written epoll echo server (the baseline for bench_server).", "raw_epoll"};
+    cli::App app{"A hand-written epoll echo server (the baseline for bench_server).", "raw_epoll"};
     app.add_option("port", port_text, "TCP port (0: any free port)")
         ->check(tools::whole(0, 65535))
         ->capture_default_str();

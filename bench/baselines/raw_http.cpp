@@ -172,7 +172,7 @@ struct Server : baseline::EpollServer<Conn> {
 int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string port_text = "8080";
-    CLI::App app{"A hand-written epoll HTTP/1.1 server answering every request with a fixed body "
+    cli::App app{"A hand-written epoll HTTP/1.1 server answering every request with a fixed body "
                  "(the baseline for http_server).",
                  "raw_http"};
     app.add_option("port", port_text, "TCP port (0: any free port)")

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     std::string program;
     double secs = 0;
     long conc = 1;
-    CLI::App app{"Spawn PROGRAM with posix_spawn and reap it, again and again, for SECS seconds "
+    cli::App app{"Spawn PROGRAM with posix_spawn and reap it, again and again, for SECS seconds "
                  "(the baseline for bench_local spawn).",
                  "raw_spawn"};
     app.add_option("PROGRAM", program, "the program to run (no arguments)")

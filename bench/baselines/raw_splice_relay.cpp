@@ -76,14 +76,14 @@ int main(int argc, char** argv) {
     std::string up;
     sockaddr_in upstream{};
     upstream.sin_family = AF_INET;
-    CLI::App app{"A hand-written epoll + splice TCP relay (the baseline for tcp_proxy).",
+    cli::App app{"A hand-written epoll + splice TCP relay (the baseline for tcp_proxy).",
                  "raw_splice_relay"};
     app.add_option("listen-port", port, "TCP port to listen on (0: any free port)")
         ->required()
         ->check(tools::whole(0, 65535));
     app.add_option("upstream", up, "IPv4:PORT to relay to")
         ->required()
-        ->check(CLI::Validator(
+        ->check(cli::Validator(
             [&upstream](std::string& s) -> std::string {
                 const auto colon = s.rfind(':');
                 const auto p =

@@ -24,7 +24,7 @@
 
 #include "galay_cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <nlohmann/json.hpp>
 
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
     Options o;
     std::string producers = "1,4", cpus = "0,1";
     std::size_t capacity = 1024; // accepted for bench_sync's command line; moodycamel is unbounded
-    CLI::App app{"raw_sync: eventfd and moodycamel cross-thread baselines for bench_sync"};
+    cli::App app{"raw_sync: eventfd and moodycamel cross-thread baselines for bench_sync"};
     app.add_option("--rounds", o.rounds)->capture_default_str();
     app.add_option("--warmup-rounds", o.warmup_rounds)->capture_default_str();
     app.add_option("--messages", o.messages)->capture_default_str();
@@ -304,11 +304,11 @@ int main(int argc, char** argv) {
         for (std::string item; std::getline(ps, item, ',');)
             o.producers.push_back(static_cast<unsigned>(std::stoul(item)));
         if (std::sscanf(cpus.c_str(), "%d,%d", &o.cpus[0], &o.cpus[1]) != 2)
-            throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
+            throw cli::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
         if (o.blocking_cpu == -2) o.blocking_cpu = o.cpus[1];
         for (unsigned p : o.producers)
-            if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
-    } catch (const CLI::ParseError& e) {
+            if (p == 0) throw cli::ValidationError("--producers", "counts must be >= 1");
+    } catch (const cli::ParseError& e) {
         return galay::tools::print_exit(galay::tools::usage_error("raw_sync", e.what()));
     } catch (const std::exception& e) {
         return galay::tools::print_exit(galay::tools::usage_error(

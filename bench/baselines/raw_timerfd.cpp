@@ -13,7 +13,7 @@
 
 #include "galay_cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <nlohmann/json.hpp>
 
 #include <pthread.h>
@@ -50,14 +50,14 @@ int main(int argc, char** argv) {
     std::uint64_t ticks = 2000, warmup = 100, period_us = 1000;
     int cpu = 0;
     bool json = false;
-    CLI::App app{"raw_timerfd: periodic timerfd tick lateness (bench_sync's interval baseline)"};
+    cli::App app{"raw_timerfd: periodic timerfd tick lateness (bench_sync's interval baseline)"};
     app.add_option("--ticks", ticks, "measured ticks")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_option("--warmup-ticks", warmup, "ticks before measuring")->capture_default_str();
     app.add_option("--period-us", period_us, "tick period, microseconds")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_option("--cpu", cpu, "the CPU the ticking thread is pinned to")->capture_default_str();
     app.add_flag("--json", json, "print one JSON object");
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "raw_timerfd")) return *code;

@@ -128,12 +128,12 @@ int main(int argc, char** argv) {
     unsigned port = 9000;
     int nsock = 1;
     std::string mode;
-    CLI::App app{"A hand-written epoll UDP echo server (the baseline for bench_udp).", "raw_udp"};
+    cli::App app{"A hand-written epoll UDP echo server (the baseline for bench_udp).", "raw_udp"};
     app.add_option("port", port, "UDP port")->check(tools::whole(1, 65535))->capture_default_str();
     app.add_option("sockets", nsock, "sockets bound to the port (SO_REUSEPORT)")
         ->check(tools::whole(1, 1024))
         ->capture_default_str();
-    app.add_option("offload", mode, "'offload': GSO/GRO")->check(CLI::IsMember({"offload"}));
+    app.add_option("offload", mode, "'offload': GSO/GRO")->check(cli::IsMember({"offload"}));
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_udp")) return *code;
     g_offload = mode == "offload";
     int ep = ::epoll_create1(EPOLL_CLOEXEC);

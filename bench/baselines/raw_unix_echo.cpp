@@ -184,20 +184,22 @@ int main(int argc, char** argv) {
     int conns = 100;
     std::size_t size = 256;
     double secs = 5;
-    CLI::App app{"A hand-written epoll echo server and client over a Unix stream socket.",
+    cli::App app{"A hand-written epoll echo server and client over a Unix stream socket.",
                  "raw_unix_echo"};
     app.require_subcommand(1);
-    CLI::App* server = app.add_subcommand("server", "echo on a Unix socket at PATH");
+    cli::App* server = app.add_subcommand("server", "echo on a Unix socket at PATH");
     server->add_option("PATH", server_path, "socket path")->required()->check(tools::non_empty());
-    CLI::App* cli = app.add_subcommand("client", "connect to PATH and measure echoes");
-    cli->add_option("PATH", client_path, "socket path")->required()->check(tools::non_empty());
-    cli->add_option("-c", conns, "connections")
+    cli::App* client_cmd = app.add_subcommand("client", "connect to PATH and measure echoes");
+    client_cmd->add_option("PATH", client_path, "socket path")
+        ->required()
+        ->check(tools::non_empty());
+    client_cmd->add_option("-c", conns, "connections")
         ->check(tools::whole(1, 100000))
         ->capture_default_str();
-    cli->add_option("-s", size, "message bytes")
+    client_cmd->add_option("-s", size, "message bytes")
         ->check(tools::whole(1, 1 << 24))
         ->capture_default_str();
-    cli->add_option("-d", secs, "seconds")
+    client_cmd->add_option("-d", secs, "seconds")
         ->check(tools::seconds(0.001, 86400))
         ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_unix_echo")) return *code;

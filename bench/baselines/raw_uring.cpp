@@ -487,7 +487,7 @@ int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string port_text = "8080", unix_arg;
     bool no_fixed = false, no_defer = false, bundle = false, inc = false;
-    CLI::App app{"A hand-written liburing echo server (the baseline for bench_server).",
+    cli::App app{"A hand-written liburing echo server (the baseline for bench_server).",
                  "raw_uring"};
     app.add_option("port", port_text, "TCP port (0: any free port)")
         ->check(tools::whole(0, 65535))
@@ -501,7 +501,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--bufs", srv->pool.entries, "provided buffers (a power of two)")
         ->check(tools::whole(1, 32768))
-        ->check(CLI::Validator(
+        ->check(cli::Validator(
             [](std::string& s) -> std::string {
                 const unsigned long v = std::stoul(s);
                 return (v & (v - 1)) == 0 ? "" : "'" + s + "' is not a power of two";

@@ -269,14 +269,14 @@ int main(int argc, char** argv) {
     unsigned port = 9000;
     int nsock = 1;
     std::string m = "mmsg";
-    CLI::App app{"A hand-written io_uring UDP echo server (the baseline for bench_udp).",
+    cli::App app{"A hand-written io_uring UDP echo server (the baseline for bench_udp).",
                  "raw_uring_udp"};
     app.add_option("port", port, "UDP port")->check(tools::whole(1, 65535))->capture_default_str();
     app.add_option("sockets", nsock, "sockets bound to the port (SO_REUSEPORT)")
         ->check(tools::whole(1, 64))
         ->capture_default_str();
     app.add_option("mode", m, "how datagrams are received and sent")
-        ->check(CLI::IsMember({"mmsg", "ms-sqe", "ms-linked", "ms-mmsg"}))
+        ->check(cli::IsMember({"mmsg", "ms-sqe", "ms-linked", "ms-mmsg"}))
         ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring_udp")) return *code;
     Server srv;

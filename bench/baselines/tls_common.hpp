@@ -43,7 +43,7 @@ inline SSL_CTX* tls_server_context(const char* tool, const std::string& cert,
 }
 
 /// The positional port and the required --cert and --key of a TLS server baseline.
-inline void tls_server_options(CLI::App& app, std::string& port, std::string& cert,
+inline void tls_server_options(cli::App& app, std::string& port, std::string& cert,
                                std::string& key) {
     namespace tools = galay::tools;
     app.add_option("port", port, "TCP port (0: any free port)")

@@ -301,7 +301,7 @@ private:
 int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string cert, key, upstream, port_text = "8443";
-    CLI::App app{"A hand-written epoll + OpenSSL TLS echo server or TLS-terminating relay (the "
+    cli::App app{"A hand-written epoll + OpenSSL TLS echo server or TLS-terminating relay (the "
                  "baseline for tls_proxy).",
                  "tls_echo_raw"};
     baseline::tls_server_options(app, port_text, cert, key);

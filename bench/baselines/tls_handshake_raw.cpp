@@ -205,7 +205,7 @@ private:
 int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string cert, key, port_text = "8443";
-    CLI::App app{"A hand-written epoll + OpenSSL server of new TLS connections: handshake, one "
+    cli::App app{"A hand-written epoll + OpenSSL server of new TLS connections: handshake, one "
                  "request, a fixed answer, close (the floor for galay's handshakes).",
                  "tls_handshake_raw"};
     baseline::tls_server_options(app, port_text, cert, key);

@@ -74,13 +74,13 @@ std::expected<Options, int> parse(int argc, char** argv) {
     namespace tools = galay::tools;
     Options o;
     std::string mode = "get";
-    CLI::App app{"A TLS load generator: new handshakes, keep-alive requests or echoes against "
+    cli::App app{"A TLS load generator: new handshakes, keep-alive requests or echoes against "
                  "HOST PORT.",
                  "tls_load"};
     app.add_option("HOST", o.host, "server host")->required()->check(tools::non_empty());
     app.add_option("PORT", o.port, "server port")->required()->check(tools::whole(1, 65535));
     app.add_option("--mode", mode, "get (a handshake per request), keepalive or echo")
-        ->check(CLI::IsMember({"get", "keepalive", "echo"}))
+        ->check(cli::IsMember({"get", "keepalive", "echo"}))
         ->capture_default_str();
     app.add_option("-c", o.conns, "connections")
         ->check(tools::whole(1, 100000))

@@ -9,7 +9,7 @@ foreach(pair "pg_threads;LIBPQ" "curl_threads;LIBCURL")
   if(TARGET PkgConfig::${lib})
     add_executable(${tool} blocking/${tool}.cpp)
     target_include_directories(${tool} PRIVATE ${PROJECT_SOURCE_DIR}/bench/baselines)
-    target_link_libraries(${tool} PRIVATE PkgConfig::${lib} Threads::Threads CLI11::CLI11
+    target_link_libraries(${tool} PRIVATE PkgConfig::${lib} Threads::Threads galay-cli
                                           nlohmann_json::nlohmann_json)
     target_compile_options(${tool} PRIVATE $<$<NOT:$<CONFIG:Release>>:-O2>)
   endif()

@@ -196,7 +196,7 @@ RunResult run_once(Mode mode, Backend backend, bool pin, int warmup, int rounds)
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"AsyncFd + read/write against native recv/send: a socketpair ping-pong"};
+    cli::App app{"AsyncFd + read/write against native recv/send: a socketpair ping-pong"};
     tools::PairedRuns runs{.pairs = 5, .rounds = 50000, .warmup = 5000};
     Backend backend = Backend::automatic;
     tools::add_paired_run_flags(app, &runs, "alternating native / asyncfd runs",

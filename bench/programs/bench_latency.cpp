@@ -672,7 +672,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"The latency benchmarks of the io_uring latency study on galay-kernel",
+    cli::App app{"The latency benchmarks of the io_uring latency study on galay-kernel",
                  "bench_latency"};
     app.set_help_flag("--help", "Print this help and exit"); // -h is the host
     app.require_subcommand(0, 1);
@@ -689,7 +689,7 @@ int main(int argc, char** argv) {
     app.add_option("-p,--port", port, "echo server port; 0 = start bench_latency server")
         ->capture_default_str();
     app.add_option("-n,--samples", ro.samples, "samples per benchmark")
-        ->check(CLI::Range(2, 100000))
+        ->check(cli::Range(2, 100000))
         ->capture_default_str();
     app.add_option("--sample-ms", ro.sample_ms, "target duration of one sample")
         ->check(tools::finite_range(0.01, 10000.0))
@@ -704,13 +704,13 @@ int main(int argc, char** argv) {
                    "CPU of the client when it starts the server (-1: not pinned)")
         ->capture_default_str();
     app.add_option("--recv", recv_mode, "the started server's receive: pooled or copy")
-        ->check(CLI::IsMember({"pooled", "copy"}))
+        ->check(cli::IsMember({"pooled", "copy"}))
         ->capture_default_str();
     tools::add_idle_spin_flag(app, &spin_us, "the client and the server it starts");
     app.add_flag("--json", json, "print one JSON object with the raw samples");
     tools::add_backend_flag(app, &backend);
 
-    CLI::App* server = app.add_subcommand("server", "the echo server the benchmarks run against");
+    cli::App* server = app.add_subcommand("server", "the echo server the benchmarks run against");
     std::uint16_t server_port = 9000;
     int cpu = -1;
     Backend server_backend = Backend::automatic;
@@ -719,19 +719,19 @@ int main(int argc, char** argv) {
     server->add_option("-p,--port", server_port, "port (0: any free port)")->capture_default_str();
     server->add_option("--cpu", cpu, "pin to this CPU (-1: not pinned)")->capture_default_str();
     server->add_option("--recv", server_recv, "pooled (recv_pooled) or copy (recv into a buffer)")
-        ->check(CLI::IsMember({"pooled", "copy"}))
+        ->check(cli::IsMember({"pooled", "copy"}))
         ->capture_default_str();
     tools::add_idle_spin_flag(*server, &server_spin_us, "the server");
     tools::add_backend_flag(*server, &server_backend);
 
-    CLI::App* churn = app.add_subcommand("churn", "connection churn: connect, one round trip, "
+    cli::App* churn = app.add_subcommand("churn", "connection churn: connect, one round trip, "
                                                   "close, as fast as possible");
     churn->set_help_flag("--help", "Print this help and exit");
     ChurnOptions co;
     churn->add_option("-h,--host", co.host, "server address")->capture_default_str();
     churn->add_option("-p,--port", co.port, "server port")->required();
     churn->add_option("-c,--clients", co.clients, "concurrent clients")
-        ->check(CLI::Range(1u, 100000u))
+        ->check(cli::Range(1u, 100000u))
         ->capture_default_str();
     churn->add_option("-d,--duration", co.duration, "measured seconds")
         ->check(tools::seconds(0.01, 86400.0))
@@ -742,7 +742,7 @@ int main(int argc, char** argv) {
     churn->add_option("-n,--connections", co.total,
                       "make exactly this many connections (no warm-up) instead of -d");
     churn->add_option("-s,--size", co.size, "bytes of the round trip")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+        ->check(cli::Range(std::size_t{1}, std::size_t{1} << 20))
         ->capture_default_str();
     churn->add_option("--server-pid", co.server_pid,
                       "server process: CPU per connection and open fds before/after");

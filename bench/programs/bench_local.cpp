@@ -209,26 +209,26 @@ int main(int argc, char** argv) {
     unsigned dirs = 16;
     std::string mode, program, dir;
     double secs = 0;
-    CLI::App app{"Local workloads on galay-kernel: spawning processes, filesystem metadata.",
+    cli::App app{"Local workloads on galay-kernel: spawning processes, filesystem metadata.",
                  "bench_local"};
     app.require_subcommand(1);
-    CLI::App* spawn = app.add_subcommand("spawn", "spawn PROGRAM and reap it for SECS seconds");
+    cli::App* spawn = app.add_subcommand("spawn", "spawn PROGRAM and reap it for SECS seconds");
     spawn->add_option("PROGRAM", program, "the program to run")
         ->required()
         ->check(tools::non_empty());
     spawn->add_option("SECS", secs, "seconds")->required()->check(tools::seconds(1, 3600));
-    CLI::App* fs = app.add_subcommand("fsmeta", "create, stat and remove files under DIR");
+    cli::App* fs = app.add_subcommand("fsmeta", "create, stat and remove files under DIR");
     fs->add_option("DIR", dir, "the directory")->required()->check(tools::non_empty());
     fs->add_option("--mode", mode, "uring, pool or sync")
         ->required()
-        ->check(CLI::IsMember({"uring", "pool", "sync"}));
+        ->check(cli::IsMember({"uring", "pool", "sync"}));
     fs->add_option("--files", files, "files")
         ->check(tools::whole(1, 100000000))
         ->capture_default_str();
     fs->add_option("--dirs", dirs, "subdirectories")
         ->check(tools::whole(1, 4096))
         ->capture_default_str();
-    for (CLI::App* sub : {spawn, fs}) {
+    for (cli::App* sub : {spawn, fs}) {
         sub->add_option("--concurrency", conc, "operations in flight (default: spawn 1, fsmeta 32)")
             ->check(tools::whole(1, 4096));
         tools::add_backend_flag(*sub, &so.backend);

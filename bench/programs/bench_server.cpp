@@ -130,25 +130,25 @@ struct Args {
     Backend backend = Backend::automatic;
 };
 
-void add_options(CLI::App& app, Args& a) {
+void add_options(cli::App& app, Args& a) {
     app.add_option("port", a.port, "TCP port to listen on (0: any free port)")
         ->capture_default_str();
     app.add_option("-t,--threads", a.threads, "worker threads (one scheduler each)")
-        ->check(CLI::Range(1u, 256u))
+        ->check(cli::Range(1u, 256u))
         ->capture_default_str();
     app.add_option("--listen", a.listen_mode,
                    "sharded: a SO_REUSEPORT listener per worker (the kernel picks); dispatch: one "
                    "acceptor hands each connection to the least-loaded worker")
-        ->check(CLI::IsMember({"sharded", "dispatch"}))
+        ->check(cli::IsMember({"sharded", "dispatch"}))
         ->capture_default_str();
     app.add_option("--bind", a.bind_ip, "address to bind")->capture_default_str();
     app.add_option("--recv", a.recv_mode,
                    "pooled: buffers lent by the scheduler (io_uring: multishot recv + buffer "
                    "ring); copy: one buffer per connection")
-        ->check(CLI::IsMember({"pooled", "copy"}))
+        ->check(cli::IsMember({"pooled", "copy"}))
         ->capture_default_str();
     app.add_option("--buffer", a.buffer_size, "receive buffer per connection with --recv copy")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+        ->check(cli::Range(std::size_t{1}, std::size_t{1} << 24))
         ->capture_default_str();
     app.add_flag("--no-register-files", a.no_register_files,
                  "io_uring: keep connections out of the ring's registered-file table (to measure "
@@ -165,7 +165,7 @@ void add_options(CLI::App& app, Args& a) {
                  "install task hooks that do nothing (what hooks cost)");
     app.add_option("--stall-ms", a.stall_ms,
                    "report loop turns and task resumes longer than this (0: off)")
-        ->check(CLI::Range(0u, 60'000u))
+        ->check(cli::Range(0u, 60'000u))
         ->capture_default_str();
     tools::add_idle_spin_flag(app, &a.spin_us, "every worker");
     tools::add_backend_flag(app, &a.backend);
@@ -342,7 +342,7 @@ int serve_unix_until_stopped(const Args& a, detail::SignalAwaiter stop) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"TCP echo server on galay-kernel's Runtime"};
+    cli::App app{"TCP echo server on galay-kernel's Runtime"};
     Args a;
     add_options(app, a);
     if (auto code = galay::tools::parse_command_line(app, argc, argv, "bench_server")) return *code;

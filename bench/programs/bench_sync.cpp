@@ -1078,7 +1078,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     Options o;
     std::string producers = "1,4", cpus = "0,1";
-    CLI::App app{"bench_sync: galay Channel across two workers and spawn_blocking vs eventfd, "
+    cli::App app{"bench_sync: galay Channel across two workers and spawn_blocking vs eventfd, "
                  "moodycamel, a condvar pool and Tokio"};
     tools::add_backend_flag(app, &o.backend);
     app.add_option("--rounds", o.rounds, "measured ping-pong round trips")->capture_default_str();
@@ -1087,7 +1087,7 @@ int main(int argc, char** argv) {
     app.add_option("--messages", o.messages, "messages per throughput run")->capture_default_str();
     app.add_option("--capacity", o.capacity, "channel capacity")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(cli::PositiveNumber);
     app.add_option("--producers", producers, "producer counts for the throughput runs")
         ->capture_default_str();
     app.add_option("--blocking-rounds", o.blocking_rounds,
@@ -1135,7 +1135,7 @@ int main(int argc, char** argv) {
                 } catch (...) {
                 }
                 if (used != item.size() || v < 0)
-                    throw CLI::ValidationError(what, "'" + s + "' is not a list of numbers");
+                    throw cli::ValidationError(what, "'" + s + "' is not a list of numbers");
                 out.push_back(static_cast<std::remove_reference_t<decltype(out[0])>>(v));
             }
         };
@@ -1143,39 +1143,39 @@ int main(int argc, char** argv) {
         parse_list(cpus, o.cpus, "--cpus");
         parse_list(receivers, o.broadcast_receivers, "--broadcast-receivers");
         for (unsigned r : o.broadcast_receivers)
-            if (r == 0) throw CLI::ValidationError("--broadcast-receivers", "counts must be >= 1");
+            if (r == 0) throw cli::ValidationError("--broadcast-receivers", "counts must be >= 1");
         o.cases.clear();
         std::stringstream cs(cases);
         for (std::string c; std::getline(cs, c, ',');) {
             static const std::vector<std::string> known{"pingpong",  "throughput", "blocking",
                                                         "broadcast", "interval",   "invoke"};
             if (std::find(known.begin(), known.end(), c) == known.end())
-                throw CLI::ValidationError("--cases", "unknown case '" + c +
+                throw cli::ValidationError("--cases", "unknown case '" + c +
                                                           "' (pingpong, throughput, blocking, "
                                                           "broadcast, interval, invoke)");
             o.cases.push_back(c);
         }
         if (o.broadcast_messages == 0 || o.interval_ticks == 0 || o.interval_period_us == 0)
-            throw CLI::ValidationError("--broadcast-messages/--interval-ticks/--interval-period-us",
+            throw cli::ValidationError("--broadcast-messages/--interval-ticks/--interval-period-us",
                                        "must be >= 1");
-        if (o.invoke_pairs == 0) throw CLI::ValidationError("--invoke-pairs", "must be >= 1");
-        if (o.cpus.size() != 2) throw CLI::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
+        if (o.invoke_pairs == 0) throw cli::ValidationError("--invoke-pairs", "must be >= 1");
+        if (o.cpus.size() != 2) throw cli::ValidationError("--cpus", "needs two CPUs, e.g. 0,1");
         for (unsigned p : o.producers)
-            if (p == 0) throw CLI::ValidationError("--producers", "counts must be >= 1");
+            if (p == 0) throw cli::ValidationError("--producers", "counts must be >= 1");
         if (o.rounds == 0 || o.messages == 0 || o.blocking_rounds == 0)
-            throw CLI::ValidationError("--rounds/--messages/--blocking-rounds", "must be >= 1");
+            throw cli::ValidationError("--rounds/--messages/--blocking-rounds", "must be >= 1");
         cpu_set_t allowed;
         if (o.blocking_cpu == -2) o.blocking_cpu = o.cpus[1];
         if (o.blocking_cpu < -1)
-            throw CLI::ValidationError("--blocking-cpu", "a CPU number, or -1 for not pinned");
+            throw cli::ValidationError("--blocking-cpu", "a CPU number, or -1 for not pinned");
         std::vector<int> used = o.cpus;
         if (o.blocking_cpu >= 0) used.push_back(o.blocking_cpu);
         if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
             for (int c : used)
                 if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed))
-                    throw CLI::ValidationError("--cpus", "CPU " + std::to_string(c) +
+                    throw cli::ValidationError("--cpus", "CPU " + std::to_string(c) +
                                                              " is not available to this process");
-    } catch (const CLI::ParseError& e) {
+    } catch (const cli::ParseError& e) {
         return tools::print_exit(tools::usage_error("bench_sync", e.what()));
     }
     o.baselines = !no_baselines;

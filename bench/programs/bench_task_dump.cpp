@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     unsigned probe_us = 100;
     bool pin = false;
     bool json = false;
-    CLI::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
+    cli::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
                  "bench_task_dump"};
     tools::add_backend_flag(app, &backend);
     app.add_option("--tasks", tasks, "tasks alive during the dumps")

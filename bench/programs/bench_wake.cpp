@@ -91,7 +91,7 @@ RunResult run_once(Backend backend, bool msg_ring, bool pin, int warmup, int rou
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Cross-worker wake-up: eventfd vs IORING_OP_MSG_RING"};
+    cli::App app{"Cross-worker wake-up: eventfd vs IORING_OP_MSG_RING"};
     tools::PairedRuns runs;
     Backend backend = Backend::io_uring;
     tools::add_paired_run_flags(app, &runs, "alternating eventfd / msg_ring runs",

@@ -81,11 +81,11 @@ galay::Task<void> run(const foreign::curl::Options& o, foreign::curl::Outcome& r
 int main(int argc, char** argv) {
     foreign::curl::Options o;
     std::string backend = "auto";
-    CLI::App app{"galay_curl: GETs over libcurl's multi interface on galay's loop"};
+    cli::App app{"galay_curl: GETs over libcurl's multi interface on galay's loop"};
     foreign::curl::add_options(app, o, "transfers at once");
     app.add_option("--backend", backend, "io_uring, epoll or auto")
         ->capture_default_str()
-        ->check(CLI::IsMember({"io_uring", "epoll", "auto"}));
+        ->check(cli::IsMember({"io_uring", "epoll", "auto"}));
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;
     galay_curl::CurlGlobal global;
     if (!global.ok()) {

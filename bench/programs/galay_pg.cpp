@@ -150,12 +150,12 @@ galay::Task<int> bench(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"galay_pg: N libpq connections driven by galay's loop (the examples/pg pool), "
+    cli::App app{"galay_pg: N libpq connections driven by galay's loop (the examples/pg pool), "
                  "SELECT $1::int, with raw_pg's command line and report"};
     foreign::pg::add_options(app, o);
     app.add_option("--backend", o.backend, "galay's backend")
         ->capture_default_str()
-        ->check(CLI::IsMember({"io_uring", "epoll"}));
+        ->check(cli::IsMember({"io_uring", "epoll"}));
     foreign::pg::add_mode_options(app, o);
     app.add_flag("--hold", o.hold,
                  "pipeline: take each batch's results together (pool.run) rather than each as "

@@ -195,7 +195,7 @@ std::string render(const Args& a, const nlohmann::json& dump, const std::string&
 
 int main(int argc, char** argv) {
     Args a;
-    CLI::App app{"A live console for a galay metrics endpoint (GET /tasks, GET /metrics)",
+    cli::App app{"A live console for a galay metrics endpoint (GET /tasks, GET /metrics)",
                  "galay-top"};
     app.add_option("endpoint", a.target, "HOST:PORT of the endpoint (bench_server --metrics)")
         ->required();

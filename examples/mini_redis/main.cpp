@@ -34,7 +34,7 @@ namespace {
 /// The options from the command line, or the exit code when there is nothing to run (--help:
 /// 0; a bad flag: 2, said in one line on stderr).
 std::optional<int> parse_options(int argc, char** argv, mini_redis::Options& o) {
-    CLI::App app{"A Redis-protocol key-value server on galay-kernel, one shard of the keys per "
+    cli::App app{"A Redis-protocol key-value server on galay-kernel, one shard of the keys per "
                  "worker.",
                  "mini_redis"};
     app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any free port)")

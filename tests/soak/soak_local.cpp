@@ -218,18 +218,18 @@ int main(int argc, char** argv) {
     std::string backend = "all";
     std::string dir_text = "/var/tmp";
     std::uint64_t slack_kib = 2048;
-    CLI::App app{"The soak's in-process part: UDP sockets, files and TCP connections opened, used "
+    cli::App app{"The soak's in-process part: UDP sockets, files and TCP connections opened, used "
                  "and closed in a loop, with descriptors and memory checked.",
                  "soak_local"};
     app.add_option("--duration", duration, "seconds")
         ->required()
         ->check(tools::seconds(0.001, 86399));
     app.add_option("--backend", backend, "all, io_uring or epoll")
-        ->check(CLI::IsMember({"all", "io_uring", "epoll"}))
+        ->check(cli::IsMember({"all", "io_uring", "epoll"}))
         ->capture_default_str();
     app.add_option("--dir", dir_text, "a directory for the files")
         ->check(tools::non_empty())
-        ->check(CLI::ExistingDirectory)
+        ->check(cli::ExistingDirectory)
         ->capture_default_str();
     app.add_option("--rss-slack-kib", slack_kib, "RSS growth allowed, KiB")->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "soak_local")) return *code;

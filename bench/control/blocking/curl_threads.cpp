@@ -58,7 +58,7 @@ void worker(const foreign::curl::Options& o, Shared& s) {
 
 int main(int argc, char** argv) {
     foreign::curl::Options o;
-    CLI::App app{"curl_threads: GETs from threads each running curl_easy_perform in a loop "
+    cli::App app{"curl_threads: GETs from threads each running curl_easy_perform in a loop "
                  "(a control of the HTTP-client comparison)"};
     foreign::curl::add_options(app, o, "threads, one transfer at a time each");
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;

@@ -164,11 +164,11 @@ int main(int argc, char** argv) {
     int port = -1, server_port = 9000, samples = 30;
     double sample_ms = 5, warmup_ms = 200;
     bool json = false;
-    CLI::App app{"The latency study's floor: blocking POSIX sockets at both ends (a client, or "
+    cli::App app{"The latency study's floor: blocking POSIX sockets at both ends (a client, or "
                  "with `server` the echo server).",
                  "latency_blocking"};
     app.set_help_flag("--help", "Print this help message and exit"); // (-h is the host)
-    CLI::App* server = app.add_subcommand("server", "serve (one thread per connection)");
+    cli::App* server = app.add_subcommand("server", "serve (one thread per connection)");
     server->add_option("-p,--port", server_port, "TCP port")
         ->check(tools::whole(1, 65535))
         ->capture_default_str();

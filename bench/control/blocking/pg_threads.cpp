@@ -107,7 +107,7 @@ std::uint64_t total(const std::vector<Counter>& counters) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"pg_threads: N threads, each a blocking libpq connection running SELECT $1::int "
+    cli::App app{"pg_threads: N threads, each a blocking libpq connection running SELECT $1::int "
                  "in a loop (a control of the PostgreSQL comparison)"};
     foreign::pg::add_options(app, o);
     if (auto code = foreign::parse(app, argc, argv, kTool)) return *code;

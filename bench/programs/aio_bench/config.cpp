@@ -2,7 +2,7 @@
 
 #include "common/cli.hpp"
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -127,14 +127,14 @@ struct RawArgs {
                 complete_batch;
     bool poll = false;
     bool batch = false;
-    CLI::Option* engine_given = nullptr;  // -e (count() > 0: given)
-    CLI::Option* runtime_given = nullptr; // -r
+    cli::Option* engine_given = nullptr;  // -e (count() > 0: given)
+    cli::Option* runtime_given = nullptr; // -r
 };
 
 using Check = std::expected<void, UsageError>;
 
 /// What to run: the target, the engine, the I/O pattern and its shape.
-void add_workload_options(CLI::App& app, Config& cfg, RawArgs& a) {
+void add_workload_options(cli::App& app, Config& cfg, RawArgs& a) {
     app.add_option("-f,--file", cfg.file,
                    "Target file or block device. Created (and removed at exit unless --keep) if "
                    "missing; existing files and devices are only written with --allow-overwrite")
@@ -166,7 +166,7 @@ void add_workload_options(CLI::App& app, Config& cfg, RawArgs& a) {
 
 /// How to report, limits, batching and the io_uring engine options (after the workload's, in
 /// this order in --help).
-void add_run_options(CLI::App& app, Config& cfg, RawArgs& a) {
+void add_run_options(cli::App& app, Config& cfg, RawArgs& a) {
     app.add_flag("--json", cfg.json, "Print one JSON object instead of the text report");
     app.add_flag("--per-second", cfg.per_second, "Print (or add to JSON) one line per second");
     app.add_flag("--allow-overwrite", cfg.allow_overwrite,
@@ -195,7 +195,7 @@ void add_run_options(CLI::App& app, Config& cfg, RawArgs& a) {
 
 /// The shared parser's verdict (galay_cli.hpp): --help as exit code 0, every parse error as one
 /// line, which main prints in the "aio_bench: error: ... (see --help)" frame.
-Check run_parser(CLI::App& app, int argc, char** argv) {
+Check run_parser(cli::App& app, int argc, char** argv) {
     auto exit = galay::tools::parse_args(app, galay::tools::args_from(argc, argv), "aio_bench");
     if (!exit) return {};
     if (exit->code == 0) return std::unexpected(UsageError{exit->message, 0});
@@ -362,11 +362,11 @@ Check read_polling_and_engine_options(const RawArgs& a, Config& cfg) {
 
 std::expected<Config, UsageError> parse_args(int argc, char** argv) {
     Config cfg;
-    CLI::App app{"aio_bench: fio-like comparison of the libaio and io_uring engines.\n"
+    cli::App app{"aio_bench: fio-like comparison of the libaio and io_uring engines.\n"
                  "Each thread owns one engine and keeps exactly -q I/Os in flight.",
                  "aio_bench"};
     app.set_version_flag("--version", "aio_bench 1.0");
-    app.get_formatter()->column_width(34);
+    app.column_width(34);
     RawArgs a;
     add_workload_options(app, cfg, a);
     add_run_options(app, cfg, a);

@@ -6,30 +6,30 @@ namespace galay::tools::bench_client {
 
 CliResult<Options> parse_args(std::vector<std::string> args) {
     Options o;
-    CLI::App app{"TCP echo benchmark client on galay-kernel", "bench_client"};
+    cli::App app{"TCP echo benchmark client on galay-kernel", "bench_client"};
     app.set_help_flag("--help", "Print this help and exit"); // -h is the host, as in our reports
     app.add_option("-h,--host", o.host, "server host")->capture_default_str();
     app.add_option("-p,--port", o.port, "server port")
-        ->check(CLI::Range(1, 65535))
+        ->check(cli::Range(1, 65535))
         ->capture_default_str();
     app.add_option("-c,--connections", o.connections, "concurrent connections")
-        ->check(CLI::Range(1u, 1'000'000u))
+        ->check(cli::Range(1u, 1'000'000u))
         ->capture_default_str();
     app.add_option("-s,--size", o.size, "message size in bytes")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20))
+        ->check(cli::Range(std::size_t{1}, std::size_t{64} << 20))
         ->capture_default_str();
     app.add_option("-d,--duration", o.duration, "measured duration in seconds")
         ->check(seconds(0.1, 86400.0))
         ->capture_default_str();
     app.add_option("-P,--pipeline", o.pipeline, "messages in flight per connection")
-        ->check(CLI::Range(1u, 4096u))
+        ->check(cli::Range(1u, 4096u))
         ->capture_default_str();
     app.add_option("--warmup", o.warmup, "seconds of traffic before measuring")
         ->check(seconds(0.0, 3600.0))
         ->capture_default_str();
     app.add_option("--server-pid", o.server_pid,
                    "report the server's CPU time per request (reads /proc/PID/stat)")
-        ->check(CLI::Range(1, 1 << 30));
+        ->check(cli::Range(1, 1 << 30));
     app.add_option("--timeout", o.op_timeout, "seconds before a silent server is an error")
         ->check(seconds(0.01, 3600.0))
         ->capture_default_str();

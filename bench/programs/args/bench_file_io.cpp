@@ -15,28 +15,28 @@ std::optional<std::uint64_t> Options::total_bytes() const {
 
 CliResult<Options> parse_args(std::vector<std::string> args) {
     Options o;
-    CLI::App app{"File I/O benchmark on galay-kernel: each worker writes its own file, then reads "
+    cli::App app{"File I/O benchmark on galay-kernel: each worker writes its own file, then reads "
                  "it back and verifies every block",
                  "bench_file_io"};
     app.add_option("-w,--workers", o.workers, "workers (coroutines), one file each")
-        ->check(CLI::Range(1u, 4096u))
+        ->check(cli::Range(1u, 4096u))
         ->capture_default_str();
     app.add_option("-n,--ops", o.ops, "operations per worker and phase (blocks per file)")
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32))
+        ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 32))
         ->capture_default_str();
     app.add_option("-b,--block-size", o.block, "block size in bytes")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20))
+        ->check(cli::Range(std::size_t{1}, std::size_t{64} << 20))
         ->capture_default_str();
     app.add_option("--batch", o.batch,
                    "operations each worker submits at once (also spelled -batch)")
-        ->check(CLI::Range(1u, 1024u))
+        ->check(cli::Range(1u, 1024u))
         ->capture_default_str();
     app.add_option("-d,--dir", o.dir, "directory for the test files")->capture_default_str();
     app.add_flag("--direct", o.direct, "open the files with O_DIRECT (bypass the page cache)");
     app.add_option("--prealloc", o.prealloc,
                    "lay out the files before the (timed) write phase: fallocate, zero (write "
                    "zeros first: the timed writes overwrite) or none (the writes extend the files)")
-        ->check(CLI::IsMember({"fallocate", "zero", "none"}))
+        ->check(cli::IsMember({"fallocate", "zero", "none"}))
         ->capture_default_str();
     app.add_flag_callback(
         "--no-prealloc", [&o] { o.prealloc = "none"; }, "same as --prealloc none");

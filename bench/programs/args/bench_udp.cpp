@@ -5,18 +5,18 @@
 namespace galay::tools::bench_udp {
 namespace {
 
-void add_client_options(CLI::App& app, ClientOptions& o) {
+void add_client_options(cli::App& app, ClientOptions& o) {
     app.add_option("-c,--clients", o.clients, "concurrent clients (one socket each)")
-        ->check(CLI::Range(1u, 100'000u))
+        ->check(cli::Range(1u, 100'000u))
         ->capture_default_str();
     app.add_option("-n,--messages", o.messages, "messages per client")
-        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
+        ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
         ->capture_default_str();
     app.add_option("-s,--size", o.size, "message size in bytes")
-        ->check(CLI::Range(udp::kHeaderSize, std::size_t{65507}))
+        ->check(cli::Range(udp::kHeaderSize, std::size_t{65507}))
         ->capture_default_str();
     app.add_option("-P,--pipeline", o.pipeline, "datagrams in flight per client")
-        ->check(CLI::Range(1u, 4096u))
+        ->check(cli::Range(1u, 4096u))
         ->capture_default_str();
     app.add_option("-d,--duration", o.duration,
                    "duration mode: send for this many seconds instead of -n messages")
@@ -58,7 +58,7 @@ std::optional<CliExit> check_client_memory(const ClientOptions& o) {
 } // namespace
 
 CliResult<Options> parse_args(std::vector<std::string> args) {
-    CLI::App app{"UDP echo benchmark on galay-kernel (server and clients in one process, or "
+    cli::App app{"UDP echo benchmark on galay-kernel (server and clients in one process, or "
                  "split with the `server` / `client` subcommands)",
                  "bench_udp"};
     app.set_help_flag("--help", "Print this help and exit"); // -h is the host
@@ -69,27 +69,27 @@ CliResult<Options> parse_args(std::vector<std::string> args) {
         ->capture_default_str();
     app.add_option("-p,--port", both.port, "UDP port (0: any free port)")->capture_default_str();
     app.add_option("-w,--workers", both_server.workers, "server worker coroutines (sockets)")
-        ->check(CLI::Range(1u, 1024u))
+        ->check(cli::Range(1u, 1024u))
         ->capture_default_str();
     add_client_options(app, both);
 
     ServerOptions so;
-    CLI::App* server = app.add_subcommand("server", "run only the echo server");
+    cli::App* server = app.add_subcommand("server", "run only the echo server");
     server->set_help_flag("--help", "Print this help and exit");
     server->add_option("-p,--port", so.port, "UDP port (0: any free port, printed)")
         ->capture_default_str();
     server->add_option("-h,--host,--bind", so.bind, "address to bind")->capture_default_str();
     server->add_option("-w,--workers", so.workers, "worker coroutines (SO_REUSEPORT sockets)")
-        ->check(CLI::Range(1u, 1024u))
+        ->check(cli::Range(1u, 1024u))
         ->capture_default_str();
     server->add_option("--rcvbuf", so.rcvbuf, "SO_RCVBUF per socket, bytes (capped by rmem_max)")
-        ->check(CLI::Range(0, 1 << 30))
+        ->check(cli::Range(0, 1 << 30))
         ->capture_default_str();
     server
         ->add_option("--buffer", so.buffer,
                      "largest datagram echoed whole, bytes (a longer one is echoed truncated, "
                      "reported, and fails the client's check)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{65535}))
+        ->check(cli::Range(std::size_t{1}, std::size_t{65535}))
         ->capture_default_str();
     server->add_flag("!--no-gso", so.gso,
                      "echo every datagram as its own message (no UDP_SEGMENT)");
@@ -98,17 +98,17 @@ CliResult<Options> parse_args(std::vector<std::string> args) {
 
     ClientOptions co;
     unsigned co_workers = 0;
-    CLI::App* client = app.add_subcommand("client", "run only the clients against a server");
+    cli::App* client = app.add_subcommand("client", "run only the clients against a server");
     client->set_help_flag("--help", "Print this help and exit");
     client->add_option("-h,--host", co.host, "server host")->capture_default_str();
     client->add_option("-p,--port", co.port, "server port")
-        ->check(CLI::Range(1, 65535))
+        ->check(cli::Range(1, 65535))
         ->capture_default_str();
     client->add_option("-w,--workers", co_workers, "the server's worker count (for the report)");
     client
         ->add_option("--server-pid", co.server_pid,
                      "report the server's CPU time per packet (reads /proc/PID/stat)")
-        ->check(CLI::Range(1, 1 << 30));
+        ->check(cli::Range(1, 1 << 30));
     add_client_options(*client, co);
     app.require_subcommand(0, 1);
     if (auto e = tools::parse_args(app, std::move(args), "bench_udp")) return std::unexpected(*e);

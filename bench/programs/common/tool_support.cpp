@@ -16,16 +16,16 @@
 
 namespace galay::tools {
 
-void add_paired_run_flags(CLI::App& app, PairedRuns* runs, const char* pairs_help,
+void add_paired_run_flags(cli::App& app, PairedRuns* runs, const char* pairs_help,
                           const char* pin_help) {
     app.add_option("--pairs", runs->pairs, pairs_help)
-        ->check(CLI::Range(1, 1000))
+        ->check(cli::Range(1, 1000))
         ->capture_default_str();
     app.add_option("--rounds", runs->rounds, "timed round trips per run")
-        ->check(CLI::Range(10, 100'000'000))
+        ->check(cli::Range(10, 100'000'000))
         ->capture_default_str();
     app.add_option("--warmup", runs->warmup, "untimed round trips first")
-        ->check(CLI::Range(0, 100'000'000))
+        ->check(cli::Range(0, 100'000'000))
         ->capture_default_str();
     app.add_flag("--pin", runs->pin, pin_help);
     app.add_flag("--json", runs->json, "print one JSON object");
@@ -37,7 +37,7 @@ nlohmann::json spread_of(std::vector<double> ratios) {
         {"median", ratios[ratios.size() / 2]}, {"min", ratios.front()}, {"max", ratios.back()}};
 }
 
-void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to) {
+void add_idle_spin_flag(cli::App& app, unsigned* us, const char* applies_to) {
     app.add_option("--idle-spin", *us,
                    std::string("poll up to this many microseconds before sleeping "
                                "(SchedulerOptions::idle_spin; 0: off): ") +

@@ -12,7 +12,7 @@
 #include <galay/runtime.hpp>
 #include <galay/task.hpp>
 
-#include <CLI/CLI.hpp>
+#include "galay_cli.hpp"
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
@@ -32,7 +32,7 @@ struct PairedRuns {
     bool pin = false;
     bool json = false;
 };
-void add_paired_run_flags(CLI::App& app, PairedRuns* runs, const char* pairs_help,
+void add_paired_run_flags(cli::App& app, PairedRuns* runs, const char* pairs_help,
                           const char* pin_help);
 
 /// A ratio's spread over the pairs: {"median", "min", "max"}.
@@ -40,7 +40,7 @@ nlohmann::json spread_of(std::vector<double> ratios);
 
 /// Adds `--idle-spin US` (SchedulerOptions::idle_spin in microseconds, 0 = off, at most 10 s) to
 /// `app`; `applies_to` ends its help ("the client and the server it starts", say).
-void add_idle_spin_flag(CLI::App& app, unsigned* us, const char* applies_to);
+void add_idle_spin_flag(cli::App& app, unsigned* us, const char* applies_to);
 
 /// Make sure at least `needed` file descriptors can be open. Raises the soft limit (and the hard
 /// limit when privileged). On failure prints what is needed and what is allowed, returns false.
