@@ -48,7 +48,8 @@ FORKER = textwrap.dedent("""
         signal.pause()
 """)
 
-# argv[1]: how it ends. Prints the pids it made, "ready", then waits on stdin (or ends).
+# argv[1]: how it ends. Prints the pids it made, waits for a line on stdin, prints "ready", then
+# waits on stdin (or ends).
 SCRIPT = textwrap.dedent(f"""
     import subprocess, sys
     sys.path.insert(0, {HARNESS!r})
@@ -60,6 +61,7 @@ SCRIPT = textwrap.dedent(f"""
     esc = children.popen([sys.executable, "-c", {ESCAPER!r}], stdout=subprocess.PIPE, text=True)
     print(sh.pid, sh.stdout.readline().strip(), esc.pid, esc.stdout.readline().strip(),
           flush=True)
+    sys.stdin.readline()  # the test has seen them alive: only now may the script end
     if how == "forker":
         fork = subprocess.Popen([sys.executable, "-c", {FORKER!r}], stdout=sys.stdout,
                                 process_group=0)
@@ -95,6 +97,13 @@ def alive(pid):
     return True
 
 
+def go_on(p):
+    """Lets the script past the point where it printed its pids (it waits there, so that it
+    cannot end, and stop its children, before the test has looked at them)."""
+    p.stdin.write("\n")
+    p.stdin.flush()
+
+
 def live_descendants():
     return [p for p in children.descendants(os.getpid()) if alive(p)]
 
@@ -106,6 +115,7 @@ class ScriptEnds(unittest.TestCase):
         pids = [int(x) for x in p.stdout.readline().split()]
         self.assertEqual(len(pids), 4, p.stderr.read() if p.poll() is not None else pids)
         self.assertTrue(all(alive(x) for x in pids), pids)
+        go_on(p)
         self.assertEqual(p.stdout.readline(), "ready\n")
         if sig is not None:
             p.send_signal(sig)
@@ -141,6 +151,7 @@ class ScriptEnds(unittest.TestCase):
         p = subprocess.Popen([sys.executable, "-c", SCRIPT, "forker"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         p.stdout.readline()  # the script's pids
+        go_on(p)
         self.assertEqual(p.stdout.readline(), "ready\n")  # the forker's
         self.assertEqual(p.stdout.readline(), "ready\n")  # the script's
         p.send_signal(signal.SIGTERM)
@@ -157,6 +168,7 @@ class ScriptEnds(unittest.TestCase):
         p = subprocess.Popen([sys.executable, "-c", SCRIPT, "twice"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pids = [int(x) for x in p.stdout.readline().split()]
+        go_on(p)
         self.assertEqual(p.stdout.readline(), "ready\n")
         p.send_signal(signal.SIGINT)
         self.assertEqual(p.stdout.readline(), "cleaning\n")  # in `finally`, children stopped
