@@ -106,7 +106,8 @@ test-posix: deps
 # can run here.
 # Where the time goes on a fresh machine: Zig builds compiler_rt, libc++ and libc++abi (and
 # FreeBSD's libc stubs) once per target, kept in ~/.cache/zig (ZIG_GLOBAL_CACHE_DIR); CI that
-# keeps that directory between runs saves most of it. The builds are made for linking, not
+# keeps that directory between runs (keyed on cmake/zig.lock) saves nearly half of the CPU time
+# (docs/benchmarks/portability.md, "Cross builds"). The builds are made for linking, not
 # debugging: -O0 without debug information, without the UBSan instrumentation Zig adds by
 # default (its runtime would be one more library built per target), and unity batches for every
 # target (mini_redis's seven sources parse galay's headers once). Each target is its own make
