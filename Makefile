@@ -25,7 +25,7 @@ PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 # and is the subreaper of everything the run starts).
 LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
-.PHONY: deps deps-clang deps-fuzz deps-docs deps-cross docs build test test-asan test-tsan test-clang test-no-uring test-posix cross bench soak fuzz \
+.PHONY: deps deps-clang deps-fuzz deps-docs deps-cross docs build test test-asan test-tsan test-clang test-no-uring test-posix zig cross bench soak fuzz \
 	format clean
 
 # Install the Debian packages of $(1) that are missing.
@@ -103,11 +103,21 @@ test-posix: deps
 # run on a Mac or a FreeBSD machine). TLS is off (no OpenSSL for those targets here: the TLS
 # sources, the HTTPS examples and apps/http are left out), as are libpq and libcurl; so are the
 # examples that are Linux's: watch_dir (inotify), hot_restart (SO_DOMAIN, accept4). Nothing of it
-# can run here. The first build of a target makes Zig build libc++ for it (~8 minutes for
-# aarch64-macos on this 2-core machine under load), kept in ~/.cache/zig: CI should keep that
-# directory (and ccache's) between runs.
+# can run here.
+# Where the time goes on a fresh machine: Zig builds compiler_rt, libc++ and libc++abi (and
+# FreeBSD's libc stubs) once per target, kept in ~/.cache/zig (ZIG_GLOBAL_CACHE_DIR); CI that
+# keeps that directory between runs (keyed on cmake/zig.lock) saves nearly half of the CPU time
+# (docs/benchmarks/portability.md, "Cross builds"). The builds are made for linking, not
+# debugging: -O0 without debug information, without the UBSan instrumentation Zig adds by
+# default (its runtime would be one more library built per target), and unity batches for every
+# target (mini_redis's seven sources parse galay's headers once). Each target is its own make
+# target (cross-aarch64-macos ...), so `make -j3 cross` builds the three at once.
+# x86_64-macos is aarch64-macos's twin (the same headers and code paths, another CPU): it builds
+# the library, poller_check and one example, which is what can differ by CPU; the other two build
+# every cross example.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
 CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
+CROSS_PROGRAMS_x86_64-macos := galay-kernel echo_server
 ZIG_PYTHON ?= $(PYTHON)
 ZIG_VERSION := $(shell sed -n 's/^ziglang==//p' cmake/zig.lock)
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -116,23 +126,27 @@ CROSS_DEB_PACKAGES := python3-pip
 deps-cross:
 	$(call install_missing,$(DEB_PACKAGES) $(CROSS_DEB_PACKAGES))
 
-cross: deps-cross
+zig: deps-cross
 	@[ "$$($(ZIG_PYTHON) -m ziglang version 2>/dev/null)" = "$(ZIG_VERSION)" ] || \
 		$(ZIG_PYTHON) -m pip install -q "ziglang==$(ZIG_VERSION)" || \
 		$(ZIG_PYTHON) -m pip install -q --user --break-system-packages "ziglang==$(ZIG_VERSION)"
-	@mkdir -p build/cross; for t in $(CROSS_TARGETS); do \
-		start=$$(date +%s); \
-		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake -S . -B build/cross/$$t -G Ninja \
-			-DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/zig-$$t.cmake -DCMAKE_BUILD_TYPE=Debug \
-			$(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) -DGALAY_WITH_TLS=OFF \
-			-DGALAY_BUILD_TESTS=OFF -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=ON \
-			>build/cross/$$t.log || { cat build/cross/$$t.log; exit 1; }; \
-		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $$t -std=c++23 -Wall -Wextra \
-			-Iinclude -Isrc -o build/cross/$$t/poller_check tests/cross/poller_check.cpp || exit 1; \
-		GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake --build build/cross/$$t -j $(JOBS) \
-			--target $(CROSS_PROGRAMS) || exit 1; \
-		echo "cross $$t: poller_check $(CROSS_PROGRAMS) linked in $$(( $$(date +%s) - start )) s"; \
-	done
+
+cross: $(addprefix cross-,$(CROSS_TARGETS))
+
+cross-%: zig
+	@mkdir -p build/cross; start=$$(date +%s); \
+	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake -S . -B build/cross/$* -G Ninja \
+		-DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/zig-$*.cmake -DCMAKE_BUILD_TYPE=Debug \
+		-DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_UNITY_BUILD=ON \
+		$(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) -DGALAY_WITH_TLS=OFF \
+		-DGALAY_BUILD_TESTS=OFF -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=ON \
+		>build/cross/$*.log || { cat build/cross/$*.log; exit 1; }; \
+	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $* -fno-sanitize=undefined -O0 \
+		-std=c++23 -Wall -Wextra -Iinclude -Isrc -o build/cross/$*/poller_check \
+		tests/cross/poller_check.cpp || exit 1; \
+	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake --build build/cross/$* -j $(JOBS) \
+		--target $(or $(CROSS_PROGRAMS_$*),$(CROSS_PROGRAMS)) || exit 1; \
+	echo "cross $*: poller_check $(or $(CROSS_PROGRAMS_$*),$(CROSS_PROGRAMS)) linked in $$(( $$(date +%s) - start )) s"
 
 # Bounded soak (tests/soak/soak.py), on a release build with fault injection (the soak preset):
 # connection churn against bench_server and UDP/file/TCP

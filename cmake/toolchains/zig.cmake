@@ -21,8 +21,10 @@ set(CMAKE_C_COMPILER ${_zig_dir}/zig-cc)
 set(CMAKE_CXX_COMPILER ${_zig_dir}/zig-c++)
 set(CMAKE_AR ${_zig_dir}/zig-ar CACHE FILEPATH "" FORCE)
 set(CMAKE_RANLIB ${_zig_dir}/zig-ranlib CACHE FILEPATH "" FORCE)
-set(CMAKE_C_FLAGS_INIT "-target ${GALAY_ZIG_TARGET}")
-set(CMAKE_CXX_FLAGS_INIT "-target ${GALAY_ZIG_TARGET}")
+# Without -fsanitize=undefined, which Zig adds to unoptimised C and C++ by default: these builds
+# only compile and link, and its runtime would be one more library Zig builds for each target.
+set(CMAKE_C_FLAGS_INIT "-target ${GALAY_ZIG_TARGET} -fno-sanitize=undefined")
+set(CMAKE_CXX_FLAGS_INIT "-target ${GALAY_ZIG_TARGET} -fno-sanitize=undefined")
 # Libraries, packages and pkg-config files of this machine are Linux's: never take them for the
 # target. The header-only libraries the build uses (CLI11, moodycamel's concurrentqueue, from
 # Debian's packages) are seen through a root that holds links to them alone, so that no other

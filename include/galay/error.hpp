@@ -42,7 +42,7 @@ enum class errc {
     not_pollable,      ///< AsyncFd: a regular file or a directory is always ready, so readiness
                        ///< means nothing there (read it with fs::File)
     not_supported,     ///< the feature needs a Linux-only call this build does not use (the POSIX
-                       ///< profile, macOS, FreeBSD): O_DIRECT files, SO_PEERCRED ...
+                       ///< profile, macOS, FreeBSD): splice, kTLS, SCM_CREDENTIALS ...
 };
 
 /// The category of galay::errc codes (name "galay").

@@ -105,10 +105,7 @@ std::string describe_error(const std::filesystem::path& path, std::error_code ec
 File::File(int fd) noexcept
     : fd_(fd) {
     if (fd < 0) return;
-#if GALAY_HAVE_O_DIRECT
-    const int fl = ::fcntl(fd, F_GETFL);
-    direct_ = fl >= 0 && (fl & O_DIRECT) != 0;
-#endif
+    direct_ = platform::is_direct(fd);
     if (direct_) block_size_ = lookup_block_size(fd);
 }
 
@@ -122,11 +119,10 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
-#if GALAY_HAVE_O_DIRECT
-    if (o.direct) flags |= O_DIRECT;
-#else
-    if (o.direct) return fail(errc::not_supported);
-#endif
+    if (o.direct) {
+        if (!GALAY_HAVE_DIRECT_IO) return fail(errc::not_supported);
+        flags |= platform::kODirect;
+    }
     const int fd = ::open(path.c_str(), flags, static_cast<mode_t>(o.mode));
     if (fd < 0) {
         const int err = errno;
@@ -143,6 +139,7 @@ Result<File> File::open(const std::filesystem::path& path, const OpenOptions& o)
     }
     File f;
     f.fd_ = OwnedFd(fd);
+    if (o.direct && platform::set_direct(fd) < 0) return fail(errno); // (f closes fd)
     f.direct_ = o.direct;
     if (o.direct) f.block_size_ = lookup_block_size(fd);
     return f;

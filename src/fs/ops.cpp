@@ -73,20 +73,23 @@ int open_flags(const OpenOptions& o) {
     if (o.create) flags |= O_CREAT;
     if (o.truncate) flags |= O_TRUNC;
     if (o.append) flags |= O_APPEND;
-#if GALAY_HAVE_O_DIRECT
-    if (o.direct) flags |= O_DIRECT;
-#endif
+    if (o.direct) flags |= platform::kODirect;
     return flags;
 }
 
-Task<Result<File>> open_raw(const std::string& path, int flags, unsigned mode, std::int64_t dl) {
+/// openat through the driver; `direct`: a `direct` file (whose open flags were open_flags's).
+Task<Result<File>> open_raw(const std::string& path, int flags, unsigned mode, std::int64_t dl,
+                            bool direct = false) {
     auto r = co_await run(NamespaceOp(OpCode::openat, path.c_str(), nullptr, flags, mode), dl);
     if (r < 0) co_return fail(static_cast<int>(-r));
     const int fd = static_cast<int>(r);
-#if GALAY_HAVE_O_DIRECT
-    if ((flags & O_DIRECT) != 0) co_return File(fd);
-#endif
-    co_return File(fd, File::Buffered{});
+    if (!direct) co_return File(fd, File::Buffered{});
+    if (platform::set_direct(fd) < 0) {
+        const int err = errno;
+        ::close(fd);
+        co_return fail(err);
+    }
+    co_return File(fd);
 }
 
 std::string parent_of(const std::string& path) {
@@ -100,8 +103,8 @@ Task<Result<File>> open_body(FsArgs a, std::int64_t dl) {
     const OpenOptions& o = a.open;
     if (!o.read && !o.write) co_return fail(EINVAL);
     if (o.truncate && !o.write) co_return fail(EINVAL);
-    if (o.direct && !GALAY_HAVE_O_DIRECT) co_return fail(errc::not_supported);
-    auto f = co_await open_raw(a.path, open_flags(o), o.mode, dl);
+    if (o.direct && !GALAY_HAVE_DIRECT_IO) co_return fail(errc::not_supported);
+    auto f = co_await open_raw(a.path, open_flags(o), o.mode, dl, o.direct);
     if (!f && o.direct && f.error() == std::errc::invalid_argument) {
         // As File::open: find out whether O_DIRECT is what the filesystem refused.
         auto probe = co_await open_raw(

@@ -8,6 +8,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#if defined(__FreeBSD__)
+#include <sys/param.h>
+#include <sys/ucred.h>
+#endif
+#if defined(__APPLE__) || defined(__FreeBSD__)
+#include <sys/un.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,14 +49,30 @@ Result<UnixAddr> name_of(int fd, bool peer) noexcept {
     return a;
 }
 
+// The peer's credentials in each system's form (docs/driver.md, "Above the poller"): all three
+// are recorded by the kernel when the connection is made (connect, socketpair).
 Result<PeerCred> cred_of(int fd) noexcept {
 #if GALAY_HAVE_LINUX_SOCKETS
     ucred c{};
     socklen_t len = sizeof c;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) < 0) return fail(errno);
     return PeerCred{.pid = c.pid, .uid = c.uid, .gid = c.gid};
+#elif defined(__FreeBSD__)
+    // LOCAL_PEERCRED (what getpeereid(3) reads), for the pid too: cr_pid, FreeBSD 13 on (0 before).
+    xucred c{};
+    socklen_t len = sizeof c;
+    if (::getsockopt(fd, SOL_LOCAL, LOCAL_PEERCRED, &c, &len) < 0) return fail(errno);
+    if (c.cr_version != XUCRED_VERSION) return fail(errc::not_supported);
+    return PeerCred{.pid = c.cr_pid, .uid = c.cr_uid, .gid = c.cr_groups[0]};
+#elif defined(__APPLE__)
+    // getpeereid(3) for the ids, LOCAL_PEERPID for the pid (macOS's xucred has none).
+    PeerCred c;
+    if (::getpeereid(fd, &c.uid, &c.gid) < 0) return fail(errno);
+    socklen_t len = sizeof c.pid;
+    if (::getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &c.pid, &len) < 0) return fail(errno);
+    return c;
 #else
-    (void)fd; // SO_PEERCRED is Linux's (macOS and FreeBSD have getpeereid, without the pid)
+    (void)fd; // the POSIX profile: glibc has no getpeereid, and SO_PEERCRED is Linux's own
     return fail(errc::not_supported);
 #endif
 }

@@ -20,12 +20,36 @@
 
 namespace galay::platform {
 
-/// O_DIRECT where the build uses it, else 0 (a `direct` open is refused with errc::not_supported).
-#if GALAY_HAVE_O_DIRECT
+/// The open(2) flag of a `direct` file: O_DIRECT on Linux and FreeBSD, else 0 (macOS sets
+/// F_NOCACHE after the open: set_direct; the POSIX profile refuses the open, GALAY_HAVE_DIRECT_IO).
+#if GALAY_HAVE_O_DIRECT || defined(__FreeBSD__)
 inline constexpr int kODirect = O_DIRECT;
 #else
 inline constexpr int kODirect = 0;
 #endif
+
+/// Make a just-opened `direct` file bypass the page cache where open(2) has no flag for it:
+/// fcntl(F_NOCACHE) on macOS, nothing elsewhere. 0, or -1 with errno.
+inline int set_direct(int fd) noexcept {
+#if defined(__APPLE__)
+    return ::fcntl(fd, F_NOCACHE, 1) < 0 ? -1 : 0;
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
+/// Was `fd` opened to bypass the page cache? O_DIRECT in its status flags. macOS has no public
+/// call that reads F_NOCACHE back: there a descriptor galay did not open counts as buffered.
+inline bool is_direct(int fd) noexcept {
+#if GALAY_HAVE_DIRECT_IO && !defined(__APPLE__)
+    const int fl = ::fcntl(fd, F_GETFL);
+    return fl >= 0 && (fl & kODirect) != 0;
+#else
+    (void)fd;
+    return false;
+#endif
+}
 
 /// Set FD_CLOEXEC, and O_NONBLOCK when `nonblocking`. 0, or -1 with errno.
 inline int set_fd_flags(int fd, bool nonblocking) noexcept {

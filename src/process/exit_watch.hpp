@@ -1,10 +1,29 @@
 // Where there is no pidfd (the POSIX profile, macOS, FreeBSD): a child's exit is seen through a
-// pipe whose write end galay closes when SIGCHLD arrives and waitid says the child has ended, so
-// that the drivers wait for the child as for any readable descriptor. The SIGCHLD handler and
-// the thread that checks the children are galay::signal's (src/runtime/signal.cpp).
+// pipe whose write end galay closes once waitid says the child has ended, so that the drivers
+// wait for the child as for any readable descriptor. What makes galay look: SIGCHLD in the POSIX
+// profile, kevent's NOTE_EXIT for that child on macOS and FreeBSD. The thread that looks is
+// galay::signal's dispatcher (src/runtime/signal.cpp).
 #pragma once
 
 #include "galay/detail/platform.hpp"
+
+// How galay::signal's dispatcher learns of signals and ended children (docs/driver.md, "Signals
+// and children"). GALAY_SIGNAL_KQUEUE: it waits in kevent on a kqueue of its own, with
+// EVFILT_PROC/NOTE_EXIT per watched child (macOS, FreeBSD); otherwise in ppoll on the handler's
+// wake-up descriptor, and SIGCHLD makes it look at every child. GALAY_SIGNAL_FILTER: the signals
+// are counted by EVFILT_SIGNAL and the handler only keeps their default action from running
+// (FreeBSD); otherwise the handler counts them (macOS's EVFILT_SIGNAL does not see a signal sent
+// to one thread, such as raise(3)'s).
+#if defined(__APPLE__) || defined(__FreeBSD__)
+#define GALAY_SIGNAL_KQUEUE 1
+#else
+#define GALAY_SIGNAL_KQUEUE 0
+#endif
+#if defined(__FreeBSD__)
+#define GALAY_SIGNAL_FILTER 1
+#else
+#define GALAY_SIGNAL_FILTER 0
+#endif
 
 #include <signal.h>
 #include <sys/types.h>

@@ -2,6 +2,8 @@
 // eventfd, or a pipe where there is none), and one dispatcher thread that reads it and posts the
 // waiting tasks (see galay/signal.hpp for why not signalfd). Where there is no pidfd, the same
 // thread also tells child processes' waits that a child ended (process/exit_watch.hpp).
+// On macOS and FreeBSD the dispatcher waits in kevent(2) instead: NOTE_EXIT per watched child,
+// and on FreeBSD EVFILT_SIGNAL counts the signals (docs/driver.md, "Signals and children").
 // Everything here is created on first use and never destroyed.
 #include "galay/signal.hpp"
 #include "galay/blocking.hpp"
@@ -12,11 +14,14 @@
 #include "process/exit_watch.hpp"
 #include "runtime/thread_signals.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
-#if defined(__APPLE__)
-#include <sys/select.h>
-#endif
 #include <pthread.h>
+#if GALAY_SIGNAL_KQUEUE
+#include <sys/event.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#endif
 #include <unistd.h>
 
 #include <array>
@@ -40,10 +45,14 @@ std::array<std::atomic<std::uint32_t>, kMaxSignal + 1> g_hits{};
 std::atomic<platform::WakeFd*> g_wake{nullptr};
 
 extern "C" void galay_on_signal(int s) {
+#if GALAY_SIGNAL_FILTER
+    (void)s; // EVFILT_SIGNAL counts it; being caught is what keeps its default action from running
+#else
     const int saved = errno;
     if (s > 0 && s <= kMaxSignal) g_hits[static_cast<std::size_t>(s)].fetch_add(1);
     g_wake.load(std::memory_order_acquire)->signal();
     errno = saved;
+#endif
 }
 
 std::uint64_t bit(int s) {
@@ -62,35 +71,17 @@ public:
     int install(std::uint64_t mask, bool user = true) {
         std::lock_guard lk(m);
         if (user) user_ |= mask;
-        if (g_wake.load(std::memory_order_relaxed) == nullptr) {
-            auto* w = new platform::WakeFd;
-            if (w->open() < 0) {
-                const int e = errno;
-                delete w;
-                return e;
-            }
-            g_wake.store(w, std::memory_order_release);
-            // The dispatcher starts with every signal blocked (it unblocks them only while it
-            // waits in ppoll): block them here around its creation, since a thread inherits
-            // the mask of the one that creates it.
-            sigset_t all, old;
-            sigfillset(&all);
-            ::pthread_sigmask(SIG_SETMASK, &all, &old);
-            int err = 0;
-            try {
-                std::thread([this] { dispatch(); }).detach();
-            } catch (const std::system_error& e) {
-                err = e.code().value() != 0 ? e.code().value() : EAGAIN;
-            }
-            ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-            if (err != 0) {
-                g_wake.store(nullptr, std::memory_order_release);
-                delete w;
-                return err;
-            }
+        if (!started_) {
+            if (const int e = start(); e != 0) return e;
         }
         for (int s = 1; s <= kMaxSignal; ++s) {
             if ((mask & bit(s)) == 0 || (installed_ & bit(s)) != 0) continue;
+#if GALAY_SIGNAL_FILTER
+            // The filter first: from the handler on, only the filter sees the signal.
+            struct kevent ev;
+            EV_SET(&ev, static_cast<uintptr_t>(s), EVFILT_SIGNAL, EV_ADD, 0, 0, nullptr);
+            if (::kevent(kq_, &ev, 1, nullptr, 0, nullptr) < 0) return errno;
+#endif
             struct sigaction sa {};
             sa.sa_handler = &galay_on_signal;
             sa.sa_flags = SA_RESTART;
@@ -111,6 +102,116 @@ public:
     }
 
 private:
+    /// Under `m`, once: the dispatcher and what it waits on. 0 or an errno.
+    int start() noexcept {
+#if GALAY_SIGNAL_KQUEUE
+        kq_ = ::kqueue();
+        if (kq_ < 0) return errno;
+        ::fcntl(kq_, F_SETFD, FD_CLOEXEC);
+#endif
+#if !GALAY_SIGNAL_FILTER
+        auto* w = new platform::WakeFd;
+        int err = w->open() < 0 ? errno : 0;
+#if GALAY_SIGNAL_KQUEUE
+        if (err == 0) {
+            struct kevent ev;
+            EV_SET(&ev, static_cast<uintptr_t>(w->read_fd()), EVFILT_READ, EV_ADD, 0, 0, nullptr);
+            if (::kevent(kq_, &ev, 1, nullptr, 0, nullptr) < 0) err = errno;
+        }
+#endif
+        if (err != 0) {
+            delete w; // (closes what it opened)
+            return close_kqueue(err);
+        }
+        g_wake.store(w, std::memory_order_release);
+#endif
+        // The dispatcher starts with every signal blocked (see dispatch): block them here around
+        // its creation, since a thread inherits the mask of the one that creates it.
+        sigset_t all, old;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &old);
+        int e = 0;
+        try {
+            std::thread([this] { dispatch(); }).detach();
+        } catch (const std::system_error& ex) {
+            e = ex.code().value() != 0 ? ex.code().value() : EAGAIN;
+        }
+        ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        if (e != 0) {
+#if !GALAY_SIGNAL_FILTER
+            delete g_wake.exchange(nullptr, std::memory_order_acq_rel);
+#endif
+            return close_kqueue(e);
+        }
+        started_ = true;
+        return 0;
+    }
+
+    int close_kqueue(int err) noexcept {
+#if GALAY_SIGNAL_KQUEUE
+        ::close(kq_);
+        kq_ = -1;
+#endif
+        return err;
+    }
+
+    /// Under `m`: signal `s` came; wake the tasks waiting for it, or keep it for the next wait.
+    void arrived(int s) noexcept {
+        bool waited = false;
+        for (SignalAwaiter* w = waiting.front(); w != nullptr;) {
+            SignalAwaiter* next = waiting.next(*w);
+            if ((w->mask() & bit(s)) != 0) {
+                waited = true;
+                w->deliver(s); // (unlinks it)
+            }
+            w = next;
+        }
+        if (!waited && (user_ & bit(s)) != 0) pending |= bit(s);
+    }
+
+    /// Under `m`: every signal the handler has counted since the last look.
+    void take_counted() noexcept {
+        for (int s = 1; s <= kMaxSignal; ++s) {
+            if (g_hits[static_cast<std::size_t>(s)].exchange(0) == 0) continue;
+#if !GALAY_SIGNAL_KQUEUE
+            if (s == SIGCHLD) check_exits();
+#endif
+            arrived(s);
+        }
+    }
+
+#if GALAY_SIGNAL_KQUEUE
+    void dispatch() noexcept {
+        platform::set_thread_name("galay-signal");
+        // kevent has no signal mask of its own to wait with (ppoll's), so this thread takes
+        // signals at any time: a signal every other thread blocks still comes here.
+        sigset_t none;
+        sigemptyset(&none);
+        ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+        std::array<struct kevent, 16> evs;
+        for (;;) {
+            const int n =
+                ::kevent(kq_, nullptr, 0, evs.data(), static_cast<int>(evs.size()), nullptr);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                std::perror("galay: signal dispatcher: kevent");
+                return;
+            }
+            std::lock_guard lk(m);
+            for (int i = 0; i < n; ++i) {
+                const struct kevent& ev = evs[static_cast<std::size_t>(i)];
+                if (ev.filter == EVFILT_PROC) {
+                    check_exit(static_cast<pid_t>(ev.ident)); // NOTE_EXIT (and EV_ONESHOT)
+                } else if (ev.filter == EVFILT_SIGNAL) {
+                    arrived(static_cast<int>(ev.ident)); // data: how many times; one is kept
+                } else if (ev.filter == EVFILT_READ) {
+                    g_wake.load(std::memory_order_acquire)->drain();
+                    take_counted();
+                }
+            }
+        }
+    }
+#else
     void dispatch() noexcept {
         platform::set_thread_name("galay-signal");
         // Every signal stays blocked here except while the thread waits in ppoll(2), which
@@ -124,65 +225,55 @@ private:
         platform::WakeFd* const wake = g_wake.load(std::memory_order_acquire);
         for (;;) {
             pollfd p{wake->read_fd(), POLLIN, 0};
-            if (wait_unblocked(p, none) < 0 && errno != EINTR) {
+            if (::ppoll(&p, 1, nullptr, &none) < 0 && errno != EINTR) {
                 std::perror("galay: signal dispatcher: ppoll");
                 return;
             }
             if ((p.revents & POLLIN) == 0) continue;
             wake->drain();
             std::lock_guard lk(m);
-            for (int s = 1; s <= kMaxSignal; ++s) {
-                if (g_hits[static_cast<std::size_t>(s)].exchange(0) == 0) continue;
-                if (s == SIGCHLD) check_exits();
-                bool waited = false;
-                for (SignalAwaiter* w = waiting.front(); w != nullptr;) {
-                    SignalAwaiter* next = waiting.next(*w);
-                    if ((w->mask() & bit(s)) != 0) {
-                        waited = true;
-                        w->deliver(s); // (unlinks it)
-                    }
-                    w = next;
-                }
-                if (!waited && (user_ & bit(s)) != 0) pending |= bit(s);
-            }
+            take_counted();
         }
     }
-
-    /// poll `p` with every signal unblocked for the wait only (ppoll; pselect on macOS, which has
-    /// no ppoll).
-    static int wait_unblocked(pollfd& p, const sigset_t& none) noexcept {
-#if defined(__APPLE__)
-        fd_set in;
-        FD_ZERO(&in);
-        FD_SET(p.fd, &in);
-        const int r = ::pselect(p.fd + 1, &in, nullptr, nullptr, nullptr, &none);
-        p.revents = r > 0 ? POLLIN : 0;
-        return r;
-#else
-        return ::ppoll(&p, 1, nullptr, &none);
 #endif
+
+    /// Has child `pid` ended (or is it not ours to wait for: the wait then reports that)? Looks
+    /// without reaping.
+    static bool has_ended(pid_t pid) noexcept {
+        siginfo_t info{};
+        const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+        return !(r == 0 && info.si_pid == 0);
     }
 
 public:
     /// Under `m`: close the pipe of every watched child that has ended (not reaping it).
     void check_exits() noexcept {
         for (auto it = exits.begin(); it != exits.end();) {
-            siginfo_t info{};
-            const int r =
-                ::waitid(P_PID, static_cast<id_t>(it->first), &info, WEXITED | WNOHANG | WNOWAIT);
-            if (r == 0 && info.si_pid == 0) {
+            if (!has_ended(it->first)) {
                 ++it;
                 continue;
             }
-            ::close(it->second); // ended (or not ours to wait for: the wait reports that)
+            ::close(it->second);
             it = exits.erase(it);
         }
     }
 
+    /// Under `m`: close the pipe of child `pid` if it is watched and has ended (`ended`: known).
+    void check_exit(pid_t pid, bool ended = false) noexcept {
+        auto it = exits.find(pid);
+        if (it == exits.end() || !(ended || has_ended(pid))) return;
+        ::close(it->second);
+        exits.erase(it);
+    }
+
+#if GALAY_SIGNAL_KQUEUE
+    int kq_ = -1; // the dispatcher's: NOTE_EXIT per watched child, the signals
+#endif
+
 private:
     std::uint64_t user_ = 0;
-
     std::uint64_t installed_ = 0;
+    bool started_ = false;
 };
 
 Hub& hub() {
@@ -230,6 +321,30 @@ SignalAwaiter::~SignalAwaiter() {
 
 int watch_exit(pid_t pid, int write_fd) noexcept {
     Hub& h = hub();
+#if GALAY_SIGNAL_KQUEUE
+    // NOTE_EXIT instead of SIGCHLD: galay leaves SIGCHLD's disposition alone.
+    if (const int e = h.install(0, false); e != 0) {
+        ::close(write_fd);
+        return e;
+    }
+    std::lock_guard lk(h.m);
+    h.exits[pid] = write_fd;
+    struct kevent ev;
+    EV_SET(&ev, static_cast<uintptr_t>(pid), EVFILT_PROC, EV_ADD | EV_ONESHOT, NOTE_EXIT, 0,
+           nullptr);
+    if (::kevent(h.kq_, &ev, 1, nullptr, 0, nullptr) < 0) {
+        const int e = errno;
+        if (e != ESRCH) { // ESRCH: gone already (a zombie is not attachable on every system)
+            h.exits.erase(pid);
+            ::close(write_fd);
+            return e;
+        }
+        h.check_exit(pid, true);
+        return 0;
+    }
+    h.check_exit(pid); // it may have ended before the filter was there
+    return 0;
+#else
     if (const int e = h.install(bit(SIGCHLD), false); e != 0) {
         ::close(write_fd);
         return e;
@@ -238,12 +353,20 @@ int watch_exit(pid_t pid, int write_fd) noexcept {
     h.exits[pid] = write_fd;
     h.check_exits(); // it may have ended before the handler was there
     return 0;
+#endif
 }
 
 void unwatch_exit(pid_t pid) noexcept {
     Hub& h = hub();
     std::lock_guard lk(h.m);
     if (auto it = h.exits.find(pid); it != h.exits.end()) {
+#if GALAY_SIGNAL_KQUEUE
+        // Before it is reaped: a later exit of a detached child must not wake a recycled pid's
+        // watch (ENOENT when NOTE_EXIT has fired already).
+        struct kevent ev;
+        EV_SET(&ev, static_cast<uintptr_t>(pid), EVFILT_PROC, EV_DELETE, 0, 0, nullptr);
+        ::kevent(h.kq_, &ev, 1, nullptr, 0, nullptr);
+#endif
         ::close(it->second);
         h.exits.erase(it);
     }

@@ -31,7 +31,7 @@ protected:
     std::filesystem::path direct_dir() {
         std::string tried;
         auto d = direct_io_dir(&tried);
-        if (!d && !GALAY_HAVE_O_DIRECT) {
+        if (!d && !GALAY_HAVE_DIRECT_IO) {
             skip_reason_ = "SKIP: " + tried;
             return {};
         }

@@ -47,10 +47,11 @@ private:
 
 /// The first of $GALAY_TEST_DIRECT_DIR, /var/tmp, /tmp, the working directory where a file can
 /// be created with O_DIRECT. `tried` lists what was tried, for a SKIP message.
-/// None in a build without O_DIRECT (galay/detail/platform.hpp).
+/// None in a build without direct files (galay/detail/platform.hpp).
 inline std::optional<std::filesystem::path> direct_io_dir(std::string* tried = nullptr) {
-#if !GALAY_HAVE_O_DIRECT
-    if (tried != nullptr) *tried = "O_DIRECT: Linux-only, not in the POSIX profile";
+#if !GALAY_HAVE_DIRECT_IO
+    if (tried != nullptr)
+        *tried = "O_DIRECT: not in the POSIX profile (it has no F_NOCACHE to test)";
     return std::nullopt;
 #else
     std::string candidates[4];
@@ -68,7 +69,11 @@ inline std::optional<std::filesystem::path> direct_io_dir(std::string* tried = n
             continue;
         }
         ::close(fd);
+#if defined(__APPLE__)
+        fd = ::open(probe.c_str(), O_RDWR | O_CLOEXEC); // F_NOCACHE: every filesystem takes it
+#else
         fd = ::open(probe.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+#endif
         const int err = errno;
         ::unlink(probe.c_str());
         if (fd >= 0) {

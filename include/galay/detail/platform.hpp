@@ -22,8 +22,16 @@
 #define GALAY_HAVE_LINUX_SENDFILE GALAY_LINUX_CALLS
 /// recvmmsg/sendmmsg and UDP offload (GRO/GSO); otherwise one datagram per call.
 #define GALAY_HAVE_MMSG GALAY_LINUX_CALLS
-/// O_DIRECT; otherwise `direct` files are refused with errc::not_supported.
+/// Linux's O_DIRECT, with its alignment found by statx/BLKSSZGET and libaio on epoll.
 #define GALAY_HAVE_O_DIRECT GALAY_LINUX_CALLS
+/// `direct` files (OpenOptions::direct, past the page cache): Linux's O_DIRECT, FreeBSD's
+/// O_DIRECT, macOS's fcntl(F_NOCACHE) after the open; the POSIX profile on Linux refuses them
+/// with errc::not_supported (it has no call of macOS's or FreeBSD's form to test them with).
+#if GALAY_HAVE_O_DIRECT || defined(__APPLE__) || defined(__FreeBSD__)
+#define GALAY_HAVE_DIRECT_IO 1
+#else
+#define GALAY_HAVE_DIRECT_IO 0
+#endif
 /// Linux-only socket features without a POSIX form: kTLS, MSG_ZEROCOPY, SO_PEERCRED and
 /// SCM_CREDENTIALS, TCP_FASTOPEN ...; otherwise errc::not_supported.
 #define GALAY_HAVE_LINUX_SOCKETS GALAY_LINUX_CALLS

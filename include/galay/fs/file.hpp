@@ -77,7 +77,8 @@ struct OpenOptions {
     bool create = false;   ///< O_CREAT: create the file when it does not exist
     bool truncate = false; ///< O_TRUNC (needs `write`)
     bool append = false;   ///< O_APPEND: every write goes to the end (the offset is ignored)
-    bool direct = false;   ///< O_DIRECT: bypass the page cache; I/O must be block-aligned
+    bool direct = false;   ///< O_DIRECT (F_NOCACHE on macOS): bypass the page cache; I/O must be
+                           ///< block-aligned
     unsigned mode = 0644;  ///< permissions of a created file (before the umask)
 };
 

@@ -38,7 +38,9 @@
 
 namespace galay {
 
-/// The credentials of the process at the other end (SO_PEERCRED), as of connect/socketpair.
+/// The credentials of the process at the other end, as of connect/socketpair: SO_PEERCRED on
+/// Linux, LOCAL_PEERCRED on FreeBSD (pid 0 before FreeBSD 13), getpeereid and LOCAL_PEERPID on
+/// macOS; `errc::not_supported` in the POSIX profile.
 struct PeerCred {
     pid_t pid = 0; ///< its process id
     uid_t uid = 0; ///< its effective user id
@@ -94,7 +96,7 @@ public:
         return {fd_.get(), std::ranges::data(buf), std::ranges::size(buf), max_fds};
     }
 
-    /// The other end's pid, uid and gid (SO_PEERCRED).
+    /// The other end's pid, uid and gid (see PeerCred).
     Result<PeerCred> peer_cred() const noexcept;
     /// The remote address (unnamed for a socketpair or an unbound client).
     Result<UnixAddr> peer_addr() const noexcept;
