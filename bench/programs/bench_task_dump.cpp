@@ -18,7 +18,9 @@
 // without). On two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to
 // the i-th CPU and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the
 // first, the dump's request and formatting on the second), so that the figure is the dump's, not
-// the OS's.
+// the OS's. The same windows also read each worker's longest loop turn from the loop's own
+// measure (metrics::WorkerMetrics::longest_turn_ns), which no sleep granularity blurs; it is
+// empty (0) in a build with GALAY_TASK_DUMP=OFF.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -182,7 +184,11 @@ int main(int argc, char** argv) {
     // one: on a loaded machine a worker may not run at all for a while, and a window it never
     // resumed in would report no gap. A probe that does not resume for 10 s is a stuck worker:
     // the bench says so and reports nothing.
+    // Also each worker's longest loop turn over the window, from the loop's own measure
+    // (metrics::WorkerMetrics::longest_turn_ns: a snapshot starts a new period), in ms.
+    std::vector<double> loop_worst;
     auto window = [&](auto&& body) {
+        (void)metrics::snapshot(*rt);
         for (auto& p : probes)
             p->worst_ns.store(0, std::memory_order_relaxed);
         body();
@@ -202,6 +208,9 @@ int main(int argc, char** argv) {
                 std::this_thread::sleep_for(std::chrono::microseconds(probe_us));
             }
         }
+        loop_worst.clear();
+        for (const metrics::WorkerMetrics& w : metrics::snapshot(*rt).workers)
+            loop_worst.push_back(static_cast<double>(w.longest_turn_ns) / 1e6);
         std::vector<double> worst;
         for (auto& p : probes)
             worst.push_back(
@@ -210,6 +219,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> to_last_line_ms, hold_ms, took_ms;
     std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
+    std::vector<double> loop_turn_with_ms, loop_turn_without_ms, loop_lengthening_ms; // (same)
     std::size_t lines = 0;
     for (unsigned i = 0; i < dumps; ++i) {
         std::chrono::steady_clock::time_point t0, t1;
@@ -224,16 +234,25 @@ int main(int argc, char** argv) {
             text = x.text();
             t1 = std::chrono::steady_clock::now();
         });
+        const std::vector<double> loop_with = loop_worst;
         const std::vector<double> without = window([&] { std::this_thread::sleep_for(t1 - t0); });
+        const std::vector<double> loop_without = loop_worst;
         double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
+        double loop_with_max = 0, loop_without_max = 0, loop_lengthening = -1e9;
         for (unsigned w = 0; w < workers; ++w) {
             worst_with = std::max(worst_with, with[w]);
             worst_without = std::max(worst_without, without[w]);
             worst_lengthening = std::max(worst_lengthening, with[w] - without[w]);
+            loop_with_max = std::max(loop_with_max, loop_with[w]);
+            loop_without_max = std::max(loop_without_max, loop_without[w]);
+            loop_lengthening = std::max(loop_lengthening, loop_with[w] - loop_without[w]);
         }
         turn_with_ms.push_back(worst_with);
         turn_without_ms.push_back(worst_without);
         lengthening_ms.push_back(worst_lengthening);
+        loop_turn_with_ms.push_back(loop_with_max);
+        loop_turn_without_ms.push_back(loop_without_max);
+        loop_lengthening_ms.push_back(loop_lengthening);
         lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
@@ -259,6 +278,9 @@ int main(int argc, char** argv) {
         out["probe_gap_with_dump_ms"] = turn_with_ms;
         out["probe_gap_without_dump_ms"] = turn_without_ms;
         out["turn_lengthening_ms"] = lengthening_ms;
+        out["loop_turn_with_dump_ms"] = loop_turn_with_ms;
+        out["loop_turn_without_dump_ms"] = loop_turn_without_ms;
+        out["loop_turn_lengthening_ms"] = loop_lengthening_ms;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
     } else {
@@ -282,6 +304,15 @@ int main(int argc, char** argv) {
         std::printf("loop turn lengthened by a dump (worst worker, with - without): median %.2f ms "
                     "[%.2f-%.2f]\n",
                     median(lengthening_ms), spread_min(lengthening_ms), spread_max(lengthening_ms));
+        std::printf("longest loop turn (the loop's own measure), any worker: with a dump median "
+                    "%.2f ms [%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",
+                    median(loop_turn_with_ms), spread_min(loop_turn_with_ms),
+                    spread_max(loop_turn_with_ms), median(loop_turn_without_ms),
+                    spread_min(loop_turn_without_ms), spread_max(loop_turn_without_ms));
+        std::printf("loop turn lengthened by a dump, the loop's own measure (worst worker): "
+                    "median %.2f ms [%.2f-%.2f]\n",
+                    median(loop_lengthening_ms), spread_min(loop_lengthening_ms),
+                    spread_max(loop_lengthening_ms));
     }
     for (auto& p : probes)
         p->stop.store(true, std::memory_order_relaxed);
