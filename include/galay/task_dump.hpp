@@ -107,6 +107,8 @@ struct TaskDump {
     /// Cycles of tasks each waiting on a Mutex the next one holds (ids, in wait order).
     std::vector<std::vector<std::uint64_t>> deadlocks;
     std::chrono::nanoseconds took{0}; ///< from the request to the last worker's answer
+    /// text() and json() run on a low-priority thread (TaskDumpOptions::low_priority).
+    bool low_priority = true;
 
     /// The task with `id`, or null.
     const TaskInfo* find(std::uint64_t id) const noexcept;
@@ -123,6 +125,18 @@ struct TaskDumpOptions {
     std::chrono::milliseconds answer_within{250};
     /// Name the frames of each task's async backtrace (dladdr + demangling, cached per function).
     bool backtraces = true;
+    /// Do the dump's own work (naming frames; text() and json() of the result) on a short-lived
+    /// thread at the lowest priority (SCHED_IDLE, else nice 19), the caller waiting, so that a
+    /// worker that wakes takes its CPU back at once rather than after a time slice. On a machine
+    /// whose workers leave no CPU idle, that thread runs only in the gaps: a large dump then
+    /// takes longer (false: at the caller's priority). Called on a worker, it runs there.
+    bool low_priority = true;
+};
+
+/// What task_dump_report_async returns.
+enum class TaskDumpFormat : std::uint8_t {
+    text, ///< TaskDump::text()
+    json, ///< TaskDump::json()
 };
 
 /// The tasks of every worker of `rt`. Any thread.
@@ -132,6 +146,12 @@ TaskDump task_dump(const Runtime& rt, TaskDumpOptions options = {});
 TaskDump task_dump(Scheduler& s, TaskDumpOptions options = {});
 /// task_dump(rt) from inside a task: waits on the blocking pool, so its own worker answers too.
 [[nodiscard]] Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options = {});
+
+/// task_dump(rt) and its text or JSON from inside a task: the dump, and the formatting, run off
+/// the worker (on the blocking pool, at low priority as `options` says), which only waits. What
+/// the /tasks endpoints serve.
+[[nodiscard]] Task<std::string> task_dump_report_async(const Runtime& rt, TaskDumpFormat format,
+                                                       TaskDumpOptions options = {});
 
 /// "3.17": the spawning thread's number and its count of spawns (a TaskInfo::id).
 std::string format_task_id(std::uint64_t id);

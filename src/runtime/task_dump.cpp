@@ -204,26 +204,31 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
     }
     TaskDump d;
     const std::int64_t answered_ns = Scheduler::real_now_ns();
-    for (std::size_t i = 0; i < scheds.size(); ++i) {
-        DumpPart& p = *req->parts[i];
-        WorkerDumpInfo w;
-        w.worker = p.core->worker_;
-        w.backend = p.core->driver_->name();
-        w.stalls = p.core->counters_.stalls.get();
-        w.answered = done[i] != 0;
-        if (w.answered) {
-            w.tasks = p.raw.tasks.size();
-            w.pause = std::chrono::nanoseconds(p.pause_ns);
-            convert_tasks(p.raw, o.backtraces, d);
-        } else {
-            w.since_turn = std::chrono::nanoseconds(
-                answered_ns - p.core->coarse_ns_.load(std::memory_order_relaxed));
+    // The requests were posted from this thread, so that the workers see them after whatever it
+    // posted before (a task it spawned); the rest is this dump's own work.
+    at_low_priority(o.low_priority, [&] {
+        for (std::size_t i = 0; i < scheds.size(); ++i) {
+            DumpPart& p = *req->parts[i];
+            WorkerDumpInfo w;
+            w.worker = p.core->worker_;
+            w.backend = p.core->driver_->name();
+            w.stalls = p.core->counters_.stalls.get();
+            w.answered = done[i] != 0;
+            if (w.answered) {
+                w.tasks = p.raw.tasks.size();
+                w.pause = std::chrono::nanoseconds(p.pause_ns);
+                convert_tasks(p.raw, o.backtraces, d);
+            } else {
+                w.since_turn = std::chrono::nanoseconds(
+                    answered_ns - p.core->coarse_ns_.load(std::memory_order_relaxed));
+            }
+            d.workers.push_back(std::move(w));
         }
-        d.workers.push_back(std::move(w));
-    }
+        find_deadlocks(d);
+    });
     d.took = std::chrono::nanoseconds(Scheduler::real_now_ns() - start);
+    d.low_priority = o.low_priority;
     req->release();
-    find_deadlocks(d);
     return d;
 }
 
@@ -286,6 +291,16 @@ TaskDump task_dump(Scheduler& s, TaskDumpOptions options) {
 Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options) {
     auto r = co_await spawn_blocking([&rt, options] { return task_dump(rt, options); });
     if (!r) throw Error(r.error(), "galay: task_dump_async");
+    co_return std::move(*r);
+}
+
+Task<std::string> task_dump_report_async(const Runtime& rt, TaskDumpFormat format,
+                                         TaskDumpOptions options) {
+    auto r = co_await spawn_blocking([&rt, format, options] {
+        const TaskDump d = task_dump(rt, options);
+        return format == TaskDumpFormat::json ? d.json() : d.text();
+    });
+    if (!r) throw Error(r.error(), "galay: task_dump_report_async");
     co_return std::move(*r);
 }
 

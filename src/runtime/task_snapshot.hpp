@@ -7,6 +7,7 @@
 #include "galay/task_dump.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::siz
 void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out);
 /// Find the cycles of mutex waits in `d.tasks`.
 void find_deadlocks(TaskDump& d);
+/// Runs `f` on a short-lived thread at the lowest priority (SCHED_IDLE, else nice 19) when
+/// `wanted`, the caller waiting; on the caller's thread when not wanted, when the caller is a
+/// worker (which waits either way) or such a thread already, or when no thread can be started.
+void at_low_priority(bool wanted, const std::function<void()>& f);
 /// An async backtrace of the task `task` (a SpawnBase), leaf first, for the stall report.
 std::string backtrace_text(const void* task);
 

@@ -1,5 +1,6 @@
 // The two forms of a task dump: text for people, JSON for tools (GET /tasks, galay-top).
 #include "galay/task_dump.hpp"
+#include "runtime/task_snapshot.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -211,9 +212,12 @@ void append_stack(std::string& out, const TaskInfo& t) {
     }
 }
 
-} // namespace
-
-std::string TaskDump::text() const {
+/// TaskDump::text(), on the thread it chose.
+std::string text_of(const TaskDump& d) {
+    const auto& workers = d.workers;
+    const auto& tasks = d.tasks;
+    const auto& deadlocks = d.deadlocks;
+    const auto took = d.took;
     // Group the tasks by stack first: index of each task's stack, how many share it, and the
     // numbers shown for stacks shared by two tasks or more (1, 2, ... in order of first use).
     constexpr std::uint32_t kNone = ~std::uint32_t{0};
@@ -324,7 +328,12 @@ std::string TaskDump::text() const {
     return out;
 }
 
-std::string TaskDump::json() const {
+/// TaskDump::json(), on the thread it chose.
+std::string json_of(const TaskDump& d) {
+    const auto& workers = d.workers;
+    const auto& tasks = d.tasks;
+    const auto& deadlocks = d.deadlocks;
+    const auto took = d.took;
     std::string out = "{";
     out.reserve(256 + 200 * workers.size() + 300 * tasks.size());
     json_number(out, "took_ns", took.count());
@@ -391,6 +400,20 @@ std::string TaskDump::json() const {
     }
     if (out.back() == ',') out.pop_back();
     out += "]}";
+    return out;
+}
+
+} // namespace
+
+std::string TaskDump::text() const {
+    std::string out;
+    detail::at_low_priority(low_priority, [&] { out = text_of(*this); });
+    return out;
+}
+
+std::string TaskDump::json() const {
+    std::string out;
+    detail::at_low_priority(low_priority, [&] { out = json_of(*this); });
     return out;
 }
 
