@@ -8,7 +8,8 @@
 // For every spawned task alive: its id, its name, its worker, its state (ready to run, or
 // waiting), how long it has waited, what it waits on (a kernel operation with its fd, length and
 // deadline; a sleep; a Mutex and the task that holds it; a Channel; an Event; a JoinHandle and the
-// task it waits for), and its async backtrace: the chain of coroutine frames from the one that
+// task it waits for; a when_all or when_any and its children not finished, each with its own
+// async backtrace), and its async backtrace: the chain of coroutine frames from the one that
 // waits up to the spawned task, named by their functions. Tasks waiting on Mutexes held by each
 // other are named as a deadlock.
 //
@@ -51,11 +52,26 @@ enum class TaskState : std::uint8_t {
     waiting, ///< suspended on something (its `waits`; none listed: an awaitable galay cannot name)
 };
 
+/// One coroutine frame of an async backtrace. Its names are kept for the process's life (one
+/// copy per function, however many dumps and tasks show it).
+struct TaskFrame {
+    const void* address = nullptr; ///< the frame's resume function
+    std::string_view function;     ///< demangled, or "module+0xoffset" when it has no symbol
+    std::string_view where;        ///< "module+0xoffset" (for addr2line: file and line)
+};
+
+/// A child of a when_all / when_any not finished at the dump.
+struct TaskChild {
+    std::size_t index = 0;            ///< its position among the tasks passed in
+    std::vector<TaskFrame> backtrace; ///< leaf first, the task passed in (its function) last
+};
+
 /// One thing a waiting task waits on.
 struct TaskWait {
     /// "recv", "send", "accept", ... (kernel ops), "sleep", "mutex", "event", "channel recv",
-    /// "channel send", "join", "remote wait", "wait" (another WaitList), or "other" (a static
-    /// string).
+    /// "channel send", "join", "when all", "when any" (then `children` and `pending`; the
+    /// children's own waits follow as waits of the task), "remote wait", "wait" (another
+    /// WaitList), or "other" (a static string).
     std::string_view what;
     int fd = -1;             ///< kernel ops: the fd (-1: none)
     std::uint64_t bytes = 0; ///< kernel ops: the length asked for
@@ -67,14 +83,8 @@ struct TaskWait {
     std::uint64_t holder = 0;           ///< mutex: the task that holds it (0: unknown or none)
     std::uint64_t target = 0;           ///< join: the task waited for
     int target_worker = -1;             ///< join: that task's worker (-1: not in a Runtime)
-};
-
-/// One coroutine frame of an async backtrace. Its names are kept for the process's life (one
-/// copy per function, however many dumps and tasks show it).
-struct TaskFrame {
-    const void* address = nullptr; ///< the frame's resume function
-    std::string_view function;     ///< demangled, or "module+0xoffset" when it has no symbol
-    std::string_view where;        ///< "module+0xoffset" (for addr2line: file and line)
+    std::size_t children = 0;           ///< when all / when any: how many tasks it joins
+    std::vector<TaskChild> pending;     ///< when all / when any: those not finished yet
 };
 
 /// One live task.

@@ -1,5 +1,6 @@
 // The low-priority thread a task dump does its own work on (naming frames, formatting): a worker
-// that becomes runnable takes the CPU back from it at once, instead of after a time slice.
+// that becomes runnable takes the CPU back from it at once, instead of after a time slice. Also
+// TaskDump::text() and json(), which format there.
 #include "runtime/task_snapshot.hpp"
 
 #include "galay/scheduler.hpp"
@@ -56,3 +57,19 @@ void at_low_priority(bool wanted, const std::function<void()>& f) {
 }
 
 } // namespace galay::detail
+
+namespace galay {
+
+std::string TaskDump::text() const {
+    std::string out;
+    detail::at_low_priority(low_priority, [&] { out = detail::dump_text(*this); });
+    return out;
+}
+
+std::string TaskDump::json() const {
+    std::string out;
+    detail::at_low_priority(low_priority, [&] { out = detail::dump_json(*this); });
+    return out;
+}
+
+} // namespace galay

@@ -89,6 +89,13 @@ void append_wait(std::string& out, const TaskWait& w) {
             out += ", holder unknown";
         }
     }
+    if (w.children != 0) {
+        out += ": ";
+        append_int(out, w.children);
+        out += w.children == 1 ? " child, " : " children, ";
+        append_int(out, w.pending.size());
+        out += " pending";
+    }
     if (w.target != 0) {
         out += " of ";
         append_id(out, w.target);
@@ -212,8 +219,9 @@ void append_stack(std::string& out, const TaskInfo& t) {
     }
 }
 
-/// TaskDump::text(), on the thread it chose.
-std::string text_of(const TaskDump& d) {
+} // namespace
+
+std::string detail::dump_text(const TaskDump& d) {
     const auto& workers = d.workers;
     const auto& tasks = d.tasks;
     const auto& deadlocks = d.deadlocks;
@@ -322,14 +330,23 @@ std::string text_of(const TaskDump& d) {
             out += "  waits on ";
             append_wait(out, w);
             out += '\n';
+            for (const TaskChild& c : w.pending) { // "child 1: leaf() <- fetch()"
+                out += "    child ";
+                append_int(out, c.index);
+                out += ':';
+                for (std::size_t f = 0; f < c.backtrace.size(); ++f) {
+                    out += f == 0 ? " " : " <- ";
+                    out += c.backtrace[f].function;
+                }
+                out += '\n';
+            }
         }
         if (number == 0) append_stack(out, t);
     }
     return out;
 }
 
-/// TaskDump::json(), on the thread it chose.
-std::string json_of(const TaskDump& d) {
+std::string detail::dump_json(const TaskDump& d) {
     const auto& workers = d.workers;
     const auto& tasks = d.tasks;
     const auto& deadlocks = d.deadlocks;
@@ -386,6 +403,23 @@ std::string json_of(const TaskDump& d) {
                 json_id(out, "target", w.target);
                 json_number(out, "target_worker", w.target_worker);
             }
+            if (w.children != 0) {
+                json_number(out, "children", static_cast<long long>(w.children));
+                out += "\"pending\":[";
+                for (const TaskChild& c : w.pending) {
+                    out += '{';
+                    json_number(out, "index", static_cast<long long>(c.index));
+                    out += "\"backtrace\":[";
+                    for (const TaskFrame& f : c.backtrace) {
+                        json_string(out, f.function);
+                        out += ',';
+                    }
+                    if (out.back() == ',') out.pop_back();
+                    out += "]},";
+                }
+                if (out.back() == ',') out.pop_back();
+                out += "],";
+            }
             end_object(out);
             out += ',';
         }
@@ -400,20 +434,6 @@ std::string json_of(const TaskDump& d) {
     }
     if (out.back() == ',') out.pop_back();
     out += "]}";
-    return out;
-}
-
-} // namespace
-
-std::string TaskDump::text() const {
-    std::string out;
-    detail::at_low_priority(low_priority, [&] { out = text_of(*this); });
-    return out;
-}
-
-std::string TaskDump::json() const {
-    std::string out;
-    detail::at_low_priority(low_priority, [&] { out = json_of(*this); });
     return out;
 }
 
