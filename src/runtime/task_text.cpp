@@ -175,6 +175,17 @@ void json_id(std::string& out, const char* key, std::uint64_t id) {
     out += "\",";
 }
 
+/// "backtrace":[names], leaf first.
+void json_frames(std::string& out, const std::vector<TaskFrame>& frames) {
+    out += "\"backtrace\":[";
+    for (const TaskFrame& f : frames) {
+        json_string(out, f.function);
+        out += ',';
+    }
+    if (out.back() == ',') out.pop_back();
+    out += ']';
+}
+
 void end_object(std::string& out) {
     if (out.back() == ',') out.pop_back();
     out += '}';
@@ -409,13 +420,8 @@ std::string detail::dump_json(const TaskDump& d) {
                 for (const TaskChild& c : w.pending) {
                     out += '{';
                     json_number(out, "index", static_cast<long long>(c.index));
-                    out += "\"backtrace\":[";
-                    for (const TaskFrame& f : c.backtrace) {
-                        json_string(out, f.function);
-                        out += ',';
-                    }
-                    if (out.back() == ',') out.pop_back();
-                    out += "]},";
+                    json_frames(out, c.backtrace);
+                    out += "},";
                 }
                 if (out.back() == ',') out.pop_back();
                 out += "],";
@@ -424,13 +430,9 @@ std::string detail::dump_json(const TaskDump& d) {
             out += ',';
         }
         if (out.back() == ',') out.pop_back();
-        out += "],\"backtrace\":[";
-        for (const TaskFrame& f : t.backtrace) {
-            json_string(out, f.function);
-            out += ',';
-        }
-        if (out.back() == ',') out.pop_back();
-        out += "]},";
+        out += "],";
+        json_frames(out, t.backtrace);
+        out += "},";
     }
     if (out.back() == ',') out.pop_back();
     out += "]}";
