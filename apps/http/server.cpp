@@ -591,9 +591,11 @@ galay::Task<bool> Connection<S>::answer(Method method, std::string_view target, 
 
 template <class S>
 galay::Task<bool> Connection<S>::answer_tasks(bool json, bool head_only, Persist persist) {
-    // Taken on the blocking pool: this connection's own worker answers the dump too.
-    const galay::TaskDump d = co_await galay::task_dump_async(*galay::Runtime::current());
-    const std::string body = json ? d.json() : d.text();
+    // Taken and formatted on the blocking pool: this connection's own worker answers the dump
+    // too, and its loop is not held by the formatting.
+    const std::string body = co_await galay::task_dump_report_async(
+        *galay::Runtime::current(),
+        json ? galay::TaskDumpFormat::json : galay::TaskDumpFormat::text);
     co_return co_await answer_text(body, json ? "application/json" : "text/plain; charset=utf-8",
                                    head_only, persist);
 }

@@ -18,7 +18,9 @@
 // without). On two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to
 // the i-th CPU and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the
 // first, the dump's request and formatting on the second), so that the figure is the dump's, not
-// the OS's.
+// the OS's. The same windows also read each worker's longest loop turn from the loop's own
+// measure (metrics::WorkerMetrics::longest_turn_ns), which no sleep granularity blurs; it is
+// empty (0) in a build with GALAY_TASK_DUMP=OFF.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -35,6 +37,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -49,6 +53,21 @@ Task<void> sleeper() {
 
 Task<void> receiver(Channel<int>& ch) {
     (void)co_await ch.recv();
+}
+
+/// Where the dump is asked for and formatted (--from).
+enum class From { main, task, task_inline };
+
+/// A dump asked for from a task on a worker, as the /tasks endpoints do: off the worker
+/// (task_dump_report_async), or with the text formatted on the worker (task_inline).
+Task<void> dump_from_task(const Runtime& rt, bool off_worker, TaskDumpOptions o,
+                          std::promise<std::string>& done) {
+    if (off_worker) {
+        done.set_value(co_await task_dump_report_async(rt, TaskDumpFormat::text, o));
+        co_return;
+    }
+    const TaskDump d = co_await task_dump_async(rt, o);
+    done.set_value(d.text());
 }
 
 double median(std::vector<double> v) {
@@ -118,6 +137,8 @@ int main(int argc, char** argv) {
     unsigned probe_us = 100;
     bool pin = false;
     bool json = false;
+    bool normal_priority = false;
+    std::string from_name = "main";
     cli::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
                  "bench_task_dump"};
     tools::add_backend_flag(app, &backend);
@@ -130,8 +151,20 @@ int main(int argc, char** argv) {
     app.add_flag("--pin", pin,
                  "pin worker i to the i-th CPU this process may use and the dumping thread to the "
                  "next one");
+    app.add_option("--from", from_name,
+                   "who asks for the dump: main (this thread, then text()), task (a task on worker "
+                   "0, with task_dump_report_async, as GET /tasks does), task-inline (a task on "
+                   "worker 0 that formats the text on its worker)")
+        ->check(cli::IsMember({"main", "task", "task-inline"}))
+        ->capture_default_str();
+    app.add_flag("--normal-priority", normal_priority,
+                 "do the dump's own work at the caller's priority (TaskDumpOptions::low_priority "
+                 "false)");
     app.add_flag("--json", json, "print one JSON object");
     if (auto code = tools::parse_command_line(app, argc, argv, "bench_task_dump")) return *code;
+    const From from = from_name == "task"          ? From::task
+                      : from_name == "task-inline" ? From::task_inline
+                                                   : From::main;
 
     RuntimeOptions o;
     o.workers = workers;
@@ -182,7 +215,11 @@ int main(int argc, char** argv) {
     // one: on a loaded machine a worker may not run at all for a while, and a window it never
     // resumed in would report no gap. A probe that does not resume for 10 s is a stuck worker:
     // the bench says so and reports nothing.
+    // Also each worker's longest loop turn over the window, from the loop's own measure
+    // (metrics::WorkerMetrics::longest_turn_ns: a snapshot starts a new period), in ms.
+    std::vector<double> loop_worst;
     auto window = [&](auto&& body) {
+        (void)metrics::snapshot(*rt);
         for (auto& p : probes)
             p->worst_ns.store(0, std::memory_order_relaxed);
         body();
@@ -202,6 +239,9 @@ int main(int argc, char** argv) {
                 std::this_thread::sleep_for(std::chrono::microseconds(probe_us));
             }
         }
+        loop_worst.clear();
+        for (const metrics::WorkerMetrics& w : metrics::snapshot(*rt).workers)
+            loop_worst.push_back(static_cast<double>(w.longest_turn_ns) / 1e6);
         std::vector<double> worst;
         for (auto& p : probes)
             worst.push_back(
@@ -210,6 +250,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> to_last_line_ms, hold_ms, took_ms;
     std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
+    std::vector<double> loop_turn_with_ms, loop_turn_without_ms, loop_lengthening_ms; // (same)
     std::size_t lines = 0;
     for (unsigned i = 0; i < dumps; ++i) {
         std::chrono::steady_clock::time_point t0, t1;
@@ -218,24 +259,43 @@ int main(int argc, char** argv) {
         // Each window runs on for 20 probe resumes past the dump, so that the resume that ends
         // the gap a dump lengthened falls inside it however short the dump; the window without a
         // dump lasts as long as the dump did, then as many resumes.
+        const TaskDumpOptions dump_options{.answer_within = std::chrono::milliseconds(5000),
+                                           .low_priority = !normal_priority};
         const std::vector<double> with = window([&] {
             t0 = std::chrono::steady_clock::now();
-            x = task_dump(*rt, {.answer_within = std::chrono::milliseconds(5000)});
-            text = x.text();
+            if (from == From::main) {
+                x = task_dump(*rt, dump_options);
+                text = x.text();
+            } else {
+                std::promise<std::string> done;
+                std::future<std::string> got = done.get_future();
+                rt->spawn_on(0, dump_from_task(*rt, from == From::task, dump_options, done));
+                text = got.get();
+            }
             t1 = std::chrono::steady_clock::now();
         });
+        const std::vector<double> loop_with = loop_worst;
         const std::vector<double> without = window([&] { std::this_thread::sleep_for(t1 - t0); });
+        const std::vector<double> loop_without = loop_worst;
         double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
+        double loop_with_max = 0, loop_without_max = 0, loop_lengthening = -1e9;
         for (unsigned w = 0; w < workers; ++w) {
             worst_with = std::max(worst_with, with[w]);
             worst_without = std::max(worst_without, without[w]);
             worst_lengthening = std::max(worst_lengthening, with[w] - without[w]);
+            loop_with_max = std::max(loop_with_max, loop_with[w]);
+            loop_without_max = std::max(loop_without_max, loop_without[w]);
+            loop_lengthening = std::max(loop_lengthening, loop_with[w] - loop_without[w]);
         }
         turn_with_ms.push_back(worst_with);
         turn_without_ms.push_back(worst_without);
         lengthening_ms.push_back(worst_lengthening);
+        loop_turn_with_ms.push_back(loop_with_max);
+        loop_turn_without_ms.push_back(loop_without_max);
+        loop_lengthening_ms.push_back(loop_lengthening);
         lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (from != From::main) continue; // (the TaskDump stayed in the task)
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
         double hold = 0;
         for (const WorkerDumpInfo& w : x.workers)
@@ -252,28 +312,42 @@ int main(int argc, char** argv) {
         out["task_dump_bookkeeping"] = GALAY_TASK_DUMP != 0;
         out["heap_bytes_per_task"] = bytes_per_task;
         out["to_last_line_ms"] = to_last_line_ms;
-        out["task_dump_ms"] = took_ms;
-        out["max_loop_hold_ms"] = hold_ms;
+        out["from"] = from == From::main ? "main" : from == From::task ? "task" : "task-inline";
+        out["low_priority"] = !normal_priority;
+        if (from == From::main) { // (measured only there)
+            out["task_dump_ms"] = took_ms;
+            out["max_loop_hold_ms"] = hold_ms;
+        }
         out["pinned"] = pin;
         out["probe_us"] = probe_us;
         out["probe_gap_with_dump_ms"] = turn_with_ms;
         out["probe_gap_without_dump_ms"] = turn_without_ms;
         out["turn_lengthening_ms"] = lengthening_ms;
+        out["loop_turn_with_dump_ms"] = loop_turn_with_ms;
+        out["loop_turn_without_dump_ms"] = loop_turn_without_ms;
+        out["loop_turn_lengthening_ms"] = loop_lengthening_ms;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
     } else {
-        std::printf("bench_task_dump: %u tasks on %u workers (%s), bookkeeping %s, %s\n", tasks,
-                    workers, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off",
-                    pin ? "pinned" : "not pinned");
+        std::printf("bench_task_dump: %u tasks on %u workers (%s), bookkeeping %s, %s, dump from "
+                    "%s at %s priority\n",
+                    tasks, workers, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off",
+                    pin ? "pinned" : "not pinned",
+                    from == From::main   ? "this thread"
+                    : from == From::task ? "a task, formatted off its worker"
+                                         : "a task, formatted on its worker",
+                    normal_priority ? "normal" : "low");
         std::printf("heap per task (frames included): %.0f bytes\n", bytes_per_task);
         std::printf("dump, request to last line of text: median %.1f ms [%.1f-%.1f], %zu lines\n",
                     median(to_last_line_ms),
                     *std::min_element(to_last_line_ms.begin(), to_last_line_ms.end()),
                     *std::max_element(to_last_line_ms.begin(), to_last_line_ms.end()), lines);
-        std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
-                    median(took_ms));
-        std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
-                    median(hold_ms), spread_min(hold_ms), spread_max(hold_ms));
+        if (from == From::main) { // (measured only there)
+            std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
+                        median(took_ms));
+            std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
+                        median(hold_ms), spread_min(hold_ms), spread_max(hold_ms));
+        }
         std::printf("longest probe gap (%u us sleeps), any worker: with a dump median %.2f ms "
                     "[%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",
                     probe_us, median(turn_with_ms), spread_min(turn_with_ms),
@@ -282,6 +356,15 @@ int main(int argc, char** argv) {
         std::printf("loop turn lengthened by a dump (worst worker, with - without): median %.2f ms "
                     "[%.2f-%.2f]\n",
                     median(lengthening_ms), spread_min(lengthening_ms), spread_max(lengthening_ms));
+        std::printf("longest loop turn (the loop's own measure), any worker: with a dump median "
+                    "%.2f ms [%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",
+                    median(loop_turn_with_ms), spread_min(loop_turn_with_ms),
+                    spread_max(loop_turn_with_ms), median(loop_turn_without_ms),
+                    spread_min(loop_turn_without_ms), spread_max(loop_turn_without_ms));
+        std::printf("loop turn lengthened by a dump, the loop's own measure (worst worker): "
+                    "median %.2f ms [%.2f-%.2f]\n",
+                    median(loop_lengthening_ms), spread_min(loop_lengthening_ms),
+                    spread_max(loop_lengthening_ms));
     }
     for (auto& p : probes)
         p->stop.store(true, std::memory_order_relaxed);

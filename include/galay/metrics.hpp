@@ -77,6 +77,9 @@ const char* op_kind_name(OpKind kind) noexcept;
 /// Buckets of the completions-per-turn histogram (WorkerMetrics::completions_per_turn): 0, 1,
 /// 2-3, 4-7, ..., 128-255, 256 and more.
 inline constexpr std::size_t turn_buckets = 10;
+/// Buckets of the loop-turn-length histogram (WorkerMetrics::turn_lengths): under 1 us, 1-2 us,
+/// 2-4 us, ..., 8.192-16.384 ms, 16.384 ms and longer.
+inline constexpr std::size_t turn_length_buckets = 16;
 
 /// Counters for one kind of operation.
 struct OpMetrics {
@@ -120,6 +123,16 @@ struct WorkerMetrics {
     /// 2^b - 1, the last one turns with 256 or more.
     std::array<std::uint64_t, turn_buckets> completions_per_turn{};
     std::uint64_t completions_sum = 0; ///< completions over all turns
+    /// Loop turns by length: bucket 0 counts turns under 1 us, bucket b turns of 2^(b-1) to
+    /// 2^b us, the last one turns of 16.384 ms and longer. A turn runs from the end of one poll
+    /// of the driver to the start of the next wait in the kernel (or the end of the next poll
+    /// that does not wait): the time the loop could not answer I/O. Recorded in builds with task
+    /// dumps (the default; the CMake option GALAY_TASK_DUMP=OFF leaves it empty).
+    std::array<std::uint64_t, turn_length_buckets> turn_lengths{};
+    std::uint64_t turn_length_sum_ns = 0; ///< the turns' lengths added up
+    /// The longest turn since the previous snapshot of this worker (any reader's: a scrape of
+    /// /metrics starts a new period too). Summed by `operator+=` as the largest of the two.
+    std::uint64_t longest_turn_ns = 0;
 
     /// The figures of one kind.
     const OpMetrics& op(OpKind kind) const noexcept { return ops[static_cast<std::size_t>(kind)]; }

@@ -8,7 +8,8 @@
 // For every spawned task alive: its id, its name, its worker, its state (ready to run, or
 // waiting), how long it has waited, what it waits on (a kernel operation with its fd, length and
 // deadline; a sleep; a Mutex and the task that holds it; a Channel; an Event; a JoinHandle and the
-// task it waits for), and its async backtrace: the chain of coroutine frames from the one that
+// task it waits for; a when_all or when_any and its children not finished, each with its own
+// async backtrace), and its async backtrace: the chain of coroutine frames from the one that
 // waits up to the spawned task, named by their functions. Tasks waiting on Mutexes held by each
 // other are named as a deadlock.
 //
@@ -51,11 +52,26 @@ enum class TaskState : std::uint8_t {
     waiting, ///< suspended on something (its `waits`; none listed: an awaitable galay cannot name)
 };
 
+/// One coroutine frame of an async backtrace. Its names are kept for the process's life (one
+/// copy per function, however many dumps and tasks show it).
+struct TaskFrame {
+    const void* address = nullptr; ///< the frame's resume function
+    std::string_view function;     ///< demangled, or "module+0xoffset" when it has no symbol
+    std::string_view where;        ///< "module+0xoffset" (for addr2line: file and line)
+};
+
+/// A child of a when_all / when_any not finished at the dump.
+struct TaskChild {
+    std::size_t index = 0;            ///< its position among the tasks passed in
+    std::vector<TaskFrame> backtrace; ///< leaf first, the task passed in (its function) last
+};
+
 /// One thing a waiting task waits on.
 struct TaskWait {
     /// "recv", "send", "accept", ... (kernel ops), "sleep", "mutex", "event", "channel recv",
-    /// "channel send", "join", "remote wait", "wait" (another WaitList), or "other" (a static
-    /// string).
+    /// "channel send", "join", "when all", "when any" (then `children` and `pending`; the
+    /// children's own waits follow as waits of the task), "remote wait", "wait" (another
+    /// WaitList), or "other" (a static string).
     std::string_view what;
     int fd = -1;             ///< kernel ops: the fd (-1: none)
     std::uint64_t bytes = 0; ///< kernel ops: the length asked for
@@ -67,14 +83,8 @@ struct TaskWait {
     std::uint64_t holder = 0;           ///< mutex: the task that holds it (0: unknown or none)
     std::uint64_t target = 0;           ///< join: the task waited for
     int target_worker = -1;             ///< join: that task's worker (-1: not in a Runtime)
-};
-
-/// One coroutine frame of an async backtrace. Its names are kept for the process's life (one
-/// copy per function, however many dumps and tasks show it).
-struct TaskFrame {
-    const void* address = nullptr; ///< the frame's resume function
-    std::string_view function;     ///< demangled, or "module+0xoffset" when it has no symbol
-    std::string_view where;        ///< "module+0xoffset" (for addr2line: file and line)
+    std::size_t children = 0;           ///< when all / when any: how many tasks it joins
+    std::vector<TaskChild> pending;     ///< when all / when any: those not finished yet
 };
 
 /// One live task.
@@ -107,6 +117,8 @@ struct TaskDump {
     /// Cycles of tasks each waiting on a Mutex the next one holds (ids, in wait order).
     std::vector<std::vector<std::uint64_t>> deadlocks;
     std::chrono::nanoseconds took{0}; ///< from the request to the last worker's answer
+    /// text() and json() run on a low-priority thread (TaskDumpOptions::low_priority).
+    bool low_priority = true;
 
     /// The task with `id`, or null.
     const TaskInfo* find(std::uint64_t id) const noexcept;
@@ -123,6 +135,18 @@ struct TaskDumpOptions {
     std::chrono::milliseconds answer_within{250};
     /// Name the frames of each task's async backtrace (dladdr + demangling, cached per function).
     bool backtraces = true;
+    /// Do the dump's own work (naming frames; text() and json() of the result) on a short-lived
+    /// thread at the lowest priority (SCHED_IDLE, else nice 19), the caller waiting, so that a
+    /// worker that wakes takes its CPU back at once rather than after a time slice. On a machine
+    /// whose workers leave no CPU idle, that thread runs only in the gaps: a large dump then
+    /// takes longer (false: at the caller's priority). Called on a worker, it runs there.
+    bool low_priority = true;
+};
+
+/// What task_dump_report_async returns.
+enum class TaskDumpFormat : std::uint8_t {
+    text, ///< TaskDump::text()
+    json, ///< TaskDump::json()
 };
 
 /// The tasks of every worker of `rt`. Any thread.
@@ -132,6 +156,12 @@ TaskDump task_dump(const Runtime& rt, TaskDumpOptions options = {});
 TaskDump task_dump(Scheduler& s, TaskDumpOptions options = {});
 /// task_dump(rt) from inside a task: waits on the blocking pool, so its own worker answers too.
 [[nodiscard]] Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options = {});
+
+/// task_dump(rt) and its text or JSON from inside a task: the dump, and the formatting, run off
+/// the worker (on the blocking pool, at low priority as `options` says), which only waits. What
+/// the /tasks endpoints serve.
+[[nodiscard]] Task<std::string> task_dump_report_async(const Runtime& rt, TaskDumpFormat format,
+                                                       TaskDumpOptions options = {});
 
 /// "3.17": the spawning thread's number and its count of spawns (a TaskInfo::id).
 std::string format_task_id(std::uint64_t id);

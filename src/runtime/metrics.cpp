@@ -108,6 +108,10 @@ WorkerMetrics& WorkerMetrics::operator+=(const WorkerMetrics& o) noexcept {
     for (std::size_t b = 0; b < completions_per_turn.size(); ++b)
         completions_per_turn[b] += o.completions_per_turn[b];
     completions_sum += o.completions_sum;
+    for (std::size_t b = 0; b < turn_lengths.size(); ++b)
+        turn_lengths[b] += o.turn_lengths[b];
+    turn_length_sum_ns += o.turn_length_sum_ns;
+    longest_turn_ns = std::max(longest_turn_ns, o.longest_turn_ns);
     return *this;
 }
 
@@ -152,6 +156,10 @@ WorkerMetrics snapshot(const Scheduler& s) {
     for (std::size_t b = 0; b < detail::kTurnBuckets; ++b)
         m.completions_per_turn[b] = c.turn_completions[b].get();
     m.completions_sum = c.turn_completions_sum.get();
+    for (std::size_t b = 0; b < detail::kTurnLengthBuckets; ++b)
+        m.turn_lengths[b] = c.turn_lengths[b].get();
+    m.turn_length_sum_ns = c.turn_length_sum_ns.get();
+    m.longest_turn_ns = c.longest_turn_ns.take();
     return m;
 }
 
@@ -320,6 +328,28 @@ std::string prometheus_text(const RuntimeMetrics& m) {
         t.sample("completions_per_turn_sum", worker_label(w), w.completions_sum);
         t.sample("completions_per_turn_count", worker_label(w), cumulative);
     }
+
+    t.family("loop_turn_seconds", "histogram",
+             "Loop turns by length: from the end of one poll of the driver to the next wait.");
+    for (const WorkerMetrics& w : m.workers) {
+        std::uint64_t cumulative = 0;
+        for (std::size_t b = 0; b < detail::kTurnLengthBuckets; ++b) {
+            cumulative += w.turn_lengths[b];
+            char le[32] = "+Inf";
+            if (b + 1 < detail::kTurnLengthBuckets)
+                std::snprintf(le, sizeof le, "%g", static_cast<double>(1ULL << b) * 1e-6);
+            t.sample("loop_turn_seconds_bucket", worker_label(w) + ",le=\"" + le + "\"",
+                     cumulative);
+        }
+        t.sample("loop_turn_seconds_sum", worker_label(w),
+                 static_cast<double>(w.turn_length_sum_ns) / 1e9);
+        t.sample("loop_turn_seconds_count", worker_label(w), cumulative);
+    }
+    t.family("longest_loop_turn_seconds", "gauge",
+             "The longest loop turn since the previous snapshot of the worker's metrics.");
+    for (const WorkerMetrics& w : m.workers)
+        t.sample("longest_loop_turn_seconds", worker_label(w),
+                 static_cast<double>(w.longest_turn_ns) / 1e9);
 
     t.family("blocking_threads", "gauge", "Threads of the blocking pool.");
     t.sample("blocking_threads", "", m.blocking_threads);

@@ -77,10 +77,9 @@ Task<void> serve_scrape(TcpStream conn, const Runtime& rt, ScrapeOptions options
     }
     std::string out;
     std::string body;
-    if (req == ScrapeRequest::tasks || req == ScrapeRequest::tasks_json) {
-        const TaskDump d = co_await task_dump_async(rt);
-        body = req == ScrapeRequest::tasks ? d.text() : d.json();
-    }
+    if (req == ScrapeRequest::tasks || req == ScrapeRequest::tasks_json) // (formatted off the loop)
+        body = co_await task_dump_report_async(
+            rt, req == ScrapeRequest::tasks ? TaskDumpFormat::text : TaskDumpFormat::json);
     switch (req) {
     case ScrapeRequest::metrics:
         body = prometheus_text(rt);

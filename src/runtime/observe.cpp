@@ -60,11 +60,18 @@ void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
         return;
     }
     publish_gauges();
+    // A turn's length is read from the clock this reads anyway for the task dumps' wait times.
     if (timeout_ns == 0) {
         driver_->poll(0);
-        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
+        if constexpr (GALAY_TASK_DUMP) {
+            const std::int64_t now = real_now_ns();
+            counters_.turn_took(now - coarse_ns_.load(std::memory_order_relaxed));
+            coarse_ns_.store(now, std::memory_order_relaxed);
+        }
     } else {
         const std::int64_t t0 = real_now_ns();
+        if constexpr (GALAY_TASK_DUMP)
+            counters_.turn_took(t0 - coarse_ns_.load(std::memory_order_relaxed));
         driver_->poll(timeout_ns);
         const std::int64_t t1 = real_now_ns();
         counters_.busy_ns.add(static_cast<std::uint64_t>(t0 - mark_ns_));

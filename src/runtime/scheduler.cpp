@@ -304,6 +304,10 @@ bool SchedulerCore::spin_for_work(std::int64_t deadline_ns) {
             // The poll that found work ends a turn, as the wait it replaces would have.
             publish_gauges();
             counters_.turn_ended();
+            if constexpr (GALAY_TASK_DUMP) { // (the spin counts in the turn it ends)
+                counters_.turn_took(now - coarse_ns_.load(std::memory_order_relaxed));
+                coarse_ns_.store(now, std::memory_order_relaxed);
+            }
         }
     }
     return found;
@@ -320,7 +324,10 @@ void SchedulerCore::run_until_done(const std::size_t& remaining, std::int64_t de
         }
         ~InLoop() { d.loop_left(); }
     } in_loop(*driver_);
-    if constexpr (GALAY_METRICS) mark_ns_ = Scheduler::real_now_ns();
+    if constexpr (GALAY_METRICS) {
+        mark_ns_ = Scheduler::real_now_ns();
+        if (outer) coarse_ns_.store(mark_ns_, std::memory_order_relaxed); // the first turn's start
+    }
     while (remaining != 0) {
         drain_remote();
         run_ready();

@@ -38,6 +38,20 @@ void describe_join(const SpawnBase* awaited, WaitDesc& d) noexcept {
     if (awaited->sched != nullptr) d.target_worker = SchedulerAccess::core(*awaited->sched).worker_;
 }
 
+void JoinState::describe(WaitDesc& d) const noexcept {
+    d.what = losers != nullptr ? "when any" : "when all";
+    d.children = static_cast<std::uint32_t>(count);
+    for (std::size_t i = 0; i < count; ++i)
+        d.pending += !children[i].h.done();
+}
+
+void join_began(JoinState& j, CancelScope* scope) noexcept {
+    if (scope == nullptr) return;
+    if (Scheduler* s = Scheduler::current())
+        j.set_since(SchedulerAccess::core(*s).coarse_ns_.load(std::memory_order_relaxed));
+    scope->link(j);
+}
+
 void TaskNamer::name_task(CancelScope* scope, const std::string& name) noexcept {
     auto* t = static_cast<SpawnBase*>(scope != nullptr ? scope->task() : nullptr);
     if (t == nullptr) return;
@@ -52,7 +66,18 @@ constexpr int kMaxFrames = 64; // deeper chains are cut (a recursion would be al
 // many tasks the worker has (the rest follow at the next turns).
 constexpr std::size_t kChunk = 1024;
 
-void collect_waits(const CancelScope& scope, std::vector<WaitDesc>& out) {
+/// The chain of galay frames below `f` (not `f` itself), appended leaf first.
+void append_chain(std::coroutine_handle<> f, std::vector<const void*>& frames) {
+    const std::size_t begin = frames.size();
+    f = promise_base_of(f).child;
+    for (int depth = 0; f && depth < kMaxFrames; ++depth) {
+        frames.push_back(*static_cast<void* const*>(f.address())); // its resume function
+        f = promise_base_of(f).child;
+    }
+    std::reverse(frames.begin() + static_cast<std::ptrdiff_t>(begin), frames.end());
+}
+
+void collect_waits(const CancelScope& scope, RawDump& out) {
     scope.for_each_linked([&](const Cancellable& c) {
         if (const CancelScope* child = c.as_scope()) {
             collect_waits(*child, out);
@@ -61,7 +86,21 @@ void collect_waits(const CancelScope& scope, std::vector<WaitDesc>& out) {
         WaitDesc d;
         d.since_ns = c.since();
         c.describe(d);
-        out.push_back(d);
+        if (d.children != 0) { // a join (only JoinState says so): its children not finished
+            const auto& j = static_cast<const JoinState&>(c);
+            d.child_begin = static_cast<std::uint32_t>(out.children.size());
+            for (std::size_t i = 0; i < j.count; ++i) {
+                const auto h = j.children[i].h;
+                if (h.done()) continue;
+                RawChild rc;
+                rc.index = static_cast<std::uint32_t>(i);
+                rc.frame_begin = static_cast<std::uint32_t>(out.frames.size());
+                append_chain(h, out.frames); // (the child's own frame is galay's, not shown)
+                rc.frame_count = static_cast<std::uint32_t>(out.frames.size()) - rc.frame_begin;
+                out.children.push_back(rc);
+            }
+        }
+        out.waits.push_back(d);
     });
 }
 
@@ -204,26 +243,31 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
     }
     TaskDump d;
     const std::int64_t answered_ns = Scheduler::real_now_ns();
-    for (std::size_t i = 0; i < scheds.size(); ++i) {
-        DumpPart& p = *req->parts[i];
-        WorkerDumpInfo w;
-        w.worker = p.core->worker_;
-        w.backend = p.core->driver_->name();
-        w.stalls = p.core->counters_.stalls.get();
-        w.answered = done[i] != 0;
-        if (w.answered) {
-            w.tasks = p.raw.tasks.size();
-            w.pause = std::chrono::nanoseconds(p.pause_ns);
-            convert_tasks(p.raw, o.backtraces, d);
-        } else {
-            w.since_turn = std::chrono::nanoseconds(
-                answered_ns - p.core->coarse_ns_.load(std::memory_order_relaxed));
+    // The requests were posted from this thread, so that the workers see them after whatever it
+    // posted before (a task it spawned); the rest is this dump's own work.
+    at_low_priority(o.low_priority, [&] {
+        for (std::size_t i = 0; i < scheds.size(); ++i) {
+            DumpPart& p = *req->parts[i];
+            WorkerDumpInfo w;
+            w.worker = p.core->worker_;
+            w.backend = p.core->driver_->name();
+            w.stalls = p.core->counters_.stalls.get();
+            w.answered = done[i] != 0;
+            if (w.answered) {
+                w.tasks = p.raw.tasks.size();
+                w.pause = std::chrono::nanoseconds(p.pause_ns);
+                convert_tasks(p.raw, o.backtraces, d);
+            } else {
+                w.since_turn = std::chrono::nanoseconds(
+                    answered_ns - p.core->coarse_ns_.load(std::memory_order_relaxed));
+            }
+            d.workers.push_back(std::move(w));
         }
-        d.workers.push_back(std::move(w));
-    }
+        find_deadlocks(d);
+    });
     d.took = std::chrono::nanoseconds(Scheduler::real_now_ns() - start);
+    d.low_priority = o.low_priority;
     req->release();
-    find_deadlocks(d);
     return d;
 }
 
@@ -248,7 +292,7 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::siz
         if (t->name) r.name = t->name.get();
         r.where = t->where;
         r.wait_begin = static_cast<std::uint32_t>(out.waits.size());
-        collect_waits(t->scope, out.waits);
+        collect_waits(t->scope, out);
         r.wait_count = static_cast<std::uint32_t>(out.waits.size()) - r.wait_begin;
         // The frame chain, root to leaf (each galay task links the one it awaits), then
         // reversed: a backtrace reads from the leaf.
@@ -286,6 +330,16 @@ TaskDump task_dump(Scheduler& s, TaskDumpOptions options) {
 Task<TaskDump> task_dump_async(const Runtime& rt, TaskDumpOptions options) {
     auto r = co_await spawn_blocking([&rt, options] { return task_dump(rt, options); });
     if (!r) throw Error(r.error(), "galay: task_dump_async");
+    co_return std::move(*r);
+}
+
+Task<std::string> task_dump_report_async(const Runtime& rt, TaskDumpFormat format,
+                                         TaskDumpOptions options) {
+    auto r = co_await spawn_blocking([&rt, format, options] {
+        const TaskDump d = task_dump(rt, options);
+        return format == TaskDumpFormat::json ? d.json() : d.text();
+    });
+    if (!r) throw Error(r.error(), "galay: task_dump_report_async");
     co_return std::move(*r);
 }
 

@@ -155,6 +155,18 @@ void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out) {
             w.holder = d.holder;
             w.target = d.target;
             w.target_worker = d.target_worker;
+            w.children = d.children;
+            for (std::uint32_t k = 0; k < d.pending && d.children != 0; ++k) {
+                const RawChild& rc = raw.children[d.child_begin + k];
+                TaskChild c;
+                c.index = rc.index;
+                for (std::uint32_t f = 0; f < rc.frame_count; ++f) {
+                    const void* a = raw.frames[rc.frame_begin + f];
+                    const Named& n = name_locked(in, a);
+                    c.backtrace.push_back(TaskFrame{a, n.function, n.where});
+                }
+                w.pending.push_back(std::move(c));
+            }
             t.waits.push_back(std::move(w));
         }
         if (t.state == TaskState::waiting && oldest != 0)

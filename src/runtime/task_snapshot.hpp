@@ -7,6 +7,7 @@
 #include "galay/task_dump.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@ struct RawTask {
     std::uint32_t frame_begin = 0, frame_count = 0; // in RawDump::frames, leaf first
 };
 
+/// A pending child of a when_all / when_any (WaitDesc::child_begin).
+struct RawChild {
+    std::uint32_t index = 0;
+    std::uint32_t frame_begin = 0, frame_count = 0; // in RawDump::frames, leaf first
+};
+
 struct RawDump {
     int worker = -1;
     std::string backend;
@@ -32,6 +39,7 @@ struct RawDump {
     std::vector<RawTask> tasks;
     std::vector<WaitDesc> waits;
     std::vector<const void*> frames; // resume addresses
+    std::vector<RawChild> children;
 };
 
 /// On the worker's own thread: copy up to `max` of its tasks from `cursor` on (moved past them;
@@ -41,6 +49,13 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::siz
 void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out);
 /// Find the cycles of mutex waits in `d.tasks`.
 void find_deadlocks(TaskDump& d);
+/// Runs `f` on a short-lived thread at the lowest priority (SCHED_IDLE, else nice 19) when
+/// `wanted`, the caller waiting; on the caller's thread when not wanted, when the caller is a
+/// worker (which waits either way) or such a thread already, or when no thread can be started.
+void at_low_priority(bool wanted, const std::function<void()>& f);
+/// TaskDump::text() and json(), on the thread they chose (task_text.cpp).
+std::string dump_text(const TaskDump& d);
+std::string dump_json(const TaskDump& d);
 /// An async backtrace of the task `task` (a SpawnBase), leaf first, for the stall report.
 std::string backtrace_text(const void* task);
 

@@ -1,5 +1,6 @@
 // The two forms of a task dump: text for people, JSON for tools (GET /tasks, galay-top).
 #include "galay/task_dump.hpp"
+#include "runtime/task_snapshot.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -88,6 +89,13 @@ void append_wait(std::string& out, const TaskWait& w) {
             out += ", holder unknown";
         }
     }
+    if (w.children != 0) {
+        out += ": ";
+        append_int(out, w.children);
+        out += w.children == 1 ? " child, " : " children, ";
+        append_int(out, w.pending.size());
+        out += " pending";
+    }
     if (w.target != 0) {
         out += " of ";
         append_id(out, w.target);
@@ -167,6 +175,17 @@ void json_id(std::string& out, const char* key, std::uint64_t id) {
     out += "\",";
 }
 
+/// "backtrace":[names], leaf first.
+void json_frames(std::string& out, const std::vector<TaskFrame>& frames) {
+    out += "\"backtrace\":[";
+    for (const TaskFrame& f : frames) {
+        json_string(out, f.function);
+        out += ',';
+    }
+    if (out.back() == ',') out.pop_back();
+    out += ']';
+}
+
 void end_object(std::string& out) {
     if (out.back() == ',') out.pop_back();
     out += '}';
@@ -213,7 +232,11 @@ void append_stack(std::string& out, const TaskInfo& t) {
 
 } // namespace
 
-std::string TaskDump::text() const {
+std::string detail::dump_text(const TaskDump& d) {
+    const auto& workers = d.workers;
+    const auto& tasks = d.tasks;
+    const auto& deadlocks = d.deadlocks;
+    const auto took = d.took;
     // Group the tasks by stack first: index of each task's stack, how many share it, and the
     // numbers shown for stacks shared by two tasks or more (1, 2, ... in order of first use).
     constexpr std::uint32_t kNone = ~std::uint32_t{0};
@@ -318,13 +341,27 @@ std::string TaskDump::text() const {
             out += "  waits on ";
             append_wait(out, w);
             out += '\n';
+            for (const TaskChild& c : w.pending) { // "child 1: leaf() <- fetch()"
+                out += "    child ";
+                append_int(out, c.index);
+                out += ':';
+                for (std::size_t f = 0; f < c.backtrace.size(); ++f) {
+                    out += f == 0 ? " " : " <- ";
+                    out += c.backtrace[f].function;
+                }
+                out += '\n';
+            }
         }
         if (number == 0) append_stack(out, t);
     }
     return out;
 }
 
-std::string TaskDump::json() const {
+std::string detail::dump_json(const TaskDump& d) {
+    const auto& workers = d.workers;
+    const auto& tasks = d.tasks;
+    const auto& deadlocks = d.deadlocks;
+    const auto took = d.took;
     std::string out = "{";
     out.reserve(256 + 200 * workers.size() + 300 * tasks.size());
     json_number(out, "took_ns", took.count());
@@ -377,17 +414,25 @@ std::string TaskDump::json() const {
                 json_id(out, "target", w.target);
                 json_number(out, "target_worker", w.target_worker);
             }
+            if (w.children != 0) {
+                json_number(out, "children", static_cast<long long>(w.children));
+                out += "\"pending\":[";
+                for (const TaskChild& c : w.pending) {
+                    out += '{';
+                    json_number(out, "index", static_cast<long long>(c.index));
+                    json_frames(out, c.backtrace);
+                    out += "},";
+                }
+                if (out.back() == ',') out.pop_back();
+                out += "],";
+            }
             end_object(out);
             out += ',';
         }
         if (out.back() == ',') out.pop_back();
-        out += "],\"backtrace\":[";
-        for (const TaskFrame& f : t.backtrace) {
-            json_string(out, f.function);
-            out += ',';
-        }
-        if (out.back() == ',') out.pop_back();
-        out += "]},";
+        out += "],";
+        json_frames(out, t.backtrace);
+        out += "},";
     }
     if (out.back() == ',') out.pop_back();
     out += "]}";

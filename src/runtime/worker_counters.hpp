@@ -9,8 +9,10 @@
 #include "galay/detail/io_op.hpp"
 #include "galay/metrics.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,6 +26,8 @@ namespace galay::detail {
 inline constexpr std::size_t kOpKinds = op_kind_count;
 /// Buckets of the completions-per-turn histogram (metrics::turn_buckets).
 inline constexpr std::size_t kTurnBuckets = metrics::turn_buckets;
+/// Buckets of the turn-length histogram (metrics::turn_length_buckets).
+inline constexpr std::size_t kTurnLengthBuckets = metrics::turn_length_buckets;
 
 /// A counter with one writing thread and any number of reading ones.
 class Counter {
@@ -39,6 +43,20 @@ public:
 
 private:
     std::atomic<std::uint64_t> v_{0};
+};
+
+/// The largest value noted since the last take(): one writing thread, any number of takers. A
+/// value noted while a take() runs counts in the next period, never in none.
+class Peak {
+public:
+    void note(std::uint64_t n) noexcept {
+        if constexpr (GALAY_METRICS)
+            if (n > v_.load(std::memory_order_relaxed)) v_.store(n, std::memory_order_relaxed);
+    }
+    std::uint64_t take() const noexcept { return v_.exchange(0, std::memory_order_relaxed); }
+
+private:
+    mutable std::atomic<std::uint64_t> v_{0};
 };
 
 /// The counters of one scheduler (see the top of this file).
@@ -67,6 +85,10 @@ struct WorkerCounters {
     std::array<Counter, kTurnBuckets> turn_completions; // histogram, one count per turn
     Counter turn_completions_sum;
     std::uint64_t completions_this_turn = 0; // (the scheduler's thread only)
+    // Loop turn lengths (from the clock the loop reads anyway at each poll of the driver)
+    std::array<Counter, kTurnLengthBuckets> turn_lengths; // histogram
+    Counter turn_length_sum_ns;
+    Peak longest_turn_ns; // since the last metrics snapshot
 
     /// The scheduler's thread: `op` was handed to the driver.
     void op_started(const IoOp& op) noexcept { ops_started[index(op.code)].add(); }
@@ -92,6 +114,18 @@ struct WorkerCounters {
             turn_completions_sum.add(completions_this_turn);
             completions_this_turn = 0;
             loop_turns.add();
+        }
+    }
+
+    /// The scheduler's thread: a loop turn of `ns` ended (bucket b > 0: 2^(b-1) to 2^b - 1 us).
+    void turn_took(std::int64_t ns) noexcept {
+        if constexpr (GALAY_METRICS) {
+            const auto n = static_cast<std::uint64_t>(ns > 0 ? ns : 0);
+            const std::size_t b =
+                std::min<std::size_t>(std::bit_width(n / 1000), kTurnLengthBuckets - 1);
+            turn_lengths[b].add();
+            turn_length_sum_ns.add(n);
+            longest_turn_ns.note(n);
         }
     }
 

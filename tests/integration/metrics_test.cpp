@@ -156,6 +156,34 @@ TEST_P(MetricsTest, AfterOneThousandEchoesTheCountsAreThoseOfTheWorkload) {
         completed += o.completed;
     EXPECT_LE(w.completions_sum, completed);
     EXPECT_EQ(w.stalls, 0u); // no threshold set
+    std::uint64_t timed = 0;
+    for (std::uint64_t b : w.turn_lengths)
+        timed += b;
+    if (GALAY_TASK_DUMP) {
+        // A turn's length is filed before the wait it ends in, its count after: the parked
+        // worker has filed one more length than it has counted turns.
+        EXPECT_GE(timed, w.loop_turns);
+        EXPECT_LE(timed, w.loop_turns + 1);
+        EXPECT_GT(w.turn_length_sum_ns, 0u);
+    } else {
+        EXPECT_EQ(timed, 0u);
+    }
+}
+
+TEST_P(MetricsTest, TheLongestTurnIsThatSinceThePreviousSnapshot) {
+    if (!GALAY_TASK_DUMP)
+        GTEST_SKIP() << "SKIP: turn lengths are not kept with GALAY_TASK_DUMP=OFF";
+    Scheduler s(options());
+    (void)metrics::snapshot(s); // starts the period
+    s.block_on([]() -> Task<void> {
+        for (int i = 0; i < 3; ++i)
+            (void)co_await sleep(1ms); // each a wait in the kernel, ending a turn
+    }());
+    const metrics::WorkerMetrics m = metrics::snapshot(s);
+    EXPECT_GT(m.longest_turn_ns, 0u);
+    EXPECT_LE(m.longest_turn_ns, m.turn_length_sum_ns);
+    // No loop runs between the two snapshots: the next period has no turn.
+    EXPECT_EQ(metrics::snapshot(s).longest_turn_ns, 0u);
 }
 
 TEST_P(MetricsTest, GaugesShowTheArmedTimersAndTheBlockingPool) {
@@ -294,6 +322,9 @@ TEST_P(MetricsTest, ThePrometheusTextParsesAndCarriesTheWorkloadsFigures) {
     EXPECT_EQ(p.types.at("galay_tasks_alive"), "gauge");
     EXPECT_EQ(p.types.at("galay_ops_completed_total"), "counter");
     EXPECT_EQ(p.types.at("galay_completions_per_turn"), "histogram");
+    EXPECT_EQ(p.types.at("galay_loop_turn_seconds"), "histogram");
+    EXPECT_EQ(p.types.at("galay_longest_loop_turn_seconds"), "gauge");
+    EXPECT_EQ(p.samples.at("galay_longest_loop_turn_seconds").size(), 2u);
     // Per-worker series carry the worker label: both workers appear.
     const auto& alive = p.samples.at("galay_tasks_alive");
     ASSERT_EQ(alive.size(), 2u);
@@ -314,6 +345,16 @@ TEST_P(MetricsTest, ThePrometheusTextParsesAndCarriesTheWorkloadsFigures) {
             last = v;
         }
         EXPECT_EQ(last, p.samples.at("galay_completions_per_turn_count").at(lw));
+        last = -1;
+        for (const std::string le : {"1e-06", "2e-06", "4e-06", "8e-06", "1.6e-05", "3.2e-05",
+                                     "6.4e-05", "0.000128", "0.000256", "0.000512", "0.001024",
+                                     "0.002048", "0.004096", "0.008192", "0.016384", "+Inf"}) {
+            const double v =
+                p.samples.at("galay_loop_turn_seconds_bucket").at(lw + ",le=\"" + le + "\"");
+            EXPECT_GE(v, last) << le;
+            last = v;
+        }
+        EXPECT_EQ(last, p.samples.at("galay_loop_turn_seconds_count").at(lw));
     }
 }
 

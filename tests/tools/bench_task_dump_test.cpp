@@ -1,6 +1,7 @@
 // bench_task_dump as a program: a tiny run on each backend prints one JSON object with a figure
 // per dump (time to the last line, the loop hold, the probe's longest gap with and without a
-// dump), pinned and not; usage errors exit 2. The binary's path comes from CMake.
+// dump, and the loop's own longest turn with and without), pinned and not; usage errors exit 2. The
+// binary's path comes from CMake.
 #include "support/backends.hpp"
 #include "support/process.hpp"
 
@@ -43,7 +44,8 @@ TEST_P(BenchTaskDumpTest, TinyRunPrintsEveryFigurePerDump) {
         EXPECT_GE(j["lines"].get<int>(), 600) << r.out;
         for (const char* series :
              {"to_last_line_ms", "task_dump_ms", "max_loop_hold_ms", "probe_gap_with_dump_ms",
-              "probe_gap_without_dump_ms", "turn_lengthening_ms"}) {
+              "probe_gap_without_dump_ms", "turn_lengthening_ms", "loop_turn_with_dump_ms",
+              "loop_turn_without_dump_ms", "loop_turn_lengthening_ms"}) {
             ASSERT_EQ(j[series].size(), 3u) << series;
         }
         for (std::size_t i = 0; i < 3; ++i) {
@@ -51,6 +53,11 @@ TEST_P(BenchTaskDumpTest, TinyRunPrintsEveryFigurePerDump) {
             // The probe sleeps 100 us between resumes: any gap it saw is at least that.
             EXPECT_GE(j["probe_gap_with_dump_ms"][i].get<double>(), 0.1);
             EXPECT_GE(j["probe_gap_without_dump_ms"][i].get<double>(), 0.1);
+            // Each window has the probe's 20 resumes, each ending a turn the loop measured.
+            if (j["task_dump_bookkeeping"].get<bool>()) {
+                EXPECT_GT(j["loop_turn_with_dump_ms"][i].get<double>(), 0);
+                EXPECT_GT(j["loop_turn_without_dump_ms"][i].get<double>(), 0);
+            }
         }
     }
 }

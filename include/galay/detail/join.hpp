@@ -5,6 +5,7 @@
 
 #include "galay/detail/cancel.hpp"
 #include "galay/detail/task_promise.hpp"
+#include "galay/detail/wait_desc.hpp"
 
 #include <coroutine>
 #include <cstddef>
@@ -23,13 +24,30 @@ namespace detail {
 template <class T>
 using Lifted = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
+struct JoinChild;
+
 /// Shared by the children of one when_all/when_any: counts them down and resumes the parent.
-struct JoinState {
+/// While the parent waits it is linked into the parent's scope, so that a task dump shows the
+/// join and its pending children (its cancel() does nothing: the children's own operations are
+/// what a request reaches).
+struct JoinState final : Cancellable {
+    JoinState() = default;
+    JoinState(const JoinState&) = delete;
+    JoinState& operator=(const JoinState&) = delete;
+    ~JoinState() { CancelScope::unlink(*this); }
+
     std::size_t remaining = 0;
     std::coroutine_handle<> parent;
     std::size_t winner = static_cast<std::size_t>(-1); // first child to finish (when_any)
     CancelScope* losers = nullptr;                     // scope to cancel on first finish
+    const JoinChild* children = nullptr;               // (a task dump reads them)
+    std::size_t count = 0;
+
+    void cancel() noexcept override {}
+    void describe(WaitDesc& d) const noexcept override;
 };
+/// Link `j` into `scope` (may be null) for task dumps, noting when the wait began.
+void join_began(JoinState& j, CancelScope* scope) noexcept;
 
 /// A child coroutine of a join: runs one task, stores its outcome, counts down on completion.
 struct JoinChild {
@@ -103,8 +121,7 @@ std::vector<JoinChild> make_children(std::tuple<Slot<Ts>...>& slots, Task<Ts>...
     children.reserve(sizeof...(Ts));
     [&]<std::size_t... I>(std::index_sequence<I...>) {
         (children.push_back(run_child(std::move(tasks), std::get<I>(slots))), ...);
-    }
-    (std::index_sequence_for<Ts...>{});
+    }(std::index_sequence_for<Ts...>{});
     return children;
 }
 template <class T>
@@ -126,6 +143,11 @@ struct [[nodiscard]] JoinAwaiter {
     template <class P>
     bool await_suspend(std::coroutine_handle<P> parent) noexcept {
         join.parent = parent;
+        if constexpr (GALAY_TASK_DUMP) {
+            join.children = children.data();
+            join.count = children.size();
+            join_began(join, scope_of(parent));
+        }
         CancelScope* scope = child_scope;
         if (scope != nullptr)
             scope->attach_to(scope_of(parent));
@@ -144,6 +166,7 @@ struct [[nodiscard]] JoinAwaiter {
     }
     void await_resume() const noexcept {
         if (child_scope != nullptr) child_scope->detach();
+        if constexpr (GALAY_TASK_DUMP) CancelScope::unlink(join);
     }
 };
 

@@ -18,6 +18,9 @@ struct WaitDesc {
     std::uint64_t holder = 0;          // Mutex: the task that holds it (0: unknown / none)
     std::uint64_t target = 0;          // JoinHandle: the awaited task
     int target_worker = -1;            // JoinHandle: its worker (-1: not in a Runtime)
+    std::uint32_t children = 0;        // when_all / when_any: how many tasks it joins
+    std::uint32_t pending = 0;         // ... of which not finished
+    std::uint32_t child_begin = 0;     // (the dump's) its pending children in RawDump::children
 };
 
 } // namespace galay::detail
