@@ -55,7 +55,7 @@ def time_wait_sockets():
     return None
 
 
-def run_one(args, server_cmd):
+def run_one(args, server_cmd, client=None):
     port = harness.free_port()
     rec = {"server": label(server_cmd), "ok": False, "problems": [],
            "time_wait_before": time_wait_sockets()}
@@ -66,8 +66,8 @@ def run_one(args, server_cmd):
         if not harness.wait_accepting(srv, port, 10.0):
             rec["problems"].append(f"server did not accept on port {port}")
             return rec
-        argv = (["taskset", "-c", str(args.client_cpu), os.path.join(args.bin, "bench_latency"),
-                 "churn", "-h", "127.0.0.1", "-p", str(port), "-c", str(args.clients),
+        argv = (["taskset", "-c", str(args.client_cpu),
+                 client or os.path.join(args.bin, "bench_latency"), "churn", "-h", "127.0.0.1", "-p", str(port), "-c", str(args.clients),
                  "-s", str(args.size), "--server-pid", str(srv.pid), "--json"]
                 + (["-n", str(args.connections)] if args.connections
                    else ["-d", str(args.duration), "--warmup", str(args.warmup)]))
@@ -94,18 +94,20 @@ def run_one(args, server_cmd):
 
 def ab(args, a_cmd, b_cmd, log=print):
     runs = {"A": [], "B": []}
+    clients = {"A": getattr(args, "a_client", None), "B": getattr(args, "b_client", None)}
     for pair in range(1, args.pairs + 1):
         order = [("A", a_cmd), ("B", b_cmd)]
         if pair % 2 == 0:
             order.reverse()
         for side, cmd in order:
-            rec = run_one(args, cmd)
+            rec = run_one(args, cmd, clients[side])
             rec["pair"] = pair
             runs[side].append(rec)
             if rec["ok"]:
                 log(f"  pair {pair} {side} {rec['server']}: {rec['conns_per_sec']:,.0f} conn/s, "
                     f"p99 {rec['latency_us']['p99']:.0f} us, server CPU/conn "
-                    f"{rec.get('server_cpu_us_per_conn', 0):.2f} us, errors {rec['errors']}, "
+                    f"{rec.get('server_cpu_us_per_conn', 0):.2f} us, client CPU/conn "
+                    f"{rec.get('client_cpu_us_per_conn', 0):.2f} us, errors {rec['errors']}, "
                     f"fds {rec.get('server_fds_before')}->{rec.get('server_fds_after')}, "
                     f"TIME_WAIT {rec['time_wait_before']}->{rec.get('time_wait_after')}")
             else:
@@ -116,13 +118,17 @@ def ab(args, a_cmd, b_cmd, log=print):
     cpu = harness.spread([a["server_cpu_us_per_conn"] / b["server_cpu_us_per_conn"]
                            for a, b in pairs if a.get("server_cpu_us_per_conn")
                            and b.get("server_cpu_us_per_conn")])
+    client_cpu = harness.spread([a["client_cpu_us_per_conn"] / b["client_cpu_us_per_conn"]
+                                 for a, b in pairs if a.get("client_cpu_us_per_conn")
+                                 and b.get("client_cpu_us_per_conn")])
     p99 = harness.spread([a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in pairs
                            if b["latency_us"]["p99"]])
     med = lambda side, f: harness.spread([f(r) for r in runs[side] if r["ok"]])  # noqa: E731
     tw = [t for side in runs.values() for r in side
           for t in (r.get("time_wait_before"), r.get("time_wait_after")) if t is not None]
     return {"a": label(a_cmd), "b": label(b_cmd), "pairs_ok": len(pairs),
-            "rate_ratio": rate, "cpu_ratio": cpu, "p99_ratio": p99,
+            "rate_ratio": rate, "cpu_ratio": cpu, "client_cpu_ratio": client_cpu,
+            "p99_ratio": p99,
             "rate_a": med("A", lambda r: r["conns_per_sec"]),
             "rate_b": med("B", lambda r: r["conns_per_sec"]),
             "p99_a": med("A", lambda r: r["latency_us"]["p99"]),
@@ -140,8 +146,9 @@ def tw_range(tw):
 
 def summary_lines(rows):
     lines = ["| A vs B | pairs | conn/s A | conn/s B | conn/s A/B | server CPU/conn A/B "
-             "(lower is better) | p99 A us | p99 B us | errors | leaked fds | TIME_WAIT |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(lower is better) | client CPU/conn A/B | p99 A us | p99 B us | errors | "
+             "leaked fds | TIME_WAIT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in rows:
         m = lambda x: "-" if x is None else f"{x['median']:,.0f}"  # noqa: E731
         lines.append(
@@ -150,6 +157,8 @@ def summary_lines(rows):
             f"{harness.verdict(s['rate_ratio'], lower_is_better=False)} | "
             f"{harness.fmt_spread(s['cpu_ratio'])} "
             f"{harness.verdict(s['cpu_ratio'], words=('less CPU', 'more CPU'))} | "
+            f"{harness.fmt_spread(s.get('client_cpu_ratio'))} "
+            f"{harness.verdict(s.get('client_cpu_ratio'), words=('less CPU', 'more CPU'))} | "
             f"{m(s['p99_a'])} | {m(s['p99_b'])} | {s['errors']} | {s['leaked_fds']} | "
             f"{tw_range(s.get('time_wait'))} |")
     return lines
@@ -174,6 +183,9 @@ def main():
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--a", default="bench_latency server -p {port} --backend io_uring")
     ap.add_argument("--b", default="raw_uring {port}")
+    ap.add_argument("--a-client", help="the churn client (a bench_latency) for A's runs; default: "
+                    "the one in --bin (a client-side change is A/B'd by its CPU per connection)")
+    ap.add_argument("--b-client", help="the same for B's runs")
     ap.add_argument("--out", help="JSON output")
     add_arguments(ap)
     args = ap.parse_args()
