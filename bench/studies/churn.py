@@ -106,8 +106,8 @@ def ab(args, a_cmd, b_cmd, log=print):
             if rec["ok"]:
                 log(f"  pair {pair} {side} {rec['server']}: {rec['conns_per_sec']:,.0f} conn/s, "
                     f"p99 {rec['latency_us']['p99']:.0f} us, server CPU/conn "
-                    f"{rec.get('server_cpu_us_per_conn', 0):.2f} us, client CPU/conn "
-                    f"{rec.get('client_cpu_us_per_conn', 0):.2f} us, errors {rec['errors']}, "
+                    f"{rec.get('server_cpu_us_per_conn') or 0:.2f} us, client CPU/conn "
+                    f"{rec.get('client_cpu_us_per_conn') or 0:.2f} us, errors {rec['errors']}, "
                     f"fds {rec.get('server_fds_before')}->{rec.get('server_fds_after')}, "
                     f"TIME_WAIT {rec['time_wait_before']}->{rec.get('time_wait_after')}")
             else:
