@@ -49,12 +49,16 @@ inline int parse_port(const char* arg) {
 // Non-blocking IPv4 listener on 0.0.0.0:port. TCP_NODELAY is set on the listener because Linux
 // copies it into every accepted socket: that saves one setsockopt per connection, and it is the
 // only way to set it on io_uring direct descriptors, which have no fd to call setsockopt on.
-// Returns the fd; *bound_port receives the actual port (useful when port == 0).
-inline int make_listener(int port, int* bound_port) {
+// Returns the fd; *bound_port receives the actual port (useful when port == 0). With
+// `reuse_port` (SO_REUSEPORT) several listeners, one per thread, share the port and the kernel
+// spreads new connections over them by a hash of the client's address and port.
+inline int make_listener(int port, int* bound_port, bool reuse_port = false) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket");
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) die("SO_REUSEADDR");
+    if (reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        die("SO_REUSEPORT");
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) die("TCP_NODELAY");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

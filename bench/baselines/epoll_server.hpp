@@ -33,16 +33,24 @@ struct EpollServer {
     // (common.hpp's parse_port), the signalfd, both in the epoll set; then the "listening on"
     // line the harness waits for.
     void open(const char* port_arg, const char* name) {
+        const int port = open_on(parse_port(port_arg), false, make_signalfd());
+        announce(port, name);
+    }
+
+    // The same without the announcement, for one of several loops (one per thread) that share
+    // the port (`reuse_port`) and one signalfd (nobody reads it, so it stays readable for every
+    // loop once a stop signal is pending). Returns the bound port.
+    int open_on(int port, bool reuse_port, int signal_fd) {
         const rlim_t nofile = raise_nofile();
         conns.resize(nofile < 1u << 20 ? nofile : 1u << 20);
-        sfd = make_signalfd();
-        int port = 0;
-        lfd = make_listener(parse_port(port_arg), &port);
+        sfd = signal_fd;
+        int bound = 0;
+        lfd = make_listener(port, &bound, reuse_port);
         ep = epoll_create1(EPOLL_CLOEXEC);
         if (ep < 0) die("epoll_create1");
         ctl(EPOLL_CTL_ADD, lfd, EPOLLIN);
         ctl(EPOLL_CTL_ADD, sfd, EPOLLIN);
-        announce(port, name);
+        return bound;
     }
 
     // Until a signal: the listener's readiness goes to s.accept_all(), a connection's to

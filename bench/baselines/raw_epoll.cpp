@@ -1,4 +1,5 @@
-// raw_epoll [port] [--lt|--et]: the hand-written epoll echo server galay is measured against.
+// raw_epoll [port] [--lt|--et] [--threads N]: the hand-written epoll echo server galay is
+// measured against.
 //
 // Single thread, non-blocking sockets, one read and one write per readiness event, TCP_NODELAY
 // (inherited from the listener). The hot path is exactly read() + write() per event plus the
@@ -12,11 +13,17 @@
 //                  pending buffer exists (an epoll_ctl only on the rare short write).
 //   --et           edge-triggered; EPOLLIN|EPOLLOUT registered once, never modified. A read that
 //                  returns less than the buffer drained the socket, so no extra read to EAGAIN.
+//
+// --threads N runs N such loops, one per thread, each with its own SO_REUSEPORT listener on the
+// port (the kernel hashes each new connection to one of them): the shape of galay's sharded
+// Runtime (bench_server --threads N --listen sharded), for the connection-churn study.
 #include "epoll_server.hpp"
 #include "galay_cli.hpp"
 
 #include <cstdint>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -142,26 +149,49 @@ int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string port_text = "8080";
     bool edge = false, level = false;
+    unsigned threads = 1;
     cli::App app{"A hand-written epoll echo server (the baseline for bench_server).", "raw_epoll"};
     app.add_option("port", port_text, "TCP port (0: any free port)")
         ->check(tools::whole(0, 65535))
         ->capture_default_str();
     auto* et = app.add_flag("--et", edge, "edge-triggered");
     app.add_flag("--lt", level, "level-triggered (the default)")->excludes(et);
+    app.add_option("-t,--threads", threads,
+                   "loops, one per thread, each with a SO_REUSEPORT listener on the port")
+        ->check(tools::whole(1, 64))
+        ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_epoll")) return *code;
-    const char* port_arg = port_text.c_str();
-    auto srv = std::make_unique<Server>();
-    srv->edge = edge;
-    srv->open(port_arg, "raw_epoll");
+    std::vector<std::unique_ptr<Server>> srvs;
+    for (unsigned i = 0; i < threads; ++i) {
+        srvs.push_back(std::make_unique<Server>());
+        srvs.back()->edge = edge;
+    }
+    if (threads == 1) {
+        srvs[0]->open(port_text.c_str(), "raw_epoll");
+    } else {
+        // The signalfd is made (and the stop signals blocked) before any thread starts, so every
+        // thread inherits the mask and all loops see the one signalfd become readable.
+        const int sfd = baseline::make_signalfd();
+        int port = srvs[0]->open_on(baseline::parse_port(port_text.c_str()), true, sfd);
+        for (unsigned i = 1; i < threads; ++i)
+            srvs[i]->open_on(port, true, sfd);
+        baseline::announce(port, "raw_epoll");
+    }
+    std::vector<std::thread> others;
+    for (unsigned i = 1; i < threads; ++i)
+        others.emplace_back([s = srvs[i].get()] { Server::run(*s); });
+    Server::run(*srvs[0]);
+    for (std::thread& t : others)
+        t.join();
 
-    Server::run(*srv);
-
-    std::fprintf(stderr, "raw_epoll: exit: %lu accepted, %lu short writes\n", srv->accepted,
-                 srv->short_writes);
-    for (size_t fd = 0; fd < srv->conns.size(); ++fd)
-        if (srv->conns[fd].open) ::close(static_cast<int>(fd));
-    ::close(srv->lfd);
-    ::close(srv->ep);
-    ::close(srv->sfd);
+    for (const auto& srv : srvs) {
+        std::fprintf(stderr, "raw_epoll: exit: %lu accepted, %lu short writes\n", srv->accepted,
+                     srv->short_writes);
+        for (size_t fd = 0; fd < srv->conns.size(); ++fd)
+            if (srv->conns[fd].open) ::close(static_cast<int>(fd));
+        ::close(srv->lfd);
+        ::close(srv->ep);
+    }
+    ::close(srvs[0]->sfd);
     return 0;
 }

@@ -1,7 +1,11 @@
 // raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]
-//           [--bundle | --inc]: the hand-written liburing echo server galay is measured against.
+//           [--bundle | --inc] [--threads N]: the hand-written liburing echo server galay is
+//           measured against.
 // `--unix PATH` serves a Unix stream socket at PATH instead of TCP (the same loop: it shows what
 // io_uring itself costs on AF_UNIX, against the epoll loop of raw_unix_echo).
+//
+// --threads N runs N such loops, one thread and one ring each, each with its own SO_REUSEPORT
+// listener on the port (the shape of bench_server --threads N --listen sharded).
 //
 // One thread, one ring. Multishot accept (direct descriptors by default), one multishot recv per
 // connection selecting buffers from one shared provided-buffer ring, a plain send of exactly the
@@ -36,6 +40,7 @@
 #include <string>
 #include <sys/mman.h>
 #include <sys/un.h>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -480,46 +485,21 @@ int make_unix_listener(const char* path) {
     return fd;
 }
 
-} // namespace
+/// What every loop is set up with (the command line).
+struct Config {
+    bool fixed = true, defer = true, bundle = false, inc = false;
+    uint32_t buf_size = 64 * 1024;
+    unsigned bufs = 4096;
+};
 
-int main(int argc, char** argv) {
-    auto srv = std::make_unique<Server>();
-    namespace tools = galay::tools;
-    std::string port_text = "8080", unix_arg;
-    bool no_fixed = false, no_defer = false, bundle = false, inc = false;
-    cli::App app{"A hand-written liburing echo server (the baseline for bench_server).",
-                 "raw_uring"};
-    app.add_option("port", port_text, "TCP port (0: any free port)")
-        ->check(tools::whole(0, 65535))
-        ->capture_default_str();
-    app.add_option("--unix", unix_arg, "listen on this Unix socket path instead")
-        ->check(tools::non_empty());
-    app.add_flag("--no-fixed", no_fixed, "no registered (fixed) descriptors");
-    app.add_flag("--no-defer", no_defer, "no IORING_SETUP_DEFER_TASKRUN");
-    app.add_option("--buf-size", srv->pool.size, "bytes per provided buffer")
-        ->check(tools::whole(64, 1 << 20))
-        ->capture_default_str();
-    app.add_option("--bufs", srv->pool.entries, "provided buffers (a power of two)")
-        ->check(tools::whole(1, 32768))
-        ->check(cli::Validator(
-            [](std::string& s) -> std::string {
-                const unsigned long v = std::stoul(s);
-                return (v & (v - 1)) == 0 ? "" : "'" + s + "' is not a power of two";
-            },
-            "", "power-of-two"))
-        ->capture_default_str();
-    auto* b = app.add_flag("--bundle", bundle, "receive bundles");
-    app.add_flag("--inc", inc, "incrementally consumed buffers")->excludes(b);
-    if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring")) return *code;
-    srv->fixed = !no_fixed;
-    const bool defer = !no_defer;
-    if (bundle) srv->bundle = srv->pool.mirror = true;
-    srv->pool.inc = inc;
-    const char* port_arg = port_text.c_str();
-    const char* unix_path = unix_arg.empty() ? nullptr : unix_arg.c_str();
-    const int want_port = baseline::parse_port(port_arg);
-    const rlim_t nofile = baseline::raise_nofile();
-
+/// One loop's ring, direct-descriptor table and provided-buffer ring. Returns the ring's setup
+/// flags, or exits with a message.
+unsigned setup_ring(Server& srv, const Config& cfg, rlim_t nofile) {
+    srv.fixed = cfg.fixed;
+    srv.bundle = srv.pool.mirror = cfg.bundle;
+    srv.pool.inc = cfg.inc;
+    srv.pool.size = cfg.buf_size;
+    srv.pool.entries = cfg.bufs;
     // Ring: prefer SINGLE_ISSUER|DEFER_TASKRUN (task work runs only inside our submit_and_wait,
     // batched, no IPIs), then COOP_TASKRUN, then plain. A large CQ keeps multishot completions
     // from 10k connections from overflowing.
@@ -529,33 +509,33 @@ int main(int argc, char** argv) {
     io_uring_params params{};
     int r = -EINVAL;
     for (unsigned flags : tries) {
-        if (!defer && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;
+        if (!cfg.defer && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;
         params = io_uring_params{};
         params.flags = flags;
         params.cq_entries = 32768;
-        r = io_uring_queue_init_params(4096, &srv->ring, &params);
+        r = io_uring_queue_init_params(4096, &srv.ring, &params);
         if (r != -EINVAL) break;
     }
     if (r < 0) {
         std::fprintf(stderr, "raw_uring: io_uring unavailable: io_uring_queue_init: %s\n",
                      std::strerror(-r));
-        return 1;
+        std::exit(1);
     }
-    io_uring_register_ring_fd(&srv->ring); // saves an fd lookup per enter; optional
+    io_uring_register_ring_fd(&srv.ring); // saves an fd lookup per enter; optional
 
     size_t nconns = nofile < (1u << 20) ? nofile : (1u << 20);
-    if (srv->fixed) {
-        r = io_uring_register_files_sparse(&srv->ring, static_cast<unsigned>(nconns));
+    if (srv.fixed) {
+        r = io_uring_register_files_sparse(&srv.ring, static_cast<unsigned>(nconns));
         if (r < 0) {
             std::fprintf(stderr, "raw_uring: no direct descriptors (%s); using plain fds\n",
                          std::strerror(-r));
-            srv->fixed = false;
+            srv.fixed = false;
         }
     }
-    srv->conns.resize(nconns);
+    srv.conns.resize(nconns);
 
     // Provided-buffer ring (liburing 2.3 has no io_uring_setup_buf_ring: map and register it).
-    BufPool& pool = srv->pool;
+    BufPool& pool = srv.pool;
     const size_t ring_bytes = pool.entries * sizeof(io_uring_buf);
     void* rmem =
         mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -571,10 +551,10 @@ int main(int argc, char** argv) {
     reg.ring_entries = pool.entries;
     reg.bgid = kGroup;
     if (pool.inc) reg.pad = kPbufRingInc; // (the flags field of newer headers)
-    r = io_uring_register_buf_ring(&srv->ring, &reg, 0);
+    r = io_uring_register_buf_ring(&srv.ring, &reg, 0);
     if (r < 0) {
         std::fprintf(stderr, "raw_uring: io_uring_register_buf_ring: %s\n", std::strerror(-r));
-        return 1;
+        std::exit(1);
     }
     pool.next.resize(pool.entries);
     pool.len.resize(pool.entries);
@@ -591,35 +571,106 @@ int main(int argc, char** argv) {
     }
     pool.at.resize(pool.entries);
     pool.position.resize(pool.entries);
+    return params.flags;
+}
 
-    srv->sfd = baseline::make_signalfd();
-    int port = 0;
-    srv->lfd = unix_path != nullptr ? make_unix_listener(unix_path)
-                                    : baseline::make_listener(want_port, &port);
-    std::fprintf(stderr, "raw_uring: ring %s, %s, buffer ring up to %u x %u B\n",
-                 setup_name(params.flags), srv->fixed ? "direct descriptors" : "plain fds",
-                 pool.entries, pool.size);
+/// Prints a stopped loop's figures and releases its ring, buffers and listener.
+void finish(Server& srv) {
+    BufPool& pool = srv.pool;
+    std::fprintf(stderr,
+                 "raw_uring: exit: %lu accepted, %lu short sends, %lu ENOBUFS, %lu recv re-arms, "
+                 "%u buffers provisioned, %lu receives over several buffers, %lu receives, %lu "
+                 "bytes received, %lu sends\n",
+                 srv.stats.accepted, srv.stats.short_sends, srv.stats.enobufs, srv.stats.rearms,
+                 pool.provisioned, srv.stats.bundles, srv.stats.receives, srv.stats.received,
+                 srv.stats.sends);
+    io_uring_queue_exit(&srv.ring); // also closes every direct descriptor
+    munmap(pool.mem, pool.entries * pool.stride());
+    munmap(pool.ring, pool.entries * sizeof(io_uring_buf));
+    ::close(srv.lfd);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    namespace tools = galay::tools;
+    std::string port_text = "8080", unix_arg;
+    Config cfg;
+    bool no_fixed = false, no_defer = false;
+    unsigned threads = 1;
+    cli::App app{"A hand-written liburing echo server (the baseline for bench_server).",
+                 "raw_uring"};
+    app.add_option("port", port_text, "TCP port (0: any free port)")
+        ->check(tools::whole(0, 65535))
+        ->capture_default_str();
+    auto* unix_opt = app.add_option("--unix", unix_arg, "listen on this Unix socket path instead")
+                         ->check(tools::non_empty());
+    app.add_flag("--no-fixed", no_fixed, "no registered (fixed) descriptors");
+    app.add_flag("--no-defer", no_defer, "no IORING_SETUP_DEFER_TASKRUN");
+    app.add_option("--buf-size", cfg.buf_size, "bytes per provided buffer")
+        ->check(tools::whole(64, 1 << 20))
+        ->capture_default_str();
+    app.add_option("--bufs", cfg.bufs, "provided buffers (a power of two)")
+        ->check(tools::whole(1, 32768))
+        ->check(cli::Validator(
+            [](std::string& s) -> std::string {
+                const unsigned long v = std::stoul(s);
+                return (v & (v - 1)) == 0 ? "" : "'" + s + "' is not a power of two";
+            },
+            "", "power-of-two"))
+        ->capture_default_str();
+    auto* b = app.add_flag("--bundle", cfg.bundle, "receive bundles");
+    app.add_flag("--inc", cfg.inc, "incrementally consumed buffers")->excludes(b);
+    app.add_option("-t,--threads", threads,
+                   "loops, one thread and ring each, each with a SO_REUSEPORT listener on the port")
+        ->check(tools::whole(1, 64))
+        ->excludes(unix_opt)
+        ->capture_default_str();
+    if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring")) return *code;
+    cfg.fixed = !no_fixed;
+    cfg.defer = !no_defer;
+    const char* unix_path = unix_arg.empty() ? nullptr : unix_arg.c_str();
+    const int want_port = baseline::parse_port(port_text.c_str());
+    const rlim_t nofile = baseline::raise_nofile();
+
+    std::vector<std::unique_ptr<Server>> srvs;
+    for (unsigned i = 0; i < threads; ++i)
+        srvs.push_back(std::make_unique<Server>());
+    // One signalfd, made (and the stop signals blocked) before any thread starts: every ring
+    // polls it, and as nobody reads it, it stays readable for all of them.
+    const int sfd = baseline::make_signalfd();
+    int port = want_port;
+    for (auto& srv : srvs) {
+        srv->sfd = sfd;
+        srv->lfd = unix_path != nullptr ? make_unix_listener(unix_path)
+                                        : baseline::make_listener(port, &port, threads > 1);
+    }
+    // Each ring is set up by the thread that runs it: a SINGLE_ISSUER ring takes submissions
+    // only from the thread that created it. A connection that arrives first waits in its
+    // listener's backlog.
+    std::vector<std::thread> others;
+    for (unsigned i = 1; i < threads; ++i)
+        others.emplace_back([s = srvs[i].get(), &cfg, nofile] {
+            setup_ring(*s, cfg, nofile);
+            s->run();
+        });
+    const unsigned setup_flags = setup_ring(*srvs[0], cfg, nofile);
+    std::fprintf(stderr, "raw_uring: %u ring%s %s, %s, buffer ring up to %u x %u B\n", threads,
+                 threads > 1 ? "s" : "", setup_name(setup_flags),
+                 srvs[0]->fixed ? "direct descriptors" : "plain fds", srvs[0]->pool.entries,
+                 srvs[0]->pool.size);
     if (unix_path != nullptr) {
         std::printf("listening on %s (raw_uring, unix)\n", unix_path);
         std::fflush(stdout);
     } else {
         baseline::announce(port, "raw_uring");
     }
-
-    srv->run();
-
-    std::fprintf(stderr,
-                 "raw_uring: exit: %lu accepted, %lu short sends, %lu ENOBUFS, %lu recv re-arms, "
-                 "%u buffers provisioned, %lu receives over several buffers, %lu receives, %lu "
-                 "bytes received, %lu sends\n",
-                 srv->stats.accepted, srv->stats.short_sends, srv->stats.enobufs, srv->stats.rearms,
-                 pool.provisioned, srv->stats.bundles, srv->stats.receives, srv->stats.received,
-                 srv->stats.sends);
-    io_uring_queue_exit(&srv->ring); // also closes every direct descriptor
-    munmap(bmem, pool_bytes);
-    munmap(rmem, ring_bytes);
-    ::close(srv->lfd);
-    ::close(srv->sfd);
+    srvs[0]->run();
+    for (std::thread& t : others)
+        t.join();
+    for (auto& srv : srvs)
+        finish(*srv);
+    ::close(sfd);
     if (unix_path != nullptr) ::unlink(unix_path);
     return 0;
 }

@@ -4,6 +4,8 @@
 # 1. raw_epoll and raw_uring each serve a 1 s raw_client run (50 connections): requests > 0,
 #    errors == 0, and the server exits 0 on SIGTERM; raw_uring --bundle too, with 16 KiB messages
 #    into 4 KiB buffers, and some of its receives span several buffers; raw_uring --inc too.
+#    raw_epoll --threads 2 and raw_uring --threads 2 (a SO_REUSEPORT listener per thread) too, and
+#    each thread's loop accepted some of the 50 connections.
 #    raw_unix_echo's server and raw_uring --unix each serve a 1 s raw_unix_echo client run (50
 #    connections, every byte verified), exit 0 on SIGTERM and remove their socket file.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
@@ -86,8 +88,24 @@ EOF
     stop_server "$name"
 }
 
+# check_threads NAME: after a --threads 2 run, both loops printed an exit line and each accepted
+# some of the connections (the kernel hashes 50 connections over the two listeners: all on one
+# has the odds of 49 coin flips).
+check_threads() {
+    python3 - "$TMP/$1.err" "$1" <<'EOF' || { cat "$TMP/$1.err" >&2; fail "$1 --threads 2: a loop accepted nothing"; }
+import re, sys
+n = [int(x) for x in re.findall(r"exit: (\d+) accepted", open(sys.argv[1]).read())]
+print(f"{sys.argv[2]} --threads 2: accepted per loop {n}")
+sys.exit(0 if len(n) == 2 and min(n) > 0 else 1)
+EOF
+}
+
 start_server raw_epoll || { cat "$TMP/raw_epoll.err" >&2; fail "raw_epoll failed to start"; }
 check_server raw_epoll
+start_server raw_epoll --threads 2 ||
+    { cat "$TMP/raw_epoll.err" >&2; fail "raw_epoll --threads 2 failed to start"; }
+check_server raw_epoll
+check_threads raw_epoll
 
 uring_skipped=0
 if [[ ! -e $BIN/raw_uring ]]; then
@@ -114,6 +132,10 @@ EOF
     start_server raw_uring --inc ||
         { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --inc failed to start"; }
     check_server raw_uring -s 1000 -P 4
+    start_server raw_uring --threads 2 ||
+        { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --threads 2 failed to start"; }
+    check_server raw_uring
+    check_threads raw_uring
 elif grep -q 'io_uring unavailable' "$TMP/raw_uring.err"; then
     echo "SKIP raw_uring: $(cat "$TMP/raw_uring.err")" >&2
     uring_skipped=1

@@ -25,8 +25,9 @@
 // statistic with one piece of code (bench/harness/latstats.py).
 //
 // churn: clients that connect, do one round trip (256 B by default) and close, as fast as they
-// can: connections/s, connect+echo+close latency percentiles, server CPU per connection and the
-// server's open fds before and after (--server-pid), every echoed byte verified.
+// can: connections/s, connect+echo+close latency percentiles, the client's own CPU per connection,
+// server CPU per connection and the server's open fds before and after (--server-pid), every
+// echoed byte verified.
 #include "common/tool_support.hpp"
 #include "measure/histogram.hpp"
 #include "measure/latency_stats.hpp"
@@ -51,6 +52,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <thread>
@@ -539,6 +541,13 @@ Task<void> churn_client(ChurnState& st, const ChurnOptions& o, SocketAddr addr) 
     }
 }
 
+/// This process's CPU time, to the nanosecond (the scheduler's own account, not ticks).
+double own_cpu_seconds() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 std::chrono::nanoseconds seconds_to_ns(double s) {
     return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
 }
@@ -558,7 +567,7 @@ int run_churn(const ChurnOptions& o) {
         std::fprintf(stderr, "bench_latency churn: cannot read /proc/%d/fd\n", o.server_pid);
         return 1;
     }
-    std::optional<double> cpu0, cpu1;
+    std::optional<double> cpu0, cpu1, own0, own1;
     double seconds = 0;
     std::string backend_used;
     try {
@@ -568,17 +577,20 @@ int run_churn(const ChurnOptions& o) {
             auto timer = [&]() -> Task<void> {
                 if (o.total == 0) co_await sleep(seconds_to_ns(o.warmup));
                 st.measuring = true;
+                own0 = own_cpu_seconds();
                 if (o.server_pid > 0) cpu0 = tools::process_cpu_seconds(o.server_pid);
                 const Clock::time_point t0 = Clock::now();
                 if (o.total == 0) {
                     co_await sleep(seconds_to_ns(o.duration));
                     st.stop = true;
                     seconds = static_cast<double>(ns_since(t0)) / 1e9;
+                    own1 = own_cpu_seconds();
                     if (o.server_pid > 0) cpu1 = tools::process_cpu_seconds(o.server_pid);
                 } else {
                     while (st.started < o.total || st.done + st.errors < o.total)
                         co_await sleep(1ms);
                     seconds = static_cast<double>(ns_since(t0)) / 1e9;
+                    own1 = own_cpu_seconds();
                     if (o.server_pid > 0) cpu1 = tools::process_cpu_seconds(o.server_pid);
                 }
             };
@@ -606,6 +618,8 @@ int run_churn(const ChurnOptions& o) {
     const double rate = seconds > 0 ? static_cast<double>(st.done) / seconds : 0;
     std::optional<double> cpu_us;
     if (cpu0 && cpu1 && st.done > 0) cpu_us = (*cpu1 - *cpu0) * 1e6 / static_cast<double>(st.done);
+    std::optional<double> own_us;
+    if (own0 && own1 && st.done > 0) own_us = (*own1 - *own0) * 1e6 / static_cast<double>(st.done);
     auto us = [&](double q) { return static_cast<double>(st.hist.percentile_ns(q)) / 1e3; };
     if (o.json) {
         nlohmann::json j = {{"mode", "churn"},
@@ -625,6 +639,7 @@ int run_churn(const ChurnOptions& o) {
                               {"p99.9", us(0.999)},
                               {"max", static_cast<double>(st.hist.max_ns()) / 1e3}}}};
         if (cpu_us) j["server_cpu_us_per_conn"] = *cpu_us;
+        if (own_us) j["client_cpu_us_per_conn"] = *own_us;
         if (o.server_pid > 0) {
             j["server_fds_before"] = fds_before;
             j["server_fds_after"] = fds_after;
@@ -642,6 +657,7 @@ int run_churn(const ChurnOptions& o) {
                     "p99.9 %.1f us, max %.1f us\n",
                     st.hist.mean_ns() / 1e3, us(0.5), us(0.9), us(0.99), us(0.999),
                     static_cast<double>(st.hist.max_ns()) / 1e3);
+        if (own_us) std::printf("client CPU per connection: %.2f us\n", *own_us);
         if (cpu_us) std::printf("server CPU per connection: %.2f us\n", *cpu_us);
         if (o.server_pid > 0)
             std::printf("server open fds: %d before, %d after (%d leaked)\n", fds_before, fds_after,

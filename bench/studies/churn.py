@@ -5,6 +5,9 @@
         --b "raw_uring {port}" [--pairs 3] [-c 50] [-d 2] [-s 256]
     python3 bench/studies/churn.py --a "bench_latency server -p {port}" --b "raw_epoll {port}" \\
         -n 1000000
+    python3 bench/studies/churn.py -c 1000 \\
+        --a "bench_server {port} --backend io_uring --threads 2 --listen sharded" \\
+        --b "raw_uring {port} --threads 2"          # SO_REUSEPORT listeners on 2 workers
 
 Runs A, B, A, B, ... (B, A on even pairs: ABBA), each server on a fresh port pinned to CPU 0 and
 `bench_latency churn` pinned to CPU 1, with --server-pid so that the client reports the server's
@@ -13,6 +16,12 @@ connections in io_uring's direct-descriptor table, which /proc does not show). P
 connections/s, p99 connect+echo+close time, server CPU per connection, errors and leaked fds, then
 the A/B ratios as median [min-max] over the pairs with a verdict (faster / slower only when the
 whole spread is on one side of 1.00). Any error, leaked fd or failed run: exit status 1.
+
+Each run also records the kernel's count of TIME_WAIT sockets before and after it
+(/proc/net/sockstat, `tw`): the clients close first, so their sockets wait there, and once the
+table is full (net.ipv4.tcp_max_tw_buckets) connect's port search slows the client. That moves
+connections/s, not the server's CPU per connection (the search runs in the client's connect()),
+and each pair's two runs meet the same table; the summary gives the range seen.
 """
 import argparse
 import json
@@ -33,9 +42,23 @@ def label(cmd):
     return harness.label_of(cmd.replace("-p {port}", ""))
 
 
-def run_one(args, server_cmd):
+def time_wait_sockets():
+    """The kernel's count of TCP sockets in TIME_WAIT (None where /proc/net/sockstat is absent)."""
+    try:
+        with open("/proc/net/sockstat") as f:
+            for line in f:
+                if line.startswith("TCP:"):
+                    words = line.split()
+                    return int(words[words.index("tw") + 1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def run_one(args, server_cmd, client=None):
     port = harness.free_port()
-    rec = {"server": label(server_cmd), "ok": False, "problems": []}
+    rec = {"server": label(server_cmd), "ok": False, "problems": [],
+           "time_wait_before": time_wait_sockets()}
     srv = children.popen(["taskset", "-c", str(args.server_cpu)]
                          + harness.resolve(server_cmd, args.bin, port),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -43,8 +66,8 @@ def run_one(args, server_cmd):
         if not harness.wait_accepting(srv, port, 10.0):
             rec["problems"].append(f"server did not accept on port {port}")
             return rec
-        argv = (["taskset", "-c", str(args.client_cpu), os.path.join(args.bin, "bench_latency"),
-                 "churn", "-h", "127.0.0.1", "-p", str(port), "-c", str(args.clients),
+        argv = (["taskset", "-c", str(args.client_cpu),
+                 client or os.path.join(args.bin, "bench_latency"), "churn", "-h", "127.0.0.1", "-p", str(port), "-c", str(args.clients),
                  "-s", str(args.size), "--server-pid", str(srv.pid), "--json"]
                 + (["-n", str(args.connections)] if args.connections
                    else ["-d", str(args.duration), "--warmup", str(args.warmup)]))
@@ -62,6 +85,7 @@ def run_one(args, server_cmd):
         if srv.poll() is not None:
             rec["problems"].append(f"server exited during the run ({srv.returncode})")
         rec["ok"] = not rec["problems"] and bool(lines)
+        rec["time_wait_after"] = time_wait_sockets()
         return rec
     finally:
         harness.stop(srv)
@@ -70,19 +94,22 @@ def run_one(args, server_cmd):
 
 def ab(args, a_cmd, b_cmd, log=print):
     runs = {"A": [], "B": []}
+    clients = {"A": getattr(args, "a_client", None), "B": getattr(args, "b_client", None)}
     for pair in range(1, args.pairs + 1):
         order = [("A", a_cmd), ("B", b_cmd)]
         if pair % 2 == 0:
             order.reverse()
         for side, cmd in order:
-            rec = run_one(args, cmd)
+            rec = run_one(args, cmd, clients[side])
             rec["pair"] = pair
             runs[side].append(rec)
             if rec["ok"]:
                 log(f"  pair {pair} {side} {rec['server']}: {rec['conns_per_sec']:,.0f} conn/s, "
                     f"p99 {rec['latency_us']['p99']:.0f} us, server CPU/conn "
-                    f"{rec.get('server_cpu_us_per_conn', 0):.2f} us, errors {rec['errors']}, "
-                    f"fds {rec.get('server_fds_before')}->{rec.get('server_fds_after')}")
+                    f"{rec.get('server_cpu_us_per_conn') or 0:.2f} us, client CPU/conn "
+                    f"{rec.get('client_cpu_us_per_conn') or 0:.2f} us, errors {rec['errors']}, "
+                    f"fds {rec.get('server_fds_before')}->{rec.get('server_fds_after')}, "
+                    f"TIME_WAIT {rec['time_wait_before']}->{rec.get('time_wait_after')}")
             else:
                 log(f"  pair {pair} {side} {rec['server']}: FAILED: {'; '.join(rec['problems'])}")
     pairs = [(a, b) for a, b in zip(runs["A"], runs["B"]) if a["ok"] and b["ok"]]
@@ -91,11 +118,17 @@ def ab(args, a_cmd, b_cmd, log=print):
     cpu = harness.spread([a["server_cpu_us_per_conn"] / b["server_cpu_us_per_conn"]
                            for a, b in pairs if a.get("server_cpu_us_per_conn")
                            and b.get("server_cpu_us_per_conn")])
+    client_cpu = harness.spread([a["client_cpu_us_per_conn"] / b["client_cpu_us_per_conn"]
+                                 for a, b in pairs if a.get("client_cpu_us_per_conn")
+                                 and b.get("client_cpu_us_per_conn")])
     p99 = harness.spread([a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in pairs
                            if b["latency_us"]["p99"]])
     med = lambda side, f: harness.spread([f(r) for r in runs[side] if r["ok"]])  # noqa: E731
+    tw = [t for side in runs.values() for r in side
+          for t in (r.get("time_wait_before"), r.get("time_wait_after")) if t is not None]
     return {"a": label(a_cmd), "b": label(b_cmd), "pairs_ok": len(pairs),
-            "rate_ratio": rate, "cpu_ratio": cpu, "p99_ratio": p99,
+            "rate_ratio": rate, "cpu_ratio": cpu, "client_cpu_ratio": client_cpu,
+            "p99_ratio": p99,
             "rate_a": med("A", lambda r: r["conns_per_sec"]),
             "rate_b": med("B", lambda r: r["conns_per_sec"]),
             "p99_a": med("A", lambda r: r["latency_us"]["p99"]),
@@ -103,13 +136,19 @@ def ab(args, a_cmd, b_cmd, log=print):
             "errors": sum(r.get("errors", 0) for s in runs.values() for r in s),
             "leaked_fds": sum(r.get("leaked_fds", 0) for s in runs.values() for r in s),
             "failed_runs": sum(not r["ok"] for s in runs.values() for r in s),
+            "time_wait": [min(tw), max(tw)] if tw else None,
             "runs": runs}
+
+
+def tw_range(tw):
+    return "-" if not tw else f"{tw[0]:,}-{tw[1]:,}"
 
 
 def summary_lines(rows):
     lines = ["| A vs B | pairs | conn/s A | conn/s B | conn/s A/B | server CPU/conn A/B "
-             "(lower is better) | p99 A us | p99 B us | errors | leaked fds |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(lower is better) | client CPU/conn A/B | p99 A us | p99 B us | errors | "
+             "leaked fds | TIME_WAIT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in rows:
         m = lambda x: "-" if x is None else f"{x['median']:,.0f}"  # noqa: E731
         lines.append(
@@ -118,7 +157,10 @@ def summary_lines(rows):
             f"{harness.verdict(s['rate_ratio'], lower_is_better=False)} | "
             f"{harness.fmt_spread(s['cpu_ratio'])} "
             f"{harness.verdict(s['cpu_ratio'], words=('less CPU', 'more CPU'))} | "
-            f"{m(s['p99_a'])} | {m(s['p99_b'])} | {s['errors']} | {s['leaked_fds']} |")
+            f"{harness.fmt_spread(s.get('client_cpu_ratio'))} "
+            f"{harness.verdict(s.get('client_cpu_ratio'), words=('less CPU', 'more CPU'))} | "
+            f"{m(s['p99_a'])} | {m(s['p99_b'])} | {s['errors']} | {s['leaked_fds']} | "
+            f"{tw_range(s.get('time_wait'))} |")
     return lines
 
 
@@ -141,6 +183,9 @@ def main():
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--a", default="bench_latency server -p {port} --backend io_uring")
     ap.add_argument("--b", default="raw_uring {port}")
+    ap.add_argument("--a-client", help="the churn client (a bench_latency) for A's runs; default: "
+                    "the one in --bin (a client-side change is A/B'd by its CPU per connection)")
+    ap.add_argument("--b-client", help="the same for B's runs")
     ap.add_argument("--out", help="JSON output")
     add_arguments(ap)
     args = ap.parse_args()

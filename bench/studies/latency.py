@@ -24,6 +24,12 @@ SchedulerOptions::idle_spin = US microseconds on both ends (bench_latency --idle
 table of their time / the same backend's without the spin, with the round trip's targets judged
 for them too.
 
+raw_uring and raw_epoll (bench/baselines/) are the hand-written servers with galay's client on
+the same backend (with --spin, raw_uring-spin and raw_epoll-spin: the client spins, the
+hand-written server cannot): against galay-io_uring and galay-epoll only the server differs, so
+their ratio is what galay's server adds to a round trip, and to a new connection
+(new_connection_per_request's target: galay io_uring <= 1.00x galay epoll and raw_uring).
+
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
 samples included) as JSON; --plot writes the latency-percentile plot (whiskers: min-max over the
@@ -95,6 +101,16 @@ def implementations(bindir, build_dir, build=True, only=None, spin_us=0):
             spin = ["--idle-spin", str(spin_us)]
             impls.append((f"galay-{be}-spin", [bl, "server", "-p", "{port}", "--backend", be] + spin,
                           [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", be] + spin, None))
+    for be, raw in (("io_uring", "raw_uring"), ("epoll", "raw_epoll")):
+        rp = os.path.join(bindir, raw)
+        if not os.access(rp, os.X_OK) or not os.access(bl, os.X_OK):
+            missing.append(f"{raw}: {rp} not built")
+            continue
+        client = [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", be]
+        impls.append((raw, [rp, "{port}"], client, None))
+        if spin_us > 0:
+            impls.append((f"{raw}-spin", [rp, "{port}"],
+                           client + ["--idle-spin", str(spin_us)], None))
     lb = os.path.join(bindir, "latency_blocking")
     if os.access(lb, os.X_OK):
         impls.append(("blocking", [lb, "server", "-p", "{port}"],
@@ -281,9 +297,18 @@ def analyze(runs, resamples=10000):
                 spin.setdefault(f"galay-{be}-spin", {})[b] = s
     spin_targets = [judged("galay-io_uring-spin", bench, ref, limit, runs)
                     for bench, ref, limit in SPIN_TARGETS]
+    servers = {}
+    for a, b in SERVER_PAIRS:
+        for bench in latstats.STUDY_BENCHMARKS:
+            s = paired_ratios(runs, a, b, bench)
+            if s:
+                servers.setdefault(f"{a} / {b}", {})[bench] = s
+    connection_targets = [judged(name, bench, ref, limit, runs)
+                          for name, bench, ref, limit in CONNECTION_TARGETS]
     return {"tables": tables, "ratios": ratios, "criteria": criteria,
             "targets": [t for t in targets if t], "spin": spin,
-            "spin_targets": [t for t in spin_targets if t]}
+            "spin_targets": [t for t in spin_targets if t], "servers": servers,
+            "connection_targets": [t for t in connection_targets if t]}
 
 
 def judged(name, bench, ref, limit, runs):
@@ -345,11 +370,13 @@ def report_lines(analysis, runs, missing, problems, short=False):
             lines.append(f"| {latstats.STUDY_LABELS.get(b, b)} | " + " | ".join(cells) + " |")
         lines.append("")
 
-    def target_table(title, targets):
-        lines.extend([title, "", "| benchmark | reference | ratio | target | verdict |",
-                      "|---|---|---|---|---|"])
+    def target_table(title, targets, named=False):
+        lines.extend([title, "", "| benchmark | " + ("A | " if named else "") + "reference | "
+                      "ratio | target | verdict |", "|---|---|---|---|---|" + ("---|" if named
+                                                                             else "")])
         for t in targets:
-            lines.append(f"| {t['benchmark']} | {t['reference']} | {harness.fmt_spread(t['ratio'])}"
+            lines.append(f"| {t['benchmark']} | " + (f"{t['name']} | " if named else "")
+                         + f"{t['reference']} | {harness.fmt_spread(t['ratio'])}"
                          f" | <= {t['limit']:.2f} | {t['verdict']} |")
         lines.append("")
 
@@ -379,6 +406,12 @@ def report_lines(analysis, runs, missing, problems, short=False):
     if analysis.get("spin_targets"):
         target_table("Round-trip targets, galay-io_uring-spin's time / the reference's:",
                      analysis["spin_targets"])
+    if analysis.get("servers"):
+        ratio_table("Time per iteration, one server / another with the same client (raw_*: the "
+                    "hand-written loop), median [min-max] over the rounds:", analysis["servers"])
+    if analysis.get("connection_targets"):
+        target_table("New-connection targets, A's time / the reference's:",
+                     analysis["connection_targets"], named=True)
     for p in problems:
         lines.append(f"- FAILED: {p}")
     return lines
@@ -420,13 +453,27 @@ def add_arguments(ap):
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--only", help="comma-separated implementations (galay-io_uring, galay-epoll, "
-                                   "blocking, tokio, go; with --spin also galay-io_uring-spin, "
-                                   "galay-epoll-spin)")
+                                   "raw_uring, raw_epoll, blocking, tokio, go; with --spin also "
+                                   "galay-io_uring-spin, galay-epoll-spin, raw_uring-spin, "
+                                   "raw_epoll-spin)")
     ap.add_argument("--spin", type=int, default=0, metavar="US",
                     help="also run galay on both backends with SchedulerOptions::idle_spin = US "
                          "microseconds (0: not)")
     ap.add_argument("--no-build", action="store_true",
                     help="do not run cargo/go build (use what was built before)")
+
+# A server against another with the same client: galay io_uring against galay epoll and each
+# galay server against the hand-written loop on its backend (their ratio is the server's part).
+SERVER_PAIRS = [("galay-io_uring", "galay-epoll"), ("galay-io_uring", "raw_uring"),
+                ("galay-epoll", "raw_epoll"), ("galay-io_uring-spin", "galay-epoll-spin"),
+                ("galay-io_uring-spin", "raw_uring-spin"), ("galay-epoll-spin", "raw_epoll-spin")]
+# A new connection per request: galay io_uring's time / the other server's, at most this.
+CONNECTION_TARGETS = [
+    ("galay-io_uring", "connection_strategy/new_connection", "galay-epoll", 1.00),
+    ("galay-io_uring", "connection_strategy/new_connection", "raw_uring", 1.00),
+    ("galay-io_uring-spin", "connection_strategy/new_connection", "galay-epoll-spin", 1.00),
+    ("galay-io_uring-spin", "connection_strategy/new_connection", "raw_uring-spin", 1.00),
+]
 
 
 def main():

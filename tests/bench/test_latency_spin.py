@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/studies/latency.py --spin without measuring: the spin implementations it adds (both ends
 get --idle-spin), their ratios to the same backend without the spin, and the round trip's targets
-judged for them, from sample runs. Run by ctest."""
+judged for them, from sample runs; and the hand-written servers (raw_uring, raw_epoll) with galay's
+client, their server-against-server ratios and the new-connection targets. Run by ctest."""
 import os
 import sys
 import tempfile
@@ -28,6 +29,22 @@ with tempfile.TemporaryDirectory() as d:
             assert (argv[-2:] == ["--idle-spin", "25"]) == spin, (name, argv)
     impls, _ = latency.implementations(d, d, build=False, only=None, spin_us=0)
     assert not any(i[0].endswith("-spin") for i in impls), impls
+    # The hand-written servers, once built: galay's client on the same backend; with --spin the
+    # client spins and the server is the same.
+    assert "raw_uring" not in [i[0] for i in impls], impls
+    for raw in ("raw_uring", "raw_epoll"):
+        with open(os.path.join(d, raw), "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(os.path.join(d, raw), 0o755)
+    impls, _ = latency.implementations(d, d, build=False, only={"raw_uring", "raw_uring-spin",
+                                                                 "raw_epoll"}, spin_us=25)
+    got = {i[0]: i for i in impls}
+    assert sorted(got) == ["raw_epoll", "raw_uring", "raw_uring-spin"], got
+    assert got["raw_uring"][1] == [os.path.join(d, "raw_uring"), "{port}"], got
+    assert got["raw_uring"][2][-2:] == ["--backend", "io_uring"], got
+    assert got["raw_epoll"][2][-2:] == ["--backend", "epoll"], got
+    assert got["raw_uring-spin"][1] == got["raw_uring"][1], got
+    assert got["raw_uring-spin"][2][-2:] == ["--idle-spin", "25"], got
 
 
 def run(rnd, ns_per_iteration):
@@ -67,4 +84,23 @@ plain = {k: v for k, v in runs.items() if not k.endswith("-spin")}
 b = latency.analyze(plain, resamples=200)
 assert b["spin"] == {} and b["spin_targets"] == [], b
 assert "idle spin" not in "\n".join(latency.report_lines(b, plain, [], []))
+
+# Server against server: galay io_uring / galay epoll and / raw_uring, and the new-connection
+# targets judged on them.
+nc = "connection_strategy/new_connection"
+conn = {
+    "galay-io_uring": rounds({nc: 900}, {nc: 1000}, {nc: 1100}),
+    "galay-epoll": rounds({nc: 1000}, {nc: 1000}, {nc: 1000}),
+    "raw_uring": rounds({nc: 1250}, {nc: 1250}, {nc: 1250}),
+}
+c = latency.analyze(conn, resamples=200)
+s = c["servers"]["galay-io_uring / galay-epoll"][nc]
+assert (s["min"], s["median"], s["max"]) == (0.9, 1.0, 1.1), s
+assert c["servers"]["galay-io_uring / raw_uring"][nc]["max"] == 0.88, c["servers"]
+assert "galay-epoll / raw_epoll" not in c["servers"], c["servers"]
+ct = {(t["name"], t["reference"]): t["verdict"] for t in c["connection_targets"]}
+assert ct == {("galay-io_uring", "galay-epoll"): "met by the median",
+              ("galay-io_uring", "raw_uring"): "met"}, ct
+lines = "\n".join(latency.report_lines(c, conn, [], []))
+assert "New-connection targets" in lines and "one server / another" in lines, lines
 print("latency --spin: ok")

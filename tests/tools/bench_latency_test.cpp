@@ -197,6 +197,10 @@ TEST_P(BenchLatencyBackend, ChurnCountsConnectionsAndTheServersFds) {
     EXPECT_EQ(j["errors"], 0);
     EXPECT_EQ(j["leaked_fds"], 0);
     EXPECT_GT(j["latency_us"]["p99"].get<double>(), 0);
+    // Its own CPU per connection (what a client-side change is measured by): 300 connections
+    // cannot take less than a system call each.
+    ASSERT_TRUE(j.contains("client_cpu_us_per_conn")) << r.out;
+    EXPECT_GT(j["client_cpu_us_per_conn"].get<double>(), 0);
 }
 
 TEST_P(BenchLatencyBackend, ChurnAgainstAServerThatEchoesOtherBytesFails) {
