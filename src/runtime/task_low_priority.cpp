@@ -21,11 +21,19 @@ namespace {
 thread_local bool t_low_priority = false;
 
 /// SCHED_IDLE: the scheduler runs this thread only when nothing else wants the CPU, and a waking
-/// thread of any other policy preempts it. Where that is refused, the lowest nice value.
+/// thread of any other policy preempts it. Where that is refused, the lowest nice value (a
+/// thread's own on Linux). macOS and FreeBSD have neither for a thread: the lowest priority of
+/// the normal policy.
 void lower_this_thread() noexcept {
+#if defined(__linux__)
     sched_param p{};
     if (::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &p) != 0)
         (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+#else
+    sched_param p{};
+    p.sched_priority = ::sched_get_priority_min(SCHED_OTHER);
+    (void)::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &p);
+#endif
 }
 
 } // namespace
