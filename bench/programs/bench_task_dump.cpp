@@ -38,7 +38,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
-#include <map>
 #include <memory>
 #include <thread>
 #include <vector>

@@ -63,11 +63,7 @@ void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
     // A turn's length is read from the clock this reads anyway for the task dumps' wait times.
     if (timeout_ns == 0) {
         driver_->poll(0);
-        if constexpr (GALAY_TASK_DUMP) {
-            const std::int64_t now = real_now_ns();
-            counters_.turn_took(now - coarse_ns_.load(std::memory_order_relaxed));
-            coarse_ns_.store(now, std::memory_order_relaxed);
-        }
+        if constexpr (GALAY_TASK_DUMP) turn_over_at(real_now_ns());
     } else {
         const std::int64_t t0 = real_now_ns();
         if constexpr (GALAY_TASK_DUMP)

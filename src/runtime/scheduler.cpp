@@ -304,10 +304,7 @@ bool SchedulerCore::spin_for_work(std::int64_t deadline_ns) {
             // The poll that found work ends a turn, as the wait it replaces would have.
             publish_gauges();
             counters_.turn_ended();
-            if constexpr (GALAY_TASK_DUMP) { // (the spin counts in the turn it ends)
-                counters_.turn_took(now - coarse_ns_.load(std::memory_order_relaxed));
-                coarse_ns_.store(now, std::memory_order_relaxed);
-            }
+            turn_over_at(now); // (the spin counts in the turn it ends)
         }
     }
     return found;

@@ -86,6 +86,14 @@ public:
     /// a timer is due or `deadline_ns` passes. True when the loop has something to do (no wait).
     bool spin_for_work(std::int64_t deadline_ns);
     void publish_gauges() noexcept;
+    /// A loop turn ends at `now` (a poll of the driver that did not wait): its length to the
+    /// histogram, and `now` as the start of the next (task dumps read it too).
+    void turn_over_at(std::int64_t now) noexcept {
+        if constexpr (GALAY_TASK_DUMP) {
+            counters_.turn_took(now - coarse_ns_.load(std::memory_order_relaxed));
+            coarse_ns_.store(now, std::memory_order_relaxed);
+        }
+    }
 
     Scheduler& self_; // the public face this is the state of
     std::unique_ptr<Driver> driver_;

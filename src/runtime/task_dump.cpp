@@ -66,15 +66,19 @@ constexpr int kMaxFrames = 64; // deeper chains are cut (a recursion would be al
 // many tasks the worker has (the rest follow at the next turns).
 constexpr std::size_t kChunk = 1024;
 
-/// The chain of galay frames below `f` (not `f` itself), appended leaf first.
-void append_chain(std::coroutine_handle<> f, std::vector<const void*>& frames) {
+/// The chain of galay frames from `f` down through the frame each awaits (each galay task links
+/// the one it awaits), appended leaf first as their resume functions; returns the leaf (null
+/// when `f` is).
+std::coroutine_handle<> append_chain(std::coroutine_handle<> f, std::vector<const void*>& frames) {
     const std::size_t begin = frames.size();
-    f = promise_base_of(f).child;
+    std::coroutine_handle<> leaf;
     for (int depth = 0; f && depth < kMaxFrames; ++depth) {
         frames.push_back(*static_cast<void* const*>(f.address())); // its resume function
+        leaf = f;
         f = promise_base_of(f).child;
     }
     std::reverse(frames.begin() + static_cast<std::ptrdiff_t>(begin), frames.end());
+    return leaf;
 }
 
 void collect_waits(const CancelScope& scope, RawDump& out) {
@@ -95,7 +99,8 @@ void collect_waits(const CancelScope& scope, RawDump& out) {
                 RawChild rc;
                 rc.index = static_cast<std::uint32_t>(i);
                 rc.frame_begin = static_cast<std::uint32_t>(out.frames.size());
-                append_chain(h, out.frames); // (the child's own frame is galay's, not shown)
+                // (the child's own frame is galay's, not shown: the chain below it)
+                append_chain(promise_base_of(h).child, out.frames);
                 rc.frame_count = static_cast<std::uint32_t>(out.frames.size()) - rc.frame_begin;
                 out.children.push_back(rc);
             }
@@ -294,17 +299,10 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::siz
         r.wait_begin = static_cast<std::uint32_t>(out.waits.size());
         collect_waits(t->scope, out);
         r.wait_count = static_cast<std::uint32_t>(out.waits.size()) - r.wait_begin;
-        // The frame chain, root to leaf (each galay task links the one it awaits), then
-        // reversed: a backtrace reads from the leaf.
+        // The frame chain from the root, leaf first: a backtrace reads from the leaf.
         r.frame_begin = static_cast<std::uint32_t>(out.frames.size());
-        std::coroutine_handle<> leaf = t->self;
-        std::coroutine_handle<> f = t->root;
-        for (int depth = 0; f && depth < kMaxFrames; ++depth) {
-            out.frames.push_back(*static_cast<void* const*>(f.address())); // its resume function
-            leaf = f;
-            f = promise_base_of(f).child;
-        }
-        std::reverse(out.frames.begin() + r.frame_begin, out.frames.end());
+        const std::coroutine_handle<> last = append_chain(t->root, out.frames);
+        const std::coroutine_handle<> leaf = last ? last : t->self;
         r.frame_count = static_cast<std::uint32_t>(out.frames.size()) - r.frame_begin;
         const bool queued = ready.contains(leaf.address()) || ready.contains(t->self.address());
         r.state = queued ? TaskState::ready : TaskState::waiting;
