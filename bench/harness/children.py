@@ -21,8 +21,9 @@ Importing this module (harness.py does, so every study does) makes the script ow
   - atexit runs stop_all, then the at_exit functions: at the end of main(), after an uncaught
     exception, after sys.exit(), and after the unwinding a signal started.
 stop_all: the at_stop functions; SIGTERM to every live child's process group and to every
-process descending from this one; up to GRACE seconds for them to end; then whatever is left of
-them is frozen (SIGSTOP, so that nothing forks while it is listed) and killed (SIGKILL), until
+process descending from this one; up to GRACE seconds for them to end (2 s more for a Python
+script below this one, which spends that grace on its own children before its clean-up); then
+whatever is left of them is frozen (SIGSTOP, so that nothing forks while it is listed) and killed (SIGKILL), until
 nothing is left; the children are reaped.
 
 Why a process group per child: a signal to the group reaches what the child started too (a
@@ -162,6 +163,13 @@ def _stop_all(grace):
     deadline = time.monotonic() + grace
     for pid in set(below) | {p.pid for p in procs}:
         wait_gone(pid, max(0.0, deadline - time.monotonic()))
+    # A script of this harness below this one got the same SIGTERM and gives its own children the
+    # same grace before it kills them, then removes its files: it needs more time than they do.
+    # (nginx, signalled before its master loop starts, sleeps until the SIGKILL of that grace.)
+    scripts = [pid for pid in below if _is_script(pid)]
+    deadline = time.monotonic() + grace + 2.0
+    for pid in scripts:
+        wait_gone(pid, max(0.0, deadline - time.monotonic()))
     for _ in range(20):
         left = _freeze(groups)
         if not left:
@@ -175,6 +183,18 @@ def _stop_all(grace):
     for p in procs:  # (poll, not wait: a signal may have come in the middle of p.wait())
         if p.poll() is not None:
             _live.pop(p.pid, None)
+
+
+def _is_script(pid):
+    """Whether process `pid` is a Python interpreter running a script file (one of this harness,
+    maybe, with a clean-up of its own), from its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return (len(argv) > 1 and b"python" in os.path.basename(argv[0])
+            and argv[1].endswith(b".py"))
 
 
 def descendants(pid):

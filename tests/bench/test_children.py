@@ -6,9 +6,11 @@ group on a timeout and what the command left behind; stop() escalates to SIGKILL
 child subreaper, so an orphan of the script comes back to it and is seen. Run by ctest."""
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
@@ -178,6 +180,45 @@ class ScriptEnds(unittest.TestCase):
         self.assertEqual(out, "cleaned\n", err)
         self.assertEqual(p.returncode, -signal.SIGINT, err)
         self.assertEqual(live_descendants(), [])
+
+    def test_a_nested_script_finishes_its_clean_up(self):
+        # The inner script's child sleeps through SIGTERM (as nginx does when it comes before its
+        # master loop), so the inner script spends its whole grace on it before its clean-up: the
+        # outer one, signalled at the same moment, must wait for that clean-up, not kill it.
+        work = tempfile.mkdtemp(prefix="galay-nested-")
+        mark = os.path.join(work, "mark")
+        os.mkdir(mark)
+        inner, outer = os.path.join(work, "inner.py"), os.path.join(work, "outer.py")
+        with open(inner, "w") as f:
+            f.write(textwrap.dedent(f"""
+                import os, signal, sys
+                sys.path.insert(0, {HARNESS!r})
+                import children
+                children.GRACE = 0.5
+                children.at_exit(lambda: os.rmdir({mark!r}))
+                children.popen(["sh", "-c", "trap '' TERM; echo ready; exec sleep 1000"])
+                signal.pause()
+            """))
+        with open(outer, "w") as f:
+            f.write(textwrap.dedent(f"""
+                import sys
+                sys.path.insert(0, {HARNESS!r})
+                import children
+                children.GRACE = 0.5
+                children.run([sys.executable, {inner!r}])
+            """))
+        try:
+            p = subprocess.Popen([sys.executable, outer], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            self.assertEqual(p.stdout.readline(), "ready\n",
+                             p.stderr.read() if p.poll() is not None else "")
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, -signal.SIGINT, err)
+            self.assertFalse(os.path.exists(mark), "the inner script's clean-up did not run")
+            self.assertEqual(live_descendants(), [])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def test_an_ignored_signal_stays_ignored(self):
         code = (f"import signal, sys; sys.path.insert(0, {HARNESS!r}); import children; "
