@@ -23,8 +23,8 @@ Importing this module (harness.py does, so every study does) makes the script ow
 stop_all: the at_stop functions; SIGTERM to every live child's process group and to every
 process descending from this one; up to GRACE seconds for them to end (2 s more for a Python
 script below this one, which spends that grace on its own children before its clean-up); then
-whatever is left of them is frozen (SIGSTOP, so that nothing forks while it is listed) and killed (SIGKILL), until
-nothing is left; the children are reaped.
+whatever is left of them is frozen (SIGSTOP, so that nothing forks while it is listed) and killed
+(SIGKILL), until nothing is left; the children are reaped.
 
 Why a process group per child: a signal to the group reaches what the child started too (a
 shell's commands, nginx's workers), and a Ctrl-C at the terminal reaches only the script, which
