@@ -4,6 +4,7 @@
 #include "support/process.hpp"
 #include "support/tls_pair.hpp"
 
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,18 @@ std::uint16_t accept_port(const std::string& out) {
     return static_cast<std::uint16_t>(std::stoi(out.substr(colon + 1)));
 }
 
+/// One connection from `l` with its server handshake done (nullopt, the failure recorded, if not).
+Task<std::optional<tls::Stream>> accept_handshaken(const tls::Context& sctx, TcpListener& l) {
+    auto conn = co_await l.accept().timeout(30s);
+    EXPECT_TRUE(conn.has_value());
+    if (!conn) co_return std::nullopt;
+    tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
+    auto hs = co_await t.handshake().timeout(30s);
+    EXPECT_TRUE(hs.has_value()) << t.last_error();
+    if (!hs) co_return std::nullopt;
+    co_return std::optional<tls::Stream>(std::move(t));
+}
+
 /// A galay TLS server on its own thread and scheduler: accepts one connection on `l`, echoes
 /// every byte (read `chunk` bytes at a time: less than a record's 16 KiB reads records in
 /// pieces) until the client's close_notify, then sends its own.
@@ -50,12 +63,9 @@ struct TlsEchoServer {
 
 private:
     Task<void> serve(const tls::Context& sctx, TcpListener& l, std::size_t chunk) {
-        auto conn = co_await l.accept().timeout(30s);
-        CO_ASSERT(conn.has_value());
-        tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
-        auto hs = co_await t.handshake().timeout(30s);
-        EXPECT_TRUE(hs.has_value()) << t.last_error();
-        if (!hs) co_return;
+        std::optional<tls::Stream> accepted = co_await accept_handshaken(sctx, l);
+        if (!accepted) co_return;
+        tls::Stream& t = *accepted;
         alpn = t.alpn();
         std::vector<char> buf(chunk);
         for (;;) {
@@ -179,12 +189,9 @@ TEST_P(TlsInteropTest, s_client_gets_the_configured_number_of_session_tickets_an
             Scheduler s(options());
             s.block_on([&]() -> Task<void> {
                 for (int i = 0; i < connections; ++i) {
-                    auto conn = co_await l.accept().timeout(30s);
-                    CO_ASSERT(conn.has_value());
-                    tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
-                    auto hs = co_await t.handshake().timeout(30s);
-                    EXPECT_TRUE(hs.has_value()) << t.last_error();
-                    if (!hs) co_return;
+                    std::optional<tls::Stream> accepted = co_await accept_handshaken(sctx, l);
+                    if (!accepted) co_return;
+                    tls::Stream& t = *accepted;
                     reused.push_back(t.session_reused());
                     std::string line;
                     char buf[256];
