@@ -4,7 +4,6 @@
 
 #include "galay/tls/context.hpp"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <mutex>
@@ -42,13 +41,6 @@ struct ContextState {
     std::mutex sessions_mutex; // streams of several threads share one context
     std::unordered_map<std::string, SSL_SESSION*> sessions;
 };
-
-/// Empty OpenSSL's error queue before a call whose failure is read from it (SSL_get_error), only
-/// when something is queued: ERR_clear_error() walks all 16 entries of the thread's queue,
-/// freeing each one's data, and the stream calls this about a dozen times per handshake.
-inline void clear_ssl_errors() noexcept {
-    if (ERR_peek_error() != 0) ERR_clear_error();
-}
 
 /// OpenSSL's queued errors as one line ("error:...:reason; error:...") and the queue emptied.
 std::string drain_ssl_errors();

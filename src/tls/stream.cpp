@@ -22,10 +22,9 @@ namespace detail {
 
 namespace {
 
-// Ciphertext buffers of the BIO pair: what OpenSSL writes (three full records before one send)
-// and what galay receives for it (several records per recv). Both stay under 64 KiB: glibc's
-// free() of a chunk that size consolidates every fast bin, once per connection.
-constexpr std::size_t kOutBuffer = 60 * 1024;
+// Ciphertext buffers of the BIO pair: what OpenSSL writes (several records before one send) and
+// what galay receives for it (several records per recv).
+constexpr std::size_t kOutBuffer = 64 * 1024;
 constexpr std::size_t kInBuffer = 32 * 1024;
 // Plaintext per record, and the most one record can take in the out buffer (header, padding,
 // MAC or tag: far less than 2 KiB for every suite): with this much room SSL_write never has to
@@ -133,7 +132,7 @@ std::optional<Result<std::size_t>> Core::try_recv(std::span<char> buf) {
     if (!handshaken) return std::unexpected(make_error_code(errc::not_connected));
     if (buf.empty()) return std::size_t{0};
     if (ktls_rx) return std::nullopt; // (the kernel has the records)
-    clear_ssl_errors();
+    ERR_clear_error();
     const int r =
         SSL_read(ssl, buf.data(), static_cast<int>(std::min<std::size_t>(buf.size(), INT_MAX)));
     if (r > 0) return static_cast<std::size_t>(r);
@@ -157,7 +156,7 @@ galay::detail::CachedTask<Result<void>> handshake_slow(galay::detail::FrameCache
                                                        std::int64_t deadline_ns) {
     if (c.broken) co_return std::unexpected(c.broken);
     for (;;) {
-        clear_ssl_errors();
+        ERR_clear_error();
         const int r = SSL_do_handshake(c.ssl);
         const int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(c.ssl, r);
         if (r == 1 || e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
@@ -275,7 +274,7 @@ galay::detail::CachedTask<Result<std::size_t>> write_slow(galay::detail::FrameCa
             }
             if (taken == total || (!all && taken > 0)) co_return taken;
         }
-        clear_ssl_errors();
+        ERR_clear_error();
         while (taken < total && out_room(c) >= kRecordRoom) {
             const long w = encrypt_record(c, iov, i, off);
             if (w < 0) {
@@ -294,7 +293,7 @@ galay::detail::CachedTask<Result<void>> shutdown_slow(galay::detail::FrameCache&
     if (!c.handshaken) co_return std::unexpected(make_error_code(errc::not_connected));
     if (c.ktls_tx) co_return co_await ktls_shutdown_slow(c.write_flush_frames, c, how, deadline_ns);
     if ((SSL_get_shutdown(c.ssl) & SSL_SENT_SHUTDOWN) == 0) {
-        clear_ssl_errors();
+        ERR_clear_error();
         if (SSL_shutdown(c.ssl) < 0) {
             const int e = SSL_get_error(c.ssl, -1);
             if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
