@@ -4,12 +4,14 @@
 // one fixed answer, close_notify, close. What it spends per handshake is OpenSSL's own price with
 // the least a server can add, the figure galay, nginx and Go are read against.
 //
-//   tls_handshake_raw [port] --cert CHAIN.pem --key KEY.pem
+//   tls_handshake_raw [port] --cert CHAIN.pem --key KEY.pem [--tickets N]
 //
 // Every request gets `HTTP/1.1 200 OK` with `Hello, World!` and `Connection: close` once its
 // head has arrived (the bytes up to the blank line), then SSL_shutdown and close(2): the
 // connection is not kept. Level-triggered epoll; an OpenSSL call that wants the other readiness
-// waits for it. TLS 1.2 minimum as for any server, OpenSSL's default suites and session tickets.
+// waits for it. TLS 1.2 minimum as for any server, OpenSSL's default suites, and --tickets
+// session tickets after a full TLS 1.3 handshake (default 1, as galay's servers and Go's send;
+// OpenSSL's own default, which nginx keeps, is 2).
 // SIGINT/SIGTERM: exit 0 with a one-line summary on stderr. Exit 1: the certificate, key or
 // port cannot be used; 2: bad flags.
 #include "common.hpp"
@@ -209,8 +211,12 @@ int main(int argc, char** argv) {
                  "request, a fixed answer, close (the floor for galay's handshakes).",
                  "tls_handshake_raw"};
     baseline::tls_server_options(app, port_text, cert, key);
+    unsigned tickets = 1;
+    app.add_option("--tickets", tickets, "session tickets after a full TLS 1.3 handshake")
+        ->check(tools::whole(0, 16));
     if (auto code = tools::parse_command_line(app, argc, argv, "tls_handshake_raw")) return *code;
     SSL_CTX* ctx = baseline::tls_server_context("tls_handshake_raw", cert, key, 0);
+    SSL_CTX_set_num_tickets(ctx, tickets);
     baseline::raise_nofile();
     const int sfd = baseline::make_signalfd();
     int bound = 0;

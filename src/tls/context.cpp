@@ -184,6 +184,8 @@ Context Context::server(const ServerConfig& config) {
     if (!config.session_tickets) {
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
         SSL_CTX_set_num_tickets(ctx, 0);
+    } else {
+        SSL_CTX_set_num_tickets(ctx, config.tickets);
     }
     if (!config.alpn.empty()) {
         state->alpn = alpn_wire(config.alpn); // (the callback's argument: the state outlives it)

@@ -4,6 +4,7 @@
 #include "support/process.hpp"
 #include "support/tls_pair.hpp"
 
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,18 @@ std::uint16_t accept_port(const std::string& out) {
     return static_cast<std::uint16_t>(std::stoi(out.substr(colon + 1)));
 }
 
+/// One connection from `l` with its server handshake done (nullopt, the failure recorded, if not).
+Task<std::optional<tls::Stream>> accept_handshaken(const tls::Context& sctx, TcpListener& l) {
+    auto conn = co_await l.accept().timeout(30s);
+    EXPECT_TRUE(conn.has_value());
+    if (!conn) co_return std::nullopt;
+    tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
+    auto hs = co_await t.handshake().timeout(30s);
+    EXPECT_TRUE(hs.has_value()) << t.last_error();
+    if (!hs) co_return std::nullopt;
+    co_return std::optional<tls::Stream>(std::move(t));
+}
+
 /// A galay TLS server on its own thread and scheduler: accepts one connection on `l`, echoes
 /// every byte (read `chunk` bytes at a time: less than a record's 16 KiB reads records in
 /// pieces) until the client's close_notify, then sends its own.
@@ -50,12 +63,9 @@ struct TlsEchoServer {
 
 private:
     Task<void> serve(const tls::Context& sctx, TcpListener& l, std::size_t chunk) {
-        auto conn = co_await l.accept().timeout(30s);
-        CO_ASSERT(conn.has_value());
-        tls::Stream t = tls::Stream::server(sctx, std::move(*conn));
-        auto hs = co_await t.handshake().timeout(30s);
-        EXPECT_TRUE(hs.has_value()) << t.last_error();
-        if (!hs) co_return;
+        std::optional<tls::Stream> accepted = co_await accept_handshaken(sctx, l);
+        if (!accepted) co_return;
+        tls::Stream& t = *accepted;
         alpn = t.alpn();
         std::vector<char> buf(chunk);
         for (;;) {
@@ -150,6 +160,72 @@ TEST_P(TlsInteropTest, openssl_s_client_talks_to_the_galay_server) {
         EXPECT_EQ(received, "hello from s_client\n");
         EXPECT_NE(r.out.find("HELLO FROM S_CLIENT"), std::string::npos) << r.out << r.err;
         EXPECT_EQ(negotiated, std::string(version) == "-tls1_3" ? "TLSv1.3" : "TLSv1.2");
+    }
+}
+
+// ServerConfig::tickets: what `openssl s_client` counts after a full TLS 1.3 handshake (one by
+// default, where OpenSSL's own default is two), none without session_tickets, and the one ticket
+// resumes the next connection.
+TEST_P(TlsInteropTest, s_client_gets_the_configured_number_of_session_tickets_and_resumes) {
+    struct Case {
+        tls::ServerConfig config;
+        int tickets;
+    };
+    const CertFiles& id = pki().server();
+    const std::vector<Case> cases = {
+        {{.cert_file = id.cert, .key_file = id.key}, 1},
+        {{.cert_file = id.cert, .key_file = id.key, .tickets = 2}, 2},
+        {{.cert_file = id.cert, .key_file = id.key, .session_tickets = false}, 0},
+    };
+    const TempDir dir;
+    const std::string sess = (dir / "session.pem").string();
+    for (const Case& k : cases) {
+        const tls::Context sctx = tls::Context::server(k.config);
+        TcpListener l = listen_loopback();
+        const std::uint16_t port = l.local_addr()->port();
+        const int connections = k.tickets > 0 ? 2 : 1;
+        std::vector<bool> reused;
+        std::thread server([&] {
+            Scheduler s(options());
+            s.block_on([&]() -> Task<void> {
+                for (int i = 0; i < connections; ++i) {
+                    std::optional<tls::Stream> accepted = co_await accept_handshaken(sctx, l);
+                    if (!accepted) co_return;
+                    tls::Stream& t = *accepted;
+                    reused.push_back(t.session_reused());
+                    std::string line;
+                    char buf[256];
+                    while (line.find('\n') == std::string::npos) {
+                        auto n = co_await t.recv(buf).timeout(30s);
+                        CO_ASSERT(n && *n > 0);
+                        line.append(buf, *n);
+                    }
+                    // The reply comes after the tickets: s_client has read them when it ends.
+                    CO_ASSERT((co_await t.send_all(std::string_view("bye\n")).timeout(10s)));
+                    CO_ASSERT((co_await t.shutdown().timeout(10s)));
+                }
+            }());
+        });
+        const std::string client =
+            "printf 'hi\\n' | openssl s_client -connect 127.0.0.1:" + std::to_string(port) +
+            " -CAfile '" + pki().ca().cert + "' -servername localhost -tls1_3 -ign_eof ";
+        ProcessResult first = run_process({"sh", "-c", client + "-sess_out '" + sess + "'"});
+        ProcessResult second;
+        if (connections == 2)
+            second = run_process({"sh", "-c", client + "-sess_in '" + sess + "'"});
+        server.join();
+        EXPECT_EQ(first.exit_code, 0) << first.err;
+        std::size_t count = 0;
+        for (std::size_t at = 0;
+             (at = first.out.find("New Session Ticket arrived", at)) != std::string::npos; ++at)
+            ++count;
+        EXPECT_EQ(count, static_cast<std::size_t>(k.tickets)) << first.out;
+        EXPECT_NE(first.out.find("bye"), std::string::npos) << first.out << first.err;
+        if (connections == 2) {
+            EXPECT_EQ(second.exit_code, 0) << second.err;
+            EXPECT_NE(second.out.find("Reused, TLSv1.3"), std::string::npos) << second.out;
+            EXPECT_EQ(reused, (std::vector<bool>{false, true}));
+        }
     }
 }
 
