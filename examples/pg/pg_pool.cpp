@@ -498,14 +498,15 @@ void PoolState::give_up(Request& r, const galay::Result<void>& w) {
         missing[k] = 1;
     forget(r, &missing);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.timeout).count();
-    const std::string why = cancel_missing ? "no result in time (no cancel)"
-                            : w.error() == std::errc::timed_out
-                                ? "no result within " + std::to_string(ms) + " ms"
-                                : "cancelled";
+    const bool timed_out = w.error() == std::errc::timed_out;
+    const std::string why = !timed_out       ? "cancelled"
+                            : cancel_missing ? "no result in time (no cancel)"
+                                             : "no result within " + std::to_string(ms) + " ms";
     for (std::size_t k = 0; k < missing.size(); ++k) {
         if (!missing[k]) continue;
         QueryResult e = std::unexpected(
-            Error{ErrorKind::timeout, k >= r.sent ? "no connection was free in time" : why, ""});
+            Error{ErrorKind::timeout,
+                  k >= r.sent && timed_out ? "no connection was free in time" : why, ""});
         if (r.each != nullptr)
             (*r.each)(k, std::move(e));
         else
