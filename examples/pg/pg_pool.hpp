@@ -28,9 +28,10 @@
 //   pipeline mode its queries run side by side over the connections. `run` gives its results in
 //   the order added; `run_each` hands each to a function as it is read, so none waits for the
 //   rest of its batch. A timeout ends the ones not answered yet.
-// - Nothing is allocated per query but libpq's own result: a Batch keeps its parameters' text
-//   in one buffer, and a call's state (its results, its place in the queues) lives in the
-//   frame of the task that awaits it. A waiter cancelled or destroyed before its results came
+// - A Batch keeps its parameters' text in one buffer, and a call's state (its results, its
+//   place in the queues) lives in the frame of the task that awaits it: a batch that its task
+//   rebuilds and runs again costs one frame per call and no allocation per query but libpq's
+//   own result (a single `query` still makes a Batch of its own). A waiter cancelled or destroyed before its results came
 //   takes itself out of the pool; results that come for it later are read and dropped.
 // - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
 //   pool (it makes a connection of its own: it must not block the loop). The server then ends the
