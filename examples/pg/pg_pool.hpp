@@ -31,8 +31,9 @@
 // - A Batch keeps its parameters' text in one buffer, and a call's state (its results, its
 //   place in the queues) lives in the frame of the task that awaits it: a batch that its task
 //   rebuilds and runs again costs one frame per call and no allocation per query but libpq's
-//   own result (a single `query` still makes a Batch of its own). A waiter cancelled or destroyed before its results came
-//   takes itself out of the pool; results that come for it later are read and dropped.
+//   own result (a single `query` still makes a Batch of its own). A waiter cancelled or destroyed
+//   before its results came takes itself out of the pool; results that come for it later are read
+//   and dropped.
 // - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
 //   pool (it makes a connection of its own: it must not block the loop). The server then ends the
 //   statement running on that connection; in pipeline mode that can be a later one of the group.
