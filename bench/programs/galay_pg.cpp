@@ -70,12 +70,16 @@ galay::Task<void> worker(Run& run) {
     }
 }
 
-/// A batch of --depth queries at a time: one wake-up per batch, not per query.
+/// A batch of --depth queries at a time: one wake-up per batch, not per query. The batch lives
+/// in this frame and is built again in the same memory each time (nothing allocated per query
+/// by the pool).
 galay::Task<void> batch_worker(Run& run) {
     std::vector<std::int32_t> values;
+    pg::Batch b;
+    b.reserve(static_cast<std::size_t>(run.o.depth), 1,
+              static_cast<std::size_t>(run.o.depth) * 16 + 32);
     while (run.issuing) {
-        pg::Batch b;
-        b.reserve(static_cast<std::size_t>(run.o.depth));
+        b.clear();
         values.clear();
         for (int i = 0; i < run.o.depth; ++i) {
             values.push_back(foreign::pg::value_of(run.next++));
@@ -91,11 +95,11 @@ galay::Task<void> batch_worker(Run& run) {
                 run.error(wrong);
         };
         if (run.o.hold) {
-            std::vector<pg::QueryResult> all = co_await run.pool->run(std::move(b));
+            std::vector<pg::QueryResult> all = co_await run.pool->run(b);
             for (std::size_t i = 0; i < all.size(); ++i)
                 count(i, all[i]);
         } else {
-            co_await run.pool->run_each(std::move(b), count);
+            co_await run.pool->run_each(b, count);
         }
     }
 }

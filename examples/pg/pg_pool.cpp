@@ -48,44 +48,50 @@ const char* kind_name(ErrorKind k) noexcept {
 
 namespace detail {
 
-/// A query or a batch, from `query()` / `run()` until its results are taken (the asking task
-/// and the connections that carry it share it: a query that timed out may still be answered).
+/// A query or a batch, from its call's start until its results are in or it gives up. It lives
+/// in the frame of the task awaiting it: the pool refers to it (in `waiting`, in a connection's
+/// `inflight`) only while a result of it is still to come, and forget() takes every such
+/// reference back when the waiter stops first.
 struct Request {
-    Batch batch;
-    std::chrono::nanoseconds timeout{0};
-    galay::Event done;                ///< set when the last result is in
-    ResultHandler each;               ///< run_each: where results go (else `results`)
-    std::vector<QueryResult> results; ///< one per query, in the batch's order
-    std::vector<bool> got;            ///< which of them came
-    std::size_t sent = 0;             ///< the batch's queries sent so far (the first ones)
-    std::size_t left = 0;             ///< results not in yet
-    bool abandoned = false;
+    const Batch& batch;
+    PoolState* state;
+    std::chrono::nanoseconds timeout;
+    galay::Event done;              ///< set when the last result is in
+    ResultHandler* each = nullptr;  ///< run_each: where results go (else `results`)
+    QueryResult* results = nullptr; ///< one per query, in the batch's order
+    std::size_t sent = 0;           ///< the batch's queries sent so far (the first ones)
+    std::size_t left = 0;           ///< results not in yet
+    bool queued = false;            ///< in `waiting` (some of it not sent yet)
+    bool abandoned = false;         ///< gave up: forgotten by the pool
 
-    Request(Batch b, ResultHandler h)
-        : batch(std::move(b))
-        , each(std::move(h))
-        , got(batch.size())
-        , left(batch.size()) {
-        if (each) return;
-        results.reserve(left); // filled in as they come
-        for (std::size_t k = 0; k < left; ++k)
-            results.emplace_back(std::unexpect, Error{ErrorKind::timeout, {}, {}});
-    }
+    Request(const Batch& b, PoolState* s, std::chrono::nanoseconds t, ResultHandler* h,
+            QueryResult* out) noexcept
+        : batch(b)
+        , state(s)
+        , timeout(t)
+        , each(h)
+        , results(out)
+        , left(b.size()) {}
+    Request(const Request&) = delete;
+    Request& operator=(const Request&) = delete;
+    ~Request();
     void settle(std::size_t k, QueryResult r) {
-        if (each)
-            each(k, std::move(r));
+        if (each != nullptr)
+            (*each)(k, std::move(r));
         else
             results[k] = std::move(r);
-        got[k] = true;
         if (--left == 0) done.set();
     }
 };
 
-/// A request on a connection whose results have not all been read, in the order sent.
+/// A query sent on a connection whose results have not all been read, or a sync, in the order
+/// sent. `req` is the query's request until its result is handed over (or its request gave up):
+/// null after, so that nothing here outlives what it points to.
 struct InFlight {
-    std::shared_ptr<Request> req; ///< null: a pipeline sync
-    std::size_t index = 0;        ///< the query's place in its batch
-    bool answered = false;        ///< its result came; the NULL that ends it has not
+    Request* req = nullptr;
+    std::size_t index = 0; ///< the query's place in its batch
+    bool sync = false;     ///< a pipeline sync, not a query
+    bool answered = false; ///< its result came; the NULL that ends it has not
 };
 
 /// One connection's life, from connected to lost: a new one for every reconnection, so nothing
@@ -113,8 +119,8 @@ struct Conn {
 struct PoolState : std::enable_shared_from_this<PoolState> {
     Options opts;
     std::vector<Conn> conns;
-    std::deque<std::shared_ptr<Request>> waiting; ///< not sent yet, or not all of it
-    std::size_t next = 0;                         ///< where dispatch() looks first
+    std::deque<Request*> waiting; ///< not sent yet, or not all of it
+    std::size_t next = 0;         ///< where dispatch() looks first
     bool closing = false;
     galay::Event closed;
     Stats stats;
@@ -126,11 +132,12 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
     galay::Task<void> write_loop(std::shared_ptr<Session> s);
     void dispatch();
     Session* pick(std::size_t want);
-    void send(Session& s, const std::shared_ptr<Request>& r, std::size_t n);
+    void send(Session& s, Request& r, std::size_t n);
     bool sync(Session& s);
     void flush(Session& s);
-    bool start(const std::shared_ptr<Request>& r);
+    bool start(Request& r);
     void give_up(Request& r, const galay::Result<void>& w);
+    void forget(Request& r, std::vector<char>* unanswered = nullptr);
     void drain(Session& s, bool& completed);
     void lose(Session& s, const std::string& why, ErrorKind kind = ErrorKind::connection_lost);
     void fail_waiting(ErrorKind kind, const std::string& why);
@@ -202,7 +209,7 @@ bool PoolState::sync(Session& s) {
         return false;
     }
     s.unsynced = 0;
-    s.inflight.push_back({nullptr});
+    s.inflight.push_back({.sync = true});
     return true;
 }
 
@@ -215,28 +222,28 @@ void PoolState::flush(Session& s) {
 
 /// Sends the next `n` queries of `r` on `s` (PQsendQueryParams, then PQflush or a wake-up of the
 /// writer). When the connection breaks it is lost, and what of `r` it did not take stays to send.
-void PoolState::send(Session& s, const std::shared_ptr<Request>& r, std::size_t n) {
-    const Batch& b = r->batch;
+void PoolState::send(Session& s, Request& r, std::size_t n) {
+    const Batch& b = r.batch;
     // Pipeline mode: a batch is a sync group of its own (an error in it skips none of another's
     // queries); single queries share a sync per turn of the loop (the writer's) or sync_every.
     const bool group = opts.pipeline && b.size() > 1;
     if (group && s.unsynced > 0 && !sync(s)) return;
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t k = r->sent;
+        const std::size_t k = r.sent;
         const Batch::Entry& e = b.entries_[k];
         // The parameters' pointers: on the stack for up to 16 (no allocation per query).
         const char* few[16];
         std::vector<const char*> many(e.count > 16 ? e.count : 0);
         const char** values = e.count > 16 ? many.data() : few;
         for (std::uint32_t j = 0; j < e.count; ++j) {
-            const Param& p = b.params_[e.first + j];
-            values[j] = p ? p->c_str() : nullptr;
+            const std::uint32_t at = b.params_[e.first + j];
+            values[j] = at == Batch::kNull ? nullptr : b.text(at);
         }
-        if (PQsendQueryParams(s.pg, b.sqls_[e.sql].c_str(), static_cast<int>(e.count), nullptr,
-                              values, nullptr, nullptr, 0) != 1)
+        if (PQsendQueryParams(s.pg, b.text(e.sql), static_cast<int>(e.count), nullptr, values,
+                              nullptr, nullptr, 0) != 1)
             return lose(s, one_line(PQerrorMessage(s.pg)));
-        ++r->sent;
-        s.inflight.push_back({r, k});
+        ++r.sent;
+        s.inflight.push_back({&r, k});
         ++s.queries;
         if (opts.pipeline && !group && ++s.unsynced >= opts.sync_every && !sync(s)) return;
     }
@@ -280,28 +287,30 @@ Session* PoolState::pick(std::size_t want) {
     return some;
 }
 
-/// Hands the queued requests to connections with room, in order.
+/// Hands the queued requests to connections with room, in order. A request leaves the queue as
+/// soon as all of it is sent: from then on only the connections refer to it.
 void PoolState::dispatch() {
     while (!waiting.empty() && !closing) {
-        std::shared_ptr<Request> r = waiting.front();
-        if (r->abandoned || r->sent == r->batch.size()) {
-            waiting.pop_front();
-            continue;
-        }
-        const std::size_t want = r->batch.size() - r->sent;
+        Request& r = *waiting.front();
+        const std::size_t want = r.batch.size() - r.sent;
         Session* room = pick(want);
         if (room == nullptr) return;
         send(*room, r, opts.pipeline ? std::min(want, std::size_t(cap() - room->queries)) : 1);
+        if (r.sent == r.batch.size() && !waiting.empty() && waiting.front() == &r) {
+            waiting.pop_front();
+            r.queued = false;
+        }
     }
 }
 
-/// Reads every complete result there is and ends its query; `completed` when one ended.
+/// Reads every complete result there is and ends its query; `completed` when one ended. The
+/// result of a query whose request gave up is read and dropped.
 void PoolState::drain(Session& s, bool& completed) {
     while (!s.inflight.empty() && !PQisBusy(s.pg)) {
         InFlight& head = s.inflight.front();
         PGresult* r = PQgetResult(s.pg);
         if (r == nullptr) { // the end of the head query's results
-            if (head.req == nullptr || !head.answered) {
+            if (head.sync || !head.answered) {
                 if (PQstatus(s.pg) == CONNECTION_BAD)
                     return lose(s, one_line(PQerrorMessage(s.pg)));
                 return lose(s, "libpq ended a request that had no result");
@@ -314,22 +323,22 @@ void PoolState::drain(Session& s, bool& completed) {
         const ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC) { // not followed by a NULL
             PQclear(r);
-            if (head.req != nullptr) return lose(s, "a sync result before its queries' ends");
+            if (!head.sync) return lose(s, "a sync result before its queries' ends");
             s.inflight.pop_front();
             continue;
         }
-        if (head.req == nullptr || head.answered) {
+        if (head.sync || head.answered) {
             // A second result for one query: PQsendQueryParams runs one statement, so only
             // COPY and the like would come here; it is not a query this pool serves.
             PQclear(r);
-            if (head.req == nullptr) return lose(s, "a result where a sync was expected");
+            if (head.sync) return lose(s, "a result where a sync was expected");
             continue;
         }
         head.answered = true;
-        if (!head.req->abandoned)
-            head.req->settle(head.index, outcome(r));
+        if (Request* req = std::exchange(head.req, nullptr))
+            req->settle(head.index, outcome(r));
         else
-            PQclear(r);
+            PQclear(r); // its waiter gave up
     }
 }
 
@@ -340,8 +349,8 @@ void PoolState::lose(Session& s, const std::string& why, ErrorKind kind) {
     s.dead = true;
     if (kind == ErrorKind::connection_lost) ++stats.connections_lost;
     for (InFlight& f : s.inflight)
-        if (f.req && !f.answered && !f.req->abandoned)
-            f.req->settle(f.index, std::unexpected(Error{kind, why, ""}));
+        if (Request* req = std::exchange(f.req, nullptr))
+            req->settle(f.index, std::unexpected(Error{kind, why, ""}));
     s.inflight.clear();
     s.queries = 0;
     s.wake_writer.notify_one(); // the writer sees `dead` and ends
@@ -351,11 +360,13 @@ void PoolState::lose(Session& s, const std::string& why, ErrorKind kind) {
 }
 
 void PoolState::fail_waiting(ErrorKind kind, const std::string& why) {
-    std::deque<std::shared_ptr<Request>> all;
+    std::deque<Request*> all;
     all.swap(waiting);
-    for (auto& r : all) // what was sent of it ends with its connection
-        for (std::size_t k = r->sent; k < r->batch.size() && !r->abandoned; ++k)
+    for (Request* r : all) { // what was sent of it ends with its connection
+        r->queued = false;
+        for (std::size_t k = r->sent; k < r->batch.size(); ++k)
             r->settle(k, std::unexpected(Error{kind, why, ""}));
+    }
 }
 
 galay::Task<void> PoolState::write_loop(std::shared_ptr<Session> s) {
@@ -427,30 +438,48 @@ galay::Task<void> PoolState::run(std::size_t i) {
 
 /// Queues `r` and sends what a connection has room for; false (every result set) when the pool
 /// is closed.
-bool PoolState::start(const std::shared_ptr<Request>& r) {
+bool PoolState::start(Request& r) {
     if (closing) {
-        for (std::size_t k = 0; k < r->batch.size(); ++k)
-            r->settle(k, std::unexpected(Error{ErrorKind::closed, "the pool is closed", ""}));
+        for (std::size_t k = 0; k < r.batch.size(); ++k)
+            r.settle(k, std::unexpected(Error{ErrorKind::closed, "the pool is closed", ""}));
         return false;
     }
-    waiting.push_back(r);
+    waiting.push_back(&r);
+    r.queued = true;
     dispatch();
     return true;
+}
+
+/// Takes every reference to `r` out of the pool: the queue, and the connections' queries of it
+/// not answered yet (their results will be read and dropped). `unanswered`, when given, gets a
+/// mark for each of those queries.
+void PoolState::forget(Request& r, std::vector<char>* unanswered) {
+    r.abandoned = true;
+    if (r.queued) {
+        std::erase(waiting, &r);
+        r.queued = false;
+    }
+    for (Conn& c : conns) {
+        Session* s = c.session.get();
+        if (s == nullptr) continue;
+        for (InFlight& f : s->inflight) {
+            if (f.req != &r) continue;
+            f.req = nullptr;
+            if (unanswered != nullptr) (*unanswered)[f.index] = 1;
+        }
+    }
 }
 
 /// `r`'s wait ended (`w`) before every result came: the rest end with ErrorKind::timeout, the
 /// unsent ones leave the queue, and every connection running one of the sent ones is asked to
 /// cancel its statement (PQcancel, from the blocking pool: it connects and waits).
 void PoolState::give_up(Request& r, const galay::Result<void>& w) {
-    r.abandoned = true;
-    if (r.sent < r.batch.size())
-        std::erase_if(waiting, [&](const auto& q) { return q.get() == &r; });
     bool cancel_missing = false;
     for (Conn& c : conns) {
         Session* s = c.session.get();
         if (s == nullptr || s->dead) continue;
         const bool carries = std::any_of(s->inflight.begin(), s->inflight.end(),
-                                         [&](auto& f) { return f.req.get() == &r && !f.answered; });
+                                         [&](const InFlight& f) { return f.req == &r; });
         if (!carries) continue;
         if (s->cancel == nullptr) {
             cancel_missing = true;
@@ -464,35 +493,75 @@ void PoolState::give_up(Request& r, const galay::Result<void>& w) {
             });
         }(s->cancel));
     }
+    std::vector<char> missing(r.batch.size(), 0);
+    for (std::size_t k = r.sent; k < missing.size(); ++k)
+        missing[k] = 1;
+    forget(r, &missing);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.timeout).count();
-    const std::string why = cancel_missing ? "no result in time (no cancel)"
-                            : w.error() == std::errc::timed_out
-                                ? "no result within " + std::to_string(ms) + " ms"
-                                : "cancelled";
-    for (std::size_t k = 0; k < r.batch.size(); ++k) {
-        if (r.got[k]) continue;
+    const bool timed_out = w.error() == std::errc::timed_out;
+    const std::string why = !timed_out       ? "cancelled"
+                            : cancel_missing ? "no result in time (no cancel)"
+                                             : "no result within " + std::to_string(ms) + " ms";
+    for (std::size_t k = 0; k < missing.size(); ++k) {
+        if (!missing[k]) continue;
         QueryResult e = std::unexpected(
-            Error{ErrorKind::timeout, k >= r.sent ? "no connection was free in time" : why, ""});
-        if (r.each)
-            r.each(k, std::move(e));
+            Error{ErrorKind::timeout,
+                  k >= r.sent && timed_out ? "no connection was free in time" : why, ""});
+        if (r.each != nullptr)
+            (*r.each)(k, std::move(e));
         else
             r.results[k] = std::move(e);
     }
 }
 
+/// A request destroyed with results still to come (its waiter's frame went without resuming:
+/// a scheduler shutting down) leaves nothing behind that points to it.
+Request::~Request() {
+    if (left > 0 && !abandoned) state->forget(*this);
+}
+
 } // namespace detail
 
 template <class R>
-Call<R>&& Call<R>::timeout(std::chrono::nanoseconds d) && {
-    req_->timeout = d;
-    return std::move(*this);
-}
+Call<R>::Call(std::shared_ptr<detail::PoolState> s, Batch b, ResultHandler each) noexcept
+    : state_(std::move(s))
+    , owned_(std::move(b))
+    , each_(std::move(each))
+    , timeout_(state_->opts.query_timeout) {}
+
+template <class R>
+Call<R>::Call(std::shared_ptr<detail::PoolState> s, const Batch* b, ResultHandler each) noexcept
+    : state_(std::move(s))
+    , batch_(b)
+    , each_(std::move(each))
+    , timeout_(state_->opts.query_timeout) {}
 
 template <class R>
 galay::Task<R> Call<R>::run() {
     // This Call owns the task, so its members outlive the frame.
-    detail::Request& r = *req_;
-    if (r.left > 0 && state_->start(req_)) {
+    const Batch& b = batch_ != nullptr ? *batch_ : owned_;
+    // Filled in as they come; a query with no result by the end keeps the timeout error.
+    const auto none = [] { return QueryResult(std::unexpect, Error{ErrorKind::timeout, {}, {}}); };
+    auto out = [&] {
+        if constexpr (std::is_same_v<R, QueryResult>) {
+            return none();
+        } else if constexpr (std::is_void_v<R>) {
+            return 0; // run_each: the handler takes them
+        } else {
+            std::vector<QueryResult> all;
+            all.reserve(b.size());
+            for (std::size_t k = 0; k < b.size(); ++k)
+                all.push_back(none());
+            return all;
+        }
+    }();
+    QueryResult* results = nullptr;
+    if constexpr (std::is_same_v<R, QueryResult>)
+        results = &out;
+    else if constexpr (!std::is_void_v<R>)
+        results = out.data();
+    detail::Request r(b, state_.get(), timeout_, std::is_void_v<R> ? &each_ : nullptr, results);
+    if (r.left > 0 && state_->start(r)) {
         galay::Result<void> w;
         if (r.timeout.count() > 0)
             w = co_await r.done.wait().timeout(r.timeout);
@@ -500,11 +569,8 @@ galay::Task<R> Call<R>::run() {
             w = co_await r.done.wait();
         if (!w && r.left > 0) state_->give_up(r, w);
     }
-    // Every result is in (or ended): nothing refers to them any more.
-    if constexpr (std::is_same_v<R, QueryResult>)
-        co_return std::move(r.results[0]);
-    else if constexpr (!std::is_void_v<R>)
-        co_return std::move(r.results);
+    // Every result is in (or ended): nothing in the pool refers to `r` any more.
+    if constexpr (!std::is_void_v<R>) co_return std::move(out);
 }
 
 template class Call<QueryResult>;
@@ -534,55 +600,64 @@ galay::Task<std::expected<Pool, Error>> Pool::open_state(std::shared_ptr<detail:
     co_return Pool(std::move(state));
 }
 
-QueryCall Pool::query_params(std::string sql, std::vector<Param> params) {
+QueryCall Pool::query_params(std::string_view sql, const std::vector<Param>& params) {
     Batch b;
-    b.add_params(sql, std::move(params));
-    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
-    r->timeout = state_->opts.query_timeout;
-    return QueryCall(state_, std::move(r));
+    b.add_params(sql, params);
+    return QueryCall(state_, std::move(b));
 }
 
-BatchCall Pool::run(Batch b) {
-    auto r = std::make_shared<detail::Request>(std::move(b), nullptr);
-    r->timeout = state_->opts.query_timeout;
-    return BatchCall(state_, std::move(r));
+BatchCall Pool::run(const Batch& b) {
+    return BatchCall(state_, &b);
 }
 
-EachCall Pool::run_each(Batch b, ResultHandler each) {
+BatchCall Pool::run(Batch&& b) {
+    return BatchCall(state_, std::move(b));
+}
+
+EachCall Pool::run_each(const Batch& b, ResultHandler each) {
     if (!each) each = [](std::size_t, QueryResult&&) {};
-    auto r = std::make_shared<detail::Request>(std::move(b), std::move(each));
-    r->timeout = state_->opts.query_timeout;
-    return EachCall(state_, std::move(r));
+    return EachCall(state_, &b, std::move(each));
 }
 
-Batch& Batch::add_params(std::string_view sql, std::vector<Param> params) {
-    if (params_.empty()) { // the first query's (or a single query's) vector is taken as it is
-        add_sql(sql, params.size());
-        params_ = std::move(params);
-        return *this;
-    }
+EachCall Pool::run_each(Batch&& b, ResultHandler each) {
+    if (!each) each = [](std::size_t, QueryResult&&) {};
+    return EachCall(state_, std::move(b), std::move(each));
+}
+
+Batch& Batch::add_params(std::string_view sql, const std::vector<Param>& params) {
     add_sql(sql, params.size());
-    for (Param& p : params)
-        params_.push_back(std::move(p));
+    for (const Param& p : params)
+        put(p);
     return *this;
 }
 
 void Batch::add_sql(std::string_view sql, std::size_t params) {
-    if (sqls_.empty() || sqls_.back() != sql) sqls_.emplace_back(sql);
-    entries_.push_back({static_cast<std::uint32_t>(sqls_.size() - 1),
-                        static_cast<std::uint32_t>(params_.size()),
+    if (last_sql_ == kNull || std::string_view(text(last_sql_)) != sql) {
+        last_sql_ = static_cast<std::uint32_t>(text_.size());
+        text_.append(sql);
+        text_.push_back('\0');
+    }
+    entries_.push_back({last_sql_, static_cast<std::uint32_t>(params_.size()),
                         static_cast<std::uint32_t>(params)});
 }
 
-void Batch::reserve(std::size_t queries, std::size_t params) {
+void Batch::put_text(std::string_view s) {
+    params_.push_back(static_cast<std::uint32_t>(text_.size()));
+    text_.append(s);
+    text_.push_back('\0');
+}
+
+void Batch::reserve(std::size_t queries, std::size_t params, std::size_t bytes) {
     entries_.reserve(queries);
     params_.reserve(queries * params);
+    text_.reserve(bytes);
 }
 
 void Batch::clear() noexcept {
-    sqls_.clear();
+    text_.clear();
     params_.clear();
     entries_.clear();
+    last_sql_ = kNull;
 }
 
 void Pool::close() noexcept {

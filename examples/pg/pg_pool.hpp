@@ -10,7 +10,8 @@
 //     // slow.error().kind == pg::ErrorKind::timeout: PQcancel was sent, the connection goes on
 //     pg::Batch b;
 //     for (int i = 0; i < 16; ++i) b.add("SELECT $1::int", i);
-//     std::vector<pg::QueryResult> all = co_await pool->run(std::move(b)); // in order
+//     std::vector<pg::QueryResult> all = co_await pool->run(b); // in order; b kept till then
+//     b.clear(); // reused: its memory stays
 //
 // Example code to copy, not part of the galay library. What it does, and why:
 // - Every connection has a reader task (waits readable, PQconsumeInput, PQgetResult while
@@ -27,6 +28,12 @@
 //   pipeline mode its queries run side by side over the connections. `run` gives its results in
 //   the order added; `run_each` hands each to a function as it is read, so none waits for the
 //   rest of its batch. A timeout ends the ones not answered yet.
+// - A Batch keeps its parameters' text in one buffer, and a call's state (its results, its
+//   place in the queues) lives in the frame of the task that awaits it: a batch that its task
+//   rebuilds and runs again costs one frame per call and no allocation per query but libpq's
+//   own result (a single `query` still makes a Batch of its own). A waiter cancelled or destroyed
+//   before its results came takes itself out of the pool; results that come for it later are read
+//   and dropped.
 // - A timeout ends the query at once with ErrorKind::timeout and sends PQcancel from the blocking
 //   pool (it makes a connection of its own: it must not block the loop). The server then ends the
 //   statement running on that connection; in pipeline mode that can be a later one of the group.
@@ -50,6 +57,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace pg {
@@ -148,51 +157,93 @@ struct Stats {
     std::uint64_t cancels_sent = 0;     ///< PQcancel calls for queries past their timeout
 };
 
+/// What `Pool::run_each` hands each result to: the query's place in its batch and its result.
+using ResultHandler = std::function<void(std::size_t, QueryResult&&)>;
+
 namespace detail {
 struct PoolState;
 struct Request;
 } // namespace detail
 
-/// Queries sent together by `Pool::run` (see the top of this file). The SQL text of consecutive
-/// queries that share it is stored once; reusing a Batch after clear() keeps its memory.
+/// Queries sent together by `Pool::run` (see the top of this file). Parameters are formatted
+/// into one buffer as they are added (no string per parameter), and the SQL text of
+/// consecutive queries that share it is stored once; reusing a Batch after clear() keeps its
+/// memory, so a batch built again and again allocates nothing once it has grown.
 class Batch {
 public:
     /// Adds `sql` with `params` ($1, $2, ... in text form, as Pool::query takes them).
     template <class... Args>
     Batch& add(std::string_view sql, Args&&... params) {
         add_sql(sql, sizeof...(Args));
-        (params_.push_back(to_param(std::forward<Args>(params))), ...);
+        (put(std::forward<Args>(params)), ...);
         return *this;
     }
-    Batch& add_params(std::string_view sql, std::vector<Param> params);
-    /// Room for `queries` queries of `params` parameters each (no reallocation while adding).
-    void reserve(std::size_t queries, std::size_t params = 1);
+    Batch& add_params(std::string_view sql, const std::vector<Param>& params);
+    /// Room for `queries` queries of `params` parameters each, and `bytes` of SQL and
+    /// parameter text (no reallocation while adding).
+    void reserve(std::size_t queries, std::size_t params = 1, std::size_t bytes = 0);
     std::size_t size() const noexcept { return entries_.size(); }
     bool empty() const noexcept { return entries_.empty(); }
     void clear() noexcept;
 
 private:
     friend struct detail::PoolState;
+    static constexpr std::uint32_t kNull = 0xffffffff; ///< a parameter that is SQL NULL
     struct Entry {
-        std::uint32_t sql;          ///< index in sqls_
+        std::uint32_t sql;          ///< its text's offset in text_
         std::uint32_t first, count; ///< its parameters in params_
     };
     void add_sql(std::string_view sql, std::size_t params);
-    std::vector<std::string> sqls_;
-    std::vector<Param> params_;
-    std::vector<Entry> entries_;
+    void put_text(std::string_view s);
+    template <class T>
+    void put(T&& v) {
+        using U = std::remove_cvref_t<T>;
+        if constexpr (std::same_as<U, std::nullptr_t>)
+            params_.push_back(kNull);
+        else if constexpr (std::same_as<U, const char*> || std::same_as<U, char*>)
+            v == nullptr ? params_.push_back(kNull) : put_text(v);
+        else if constexpr (std::same_as<U, bool>)
+            put_text(v ? "true" : "false");
+        else if constexpr (std::integral<U> || std::floating_point<U>) {
+            char buf[64];
+            const auto r = std::to_chars(buf, buf + sizeof buf, v);
+            put_text({buf, static_cast<std::size_t>(r.ptr - buf)});
+        } else if constexpr (std::convertible_to<const U&, std::string_view>)
+            put_text(std::string_view(v));
+        else { // std::optional<T> (Param among them), or a type with a to_param of its own
+            if constexpr (requires { v.has_value(); }) {
+                if (!v.has_value()) return params_.push_back(kNull);
+                put(*std::forward<T>(v));
+            } else {
+                put(to_param(std::forward<T>(v)));
+            }
+        }
+    }
+    /// The text at `offset` in text_ (NUL-terminated).
+    const char* text(std::uint32_t offset) const noexcept { return text_.data() + offset; }
+    std::string text_;                  ///< SQL texts and parameters, each followed by a NUL
+    std::vector<std::uint32_t> params_; ///< each parameter's offset in text_, or kNull
+    std::vector<Entry> entries_;        ///< the queries, in the order added
+    std::uint32_t last_sql_ = kNull;    ///< the last query's SQL text
 };
 
 /// What `co_await` on a query (R = QueryResult) or a batch (R = one QueryResult per query, in
 /// the order added) gives; `.timeout(d)` before it ends what is not answered by then with
-/// ErrorKind::timeout and asks the server to cancel it.
+/// ErrorKind::timeout and asks the server to cancel it. Everything the call needs (its
+/// results, its place in the pool's queues) lives in the frame of the task awaiting it: a
+/// waiter that is cancelled or destroyed first takes itself out of the pool.
 template <class R>
 class [[nodiscard]] Call {
 public:
-    Call(std::shared_ptr<detail::PoolState> s, std::shared_ptr<detail::Request> r) noexcept
-        : state_(std::move(s))
-        , req_(std::move(r)) {}
-    Call&& timeout(std::chrono::nanoseconds d) &&;
+    /// A call that runs `b`, which it keeps (query, run(Batch&&)).
+    Call(std::shared_ptr<detail::PoolState> s, Batch b, ResultHandler each = {}) noexcept;
+    /// A call that runs `*b`, which the caller keeps unchanged until the call ends
+    /// (run(const Batch&)).
+    Call(std::shared_ptr<detail::PoolState> s, const Batch* b, ResultHandler each = {}) noexcept;
+    Call&& timeout(std::chrono::nanoseconds d) && {
+        timeout_ = d;
+        return std::move(*this);
+    }
     auto operator co_await() && {
         task_.emplace(run());
         return std::move(*task_).operator co_await();
@@ -201,8 +252,11 @@ public:
 private:
     galay::Task<R> run();
     std::shared_ptr<detail::PoolState> state_;
-    std::shared_ptr<detail::Request> req_;
-    std::optional<galay::Task<R>> task_;
+    Batch owned_;
+    const Batch* batch_ = nullptr; ///< null: owned_
+    ResultHandler each_;
+    std::chrono::nanoseconds timeout_{0};
+    std::optional<galay::Task<R>> task_; ///< last: its frame goes before what it refers to
 };
 
 using QueryCall = Call<QueryResult>;
@@ -211,9 +265,6 @@ using EachCall = Call<void>;
 extern template class Call<QueryResult>;
 extern template class Call<std::vector<QueryResult>>;
 extern template class Call<void>;
-
-/// What `Pool::run_each` hands each result to: the query's place in its batch and its result.
-using ResultHandler = std::function<void(std::size_t, QueryResult&&)>;
 
 /// A pool of libpq connections (see the top of this file). Move-only; destroying it closes it.
 class Pool {
@@ -228,17 +279,24 @@ public:
 
     /// Run `sql` with `params` ($1, $2, ... in text form: numbers, strings, nullptr for NULL).
     template <class... Args>
-    QueryCall query(std::string sql, Args&&... params) {
-        return query_params(std::move(sql), {to_param(std::forward<Args>(params))...});
+    QueryCall query(std::string_view sql, Args&&... params) {
+        Batch b;
+        b.add(sql, std::forward<Args>(params)...);
+        return QueryCall(state_, std::move(b));
     }
-    QueryCall query_params(std::string sql, std::vector<Param> params);
-    /// Run every query of `b` (see Batch); an empty batch gives an empty vector.
-    BatchCall run(Batch b);
+    QueryCall query_params(std::string_view sql, const std::vector<Param>& params);
+    /// Run every query of `b` (see Batch); an empty batch gives an empty vector. The caller
+    /// keeps `b` unchanged until the call ends (a Batch in the awaiting task's frame, reused
+    /// for the next call, allocates nothing); a Batch passed as an rvalue is kept by the call.
+    BatchCall run(const Batch& b);
+    BatchCall run(Batch&& b);
     /// Run every query of `b` and hand each result to `each` as it is read, in order, from the
     /// pool's reader: no result waits for the rest of its batch (a service that holds none
     /// keeps the heap small). `co_await` ends once every one was handed over (those past the
-    /// timeout with ErrorKind::timeout). `each` must not throw, suspend or use the pool.
-    EachCall run_each(Batch b, ResultHandler each);
+    /// timeout with ErrorKind::timeout). `each` must not throw, suspend or use the pool. `b`
+    /// as for run().
+    EachCall run_each(const Batch& b, ResultHandler each);
+    EachCall run_each(Batch&& b, ResultHandler each);
 
     /// Ends every query queued or in flight with ErrorKind::closed and lets go of the
     /// connections (their tasks end at the loop's next turn). Idempotent.

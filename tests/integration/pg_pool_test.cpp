@@ -4,7 +4,8 @@
 // timeout cancelled on the server, a wrong password, a server that is down or stops, a restart
 // in the middle of a load (every query ends, the pool recovers), and pg_http answering curl.
 // Batches: results in order (mixed statements, split over connections, with and without
-// pipeline mode), an error in the middle of one, its timeout, a server restart while one runs.
+// pipeline mode), an error in the middle of one, its timeout, a server restart while one runs,
+// a waiter cancelled while its batch (in its frame) is half sent and half queued.
 // Every wait is bounded: a query carries a timeout, a process a deadline.
 #include "pg_pool.hpp"
 #include "support/backends.hpp"
@@ -531,6 +532,75 @@ TEST_P(PgPoolTest, ABatchPastItsTimeoutKeepsWhatCameAndCancelsTheRest) {
             EXPECT_EQ(pool->stats().connections_lost, 0u);
         }());
     }
+}
+
+/// Awaits a batch that lives in this frame (a sleep that only a cancel ends, then six more) with
+/// run or run_each; `started` is set just before, `got` says how each of its results ended.
+Task<void> batch_in_frame(pg::Pool& pool, bool each, bool& started, std::vector<std::string>& got) {
+    pg::Batch b;
+    b.add("SELECT pg_sleep(60)");
+    for (int v = 1; v <= 6; ++v)
+        b.add("SELECT $1::int", v);
+    started = true;
+    if (each) {
+        co_await pool.run_each(
+            b, [&](std::size_t, pg::QueryResult&& r) { got.push_back(describe(r)); });
+    } else {
+        std::vector<pg::QueryResult> rs = co_await pool.run(b);
+        for (const auto& r : rs)
+            got.push_back(describe(r));
+    }
+}
+
+TEST_P(PgPoolTest, AWaiterCancelledMidBatchLeavesNothingOfItInThePool) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    for (const bool pipeline : {true, false})
+        for (const bool each : {false, true})
+            run([&]() -> Task<void> {
+                // One connection with room for two: the batch's first queries are sent, the
+                // rest wait in the pool's queue. The waiter's frame (its batch, its call) is
+                // gone once it is cancelled; the results that come for it later, and the queue,
+                // must not touch it (ASan sees it if they do), and the pool goes on. A pool of
+                // its own each time: a cancel names a backend, and acts on what it runs when
+                // the signal lands.
+                const std::string which =
+                    "pipeline " + std::to_string(pipeline) + " each " + std::to_string(each);
+                auto opts = pool_options(server.tcp_conninfo(), 1, pipeline);
+                opts.max_inflight = 2;
+                auto pool = co_await pg::Pool::open(std::move(opts));
+                CO_ASSERT(pool);
+                auto watch = co_await pg::Pool::open(pool_options(server.tcp_conninfo(), 1));
+                CO_ASSERT(watch);
+                CancelSource stop;
+                bool started = false;
+                std::vector<std::string> got;
+                auto waiter = spawn(with_cancel(stop, batch_in_frame(*pool, each, started, got)));
+                while (!started)
+                    co_await yield_now();
+                // A cancel reaches only a statement the server runs: wait until it runs it.
+                bool sleeping = false;
+                std::string seen;
+                for (int tries = 0; tries < 5000 && !sleeping; ++tries) {
+                    auto n = co_await watch->query(
+                        "SELECT string_agg(state || ':' || query, ',') FROM pg_stat_activity "
+                        "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
+                    seen = n ? std::string(n->get(0, 0)) : describe(n);
+                    sleeping = seen.find("active:SELECT pg_sleep(60)") != std::string::npos;
+                }
+                EXPECT_TRUE(sleeping) << which << ": " << seen;
+                CO_ASSERT(sleeping);
+                stop.cancel();
+                co_await waiter;
+                EXPECT_EQ(got.size(), 7u) << which;
+                for (const std::string& g : got)
+                    EXPECT_EQ(g, "timeout: cancelled") << which;
+                auto next = co_await pool->run(doubling(1, 8)).timeout(20s);
+                std::string wrong;
+                EXPECT_EQ(right_answers(next, 1, wrong), 8) << which << " " << wrong;
+                EXPECT_EQ(pool->stats().cancels_sent, 1u) << which;
+                EXPECT_EQ(pool->stats().connections_lost, 0u) << which;
+            }());
 }
 
 TEST_P(PgPoolTest, AServerRestartMidBatchEndsItAndThePoolRecovers) {
