@@ -247,7 +247,8 @@ int main(int argc, char** argv) {
                 static_cast<double>(p->worst_ns.exchange(0, std::memory_order_relaxed)) / 1e6);
         return worst;
     };
-    std::vector<double> to_last_line_ms, hold_ms, took_ms;
+    std::vector<double> to_last_line_ms, hold_ms, hold_cpu_ms, took_ms;
+    std::vector<double> cpu_ns_per_task; // the snapshots' CPU time over the tasks copied
     std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
     std::vector<double> loop_turn_with_ms, loop_turn_without_ms, loop_lengthening_ms; // (same)
     std::size_t lines = 0;
@@ -296,10 +297,23 @@ int main(int argc, char** argv) {
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         if (from != From::main) continue; // (the TaskDump stayed in the task)
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
-        double hold = 0;
-        for (const WorkerDumpInfo& w : x.workers)
-            hold = std::max(hold, std::chrono::duration<double, std::milli>(w.pause).count());
+        double hold = 0, hold_cpu = 0, cpu_ns = 0, copied = 0;
+        for (const WorkerDumpInfo& w : x.workers) {
+            const double ms = std::chrono::duration<double, std::milli>(w.pause).count();
+            if (ms >= hold) {
+                hold = ms;
+                hold_cpu = std::chrono::duration<double, std::milli>(w.pause_cpu).count();
+            }
+            cpu_ns += static_cast<double>(w.snapshot_cpu.count());
+            copied += static_cast<double>(w.tasks);
+        }
         hold_ms.push_back(hold);
+        hold_cpu_ms.push_back(hold_cpu);
+        cpu_ns_per_task.push_back(copied > 0 ? cpu_ns / copied : 0.0);
+        if (!json && loop_lengthening > 1.0)
+            std::printf("dump %u: loop turn lengthened %.2f ms; longest snapshot chunk %.2f ms "
+                        "wall, %.2f ms CPU\n",
+                        i + 1, loop_lengthening, hold, hold_cpu);
     }
     const double bytes_per_task =
         static_cast<double>(heap1 > heap0 ? heap1 - heap0 : 0) / static_cast<double>(tasks);
@@ -316,6 +330,8 @@ int main(int argc, char** argv) {
         if (from == From::main) { // (measured only there)
             out["task_dump_ms"] = took_ms;
             out["max_loop_hold_ms"] = hold_ms;
+            out["max_loop_hold_cpu_ms"] = hold_cpu_ms;
+            out["snapshot_cpu_ns_per_task"] = cpu_ns_per_task;
         }
         out["pinned"] = pin;
         out["probe_us"] = probe_us;
@@ -344,8 +360,13 @@ int main(int argc, char** argv) {
         if (from == From::main) { // (measured only there)
             std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
                         median(took_ms));
-            std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
-                        median(hold_ms), spread_min(hold_ms), spread_max(hold_ms));
+            std::printf("longest loop hold by a snapshot chunk: wall median %.2f ms [%.2f-%.2f], "
+                        "that chunk's CPU median %.2f ms [%.2f-%.2f]\n",
+                        median(hold_ms), spread_min(hold_ms), spread_max(hold_ms),
+                        median(hold_cpu_ms), spread_min(hold_cpu_ms), spread_max(hold_cpu_ms));
+            std::printf("snapshot CPU per task copied: median %.0f ns [%.0f-%.0f]\n",
+                        median(cpu_ns_per_task), spread_min(cpu_ns_per_task),
+                        spread_max(cpu_ns_per_task));
         }
         std::printf("longest probe gap (%u us sleeps), any worker: with a dump median %.2f ms "
                     "[%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",

@@ -14,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <time.h>
 #include <unordered_set>
 
 namespace galay::detail {
@@ -109,6 +110,14 @@ void collect_waits(const CancelScope& scope, RawDump& out) {
     });
 }
 
+/// The calling thread's CPU time (a system call: read only around a dump's chunks, to tell a
+/// chunk that worked long from one that lost its CPU).
+std::int64_t thread_cpu_ns() noexcept {
+    timespec ts{};
+    if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 /// One scheduler's share of a request.
 struct DumpRequest;
 struct DumpPart {
@@ -118,9 +127,12 @@ struct DumpPart {
     RawDump raw;
     bool done = false; // guarded by req->m; once true, `raw` is never written again
     bool started = false;
-    SpawnBase* cursor = nullptr; // the next task to copy (registered with the scheduler)
-    TimerNode timer;             // the next chunk's turn
-    std::int64_t pause_ns = 0;   // the longest chunk
+    SpawnBase* cursor = nullptr;   // the next task to copy (registered with the scheduler)
+    TimerNode timer;               // the next chunk's turn
+    std::int64_t pause_ns = 0;     // the longest chunk (wall)
+    std::int64_t pause_cpu_ns = 0; // that chunk's thread CPU time
+    std::int64_t cpu_ns = 0;       // all chunks' thread CPU time
+    std::size_t chunks = 0;
 };
 
 /// Shared by the caller and the workers it asked: the last one to let go deletes it (a worker
@@ -145,6 +157,7 @@ void stop_cursor(DumpPart& p) noexcept {
 
 /// Copy the next chunk of the worker's tasks; true when more are left.
 bool take_chunk(DumpPart& p) noexcept {
+    const std::int64_t c0 = thread_cpu_ns();
     const std::int64_t t0 = Scheduler::real_now_ns();
     bool more = false;
     try {
@@ -164,7 +177,14 @@ bool take_chunk(DumpPart& p) noexcept {
         p.raw.tasks.clear(); // out of memory: report the worker without its tasks
     }
     if (!more) stop_cursor(p);
-    p.pause_ns = std::max(p.pause_ns, Scheduler::real_now_ns() - t0);
+    const std::int64_t wall = Scheduler::real_now_ns() - t0;
+    const std::int64_t cpu = thread_cpu_ns() - c0;
+    if (wall > p.pause_ns) {
+        p.pause_ns = wall;
+        p.pause_cpu_ns = cpu;
+    }
+    p.cpu_ns += cpu;
+    ++p.chunks;
     return more;
 }
 
@@ -261,6 +281,9 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
             if (w.answered) {
                 w.tasks = p.raw.tasks.size();
                 w.pause = std::chrono::nanoseconds(p.pause_ns);
+                w.pause_cpu = std::chrono::nanoseconds(p.pause_cpu_ns);
+                w.snapshot_cpu = std::chrono::nanoseconds(p.cpu_ns);
+                w.chunks = p.chunks;
                 convert_tasks(p.raw, o.backtraces, d);
             } else {
                 w.since_turn = std::chrono::nanoseconds(
