@@ -291,6 +291,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> to_last_line_ms, hold_ms, hold_cpu_ms, took_ms;
     std::vector<double> cpu_ns_per_task; // the snapshots' CPU time over the tasks copied
+    std::vector<long> preempted_with_dump, preempted_without_dump; // the worst worker's, per dump
     std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
     std::vector<double> loop_turn_with_ms, loop_turn_without_ms, loop_lengthening_ms; // (same)
     std::size_t lines = 0;
@@ -343,6 +344,13 @@ int main(int argc, char** argv) {
         loop_lengthening_ms.push_back(loop_lengthening);
         lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        preempted_with_dump.push_back(preempted_with[worst_worker]);
+        preempted_without_dump.push_back(preempted_without[worst_worker]);
+        if (!json && loop_lengthening > 1.0)
+            std::printf("dump %u: loop turn lengthened %.2f ms (worker %u, preempted %ld times in "
+                        "the window with the dump, %ld without)\n",
+                        i + 1, loop_lengthening, worst_worker, preempted_with[worst_worker],
+                        preempted_without[worst_worker]);
         if (from != From::main) continue; // (the TaskDump stayed in the task)
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
         double hold = 0, hold_cpu = 0, cpu_ns = 0, copied = 0;
@@ -359,11 +367,8 @@ int main(int argc, char** argv) {
         hold_cpu_ms.push_back(hold_cpu);
         cpu_ns_per_task.push_back(copied > 0 ? cpu_ns / copied : 0.0);
         if (!json && loop_lengthening > 1.0)
-            std::printf("dump %u: loop turn lengthened %.2f ms (worker %u, preempted %ld times in "
-                        "the window with the dump, %ld without); longest snapshot chunk %.2f ms "
-                        "wall, %.2f ms CPU\n",
-                        i + 1, loop_lengthening, worst_worker, preempted_with[worst_worker],
-                        preempted_without[worst_worker], hold, hold_cpu);
+            std::printf("dump %u: longest snapshot chunk %.2f ms wall, %.2f ms CPU\n", i + 1, hold,
+                        hold_cpu);
     }
     const double bytes_per_task =
         static_cast<double>(heap1 > heap0 ? heap1 - heap0 : 0) / static_cast<double>(tasks);
@@ -391,6 +396,8 @@ int main(int argc, char** argv) {
         out["loop_turn_with_dump_ms"] = loop_turn_with_ms;
         out["loop_turn_without_dump_ms"] = loop_turn_without_ms;
         out["loop_turn_lengthening_ms"] = loop_lengthening_ms;
+        out["worst_worker_preempted_with_dump"] = preempted_with_dump;
+        out["worst_worker_preempted_without_dump"] = preempted_without_dump;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
     } else {
