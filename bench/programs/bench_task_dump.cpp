@@ -21,6 +21,12 @@
 // the OS's. The same windows also read each worker's longest loop turn from the loop's own
 // measure (metrics::WorkerMetrics::longest_turn_ns), which no sleep granularity blurs; it is
 // empty (0) in a build with GALAY_TASK_DUMP=OFF.
+//
+// Wall or CPU: each worker reports its longest snapshot chunk's wall time and the thread CPU time
+// it spent in it, and its chunks' CPU time per task copied. A dump whose loop turn lengthened by
+// more than 1 ms is printed on its own line with the worst worker's involuntary context switches
+// over that window and over the window without a dump: a long turn whose chunk's CPU is short
+// and whose worker was preempted is another thread's time, not the dump's work.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -29,6 +35,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +46,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -117,6 +125,26 @@ bool pin_this_thread_after(unsigned workers) {
     CPU_ZERO(&one);
     CPU_SET(cpus[workers % cpus.size()], &one);
     return ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one) == 0;
+}
+
+/// The calling thread's id, from a task on the worker it runs on.
+Task<void> note_tid(std::promise<pid_t>& tid) {
+    tid.set_value(::gettid());
+    co_return;
+}
+
+/// How many times thread `tid` of this process lost its CPU while it could run (the kernel's
+/// nonvoluntary_ctxt_switches): a loop turn that grew while it did was preempted.
+long preemptions(pid_t tid) {
+    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/status";
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return -1;
+    char line[256];
+    long n = -1;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+        if (std::sscanf(line, "nonvoluntary_ctxt_switches: %ld", &n) == 1) break;
+    std::fclose(f);
+    return n;
 }
 
 double spread_min(const std::vector<double>& v) {
@@ -216,11 +244,22 @@ int main(int argc, char** argv) {
     // the bench says so and reports nothing.
     // Also each worker's longest loop turn over the window, from the loop's own measure
     // (metrics::WorkerMetrics::longest_turn_ns: a snapshot starts a new period), in ms.
+    std::vector<pid_t> tids;
+    for (unsigned w = 0; w < workers; ++w) {
+        std::promise<pid_t> tid;
+        std::future<pid_t> got = tid.get_future();
+        rt->spawn_on(w, note_tid(tid));
+        tids.push_back(got.get());
+    }
     std::vector<double> loop_worst;
+    std::vector<long> preempted; // per worker, over the window
     auto window = [&](auto&& body) {
         (void)metrics::snapshot(*rt);
         for (auto& p : probes)
             p->worst_ns.store(0, std::memory_order_relaxed);
+        std::vector<long> before;
+        for (const pid_t t : tids)
+            before.push_back(preemptions(t));
         body();
         std::vector<std::uint64_t> after;
         for (auto& p : probes)
@@ -238,6 +277,9 @@ int main(int argc, char** argv) {
                 std::this_thread::sleep_for(std::chrono::microseconds(probe_us));
             }
         }
+        preempted.clear();
+        for (std::size_t w = 0; w < tids.size(); ++w)
+            preempted.push_back(preemptions(tids[w]) - before[w]);
         loop_worst.clear();
         for (const metrics::WorkerMetrics& w : metrics::snapshot(*rt).workers)
             loop_worst.push_back(static_cast<double>(w.longest_turn_ns) / 1e6);
@@ -247,7 +289,9 @@ int main(int argc, char** argv) {
                 static_cast<double>(p->worst_ns.exchange(0, std::memory_order_relaxed)) / 1e6);
         return worst;
     };
-    std::vector<double> to_last_line_ms, hold_ms, took_ms;
+    std::vector<double> to_last_line_ms, hold_ms, hold_cpu_ms, took_ms;
+    std::vector<double> cpu_ns_per_task; // the snapshots' CPU time over the tasks copied
+    std::vector<long> preempted_with_dump, preempted_without_dump; // the worst worker's, per dump
     std::vector<double> turn_with_ms, turn_without_ms, lengthening_ms; // per dump, worst worker
     std::vector<double> loop_turn_with_ms, loop_turn_without_ms, loop_lengthening_ms; // (same)
     std::size_t lines = 0;
@@ -274,8 +318,11 @@ int main(int argc, char** argv) {
             t1 = std::chrono::steady_clock::now();
         });
         const std::vector<double> loop_with = loop_worst;
+        const std::vector<long> preempted_with = preempted;
         const std::vector<double> without = window([&] { std::this_thread::sleep_for(t1 - t0); });
         const std::vector<double> loop_without = loop_worst;
+        const std::vector<long> preempted_without = preempted;
+        unsigned worst_worker = 0;
         double worst_with = 0, worst_without = 0, worst_lengthening = -1e9;
         double loop_with_max = 0, loop_without_max = 0, loop_lengthening = -1e9;
         for (unsigned w = 0; w < workers; ++w) {
@@ -284,7 +331,10 @@ int main(int argc, char** argv) {
             worst_lengthening = std::max(worst_lengthening, with[w] - without[w]);
             loop_with_max = std::max(loop_with_max, loop_with[w]);
             loop_without_max = std::max(loop_without_max, loop_without[w]);
-            loop_lengthening = std::max(loop_lengthening, loop_with[w] - loop_without[w]);
+            if (loop_with[w] - loop_without[w] > loop_lengthening) {
+                loop_lengthening = loop_with[w] - loop_without[w];
+                worst_worker = w;
+            }
         }
         turn_with_ms.push_back(worst_with);
         turn_without_ms.push_back(worst_without);
@@ -294,12 +344,31 @@ int main(int argc, char** argv) {
         loop_lengthening_ms.push_back(loop_lengthening);
         lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
         to_last_line_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        preempted_with_dump.push_back(preempted_with[worst_worker]);
+        preempted_without_dump.push_back(preempted_without[worst_worker]);
+        if (!json && loop_lengthening > 1.0)
+            std::printf("dump %u: loop turn lengthened %.2f ms (worker %u, preempted %ld times in "
+                        "the window with the dump, %ld without)\n",
+                        i + 1, loop_lengthening, worst_worker, preempted_with[worst_worker],
+                        preempted_without[worst_worker]);
         if (from != From::main) continue; // (the TaskDump stayed in the task)
         took_ms.push_back(std::chrono::duration<double, std::milli>(x.took).count());
-        double hold = 0;
-        for (const WorkerDumpInfo& w : x.workers)
-            hold = std::max(hold, std::chrono::duration<double, std::milli>(w.pause).count());
+        double hold = 0, hold_cpu = 0, cpu_ns = 0, copied = 0;
+        for (const WorkerDumpInfo& w : x.workers) {
+            const double ms = std::chrono::duration<double, std::milli>(w.pause).count();
+            if (ms >= hold) {
+                hold = ms;
+                hold_cpu = std::chrono::duration<double, std::milli>(w.pause_cpu).count();
+            }
+            cpu_ns += static_cast<double>(w.snapshot_cpu.count());
+            copied += static_cast<double>(w.tasks);
+        }
         hold_ms.push_back(hold);
+        hold_cpu_ms.push_back(hold_cpu);
+        cpu_ns_per_task.push_back(copied > 0 ? cpu_ns / copied : 0.0);
+        if (!json && loop_lengthening > 1.0)
+            std::printf("dump %u: longest snapshot chunk %.2f ms wall, %.2f ms CPU\n", i + 1, hold,
+                        hold_cpu);
     }
     const double bytes_per_task =
         static_cast<double>(heap1 > heap0 ? heap1 - heap0 : 0) / static_cast<double>(tasks);
@@ -316,6 +385,8 @@ int main(int argc, char** argv) {
         if (from == From::main) { // (measured only there)
             out["task_dump_ms"] = took_ms;
             out["max_loop_hold_ms"] = hold_ms;
+            out["max_loop_hold_cpu_ms"] = hold_cpu_ms;
+            out["snapshot_cpu_ns_per_task"] = cpu_ns_per_task;
         }
         out["pinned"] = pin;
         out["probe_us"] = probe_us;
@@ -325,6 +396,8 @@ int main(int argc, char** argv) {
         out["loop_turn_with_dump_ms"] = loop_turn_with_ms;
         out["loop_turn_without_dump_ms"] = loop_turn_without_ms;
         out["loop_turn_lengthening_ms"] = loop_lengthening_ms;
+        out["worst_worker_preempted_with_dump"] = preempted_with_dump;
+        out["worst_worker_preempted_without_dump"] = preempted_without_dump;
         out["lines"] = lines;
         std::printf("%s\n", out.dump().c_str());
     } else {
@@ -344,8 +417,13 @@ int main(int argc, char** argv) {
         if (from == From::main) { // (measured only there)
             std::printf("  of which task_dump (snapshots, frames named): median %.1f ms\n",
                         median(took_ms));
-            std::printf("longest loop hold by a snapshot: median %.2f ms [%.2f-%.2f]\n",
-                        median(hold_ms), spread_min(hold_ms), spread_max(hold_ms));
+            std::printf("longest loop hold by a snapshot chunk: wall median %.2f ms [%.2f-%.2f], "
+                        "that chunk's CPU median %.2f ms [%.2f-%.2f]\n",
+                        median(hold_ms), spread_min(hold_ms), spread_max(hold_ms),
+                        median(hold_cpu_ms), spread_min(hold_cpu_ms), spread_max(hold_cpu_ms));
+            std::printf("snapshot CPU per task copied: median %.0f ns [%.0f-%.0f]\n",
+                        median(cpu_ns_per_task), spread_min(cpu_ns_per_task),
+                        spread_max(cpu_ns_per_task));
         }
         std::printf("longest probe gap (%u us sleeps), any worker: with a dump median %.2f ms "
                     "[%.2f-%.2f], without %.2f ms [%.2f-%.2f]\n",

@@ -1,6 +1,7 @@
 // galay-top HOST:PORT: a live console for a galay program's metrics endpoint (GET /tasks and
 // GET /metrics of galay/metrics_endpoint.hpp, as bench_server --metrics and http_server serve
-// them): tasks by state, the longest waits, per-worker load and stalls, refreshed every second in
+// them): tasks by state, the longest waits (a when_all / when_any with its pending children),
+// per-worker load, longest loop turn and stalls, refreshed every second in
 // the style of top (plain ANSI escapes). --once prints one snapshot and exits, for scripts.
 //
 //     galay-top 127.0.0.1:9100            # until Ctrl-C
@@ -114,6 +115,9 @@ std::string wait_text(const nlohmann::json& w) {
     if (w.contains("object_name")) s += " \"" + w.value("object_name", "") + "\"";
     if (w.contains("holder")) s += " held by " + w.value("holder", "");
     if (w.contains("target")) s += " task " + w.value("target", "");
+    if (w.contains("children")) // when_all / when_any
+        s += " (" + std::to_string(w.contains("pending") ? w["pending"].size() : 0) + " of " +
+             std::to_string(w.value("children", 0u)) + " children pending)";
     return s;
 }
 
@@ -146,7 +150,9 @@ std::string render(const Args& a, const nlohmann::json& dump, const std::string&
                per_worker(metrics, "parked_seconds_total")};
     const auto stalls = per_worker(metrics, "stalls_total");
     const auto turns = per_worker(metrics, "loop_turns_total");
-    out += "WORKER  BACKEND    TASKS  BUSY%  LOOP TURNS  STALLS  STATE\n";
+    // The longest loop turn since the previous scrape (each scrape starts a new period).
+    const auto longest_turn = per_worker(metrics, "longest_loop_turn_seconds");
+    out += "WORKER  BACKEND    TASKS  BUSY%  LOOP TURNS  LONGEST TURN  STALLS  STATE\n";
     for (const auto& w : dump["workers"]) {
         const int id = w.value("worker", -1);
         const double db = now.busy[id] - prev.busy[id];
@@ -156,9 +162,10 @@ std::string render(const Args& a, const nlohmann::json& dump, const std::string&
             w.value("answered", false)
                 ? "ok"
                 : "STUCK (no loop turn for " + ms(w.value("since_turn_ns", 0.0)) + ")";
-        std::snprintf(line, sizeof line, "%-7d %-10s %5zu  %5.1f  %10.0f  %6.0f  %s\n", id,
+        const std::string turn = longest_turn.contains(id) ? ms(longest_turn.at(id) * 1e9) : "-";
+        std::snprintf(line, sizeof line, "%-7d %-10s %5zu  %5.1f  %10.0f  %12s  %6.0f  %s\n", id,
                       w.value("backend", "").c_str(), w.value("tasks", std::size_t{0}), busy,
-                      turns.contains(id) ? turns.at(id) : 0.0,
+                      turns.contains(id) ? turns.at(id) : 0.0, turn.c_str(),
                       stalls.contains(id) ? stalls.at(id) : 0.0, state.c_str());
         out += line;
     }

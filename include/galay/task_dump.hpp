@@ -107,7 +107,12 @@ struct WorkerDumpInfo {
     std::size_t tasks = 0;                  ///< tasks it reported (answered only)
     std::uint64_t stalls = 0;               ///< the stall detector's count so far
     std::chrono::nanoseconds since_turn{0}; ///< since its last loop turn (stuck workers)
-    std::chrono::nanoseconds pause{0};      ///< how long its snapshot held its loop
+    std::chrono::nanoseconds pause{0};      ///< how long its snapshot held its loop (wall)
+    /// The CPU time its thread spent in that longest chunk: far below `pause` when the
+    /// chunk lost its CPU to another thread rather than took that long.
+    std::chrono::nanoseconds pause_cpu{0};
+    std::chrono::nanoseconds snapshot_cpu{0}; ///< CPU time of all its chunks together
+    std::size_t chunks = 0;                   ///< loop turns its snapshot took
 };
 
 /// What task_dump returns.

@@ -53,17 +53,25 @@ void SchedulerCore::publish_gauges() noexcept {
     counters_.pool_in_use.set(driver_->pool_buffers_in_use());
 }
 
-void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
+std::int64_t SchedulerCore::poll_counted(std::int64_t timeout_ns) {
+    std::int64_t now = -1;
     if constexpr (!GALAY_METRICS) {
         driver_->poll(timeout_ns);
-        if constexpr (GALAY_TASK_DUMP) coarse_ns_.store(real_now_ns(), std::memory_order_relaxed);
-        return;
+        if constexpr (GALAY_TASK_DUMP) {
+            now = real_now_ns();
+            coarse_ns_.store(now, std::memory_order_relaxed);
+        }
+        return now;
     }
     publish_gauges();
-    // A turn's length is read from the clock this reads anyway for the task dumps' wait times.
+    // A turn's length is read from the clock this reads anyway for the task dumps' wait times,
+    // and the due timers from the same read.
     if (timeout_ns == 0) {
         driver_->poll(0);
-        if constexpr (GALAY_TASK_DUMP) turn_over_at(real_now_ns());
+        if constexpr (GALAY_TASK_DUMP) {
+            now = real_now_ns();
+            turn_over_at(now);
+        }
     } else {
         const std::int64_t t0 = real_now_ns();
         if constexpr (GALAY_TASK_DUMP)
@@ -74,8 +82,10 @@ void SchedulerCore::poll_counted(std::int64_t timeout_ns) {
         counters_.parked_ns.add(static_cast<std::uint64_t>(t1 - t0));
         mark_ns_ = t1;
         coarse_ns_.store(t1, std::memory_order_relaxed);
+        now = t1;
     }
     counters_.turn_ended();
+    return now;
 }
 
 void SchedulerCore::run_ready_observed() {

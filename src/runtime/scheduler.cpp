@@ -246,9 +246,9 @@ void SchedulerCore::run_ready_fairly() {
     running_.clear();
 }
 
-void SchedulerCore::fire_timers() {
+void SchedulerCore::fire_timers(std::int64_t now) {
     if (timers_.empty()) return;
-    const std::int64_t now = Scheduler::now_ns();
+    if (now < 0 || paused_) now = Scheduler::now_ns();
     while (!timers_.empty() && timers_.top_deadline() <= now) {
         TimerNode* n = timers_.pop();
         n->on_fire(n);
@@ -362,8 +362,7 @@ void SchedulerCore::run_until_done(const std::size_t& remaining, std::int64_t de
             timeout = -1; // an op that finishes on its own is in the kernel: wait for it
         }
         ++polls_;
-        poll_counted(timeout);
-        fire_timers();
+        fire_timers(poll_counted(timeout)); // (one clock read after the poll for both)
     }
     if constexpr (GALAY_METRICS) counters_.busy_ns.add(Scheduler::real_now_ns() - mark_ns_);
     if (outer) {

@@ -71,7 +71,8 @@ public:
     // --- the run loop (scheduler.cpp) ---
     void run_ready();
     void run_ready_fairly();
-    void fire_timers();
+    /// Fire the due timers; `now`: the real clock read just before, if the caller has one.
+    void fire_timers(std::int64_t now = -1);
     void drain_remote();
     void enqueue_remote(std::uintptr_t item);
 
@@ -81,7 +82,9 @@ public:
     bool advance_paused_clock(std::int64_t deadline_ns);
     void observe_options(const SchedulerOptions& options);
     void run_ready_observed();
-    void poll_counted(std::int64_t timeout_ns);
+    /// Poll the driver; returns the real clock read after the poll (-1: none was read), for
+    /// fire_timers to share.
+    std::int64_t poll_counted(std::int64_t timeout_ns);
     /// SchedulerOptions::idle_spin: poll without waiting until work comes, the spin's time is up,
     /// a timer is due or `deadline_ns` passes. True when the loop has something to do (no wait).
     bool spin_for_work(std::int64_t deadline_ns);

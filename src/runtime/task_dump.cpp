@@ -14,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <time.h>
 #include <unordered_set>
 
 namespace galay::detail {
@@ -62,9 +63,13 @@ void TaskNamer::name_task(CancelScope* scope, const std::string& name) noexcept 
 namespace {
 
 constexpr int kMaxFrames = 64; // deeper chains are cut (a recursion would be all the same name)
-// Tasks copied per loop turn: the turn a dump lengthens stays well under a millisecond, however
-// many tasks the worker has (the rest follow at the next turns).
+// A loop turn copies one chunk: at most kChunk tasks and, read every kClockEvery tasks, at most
+// kChunkNs of the clock, so that the turn a dump lengthens stays well under a millisecond
+// however many tasks the worker has and however slow their copy (the rest follow at the next
+// turns).
 constexpr std::size_t kChunk = 1024;
+constexpr std::size_t kClockEvery = 64;
+constexpr std::int64_t kChunkNs = 150'000;
 
 /// The chain of galay frames from `f` down through the frame each awaits (each galay task links
 /// the one it awaits), appended leaf first as their resume functions; returns the leaf (null
@@ -109,6 +114,14 @@ void collect_waits(const CancelScope& scope, RawDump& out) {
     });
 }
 
+/// The calling thread's CPU time (a system call: read only around a dump's chunks, to tell a
+/// chunk that worked long from one that lost its CPU).
+std::int64_t thread_cpu_ns() noexcept {
+    timespec ts{};
+    if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 /// One scheduler's share of a request.
 struct DumpRequest;
 struct DumpPart {
@@ -118,9 +131,13 @@ struct DumpPart {
     RawDump raw;
     bool done = false; // guarded by req->m; once true, `raw` is never written again
     bool started = false;
-    SpawnBase* cursor = nullptr; // the next task to copy (registered with the scheduler)
-    TimerNode timer;             // the next chunk's turn
-    std::int64_t pause_ns = 0;   // the longest chunk
+    SpawnBase* cursor = nullptr;   // the next task to copy (registered with the scheduler)
+    TimerNode timer;               // the next chunk's turn
+    std::int64_t pause_ns = 0;     // the longest chunk (wall)
+    std::int64_t pause_cpu_ns = 0; // that chunk's thread CPU time
+    std::int64_t cpu_ns = 0;       // all chunks' thread CPU time
+    std::size_t chunks = 0;
+    std::uint64_t polled = 0; // the loop's poll count at the last chunk
 };
 
 /// Shared by the caller and the workers it asked: the last one to let go deletes it (a worker
@@ -145,6 +162,7 @@ void stop_cursor(DumpPart& p) noexcept {
 
 /// Copy the next chunk of the worker's tasks; true when more are left.
 bool take_chunk(DumpPart& p) noexcept {
+    const std::int64_t c0 = thread_cpu_ns();
     const std::int64_t t0 = Scheduler::real_now_ns();
     bool more = false;
     try {
@@ -158,13 +176,20 @@ bool take_chunk(DumpPart& p) noexcept {
             p.raw.waits.reserve(p.core->linked_ + 16);
             p.raw.frames.reserve(2 * p.core->linked_ + 16);
         }
-        snapshot_tasks(*p.core, p.raw, p.cursor, kChunk);
+        snapshot_tasks(*p.core, p.raw, p.cursor, kChunk, t0 + kChunkNs);
         more = p.cursor != nullptr;
     } catch (...) {
         p.raw.tasks.clear(); // out of memory: report the worker without its tasks
     }
     if (!more) stop_cursor(p);
-    p.pause_ns = std::max(p.pause_ns, Scheduler::real_now_ns() - t0);
+    const std::int64_t wall = Scheduler::real_now_ns() - t0;
+    const std::int64_t cpu = thread_cpu_ns() - c0;
+    if (wall > p.pause_ns) {
+        p.pause_ns = wall;
+        p.pause_cpu_ns = cpu;
+    }
+    p.cpu_ns += cpu;
+    ++p.chunks;
     return more;
 }
 
@@ -186,22 +211,33 @@ void finish_part(DumpPart& p, bool taken) noexcept {
 
 void next_chunk(TimerNode* n);
 
-/// On the worker: one chunk, then the next one from a timer due at once (a timer fires after the
-/// turn's resumes, and one armed while firing waits for the next pass; a post would be drained
-/// in the same turn), or the answer.
-void step(DumpPart& p) noexcept {
-    if (!take_chunk(p)) {
-        finish_part(p, true);
-        return;
-    }
+void arm_next(DumpPart& p) noexcept {
     p.timer.deadline_ns = Scheduler::now_ns() + 1;
     p.timer.on_fire = &next_chunk;
     p.timer.context = &p;
     SchedulerAccess::arm_timer(*p.core, p.timer);
 }
 
+/// On the worker: one chunk, then the next one from a timer due at once (a timer fires after the
+/// turn's resumes, and one armed while firing waits for the next pass; a post would be drained
+/// in the same turn), or the answer.
+void step(DumpPart& p) noexcept {
+    p.polled = p.core->polls_;
+    if (!take_chunk(p)) {
+        finish_part(p, true);
+        return;
+    }
+    arm_next(p);
+}
+
 void next_chunk(TimerNode* n) {
-    step(*static_cast<DumpPart*>(n->context));
+    auto& p = *static_cast<DumpPart*>(n->context);
+    // The loop fires timers twice between two polls of the driver: one chunk a turn.
+    if (p.core->polls_ == p.polled) {
+        arm_next(p);
+        return;
+    }
+    step(p);
 }
 
 void answer(void* owner, bool run) noexcept {
@@ -239,18 +275,20 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
         req->refs.fetch_add(1, std::memory_order_relaxed);
         SchedulerAccess::post(*scheds[i], p.call);
     }
-    std::vector<char> done(scheds.size());
-    {
-        std::unique_lock lk(req->m);
-        req->cv.wait_for(lk, o.answer_within, [&] { return req->pending == 0; });
-        for (std::size_t i = 0; i < scheds.size(); ++i)
-            done[i] = req->parts[i]->done;
-    }
     TaskDump d;
-    const std::int64_t answered_ns = Scheduler::real_now_ns();
     // The requests were posted from this thread, so that the workers see them after whatever it
-    // posted before (a task it spawned); the rest is this dump's own work.
+    // posted before (a task it spawned); the rest is this dump's own work. The wait for the
+    // answers is too: the last worker to answer wakes the waiting thread, and a waking thread of
+    // the caller's priority would take that worker's CPU in the middle of its loop turn.
     at_low_priority(o.low_priority, [&] {
+        std::vector<char> done(scheds.size());
+        {
+            std::unique_lock lk(req->m);
+            req->cv.wait_for(lk, o.answer_within, [&] { return req->pending == 0; });
+            for (std::size_t i = 0; i < scheds.size(); ++i)
+                done[i] = req->parts[i]->done;
+        }
+        const std::int64_t answered_ns = Scheduler::real_now_ns();
         for (std::size_t i = 0; i < scheds.size(); ++i) {
             DumpPart& p = *req->parts[i];
             WorkerDumpInfo w;
@@ -261,6 +299,9 @@ TaskDump dump_of(const std::vector<Scheduler*>& scheds, const TaskDumpOptions& o
             if (w.answered) {
                 w.tasks = p.raw.tasks.size();
                 w.pause = std::chrono::nanoseconds(p.pause_ns);
+                w.pause_cpu = std::chrono::nanoseconds(p.pause_cpu_ns);
+                w.snapshot_cpu = std::chrono::nanoseconds(p.cpu_ns);
+                w.chunks = p.chunks;
                 convert_tasks(p.raw, o.backtraces, d);
             } else {
                 w.since_turn = std::chrono::nanoseconds(
@@ -283,14 +324,17 @@ void SchedulerCore::dump_cursor_leaving(SpawnBase& t) noexcept {
         if (*c == &t) *c = tasks_.next(t);
 }
 
-void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max) {
+void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max,
+                    std::int64_t until_ns) {
     out.worker = s.worker_;
     out.now_ns = Scheduler::real_now_ns();
-    std::unordered_set<void*> ready;
+    std::unordered_set<void*> ready; // (a worker answers a dump between batches: often empty)
     for (std::coroutine_handle<> h : s.ready_)
         ready.insert(h.address());
+    const bool any_ready = !ready.empty();
     std::size_t n = 0;
     for (; cursor != nullptr && n < max; cursor = s.tasks_.next(*cursor), ++n) {
+        if (n != 0 && n % kClockEvery == 0 && Scheduler::real_now_ns() >= until_ns) break;
         SpawnBase* t = cursor;
         RawTask r;
         r.id = t->id;
@@ -304,7 +348,8 @@ void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::siz
         const std::coroutine_handle<> last = append_chain(t->root, out.frames);
         const std::coroutine_handle<> leaf = last ? last : t->self;
         r.frame_count = static_cast<std::uint32_t>(out.frames.size()) - r.frame_begin;
-        const bool queued = ready.contains(leaf.address()) || ready.contains(t->self.address());
+        const bool queued =
+            any_ready && (ready.contains(leaf.address()) || ready.contains(t->self.address()));
         r.state = queued ? TaskState::ready : TaskState::waiting;
         out.tasks.push_back(std::move(r));
     }

@@ -43,8 +43,9 @@ struct RawDump {
 };
 
 /// On the worker's own thread: copy up to `max` of its tasks from `cursor` on (moved past them;
-/// null at the end of the list).
-void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max);
+/// null at the end of the list), stopping early once the steady clock reaches `until_ns`.
+void snapshot_tasks(SchedulerCore& s, RawDump& out, SpawnBase*& cursor, std::size_t max,
+                    std::int64_t until_ns);
 /// On the dumping thread: append `raw`'s tasks to `out`, naming frames when asked.
 void convert_tasks(const RawDump& raw, bool backtraces, TaskDump& out);
 /// Find the cycles of mutex waits in `d.tasks`.

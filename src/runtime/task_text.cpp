@@ -283,6 +283,9 @@ std::string detail::dump_text(const TaskDump& d) {
             append_int(out, w.tasks);
             out += " tasks, snapshot held its loop ";
             append_ms(out, w.pause);
+            out += " (CPU ";
+            append_ms(out, w.pause_cpu);
+            out += ")";
         } else {
             out += "STUCK: did not answer; no loop turn for ";
             append_ms(out, w.since_turn);
@@ -375,6 +378,9 @@ std::string detail::dump_json(const TaskDump& d) {
         json_number(out, "stalls", static_cast<long long>(w.stalls));
         json_number(out, "since_turn_ns", w.since_turn.count());
         json_number(out, "pause_ns", w.pause.count());
+        json_number(out, "pause_cpu_ns", w.pause_cpu.count());
+        json_number(out, "snapshot_cpu_ns", w.snapshot_cpu.count());
+        json_number(out, "chunks", static_cast<long long>(w.chunks));
         end_object(out);
         out += ',';
     }

@@ -374,6 +374,17 @@ TEST_P(TaskDumpTest, ManyTasksAreTakenAChunkPerTurnWhileTheyFinish) {
     for (const TaskInfo& t : d.tasks)
         ids.insert(t.id);
     EXPECT_EQ(ids.size(), kTasks);
+    // One chunk holds at most 1,024 tasks; each chunk's wall and CPU time are reported (the
+    // longest one's CPU within all chunks' CPU), in the text and the JSON too.
+    const WorkerDumpInfo& w = d.workers[0];
+    EXPECT_GE(w.chunks, (kTasks + 1023) / 1024);
+    EXPECT_GT(w.snapshot_cpu.count(), 0);
+    EXPECT_LE(w.pause_cpu, w.snapshot_cpu);
+    EXPECT_NE(d.text().find("snapshot held its loop "), std::string::npos);
+    EXPECT_NE(d.text().find(" (CPU "), std::string::npos);
+    const std::string json = d.json();
+    for (const char* key : {"\"pause_cpu_ns\":", "\"snapshot_cpu_ns\":", "\"chunks\":"})
+        EXPECT_NE(json.find(key), std::string::npos) << key;
     // Dumps from another thread while every task finishes: a task that goes while a dump is
     // between two chunks is skipped, never read after it is gone, never listed twice.
     std::thread dumper([&rt] {

@@ -65,11 +65,45 @@ TEST_P(GalayTopTest, OnceAgainstARunningBenchServerPrintsItsTasks) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("galay-top " + endpoint), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("WORKER  BACKEND"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("LONGEST TURN"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(backend_name(GetParam())), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("LONGEST WAITS"), std::string::npos) << r.out;
     EXPECT_TRUE(waits_on_recv(r.out)) << r.out;
     server.signal(SIGTERM);
     EXPECT_EQ(server.finish().exit_code, 0);
+}
+
+TEST_P(GalayTopTest, AJoinShowsItsPendingChildrenAndEachWorkerItsLongestTurn) {
+    // A metrics endpoint in this process, and a task in when_all over three children of which
+    // two wait on an Event.
+    Runtime rt(rt_options(1));
+    auto listening = serve(rt, SocketAddr::loopback_v4(0),
+                           [&rt](TcpStream c) { return metrics::serve_scrape(std::move(c), rt); });
+    ASSERT_TRUE(listening) << listening.error().message();
+    Event ev;
+    auto h = rt.spawn_on(0, [](Event& ev) -> Task<void> {
+        auto child = [](Event& ev) -> Task<int> {
+            (void)co_await ev.wait();
+            co_return 1;
+        };
+        (void)co_await when_all(child(ev), child(ev), []() -> Task<int> { co_return 0; }());
+    }(ev));
+    const std::string endpoint = "127.0.0.1:" + std::to_string(listening->local_addr().port());
+    test::ProcessResult r;
+    for (int i = 0; i < 100; ++i) { // until the task waits in its join
+        r = test::run_process({GALAY_TOP_PATH, "--once", endpoint});
+        if (r.exit_code != 0 || r.out.find("when all") != std::string::npos) break;
+    }
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("when all (2 of 3 children pending)"), std::string::npos) << r.out;
+    // Worker 0's row: its longest loop turn since the previous scrape, in ms.
+    const std::size_t row = r.out.find("\n0       ");
+    ASSERT_NE(row, std::string::npos) << r.out;
+    EXPECT_NE(r.out.substr(row, r.out.find('\n', row + 1) - row).find(" ms"), std::string::npos)
+        << r.out;
+    ev.set();
+    h.join();
+    listening->stop();
 }
 
 GALAY_INSTANTIATE_BACKENDS(GalayTopTest);
