@@ -63,8 +63,9 @@ def title(pid):
 def restart_mid_run(argv, pg, connections=4):
     """Starts `argv` (a client with 4 connections and a long run) and restarts the server once
     every backend has been seen at work on a query (its title says PARSE, BIND or SELECT only
-    once its client has sent one): the client must end on its own, exit 1, with an error per
-    connection at least and every connection lost."""
+    once its client has sent one): the client must end on its own, exit 1, with every
+    connection lost and an error for each query that was in flight (at least one: a connection
+    between its answer and its next query loses none)."""
     p = subprocess.Popen(argv + ["--conninfo", pg.conninfo(), "--connections", str(connections),
                                  "--duration", "20", "--warmup", "0", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -77,7 +78,7 @@ def restart_mid_run(argv, pg, connections=4):
     pg.restart()
     out, err = p.communicate(timeout=60)
     res = json.loads(out)
-    assert p.returncode == 1 and res["errors"] >= connections and \
+    assert p.returncode == 1 and res["errors"] >= 1 and \
         res["connections_lost"] == connections, (argv, res, err)
     assert "terminating connection due to administrator command" in res["first_error"] or \
         "connection" in res["first_error"], res
