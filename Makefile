@@ -25,7 +25,7 @@ PYTHON := $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 # and is the subreaper of everything the run starts).
 LEFTOVERS := $(PYTHON) tests/leftovers.py --
 
-.PHONY: deps deps-clang deps-fuzz deps-docs deps-cross docs build test test-asan test-tsan test-clang test-no-uring test-posix zig cross bench soak fuzz \
+.PHONY: deps deps-all deps-clang deps-fuzz deps-docs deps-cross docs build test test-asan test-tsan test-clang test-no-uring test-posix zig cross bench soak fuzz \
 	format clean
 
 # Install the Debian packages of $(1) that are missing.
@@ -42,6 +42,12 @@ deps:
 
 deps-clang:
 	$(call install_missing,$(DEB_PACKAGES) $(CLANG_DEB_PACKAGES))
+
+# Everything every target below installs, in one apt transaction (CI's first step: one package
+# index download instead of one per phase).
+deps-all:
+	$(call install_missing,$(DEB_PACKAGES) $(CLANG_DEB_PACKAGES) $(FUZZ_DEB_PACKAGES) \
+		$(DOCS_DEB_PACKAGES) $(CROSS_DEB_PACKAGES))
 
 deps-fuzz:
 	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES))
@@ -64,8 +70,9 @@ test-asan: deps
 	cmake --build --preset asan -j $(JOBS)
 	$(LEFTOVERS) ctest --preset asan -j $(CTEST_JOBS)
 
-# ThreadSanitizer on the second compiler (clang-16, libc++-16): the whole suite, so that one run
-# checks the threads and the other compiler and standard library.
+# ThreadSanitizer on the second compiler (clang-16, libc++-16): the library and its own suites.
+# The tools and examples are not built: the threads they start are the library's, checked here,
+# and their tests run in make test and make test-asan (make test-clang builds everything with clang).
 test-tsan: deps-clang
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
@@ -87,7 +94,8 @@ test-no-uring: deps
 # The POSIX profile (the posix preset, build/posix: GALAY_POSIX_ONLY=ON): the epoll backend with
 # only the calls macOS and FreeBSD also have, so every fallback they run is tested here. A test of
 # a feature the profile has no form of (splice, kTLS, inotify ...) skips naming it; the count of
-# skips and their reasons are printed at the end. POSIX_PRESET=posix-asan runs it under ASan+UBSan.
+# skips and their reasons are printed at the end. POSIX_PRESET=posix-asan runs it under ASan+UBSan,
+# without the benchmark programs and their tests.
 POSIX_PRESET ?= posix
 test-posix: deps
 	cmake --preset $(POSIX_PRESET) >/dev/null
