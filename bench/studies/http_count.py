@@ -63,10 +63,12 @@ def count(name, argv_for, conns, seconds):
         out = os.path.join(tmp, "cachegrind.out")
         log = os.path.join(tmp, "server.log")
         with open(log, "w") as f:
+            # valgrind's own temporary files go in tmp too: killed before it cleans up (an
+            # interrupted run), it leaves them behind.
             server = children.popen(
                 ["taskset", "-c", "0", "valgrind", "--tool=cachegrind", "--cache-sim=yes",
                  f"--cachegrind-out-file={out}"] + argv,
-                stdout=f, stderr=subprocess.STDOUT)
+                stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, TMPDIR=tmp))
         try:
             if not harness.wait_accepting(server, port, 60):
                 raise RuntimeError(f"did not start accepting on port {port}")
