@@ -439,9 +439,23 @@ int main(int argc, char** argv) {
                     spread_max(loop_turn_with_ms), median(loop_turn_without_ms),
                     spread_min(loop_turn_without_ms), spread_max(loop_turn_without_ms));
         std::printf("loop turn lengthened by a dump, the loop's own measure (worst worker): "
-                    "median %.2f ms [%.2f-%.2f]\n",
+                    "median %.2f ms [%.2f-%.2f], over 1 ms in %zu of %zu dumps\n",
                     median(loop_lengthening_ms), spread_min(loop_lengthening_ms),
-                    spread_max(loop_lengthening_ms));
+                    spread_max(loop_lengthening_ms),
+                    static_cast<std::size_t>(std::count_if(loop_lengthening_ms.begin(),
+                                                           loop_lengthening_ms.end(),
+                                                           [](double ms) { return ms > 1.0; })),
+                    loop_lengthening_ms.size());
+        const auto as_doubles = [](const std::vector<long>& v) {
+            return std::vector<double>(v.begin(), v.end());
+        };
+        const std::vector<double> pw = as_doubles(preempted_with_dump);
+        const std::vector<double> pwo = as_doubles(preempted_without_dump);
+        std::printf(
+            "that worker's involuntary context switches: with a dump median %.0f [%.0f-%.0f], "
+            "without %.0f [%.0f-%.0f]\n",
+            median(pw), spread_min(pw), spread_max(pw), median(pwo), spread_min(pwo),
+            spread_max(pwo));
     }
     for (auto& p : probes)
         p->stop.store(true, std::memory_order_relaxed);
