@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -104,15 +104,11 @@ TEST_P(TaskDumpPriorityTest, ADumpAtNormalPriorityGivesTheSameTasks) {
 /// How many times thread `tid` of this process gave up its CPU to wait (the kernel's
 /// voluntary_ctxt_switches), or -1 where /proc does not say.
 long voluntary_switches(pid_t tid) {
-    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/status";
-    std::FILE* f = std::fopen(path.c_str(), "r");
-    if (f == nullptr) return -1;
-    char line[256];
-    long n = -1;
-    while (std::fgets(line, sizeof line, f) != nullptr)
-        if (std::sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) break;
-    std::fclose(f);
-    return n;
+    std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+    const std::string key = "voluntary_ctxt_switches:";
+    for (std::string line; std::getline(status, line);)
+        if (line.starts_with(key)) return std::stol(line.substr(key.size()));
+    return -1;
 }
 
 TEST_P(TaskDumpPriorityTest, AWorkerWaitsInTheKernelBetweenTwoChunksOfItsSnapshot) {
