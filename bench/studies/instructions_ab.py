@@ -15,9 +15,9 @@ start and the stop of the server, the same in both runs, cancel out. The round's
 printed per connection count as median [min-max] over the rounds.
 
 What it counts: the server's own instructions in user space (its code, libc, the vDSO's clock
-reads), none of the kernel's. Under valgrind the server answers several times fewer requests a second, so its loop turns
-batch more requests than at full speed: a cost per loop turn weighs less per request than it
-would natively; a cost per operation weighs the same. Valgrind 3.19 does not know epoll_pwait2
+reads), none of the kernel's. Under valgrind the server answers several times fewer requests a
+second, so its loop turns batch more requests than at full speed: a cost per loop turn weighs
+less per request than it would natively; a cost per operation weighs the same. Valgrind 3.19 does not know epoll_pwait2
 (the epoll driver falls back to epoll_wait) and cannot run galay's io_uring driver (the server
 never answers): measure the epoll backend. Exit status 1 when a run fails, 2 on bad flags or no
 valgrind. Standard library only.
