@@ -73,8 +73,8 @@ constexpr std::int64_t kChunkNs = 150'000;
 // Between two chunks the worker waits in the kernel this long (when it has nothing else to
 // do). A worker that copied its chunks back to back would run for milliseconds without
 // blocking: the kernel then ends its time slice and may give the CPU to the other worker (two
-// workers woken by one request often land on one CPU) or to the dump's low-priority thread
-// for a whole slice of theirs (1.5 ms here). A worker that blocks after each chunk is woken
+// workers woken by one request often land on one CPU) or to the dump's low-priority thread for
+// a whole slice of theirs (1.5 ms on two CPUs). A worker that blocks after each chunk is woken
 // with a fresh slice, onto an idle CPU, and preempts a low-priority thread at once.
 constexpr std::int64_t kChunkGapNs = 50'000;
 
