@@ -15,18 +15,20 @@
 // between two of its resumes, which is the longest loop turn plus the sleep; the bench takes it
 // over each dump (request to last line, then 20 more of its resumes) and over an equal period right
 // after it with no dump, and reports per dump the largest lengthening over the workers (with -
-// without). On two CPUs the dumping thread takes a worker's CPU at times; `--pin` pins worker i to
-// the i-th CPU and this thread to the next one (`--workers 1 --pin` on two CPUs: worker on the
-// first, the dump's request and formatting on the second), so that the figure is the dump's, not
-// the OS's. The same windows also read each worker's longest loop turn from the loop's own
-// measure (metrics::WorkerMetrics::longest_turn_ns), which no sleep granularity blurs; it is
-// empty (0) in a build with GALAY_TASK_DUMP=OFF.
+// without). `--pin` pins worker i to the i-th CPU and this thread (and so the dump's low-priority
+// thread it starts) to the next one modulo their number (`--workers 1 --pin` on two CPUs: worker
+// on the first, the dump's request and formatting on the second; `--pin` with two workers: this
+// thread beside worker 0), to tell which thread takes a worker's CPU. The same windows also read
+// each worker's longest loop turn from the loop's own measure
+// (metrics::WorkerMetrics::longest_turn_ns), which no sleep granularity blurs; it is empty (0) in a
+// build with GALAY_TASK_DUMP=OFF.
 //
 // Wall or CPU: each worker reports its longest snapshot chunk's wall time and the thread CPU time
 // it spent in it, and its chunks' CPU time per task copied. A dump whose loop turn lengthened by
 // more than 1 ms is printed on its own line with the worst worker's involuntary context switches
 // over that window and over the window without a dump: a long turn whose chunk's CPU is short
-// and whose worker was preempted is another thread's time, not the dump's work.
+// and whose worker was preempted is another thread's time, not the dump's work. The summary
+// counts those dumps and gives the worst worker's involuntary switches per dump.
 #include "common/tool_support.hpp"
 
 #include <galay/galay.hpp>
@@ -439,9 +441,23 @@ int main(int argc, char** argv) {
                     spread_max(loop_turn_with_ms), median(loop_turn_without_ms),
                     spread_min(loop_turn_without_ms), spread_max(loop_turn_without_ms));
         std::printf("loop turn lengthened by a dump, the loop's own measure (worst worker): "
-                    "median %.2f ms [%.2f-%.2f]\n",
+                    "median %.2f ms [%.2f-%.2f], over 1 ms in %zu of %zu dumps\n",
                     median(loop_lengthening_ms), spread_min(loop_lengthening_ms),
-                    spread_max(loop_lengthening_ms));
+                    spread_max(loop_lengthening_ms),
+                    static_cast<std::size_t>(std::count_if(loop_lengthening_ms.begin(),
+                                                           loop_lengthening_ms.end(),
+                                                           [](double ms) { return ms > 1.0; })),
+                    loop_lengthening_ms.size());
+        const auto as_doubles = [](const std::vector<long>& v) {
+            return std::vector<double>(v.begin(), v.end());
+        };
+        const std::vector<double> pw = as_doubles(preempted_with_dump);
+        const std::vector<double> pwo = as_doubles(preempted_without_dump);
+        std::printf(
+            "that worker's involuntary context switches: with a dump median %.0f [%.0f-%.0f], "
+            "without %.0f [%.0f-%.0f]\n",
+            median(pw), spread_min(pw), spread_max(pw), median(pwo), spread_min(pwo),
+            spread_max(pwo));
     }
     for (auto& p : probes)
         p->stop.store(true, std::memory_order_relaxed);

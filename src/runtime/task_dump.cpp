@@ -70,6 +70,13 @@ constexpr int kMaxFrames = 64; // deeper chains are cut (a recursion would be al
 constexpr std::size_t kChunk = 1024;
 constexpr std::size_t kClockEvery = 64;
 constexpr std::int64_t kChunkNs = 150'000;
+// Between two chunks the worker waits in the kernel this long (when it has nothing else to
+// do). A worker that copied its chunks back to back would run for milliseconds without
+// blocking: the kernel then ends its time slice and may give the CPU to the other worker (two
+// workers woken by one request often land on one CPU) or to the dump's low-priority thread for
+// a whole slice of theirs (1.5 ms on two CPUs). A worker that blocks after each chunk is woken
+// with a fresh slice, onto an idle CPU, and preempts a low-priority thread at once.
+constexpr std::int64_t kChunkGapNs = 50'000;
 
 /// The chain of galay frames from `f` down through the frame each awaits (each galay task links
 /// the one it awaits), appended leaf first as their resume functions; returns the leaf (null
@@ -212,15 +219,16 @@ void finish_part(DumpPart& p, bool taken) noexcept {
 void next_chunk(TimerNode* n);
 
 void arm_next(DumpPart& p) noexcept {
-    p.timer.deadline_ns = Scheduler::now_ns() + 1;
+    // (a paused clock would jump by the gap: the timer is due at once there, no time passing)
+    p.timer.deadline_ns = Scheduler::now_ns() + (p.core->paused_ ? 0 : kChunkGapNs);
     p.timer.on_fire = &next_chunk;
     p.timer.context = &p;
     SchedulerAccess::arm_timer(*p.core, p.timer);
 }
 
-/// On the worker: one chunk, then the next one from a timer due at once (a timer fires after the
-/// turn's resumes, and one armed while firing waits for the next pass; a post would be drained
-/// in the same turn), or the answer.
+/// On the worker: one chunk, then the next one from a timer due after kChunkGapNs (a timer
+/// fires after the turn's resumes, and one armed while firing waits for the next pass; a post
+/// would be drained in the same turn), or the answer.
 void step(DumpPart& p) noexcept {
     p.polled = p.core->polls_;
     if (!take_chunk(p)) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -98,6 +99,43 @@ TEST_P(TaskDumpPriorityTest, ADumpAtNormalPriorityGivesTheSameTasks) {
         EXPECT_EQ(low.tasks[i].id, normal.tasks[i].id);
     EXPECT_NE(normal.text().find("waits on event"), std::string::npos) << normal.text();
     EXPECT_NE(low.json().find("\"event\""), std::string::npos) << low.json();
+}
+
+/// How many times thread `tid` of this process gave up its CPU to wait (the kernel's
+/// voluntary_ctxt_switches), or -1 where /proc does not say.
+long voluntary_switches(pid_t tid) {
+    std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+    const std::string key = "voluntary_ctxt_switches:";
+    for (std::string line; std::getline(status, line);)
+        if (line.starts_with(key)) return std::stol(line.substr(key.size()));
+    return -1;
+}
+
+TEST_P(TaskDumpPriorityTest, AWorkerWaitsInTheKernelBetweenTwoChunksOfItsSnapshot) {
+    // A worker that copied its chunks back to back would run for as long as its whole snapshot
+    // without blocking, long enough for the kernel to end its time slice and hand its CPU to
+    // another thread for a slice of theirs. Between two chunks an idle worker waits in the
+    // kernel instead: each gap is a voluntary switch of its thread.
+    Event ev; // (outlives the runtime: its waiting tasks are destroyed first)
+    Runtime rt(rt_options(1));
+    const pid_t tid = rt.block_on([]() -> Task<pid_t> { co_return ::gettid(); }());
+    if (voluntary_switches(tid) < 0) GTEST_SKIP() << "no /proc/self/task/<tid>/status here";
+    constexpr std::size_t kTasks = 8 * 1024; // at least 8 chunks
+    for (std::size_t i = 0; i < kTasks; ++i)
+        rt.spawn_on(0, [](Event& ev) -> Task<void> { (void)co_await ev.wait(); }(ev));
+    TaskDump d;
+    for (int tries = 0; tries < 500 && d.tasks.size() != kTasks; ++tries)
+        d = task_dump(rt);
+    ASSERT_EQ(d.tasks.size(), kTasks);
+    const long before = voluntary_switches(tid);
+    d = task_dump(rt);
+    const long after = voluntary_switches(tid);
+    ASSERT_TRUE(d.workers[0].answered);
+    ASSERT_GE(d.workers[0].chunks, 8u);
+    // (chunks - 1 gaps; a worker that never blocked would have switched once or twice: for the
+    // request's wake-up and the answer's lock)
+    EXPECT_GE(after - before, static_cast<long>(d.workers[0].chunks) - 1)
+        << d.workers[0].chunks << " chunks";
 }
 
 GALAY_INSTANTIATE_BACKENDS(TaskDumpPriorityTest);
