@@ -7,7 +7,7 @@ CTEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 DEB_PACKAGES := g++ cmake ninja-build pkg-config liburing-dev libaio-dev libconcurrentqueue-dev \
 	libgtest-dev libcli11-dev nlohmann-json3-dev python3 util-linux fio python3-matplotlib \
 	wrk nginx-light libssl-dev openssl python3-prometheus-client \
-	libpq-dev postgresql libcurl4-openssl-dev curl redis-server redis-tools
+	libpq-dev postgresql libcurl4-openssl-dev curl redis-server redis-tools valgrind
 # The second compiler (make test-clang, and make test-tsan, whose build is clang's): clang-16 with
 # libc++-16; GoogleTest is built from Debian's source package (googletest) for that library.
 CLANG_DEB_PACKAGES := clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev googletest
