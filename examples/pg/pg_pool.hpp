@@ -47,10 +47,12 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <expected>
 #include <functional>
 #include <memory>
@@ -163,6 +165,76 @@ using ResultHandler = std::function<void(std::size_t, QueryResult&&)>;
 namespace detail {
 struct PoolState;
 struct Request;
+
+/// A vector of trivially copyable values with room for N in the object itself: a Batch of one
+/// query (what every `Pool::query` makes) then allocates nothing for its text, parameters and
+/// entry.
+template <class T, std::size_t N>
+class Small {
+    static_assert(std::is_trivially_copyable_v<T>);
+
+public:
+    Small() noexcept = default;
+    Small(const Small& o) { append(o.data(), o.size_); }
+    Small(Small&& o) noexcept { take(o); }
+    Small& operator=(const Small& o) {
+        if (this != &o) {
+            size_ = 0;
+            append(o.data(), o.size_);
+        }
+        return *this;
+    }
+    Small& operator=(Small&& o) noexcept {
+        if (this != &o) {
+            heap_.reset();
+            take(o);
+        }
+        return *this;
+    }
+    T* data() noexcept { return heap_ ? heap_.get() : inline_; }
+    const T* data() const noexcept { return heap_ ? heap_.get() : inline_; }
+    std::size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    T& operator[](std::size_t i) noexcept { return data()[i]; }
+    const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+    void push_back(const T& v) {
+        reserve(size_ + 1);
+        data()[size_++] = v;
+    }
+    void append(const T* p, std::size_t n) {
+        if (n == 0) return;
+        reserve(size_ + n);
+        std::memcpy(data() + size_, p, n * sizeof(T));
+        size_ += n;
+    }
+    void reserve(std::size_t n) {
+        if (n <= cap_) return;
+        const std::size_t cap = std::max(n, cap_ * 2);
+        auto bigger = std::make_unique_for_overwrite<T[]>(cap);
+        if (size_ > 0) std::memcpy(bigger.get(), data(), size_ * sizeof(T));
+        heap_ = std::move(bigger);
+        cap_ = cap;
+    }
+    void clear() noexcept { size_ = 0; }
+
+private:
+    void take(Small& o) noexcept {
+        if (o.heap_) {
+            heap_ = std::move(o.heap_);
+            cap_ = o.cap_;
+        } else {
+            if (o.size_ > 0) std::memcpy(inline_, o.inline_, o.size_ * sizeof(T));
+            cap_ = N;
+        }
+        size_ = o.size_;
+        o.size_ = 0;
+        o.cap_ = N;
+    }
+    T inline_[N];
+    std::unique_ptr<T[]> heap_;
+    std::size_t size_ = 0;
+    std::size_t cap_ = N;
+};
 } // namespace detail
 
 /// Queries sent together by `Pool::run` (see the top of this file). Parameters are formatted
@@ -221,10 +293,10 @@ private:
     }
     /// The text at `offset` in text_ (NUL-terminated).
     const char* text(std::uint32_t offset) const noexcept { return text_.data() + offset; }
-    std::string text_;                  ///< SQL texts and parameters, each followed by a NUL
-    std::vector<std::uint32_t> params_; ///< each parameter's offset in text_, or kNull
-    std::vector<Entry> entries_;        ///< the queries, in the order added
-    std::uint32_t last_sql_ = kNull;    ///< the last query's SQL text
+    detail::Small<char, 64> text_;           ///< SQL texts and parameters, each followed by a NUL
+    detail::Small<std::uint32_t, 4> params_; ///< each parameter's offset in text_, or kNull
+    detail::Small<Entry, 1> entries_;        ///< the queries, in the order added
+    std::uint32_t last_sql_ = kNull;         ///< the last query's SQL text
 };
 
 /// What `co_await` on a query (R = QueryResult) or a batch (R = one QueryResult per query, in

@@ -1,7 +1,10 @@
-// OpCode::poll (AsyncFd's readiness wait) on a readiness driver: ask the descriptor now, with a
-// poll(2) that does not block. The answer is the level, so a wait completes at once while the
-// descriptor is ready (its owner need not have read until EAGAIN), and a spurious wake-up of
-// the queue (an event for an earlier file of the same number) completes nothing.
+// OpCode::poll (AsyncFd's readiness wait) on a readiness driver. When it is submitted, ask the
+// descriptor with a poll(2) that does not block: the answer is the level, so a wait completes
+// at once while the descriptor is ready (its owner need not have read until EAGAIN). When the
+// poller reports the descriptor, epoll's event is the level already (it asks the file again as
+// it reports it), so the wait completes on its bits; it is trusted only when it comes from the
+// descriptor's current registration, so an event for an earlier file of the same number (kept
+// in the set by a dup elsewhere) completes nothing. kqueue's events are asked again by poll(2).
 #pragma once
 
 #include "galay/detail/io_op.hpp"
@@ -9,6 +12,7 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <cstdint>
 
 namespace galay::detail {
 
@@ -30,6 +34,17 @@ inline bool poll_now(IoOp& op) noexcept {
         return true;
     }
     op.result = static_cast<unsigned short>(p.revents);
+    return true;
+}
+
+/// A poll op's events hold in `revents`, the level the poller reported for the descriptor's
+/// current registration (poll(2)'s values): true with op.result = what holds of them, errors and
+/// hang-ups included as poll(2) reports them; false when it must wait.
+inline bool poll_from_event(IoOp& op, std::uint32_t revents) noexcept {
+    const std::uint32_t held =
+        revents & (static_cast<std::uint32_t>(op.msg_flags) | POLLERR | POLLHUP);
+    if (held == 0) return false;
+    op.result = static_cast<unsigned short>(held);
     return true;
 }
 

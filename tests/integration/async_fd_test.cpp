@@ -425,6 +425,67 @@ TEST_P(AsyncFdTest, AStaleWaitNeverFiresForTheNewFile) {
     ::close(b);
 }
 
+// The contract kept (reset before the close), but a dup elsewhere (a forked child, another
+// library) keeps the first file open: epoll keeps it in the loop's set under the old number and
+// reports it there. Its readiness must not complete a wait on the new file of that number (epoll
+// trusts an event only from the number's current registration; io_uring polls the file itself).
+TEST_P(AsyncFdTest, AnEarlierFileKeptOpenElsewhereNeverWakesTheNewFile) {
+    auto [a, b] = socket_pair();
+    const int keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0); // the first file outlives its number
+    ASSERT_GE(keep, 0);
+    run_paused([](int a, int b) -> Task<void> {
+        const int number = a;
+        auto first = AsyncFd::borrow(a);
+        CO_ASSERT(first.has_value());
+        auto armed = co_await first->readable().timeout(1ms); // registered with the loop
+        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+        first->reset();
+        ::close(a);
+        auto [c, d] = socket_pair();
+        if (c != number) {
+            CO_ASSERT(::dup3(c, number, O_CLOEXEC) == number);
+            ::close(c);
+        }
+        auto second = AsyncFd::borrow(number);
+        CO_ASSERT(second.has_value());
+        auto idle = co_await second->readable().timeout(1ms); // its own registration
+        CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
+        CO_ASSERT(::write(b, "old", 3) == 3); // the earlier file is readable now
+        auto stale = co_await second->readable().timeout(20ms);
+        CO_ASSERT(!stale && stale.error() == std::errc::timed_out);
+        CO_ASSERT(::write(d, "new", 3) == 3);
+        auto r = co_await second->ready(Interest::readable).timeout(10s);
+        CO_ASSERT(r.has_value() && r->readable());
+        second->reset();
+        ::close(number);
+        ::close(d);
+    }(a, b));
+    ::close(keep);
+    ::close(b);
+}
+
+// An edge reported for the current file completes the wait with the level it carries: data
+// consumed by the descriptor's owner before the loop reports the edge completes nothing.
+TEST_P(AsyncFdTest, DataReadBeforeItsEventIsReportedCompletesNothing) {
+    auto [a, b] = socket_pair();
+    run_paused([](int a, int b) -> Task<void> {
+        auto afd = AsyncFd::borrow(a);
+        CO_ASSERT(afd.has_value());
+        auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
+        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+        // The owner reads what arrived before the loop looks: the edge is queued, stale.
+        CO_ASSERT(::write(b, "x", 1) == 1);
+        drain(a);
+        auto stale = co_await afd->readable().timeout(20ms);
+        CO_ASSERT(!stale && stale.error() == std::errc::timed_out);
+        CO_ASSERT(::write(b, "y", 1) == 1);
+        CO_ASSERT(co_await afd->readable().timeout(10s));
+        afd->reset();
+        ::close(a);
+    }(a, b));
+    ::close(b);
+}
+
 TEST_P(AsyncFdTest, RegularFilesDirectoriesAndClosedFdsAreRefused) {
     const auto dir =
         std::filesystem::temp_directory_path() / ("galay_async_fd_" + std::to_string(::getpid()));

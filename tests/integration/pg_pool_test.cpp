@@ -428,6 +428,40 @@ TEST_P(PgPoolTest, ABatchGivesItsResultsInOrder) {
     }
 }
 
+// A Batch keeps a small query in the object itself and a larger one on the heap: copied,
+// moved, cleared and built again, each copy runs its own queries.
+TEST_P(PgPoolTest, ABatchCopiedMovedOrRebuiltRunsItsOwnQueries) {
+    SKIP_WITHOUT_POSTGRES();
+    PostgresServer server;
+    run([&]() -> Task<void> {
+        auto pool = co_await pg::Pool::open(pool_options(server.socket_conninfo(), 1));
+        CO_ASSERT(pool);
+        const std::string wide(300, 'w'); // past the room kept in the object
+        pg::Batch small;
+        small.add("SELECT $1::int", 5);
+        pg::Batch big;
+        big.add("SELECT $1::text || $2 || $3 || $4 || $5 || $6", wide, "a", "b", "c", "d", "e");
+        pg::Batch small_copy = small;
+        pg::Batch big_copy = big;
+        pg::Batch moved = std::move(small);
+        small.add("SELECT $1::int", 9); // moved from: empty, and usable again
+        big.clear();
+        big.add("SELECT $1::text", "rebuilt");
+        const std::vector<std::pair<const pg::Batch*, std::string>> want = {
+            {&small, "9"},
+            {&small_copy, "5"},
+            {&moved, "5"},
+            {&big, "rebuilt"},
+            {&big_copy, wide + "abcde"}};
+        for (const auto& [b, value] : want) {
+            std::vector<pg::QueryResult> rs = co_await pool->run(*b);
+            CO_ASSERT(rs.size() == 1u);
+            CO_ASSERT(rs[0]);
+            EXPECT_EQ(rs[0]->get(0, 0), value);
+        }
+    }());
+}
+
 TEST_P(PgPoolTest, RunEachHandsEveryResultOverInOrder) {
     SKIP_WITHOUT_POSTGRES();
     PostgresServer server;

@@ -122,11 +122,12 @@ bool EpollDriver::submit(IoOp& op) {
 bool EpollDriver::wait_ready(IoOp& op) {
     FdState& st = state(op.fd);
     if (!st.registered) {
-        if (const int r = poller_.watch(op.fd); r < 0) {
+        if (const int r = poller_.watch(op.fd, st.registration + 1); r < 0) {
             op.result = r;
             return true;
         }
         st.registered = true;
+        ++st.registration;
     }
     const bool reads =
         waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
@@ -193,10 +194,14 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
 }
 
 void EpollDriver::handle_events(int n) {
-    poller_.for_each(n, [this](int fd, std::uint32_t ev) {
+    poller_.for_each(n, [this](int fd, std::uint32_t ev, std::uint32_t tag) {
         if (files_ && fd == files_->event_fd()) return; // collected after the batch
         if (static_cast<std::size_t>(fd) >= fds_.size()) return;
         FdState& st = fds_[fd];
+        if (Poller::kReportsLevel && st.registered && tag == st.registration) {
+            event_fd_ = fd; // its AsyncFd waits complete on `ev` (attempt_poll)
+            event_bits_ = ev;
+        }
         if (ev & Poller::kClosed) st.peer_closed = true;
         if (ev & Poller::kReadable) {
             st.maybe_readable = true;
@@ -205,6 +210,7 @@ void EpollDriver::handle_events(int n) {
             retry(st.readers);
         }
         if (ev & Poller::kWritable) retry(st.writers);
+        event_fd_ = -1;
     });
 }
 
@@ -366,7 +372,7 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         case OpCode::waitid:
             return reap_child(op);
         case OpCode::poll:
-            return poll_now(op); // driver/readiness.hpp
+            return attempt_poll(op);
         default:
             op.result = -EOPNOTSUPP;
             return true;
@@ -380,6 +386,11 @@ bool EpollDriver::attempt(IoOp& op) noexcept {
         if (op.absorb(r)) continue; // an `all` transfer with bytes still to move
         return true;
     }
+}
+
+bool EpollDriver::attempt_poll(IoOp& op) noexcept {
+    if (op.fd == event_fd_) return poll_from_event(op, event_bits_); // driver/readiness.hpp
+    return poll_now(op);
 }
 
 void EpollDriver::drained(const IoOp& op) noexcept {

@@ -41,6 +41,11 @@ struct FdState {
     // An AsyncFd wait for readable and writable at once is queued with the readers: room to
     // write (kOutput) retries them too.
     bool poll_out_in_readers = false;
+    // Counts the fd's registrations: the current one's tag, which its events carry. A queued
+    // op always waits under the current registration (forgetting the fd fails its ops), so an
+    // event with this tag is about the file the op waits on; one with an older tag comes from
+    // an earlier file of the number that a dup elsewhere keeps in the set.
+    std::uint32_t registration = 0;
 };
 
 class EpollDriver final : public Driver {
@@ -94,12 +99,19 @@ private:
     /// Run the op's system call. Returns true when the op is finished (result set), false when it
     /// would block.
     bool attempt(IoOp& op) noexcept;
+    /// A poll op (AsyncFd): from the event being handled when it is its registration's and the
+    /// poller reports the level (driver/readiness.hpp), else with a poll(2).
+    bool attempt_poll(IoOp& op) noexcept;
 
     Scheduler& sched_;
     const std::thread::id thread_ = std::this_thread::get_id();
     BufferPool pool_;
     Poller poller_;
     std::vector<FdState> fds_;
+    // While handle_events retries an fd's ops: that fd and its event's bits when the event comes
+    // from its current registration (-1 otherwise, and outside handle_events).
+    int event_fd_ = -1;
+    std::uint32_t event_bits_ = 0;
     // At most kEventsPerPoll ready fds per wait. The ops of every fd in a batch run their
     // system calls first, then the coroutines of the whole batch resume: each connection's
     // memory (its op, frame, buffers and the pool buffer its bytes landed in) is touched once

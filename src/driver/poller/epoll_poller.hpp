@@ -6,6 +6,7 @@
 #include "galay/error.hpp"
 #include "platform/fd_calls.hpp"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -36,6 +37,12 @@ public:
     static constexpr std::uint32_t kWritable = EPOLLOUT | EPOLLHUP | EPOLLERR;
     static constexpr std::uint32_t kClosed = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
     static constexpr std::uint32_t kOutput = EPOLLOUT; // room to write, without an error
+    /// An event's bits are the descriptor's readiness when the wait returned, in poll(2)'s
+    /// values: epoll asks each ready file again as it reports it, and leaves out a file no
+    /// longer ready. (An AsyncFd wait completes on them without a poll(2) of its own.)
+    static constexpr bool kReportsLevel = true;
+    static_assert(EPOLLIN == POLLIN && EPOLLPRI == POLLPRI && EPOLLOUT == POLLOUT &&
+                  EPOLLERR == POLLERR && EPOLLHUP == POLLHUP && EPOLLRDHUP == POLLRDHUP);
 
     EpollPoller() {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -59,11 +66,14 @@ public:
     /// The epoll descriptor (the file engine adds its AIO eventfd to it).
     int fd() const noexcept { return ep_; }
 
-    /// Watch `fd` for both directions, edge-triggered, until it is closed. 0 or -errno.
-    int watch(int fd) noexcept {
+    /// Watch `fd` for both directions, edge-triggered, until it is closed. 0 or -errno. Its
+    /// events carry `tag` (for_each's third argument): an event from an earlier file of the
+    /// same number, still in the set under its own tag (kept open by a dup elsewhere), is told
+    /// apart from the current file's.
+    int watch(int fd, std::uint32_t tag) noexcept {
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
-        ev.data.fd = fd;
+        ev.data.u64 = static_cast<std::uint64_t>(tag) << 32 | static_cast<std::uint32_t>(fd);
         int r = ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
         if (r < 0 && errno == EEXIST) r = ::epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
         return r < 0 ? -errno : 0;
@@ -91,17 +101,18 @@ public:
         return n;
     }
 
-    /// Call `on_ready(fd, bits)` for each of the first `n` events of the last wait, the wake-ups
-    /// left out.
+    /// Call `on_ready(fd, bits, tag)` for each of the first `n` events of the last wait, the
+    /// wake-ups left out.
     template <class F>
     void for_each(int n, F&& on_ready) {
         for (int i = 0; i < n; ++i) {
-            const int fd = events_[i].data.fd;
+            const std::uint64_t data = events_[i].data.u64;
+            const int fd = static_cast<int>(static_cast<std::uint32_t>(data));
             if (fd == wake_.read_fd()) [[unlikely]] {
                 wake_.drain();
                 continue;
             }
-            on_ready(fd, events_[i].events);
+            on_ready(fd, events_[i].events, static_cast<std::uint32_t>(data >> 32));
         }
     }
 

@@ -42,6 +42,9 @@ public:
     static constexpr std::uint32_t kReadable = kInput | kHangup;
     static constexpr std::uint32_t kWritable = kOutput | kHangupWr;
     static constexpr std::uint32_t kClosed = kHangup;
+    /// A filter's event says only that its direction became ready (or hit EOF): an AsyncFd wait
+    /// asks the descriptor with poll(2) for the level (EpollPoller::kReportsLevel).
+    static constexpr bool kReportsLevel = false;
 
     KqueuePoller() {
         kq_ = ::kqueue();
@@ -68,10 +71,12 @@ public:
     /// descriptor kqueue cannot watch) then fails the op that asked, as epoll_ctl's does, and
     /// the reactor watches each descriptor once in its life, so deferring would save one system
     /// call per connection, not per operation.
-    int watch(int fd) noexcept {
+    /// Its events carry `tag` (in udata) as EpollPoller's do.
+    int watch(int fd, std::uint32_t tag) noexcept {
+        void* udata = reinterpret_cast<void*>(static_cast<uintptr_t>(tag));
         struct kevent ch[2];
-        EV_SET(&ch[0], static_cast<uintptr_t>(fd), EVFILT_READ, EV_ADD | EV_CLEAR, 0, 0, nullptr);
-        EV_SET(&ch[1], static_cast<uintptr_t>(fd), EVFILT_WRITE, EV_ADD | EV_CLEAR, 0, 0, nullptr);
+        EV_SET(&ch[0], static_cast<uintptr_t>(fd), EVFILT_READ, EV_ADD | EV_CLEAR, 0, 0, udata);
+        EV_SET(&ch[1], static_cast<uintptr_t>(fd), EVFILT_WRITE, EV_ADD | EV_CLEAR, 0, 0, udata);
         // EV_RECEIPT: each change answers with its own entry (data: 0 or its errno), so a
         // refusal of one filter is told apart from the other and no pending event is consumed.
         ch[0].flags |= EV_RECEIPT;
@@ -114,7 +119,7 @@ public:
         return n;
     }
 
-    /// Call `on_ready(fd, bits)` for each of the first `n` events of the last wait, the
+    /// Call `on_ready(fd, bits, tag)` for each of the first `n` events of the last wait, the
     /// wake-ups left out. EV_EOF (the peer shut its side, or the connection reset: fflags holds
     /// the socket error) is reported as kHangup, which the reactor treats as EPOLLRDHUP/HUP/ERR:
     /// the waiting op's own system call then returns the end of stream or the error.
@@ -134,7 +139,7 @@ public:
                 bits = (ev.flags & EV_EOF) ? kHangup | kHangupWr : kOutput;
             else
                 continue;
-            on_ready(fd, bits);
+            on_ready(fd, bits, static_cast<std::uint32_t>(reinterpret_cast<uintptr_t>(ev.udata)));
         }
     }
 

@@ -7,9 +7,11 @@
 //   kReadable, kWritable, kClosed,   the bits of an event: input (or hangup/error) may be read;
 //   kOutput                          output may be written (or hangup/error); the peer closed
 //                                    or reset; room to write without an error
-//   watch(fd)                        arm both directions, edge-triggered, for the fd's life
+//   kReportsLevel                    an event's bits are the fd's poll(2) level when reported
+//   watch(fd, tag)                   arm both directions, edge-triggered, for the fd's life;
+//                                    its events carry the tag
 //   wait(timeout_ns)                 wait into its event array; the number of events
-//   for_each(n, on_ready)            on_ready(fd, bits) per event, wake-ups consumed
+//   for_each(n, on_ready)            on_ready(fd, bits, tag) per event, wake-ups consumed
 //   wake()                           thread-safe: end a blocked wait
 //   fd()                             its own descriptor
 #pragma once
