@@ -47,9 +47,11 @@ def one_run(cmd, args, conns, seconds, errlog):
                                                                                    port)
     # (stderr to a file: valgrind warns on every unknown system call, and a full pipe would stop
     # the server)
+    # (valgrind's own temporary files beside it: killed mid-start, it leaves them behind)
     with open(errlog, "w") as err:
         srv = children.popen(argv, stdout=subprocess.DEVNULL, stderr=err,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL,
+                             env=dict(os.environ, TMPDIR=os.path.dirname(errlog)))
     if not harness.wait_accepting(srv, port, timeout=60):
         children.stop(srv, signal.SIGKILL)
         raise RuntimeError(f"{' '.join(argv)} did not accept on port {port}")
@@ -62,9 +64,10 @@ def one_run(cmd, args, conns, seconds, errlog):
         raise RuntimeError(f"bench_client failed: {cli.stderr.strip()[-300:]}")
     res = json.loads(cli.stdout[cli.stdout.index("{"):])
     with open(errlog) as f:
-        m = re.search(r"I\s+refs:\s+([\d,]+)", f.read())
+        text = f.read()
+    m = re.search(r"I\s+refs:\s+([\d,]+)", text)
     if not m:
-        raise RuntimeError(f"{cmd}: cachegrind printed no total (see {errlog})")
+        raise RuntimeError(f"{cmd}: cachegrind printed no total: {text.strip()[-300:]}")
     return int(m.group(1).replace(",", "")), res["requests"]
 
 
@@ -102,7 +105,14 @@ def main():
         ap.error("valgrind not found")
     out = {"a": args.a, "b": args.b, "rounds": args.rounds, "load_before": harness.loadavg(),
            "results": []}
-    errlog = os.path.join(tempfile.mkdtemp(prefix="instructions_ab-"), "server.err")
+    tmp = tempfile.mkdtemp(prefix="instructions_ab-")
+    try:
+        return measure(args, conns_list, out, os.path.join(tmp, "server.err"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(args, conns_list, out, errlog):
     failed = False
     for conns in conns_list:
         per = {"a": [], "b": []}
