@@ -44,10 +44,10 @@ deps-clang:
 	$(call install_missing,$(DEB_PACKAGES) $(CLANG_DEB_PACKAGES))
 
 # Everything every target below installs, in one apt transaction (CI's first step: one package
-# index download instead of one per phase).
+# index download instead of one per phase); $(sort) drops the names two lists share.
 deps-all:
-	$(call install_missing,$(DEB_PACKAGES) $(CLANG_DEB_PACKAGES) $(FUZZ_DEB_PACKAGES) \
-		$(DOCS_DEB_PACKAGES) $(CROSS_DEB_PACKAGES))
+	$(call install_missing,$(sort $(DEB_PACKAGES) $(CLANG_DEB_PACKAGES) $(FUZZ_DEB_PACKAGES) \
+		$(DOCS_DEB_PACKAGES) $(CROSS_DEB_PACKAGES)))
 
 deps-fuzz:
 	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES))
