@@ -116,16 +116,22 @@ test-posix: deps
 # FreeBSD's libc stubs) once per target, kept in ~/.cache/zig (ZIG_GLOBAL_CACHE_DIR); CI that
 # keeps that directory between runs (keyed on cmake/zig.lock) saves nearly half of the CPU time
 # (docs/benchmarks/portability.md, "Cross builds"). The builds are made for linking, not
-# debugging: -O0 without debug information, without the UBSan instrumentation Zig adds by
-# default (its runtime would be one more library built per target), and unity batches for every
-# target (mini_redis's seven sources parse galay's headers once). Each target is its own make
-# target (cross-aarch64-macos ...), so `make -j3 cross` builds the three at once.
+# debugging: -O0 and CROSS_FLAGS, which are -g0 (Zig's clang emits debug information unless told
+# not to) and -s (stripped: Zig then builds libc++ and its other runtime libraries without debug
+# information too; the toolchain adds them to every compile and link, CMake's own checks included,
+# since a link with other flags makes Zig build another set of those libraries); without the
+# UBSan instrumentation Zig adds by default (its runtime would be one more library built per
+# target); and unity batches for every target (mini_redis's seven sources parse galay's headers
+# once).
+# Each target is its own make target (cross-aarch64-macos ...), so `make -j3 cross` builds the
+# three at once.
 # x86_64-macos is aarch64-macos's twin (the same headers and code paths, another CPU): it builds
 # the library, poller_check and one example, which is what can differ by CPU; the other two build
 # every cross example.
 CROSS_TARGETS ?= aarch64-macos x86_64-macos x86_64-freebsd
 CROSS_PROGRAMS := galay-kernel echo_server runtime_echo tcp_proxy run_jobs mini_redis
 CROSS_PROGRAMS_x86_64-macos := galay-kernel echo_server
+CROSS_FLAGS := -g0 -s
 ZIG_PYTHON ?= $(PYTHON)
 ZIG_VERSION := $(shell sed -n 's/^ziglang==//p' cmake/zig.lock)
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -143,14 +149,15 @@ cross: $(addprefix cross-,$(CROSS_TARGETS))
 
 cross-%: zig
 	@mkdir -p build/cross; start=$$(date +%s); \
-	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake -S . -B build/cross/$* -G Ninja \
+	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) GALAY_ZIG_FLAGS="$(CROSS_FLAGS)" \
+		cmake -S . -B build/cross/$* -G Ninja \
 		-DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/zig-$*.cmake -DCMAKE_BUILD_TYPE=Debug \
 		-DCMAKE_CXX_FLAGS_DEBUG=-O0 -DCMAKE_UNITY_BUILD=ON \
 		$(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) -DGALAY_WITH_TLS=OFF \
 		-DGALAY_BUILD_TESTS=OFF -DGALAY_BUILD_TOOLS=OFF -DGALAY_BUILD_EXAMPLES=ON \
 		>build/cross/$*.log || { cat build/cross/$*.log; exit 1; }; \
-	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $* -fno-sanitize=undefined -O0 \
-		-std=c++23 -Wall -Wextra -Iinclude -Isrc -o build/cross/$*/poller_check \
+	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake/zig/zig-c++ -target $* -fno-sanitize=undefined \
+		-O0 $(CROSS_FLAGS) -std=c++23 -Wall -Wextra -Iinclude -Isrc -o build/cross/$*/poller_check \
 		tests/cross/poller_check.cpp || exit 1; \
 	GALAY_ZIG_PYTHON=$(ZIG_PYTHON) cmake --build build/cross/$* -j $(JOBS) \
 		--target $(or $(CROSS_PROGRAMS_$*),$(CROSS_PROGRAMS)) || exit 1; \

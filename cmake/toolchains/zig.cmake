@@ -23,8 +23,12 @@ set(CMAKE_AR ${_zig_dir}/zig-ar CACHE FILEPATH "" FORCE)
 set(CMAKE_RANLIB ${_zig_dir}/zig-ranlib CACHE FILEPATH "" FORCE)
 # Without -fsanitize=undefined, which Zig adds to unoptimised C and C++ by default: these builds
 # only compile and link, and its runtime would be one more library Zig builds for each target.
-set(CMAKE_C_FLAGS_INIT "-target ${GALAY_ZIG_TARGET} -fno-sanitize=undefined")
-set(CMAKE_CXX_FLAGS_INIT "-target ${GALAY_ZIG_TARGET} -fno-sanitize=undefined")
+# GALAY_ZIG_FLAGS (environment) is added to every compile and link, CMake's own compiler checks
+# included (`make cross` passes -g0 -s; Zig builds its runtime libraries once for each set of
+# link flags, so the checks must link with the same ones).
+set(_zig_flags "-target ${GALAY_ZIG_TARGET} -fno-sanitize=undefined $ENV{GALAY_ZIG_FLAGS}")
+set(CMAKE_C_FLAGS_INIT "${_zig_flags}")
+set(CMAKE_CXX_FLAGS_INIT "${_zig_flags}")
 # Libraries, packages and pkg-config files of this machine are Linux's: never take them for the
 # target. The header-only libraries the build uses (CLI11, moodycamel's concurrentqueue, from
 # Debian's packages) are seen through a root that holds links to them alone, so that no other
