@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <vector>
 
 namespace baseline {
@@ -20,6 +21,7 @@ struct EpollServer {
 
     int ep = -1, lfd = -1, sfd = -1;
     unsigned long accepted = 0;
+    int64_t spin_ns = 0;     // raw_epoll --idle-spin: poll (timeout 0) this long before waiting
     std::vector<Conn> conns; // indexed by fd: no lookup, no pointer in epoll_data
 
     void ctl(int op, int fd, uint32_t events) {
@@ -53,13 +55,30 @@ struct EpollServer {
         return bound;
     }
 
+    // Polls the set without waiting until an event comes or spin_ns have passed, then waits: the
+    // way SchedulerOptions::idle_spin spends CPU for latency.
+    static int spin_then_wait(int ep, epoll_event* evs, int64_t spin_ns) {
+        const int64_t end = now_ns() + spin_ns;
+        do {
+            const int n = epoll_wait(ep, evs, kMaxEvents, 0);
+            if (n != 0) return n;
+        } while (now_ns() < end);
+        return epoll_wait(ep, evs, kMaxEvents, -1);
+    }
+    static int64_t now_ns() {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    }
+
     // Until a signal: the listener's readiness goes to s.accept_all(), a connection's to
     // s.on_event(fd, events). (A template on the server, so both calls are inlined.)
     template <class Server>
     static void run(Server& s) {
         epoll_event evs[kMaxEvents];
         for (;;) {
-            int n = epoll_wait(s.ep, evs, kMaxEvents, -1);
+            int n = s.spin_ns > 0 ? spin_then_wait(s.ep, evs, s.spin_ns)
+                                  : epoll_wait(s.ep, evs, kMaxEvents, -1);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 die("epoll_wait");

@@ -1,5 +1,5 @@
-// raw_epoll [port] [--lt|--et] [--threads N]: the hand-written epoll echo server galay is
-// measured against.
+// raw_epoll [port] [--lt|--et] [--threads N] [--idle-spin US]: the hand-written epoll echo server
+// galay is measured against (--idle-spin: epoll_server.hpp).
 //
 // Single thread, non-blocking sockets, one read and one write per readiness event, TCP_NODELAY
 // (inherited from the listener). The hot path is exactly read() + write() per event plus the
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     namespace tools = galay::tools;
     std::string port_text = "8080";
     bool edge = false, level = false;
-    unsigned threads = 1;
+    unsigned threads = 1, spin_us = 0;
     cli::App app{"A hand-written epoll echo server (the baseline for bench_server).", "raw_epoll"};
     app.add_option("port", port_text, "TCP port (0: any free port)")
         ->check(tools::whole(0, 65535))
@@ -160,11 +160,16 @@ int main(int argc, char** argv) {
                    "loops, one per thread, each with a SO_REUSEPORT listener on the port")
         ->check(tools::whole(1, 64))
         ->capture_default_str();
+    app.add_option("--idle-spin", spin_us,
+                   "poll the set (no wait) this many microseconds before waiting in the kernel")
+        ->check(tools::whole(0, 1000000))
+        ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_epoll")) return *code;
     std::vector<std::unique_ptr<Server>> srvs;
     for (unsigned i = 0; i < threads; ++i) {
         srvs.push_back(std::make_unique<Server>());
         srvs.back()->edge = edge;
+        srvs.back()->spin_ns = int64_t(spin_us) * 1000;
     }
     if (threads == 1) {
         srvs[0]->open(port_text.c_str(), "raw_epoll");

@@ -1,6 +1,6 @@
 // raw_uring [port] [--unix PATH] [--no-fixed] [--no-defer] [--buf-size BYTES] [--bufs N]
-//           [--bundle | --inc] [--threads N]: the hand-written liburing echo server galay is
-//           measured against.
+//           [--bundle | --inc] [--threads N] [--idle-spin US]: the hand-written liburing echo
+//           server galay is measured against.
 // `--unix PATH` serves a Unix stream socket at PATH instead of TCP (the same loop: it shows what
 // io_uring itself costs on AF_UNIX, against the epoll loop of raw_unix_echo).
 //
@@ -16,6 +16,10 @@
 // Per connection there is only a 12-byte state struct; data lives in the shared ring. Buffers are
 // provisioned lazily (the pool grows with demand up to --bufs), so resident memory follows the
 // peak number of buffers in use, not the number of connections.
+//
+// --idle-spin US: before waiting in the kernel, poll for completions (io_uring_get_events, no
+// wait) for up to US microseconds, the way SchedulerOptions::idle_spin does, so that galay with
+// its spin is measured against a loop that spends the same kind of CPU for the same latency.
 //
 // --bundle and --inc try the newest receive paths (receive bundles, Linux 6.10; incrementally
 // consumed buffers, 6.12) in the floor loop, to see whether they move anything before galay's
@@ -33,6 +37,7 @@
 #include "galay_cli.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <deque>
 #include <liburing.h>
 #include <memory>
@@ -152,7 +157,8 @@ struct Server {
     bool bundle = false; // --bundle: IORING_RECVSEND_BUNDLE receives (Linux 6.10)
     bool stop = false;
     bool accept_paused = false;
-    int demand = 0; // buffers asked for during the current batch (consumed or ENOBUFS)
+    int64_t spin_ns = 0; // --idle-spin
+    int demand = 0;      // buffers asked for during the current batch (consumed or ENOBUFS)
     struct {
         unsigned long accepted, short_sends, enobufs, rearms, bundles;
         unsigned long receives, received, sends; // per-request work (bench/studies/echo_profile.py)
@@ -415,6 +421,24 @@ struct Server {
         }
     }
 
+    // --idle-spin: submit, then poll until a completion is there or the spin's time is up; only
+    // then wait in the kernel.
+    int spin_then_wait() {
+        int r = io_uring_submit(&ring);
+        if (r < 0 || io_uring_cq_ready(&ring) > 0) return r;
+        const int64_t end = now_ns() + spin_ns;
+        do {
+            r = io_uring_get_events(&ring); // runs deferred task work: the completions appear
+            if (r < 0 || io_uring_cq_ready(&ring) > 0) return r;
+        } while (now_ns() < end);
+        return io_uring_submit_and_wait(&ring, 1);
+    }
+    static int64_t now_ns() {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    }
+
     void run() {
         arm_accept();
         io_uring_sqe* s = sqe();
@@ -426,7 +450,7 @@ struct Server {
             demand = 0;
             rearm_starved();
             pool.publish();
-            int r = io_uring_submit_and_wait(&ring, 1);
+            int r = spin_ns > 0 ? spin_then_wait() : io_uring_submit_and_wait(&ring, 1);
             if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
                 std::fprintf(stderr, "raw_uring: io_uring_submit_and_wait: %s\n",
                              std::strerror(-r));
@@ -490,6 +514,7 @@ struct Config {
     bool fixed = true, defer = true, bundle = false, inc = false;
     uint32_t buf_size = 64 * 1024;
     unsigned bufs = 4096;
+    unsigned spin_us = 0;
 };
 
 /// One loop's ring, direct-descriptor table and provided-buffer ring. Returns the ring's setup
@@ -500,6 +525,7 @@ unsigned setup_ring(Server& srv, const Config& cfg, rlim_t nofile) {
     srv.pool.inc = cfg.inc;
     srv.pool.size = cfg.buf_size;
     srv.pool.entries = cfg.bufs;
+    srv.spin_ns = int64_t(cfg.spin_us) * 1000;
     // Ring: prefer SINGLE_ISSUER|DEFER_TASKRUN (task work runs only inside our submit_and_wait,
     // batched, no IPIs), then COOP_TASKRUN, then plain. A large CQ keeps multishot completions
     // from 10k connections from overflowing.
@@ -625,6 +651,10 @@ int main(int argc, char** argv) {
                    "loops, one thread and ring each, each with a SO_REUSEPORT listener on the port")
         ->check(tools::whole(1, 64))
         ->excludes(unix_opt)
+        ->capture_default_str();
+    app.add_option("--idle-spin", cfg.spin_us,
+                   "poll for completions this many microseconds before waiting in the kernel")
+        ->check(tools::whole(0, 1000000))
         ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "raw_uring")) return *code;
     cfg.fixed = !no_fixed;
