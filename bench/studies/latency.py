@@ -25,8 +25,8 @@ table of their time / the same backend's without the spin, with the round trip's
 for them too.
 
 raw_uring and raw_epoll (bench/baselines/) are the hand-written servers with galay's client on
-the same backend (with --spin, raw_uring-spin and raw_epoll-spin: the client spins, the
-hand-written server cannot): against galay-io_uring and galay-epoll only the server differs, so
+the same backend (with --spin, raw_uring-spin and raw_epoll-spin: both ends spin, the server
+with its own --idle-spin): against galay-io_uring and galay-epoll only the server differs, so
 their ratio is what galay's server adds to a round trip, and to a new connection
 (new_connection_per_request's target: galay io_uring <= 1.00x galay epoll and raw_uring).
 
@@ -109,8 +109,8 @@ def implementations(bindir, build_dir, build=True, only=None, spin_us=0):
         client = [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", be]
         impls.append((raw, [rp, "{port}"], client, None))
         if spin_us > 0:
-            impls.append((f"{raw}-spin", [rp, "{port}"],
-                           client + ["--idle-spin", str(spin_us)], None))
+            spin = ["--idle-spin", str(spin_us)]
+            impls.append((f"{raw}-spin", [rp, "{port}"] + spin, client + spin, None))
     lb = os.path.join(bindir, "latency_blocking")
     if os.access(lb, os.X_OK):
         impls.append(("blocking", [lb, "server", "-p", "{port}"],
