@@ -5,7 +5,8 @@
 #    errors == 0, and the server exits 0 on SIGTERM; raw_uring --bundle too, with 16 KiB messages
 #    into 4 KiB buffers, and some of its receives span several buffers; raw_uring --inc too.
 #    raw_epoll --threads 2 and raw_uring --threads 2 (a SO_REUSEPORT listener per thread) too, and
-#    each thread's loop accepted some of the 50 connections.
+#    each thread's loop accepted some of the 50 connections. raw_epoll --idle-spin 50 and
+#    raw_uring --idle-spin 50 (poll before waiting) too.
 #    raw_unix_echo's server and raw_uring --unix each serve a 1 s raw_unix_echo client run (50
 #    connections, every byte verified), exit 0 on SIGTERM and remove their socket file.
 # 2. raw_client against a port where nothing listens exits non-zero and says "connect ... refused".
@@ -106,6 +107,9 @@ start_server raw_epoll --threads 2 ||
     { cat "$TMP/raw_epoll.err" >&2; fail "raw_epoll --threads 2 failed to start"; }
 check_server raw_epoll
 check_threads raw_epoll
+start_server raw_epoll --idle-spin 50 ||
+    { cat "$TMP/raw_epoll.err" >&2; fail "raw_epoll --idle-spin 50 failed to start"; }
+check_server raw_epoll
 
 uring_skipped=0
 if [[ ! -e $BIN/raw_uring ]]; then
@@ -136,6 +140,9 @@ EOF
         { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --threads 2 failed to start"; }
     check_server raw_uring
     check_threads raw_uring
+    start_server raw_uring --idle-spin 50 ||
+        { cat "$TMP/raw_uring.err" >&2; fail "raw_uring --idle-spin 50 failed to start"; }
+    check_server raw_uring
 elif grep -q 'io_uring unavailable' "$TMP/raw_uring.err"; then
     echo "SKIP raw_uring: $(cat "$TMP/raw_uring.err")" >&2
     uring_skipped=1
