@@ -213,7 +213,8 @@ int main(int argc, char** argv) {
     baseline::tls_server_options(app, port_text, cert, key);
     unsigned tickets = 1;
     app.add_option("--tickets", tickets, "session tickets after a full TLS 1.3 handshake")
-        ->check(tools::whole(0, 16));
+        ->check(tools::whole(0, 16))
+        ->capture_default_str();
     if (auto code = tools::parse_command_line(app, argc, argv, "tls_handshake_raw")) return *code;
     SSL_CTX* ctx = baseline::tls_server_context("tls_handshake_raw", cert, key, 0);
     SSL_CTX_set_num_tickets(ctx, tickets);

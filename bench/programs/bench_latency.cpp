@@ -129,7 +129,6 @@ struct Client {
                     co_return false;
                 }
                 fresh = std::move(*c);
-                (void)fresh.set_nodelay(true);
             }
             TcpStream& s = d.new_connection ? fresh : *persistent;
             for (int rt = 0; rt < d.round_trips; ++rt) {
@@ -185,7 +184,6 @@ Task<std::optional<std::string>> measure(Client& c, const RunOptions& o, const B
         auto s = co_await TcpStream::connect(c.addr).timeout(kOpTimeout);
         if (!s) co_return "connect to " + c.addr.to_string() + ": " + s.error().message();
         persistent = std::move(*s);
-        (void)persistent.set_nodelay(true);
     }
     // Warm-up, which also estimates the time of one iteration.
     const Clock::time_point w0 = Clock::now();
@@ -517,7 +515,6 @@ Task<void> churn_client(ChurnState& st, const ChurnOptions& o, SocketAddr addr) 
                 co_await sleep(1ms); // (a refused or exhausted connect would spin)
                 continue;
             }
-            (void)c->set_nodelay(true);
             fill_message(out, ++seq);
             auto w = co_await c->send_all(out).timeout(kOpTimeout);
             if (!w) {
