@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -21,6 +22,12 @@ namespace baseline {
 [[noreturn]] inline void die(const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, std::strerror(errno));
     std::exit(1);
+}
+
+inline int64_t now_ns() { // CLOCK_MONOTONIC
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 // Raises the soft RLIMIT_NOFILE to the hard limit and returns the new soft limit.

@@ -65,11 +65,6 @@ struct EpollServer {
         } while (now_ns() < end);
         return epoll_wait(ep, evs, kMaxEvents, -1);
     }
-    static int64_t now_ns() {
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-    }
 
     // Until a signal: the listener's readiness goes to s.accept_all(), a connection's to
     // s.on_event(fd, events). (A template on the server, so both calls are inlined.)

@@ -1,8 +1,10 @@
-// What the hand-written load generators (raw_client, http_turns, tls_load) share: the clock,
-// resolving the server's address and making room for their sockets. Independent of galay, as
-// common.hpp. (Their latency histogram is the one every program of the suite uses:
-// measure/histogram.hpp.)
+// What the hand-written load generators (raw_client, http_turns, tls_load) share besides
+// common.hpp (the clock): resolving the server's address and making room for their sockets.
+// Independent of galay, as common.hpp. (Their latency histogram is the one every program of the
+// suite uses: measure/histogram.hpp.)
 #pragma once
+
+#include "common.hpp"
 
 #include <netdb.h>
 #include <sys/resource.h>
@@ -15,12 +17,6 @@
 #include <string>
 
 namespace baseline {
-
-inline int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // The address of host:port for a TCP connect, IPv4 first ("localhost" must not become ::1 when
 // the servers bind 0.0.0.0), then any family (an IPv6-only name or literal). Returns 0, or

@@ -426,17 +426,12 @@ struct Server {
     int spin_then_wait() {
         int r = io_uring_submit(&ring);
         if (r < 0 || io_uring_cq_ready(&ring) > 0) return r;
-        const int64_t end = now_ns() + spin_ns;
+        const int64_t end = baseline::now_ns() + spin_ns;
         do {
             r = io_uring_get_events(&ring); // runs deferred task work: the completions appear
             if (r < 0 || io_uring_cq_ready(&ring) > 0) return r;
-        } while (now_ns() < end);
+        } while (baseline::now_ns() < end);
         return io_uring_submit_and_wait(&ring, 1);
-    }
-    static int64_t now_ns() {
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
     }
 
     void run() {
