@@ -48,6 +48,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +150,99 @@ long preemptions(pid_t tid) {
     return n;
 }
 
+// --churn: the bookkeeping's own work per state change, with nothing else in the way (no
+// kernel I/O, one scheduler, one thread). Each case runs `rounds` times; the figure is the
+// wall time over the rounds, in ns.
+/// Ping-pong between two tasks over two Channels of one slot: each round trip suspends and
+/// resumes both tasks once (a waiter's start time and its link into the task's scope).
+Task<void> pong(Channel<int>& in, Channel<int>& out, unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i) {
+        auto v = co_await in.recv();
+        (void)co_await out.send(*v);
+    }
+}
+Task<void> ping(Channel<int>& out, Channel<int>& in, unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i) {
+        (void)co_await out.send(static_cast<int>(i));
+        (void)co_await in.recv();
+    }
+}
+/// A three-deep chain of Tasks that end at once: the awaited child linked from each parent.
+Task<int> leaf(int v) {
+    co_return v + 1;
+}
+Task<int> middle(int v) {
+    co_return co_await leaf(v) + 1;
+}
+Task<int> top(int v) {
+    co_return co_await middle(v) + 1;
+}
+Task<void> chains(unsigned rounds, int& sum) {
+    for (unsigned i = 0; i < rounds; ++i)
+        sum += co_await top(static_cast<int>(i));
+}
+/// A timer that is due at once: the sleep's start time, and one loop turn (a poll of the driver
+/// that does not wait, the turn's length filed) per round.
+Task<void> sleeps(unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i)
+        (void)co_await sleep(std::chrono::nanoseconds(1));
+}
+/// Each case `rounds` times on a fresh scheduler, in ns per round.
+Task<void> churn_once(unsigned rounds, std::vector<double>& out) {
+    Channel<int> a(1), b(1);
+    int sum = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    JoinHandle<void> p = spawn(pong(a, b, rounds));
+    co_await spawn(ping(a, b, rounds));
+    co_await std::move(p);
+    auto t1 = std::chrono::steady_clock::now();
+    co_await spawn(chains(rounds, sum));
+    auto t2 = std::chrono::steady_clock::now();
+    co_await spawn(sleeps(rounds));
+    auto t3 = std::chrono::steady_clock::now();
+    if (sum == 0) throw std::logic_error("bench_task_dump: the chains returned nothing");
+    const auto per = [&](auto d) {
+        return std::chrono::duration<double, std::nano>(d).count() / static_cast<double>(rounds);
+    };
+    out = {per(t1 - t0), per(t2 - t1), per(t3 - t2)};
+}
+/// --churn: `repeats` runs of every case; prints each case's median [min-max] in ns per round.
+int run_churn(Backend backend, unsigned rounds, unsigned repeats, bool json) {
+    static constexpr const char* kCases[] = {"channel_round_trip", "await_chain_of_3",
+                                             "sleep_due_at_once"};
+    std::vector<std::vector<double>> ns(3);
+    try {
+        for (unsigned r = 0; r < repeats; ++r) {
+            std::vector<double> one;
+            SchedulerOptions so;
+            so.backend = backend;
+            block_on(churn_once(rounds, one), so);
+            for (std::size_t c = 0; c < 3; ++c)
+                ns[c].push_back(one[c]);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_task_dump: %s\n", e.what());
+        return tools::kExitFailure;
+    }
+    if (json) {
+        nlohmann::json out;
+        out["backend"] = backend_name(backend);
+        out["task_dump_bookkeeping"] = GALAY_TASK_DUMP != 0;
+        out["rounds"] = rounds;
+        for (std::size_t c = 0; c < 3; ++c)
+            out[std::string(kCases[c]) + "_ns"] = ns[c];
+        std::printf("%s\n", out.dump().c_str());
+        return tools::kExitOk;
+    }
+    std::printf("bench_task_dump --churn: %u rounds x %u runs (%s), bookkeeping %s\n", rounds,
+                repeats, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off");
+    for (std::size_t c = 0; c < 3; ++c)
+        std::printf("%-20s median %.1f ns [%.1f-%.1f] a round\n", kCases[c], median(ns[c]),
+                    *std::min_element(ns[c].begin(), ns[c].end()),
+                    *std::max_element(ns[c].begin(), ns[c].end()));
+    return tools::kExitOk;
+}
+
 double spread_min(const std::vector<double>& v) {
     return *std::min_element(v.begin(), v.end());
 }
@@ -168,6 +262,7 @@ int main(int argc, char** argv) {
     bool json = false;
     bool normal_priority = false;
     std::string from_name = "main";
+    unsigned churn = 0;
     cli::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
                  "bench_task_dump"};
     tools::add_backend_flag(app, &backend);
@@ -189,8 +284,14 @@ int main(int argc, char** argv) {
     app.add_flag("--normal-priority", normal_priority,
                  "do the dump's own work at the caller's priority (TaskDumpOptions::low_priority "
                  "false)");
+    app.add_option("--churn", churn,
+                   "instead of dumps: time the bookkeeping's state changes alone (a Channel "
+                   "round trip, a three-deep Task chain, a sleep due at once), this many rounds "
+                   "each, --dumps runs of them, ns a round")
+        ->check(tools::whole(1, 100'000'000));
     app.add_flag("--json", json, "print one JSON object");
     if (auto code = tools::parse_command_line(app, argc, argv, "bench_task_dump")) return *code;
+    if (churn > 0) return run_churn(backend, churn, dumps, json);
     const From from = from_name == "task"          ? From::task
                       : from_name == "task-inline" ? From::task_inline
                                                    : From::main;
