@@ -11,6 +11,11 @@
 // after spawning, frames and the bookkeeping included): run it on a build with
 // GALAY_TASK_DUMP=OFF to see what the bookkeeping adds. --json prints one object.
 //
+// --churn ROUNDS: no dumps; the bookkeeping's own work per state change, each case ROUNDS times
+// on one scheduler with no kernel I/O (a Channel round trip, a three-deep Task chain, a sleep
+// due at once, a yield_now that makes a loop turn), --dumps runs; ns a round, to compare with a
+// GALAY_TASK_DUMP=OFF build.
+//
 // Loop turns: a probe task on each worker sleeps --probe-us at a time and notes the longest gap
 // between two of its resumes, which is the longest loop turn plus the sleep; the bench takes it
 // over each dump (request to last line, then 20 more of its resumes) and over an equal period right
@@ -37,6 +42,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +55,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +157,130 @@ long preemptions(pid_t tid) {
     return n;
 }
 
+// --churn: the bookkeeping's own work per state change, with nothing else in the way (no
+// kernel I/O, one scheduler, one thread). Each case runs `rounds` times; the figure is the
+// wall time over the rounds, in ns.
+/// Ping-pong between two tasks over two Channels of one slot: each round trip suspends and
+/// resumes both tasks once (a waiter's start time and its link into the task's scope).
+Task<void> pong(Channel<int>& in, Channel<int>& out, unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i) {
+        auto v = co_await in.recv();
+        (void)co_await out.send(*v);
+    }
+}
+Task<void> ping(Channel<int>& out, Channel<int>& in, unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i) {
+        (void)co_await out.send(static_cast<int>(i));
+        (void)co_await in.recv();
+    }
+}
+/// A three-deep chain of Tasks that end at once: the awaited child linked from each parent.
+/// (Under sanitizers the compiler emits no tail call for symmetric transfer, so every round
+/// uses stack: keep --churn to a few thousand rounds there.)
+Task<int> leaf(int v) {
+    co_return v + 1;
+}
+Task<int> middle(int v) {
+    co_return co_await leaf(v) + 1;
+}
+Task<int> top(int v) {
+    co_return co_await middle(v) + 1;
+}
+Task<void> chains(unsigned rounds, int& sum) {
+    for (unsigned i = 0; i < rounds; ++i)
+        sum += co_await top(static_cast<int>(i));
+}
+/// A timer that is due at once: the sleep's start time and its link into the task's scope (the
+/// loop runs the woken task without polling the driver, 64 times between two polls).
+Task<void> sleeps(unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i)
+        (void)co_await sleep(std::chrono::nanoseconds(1));
+}
+/// yield_now: a loop turn per round, with a poll of the driver that does not wait (the turn's
+/// length filed, the clock a dump's wait times are read from moved on).
+Task<void> yields(unsigned rounds) {
+    for (unsigned i = 0; i < rounds; ++i)
+        co_await yield_now();
+}
+/// Each case `rounds` times on a fresh scheduler, in ns per round.
+Task<void> churn_once(unsigned rounds, std::vector<double>& out) {
+    Channel<int> a(1), b(1);
+    int sum = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    JoinHandle<void> p = spawn(pong(a, b, rounds));
+    co_await spawn(ping(a, b, rounds));
+    co_await std::move(p);
+    auto t1 = std::chrono::steady_clock::now();
+    co_await spawn(chains(rounds, sum));
+    auto t2 = std::chrono::steady_clock::now();
+    co_await spawn(sleeps(rounds));
+    auto t3 = std::chrono::steady_clock::now();
+    co_await spawn(yields(rounds));
+    auto t4 = std::chrono::steady_clock::now();
+    if (sum == 0) throw std::logic_error("bench_task_dump: the chains returned nothing");
+    const auto per = [&](auto d) {
+        return std::chrono::duration<double, std::nano>(d).count() / static_cast<double>(rounds);
+    };
+    out = {per(t1 - t0), per(t2 - t1), per(t3 - t2), per(t4 - t3)};
+}
+/// --churn: `repeats` runs of every case; prints each case's median [min-max] in ns per round.
+int run_churn(Backend backend, unsigned rounds, unsigned repeats, bool json) {
+    static constexpr const char* kCases[] = {"channel_round_trip", "await_chain_of_3",
+                                             "sleep_due_at_once", "yield_now_turn"};
+    std::vector<std::vector<double>> ns(std::size(kCases));
+    try {
+        for (unsigned r = 0; r < repeats; ++r) {
+            std::vector<double> one;
+            SchedulerOptions so;
+            so.backend = backend;
+            block_on(churn_once(rounds, one), so);
+            for (std::size_t c = 0; c < ns.size(); ++c)
+                ns[c].push_back(one[c]);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_task_dump: %s\n", e.what());
+        return tools::kExitFailure;
+    }
+    if (json) {
+        nlohmann::json out;
+        out["backend"] = backend_name(backend);
+        out["task_dump_bookkeeping"] = GALAY_TASK_DUMP != 0;
+        out["rounds"] = rounds;
+        for (std::size_t c = 0; c < ns.size(); ++c)
+            out[std::string(kCases[c]) + "_ns"] = ns[c];
+        std::printf("%s\n", out.dump().c_str());
+        return tools::kExitOk;
+    }
+    std::printf("bench_task_dump --churn: %u rounds x %u runs (%s), bookkeeping %s\n", rounds,
+                repeats, backend_name(backend), GALAY_TASK_DUMP ? "on" : "off");
+    for (std::size_t c = 0; c < ns.size(); ++c)
+        std::printf("%-20s median %.1f ns [%.1f-%.1f] a round\n", kCases[c], median(ns[c]),
+                    *std::min_element(ns[c].begin(), ns[c].end()),
+                    *std::max_element(ns[c].begin(), ns[c].end()));
+    return tools::kExitOk;
+}
+
+/// --caller: how the thread that asks for the dumps (and, with --normal-priority, formats them)
+/// is scheduled. "nice19": the lowest nice value; "slice100ms": Linux's EEVDF custom slice
+/// (sched_attr.sched_runtime, Linux 6.12 and later) at its longest, which lets a waking thread
+/// with the default, shorter slice preempt it at once. False when the kernel refuses.
+bool schedule_caller(const std::string& how) {
+    if (how == "nice19") return ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19) == 0;
+    if (how != "slice100ms") return true;
+    struct { // the kernel's struct sched_attr (its header clashes with <sched.h>)
+        std::uint32_t size, sched_policy;
+        std::uint64_t sched_flags;
+        std::int32_t sched_nice;
+        std::uint32_t sched_priority;
+        std::uint64_t sched_runtime, sched_deadline, sched_period;
+        std::uint32_t sched_util_min, sched_util_max;
+    } a{};
+    a.size = sizeof a;
+    a.sched_policy = SCHED_OTHER;
+    a.sched_runtime = 100'000'000;
+    return ::syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+}
+
 double spread_min(const std::vector<double>& v) {
     return *std::min_element(v.begin(), v.end());
 }
@@ -168,6 +300,8 @@ int main(int argc, char** argv) {
     bool json = false;
     bool normal_priority = false;
     std::string from_name = "main";
+    unsigned churn = 0;
+    std::string caller = "default";
     cli::App app{"Task dump cost: time to the last line, loop hold, bytes per task",
                  "bench_task_dump"};
     tools::add_backend_flag(app, &backend);
@@ -189,8 +323,20 @@ int main(int argc, char** argv) {
     app.add_flag("--normal-priority", normal_priority,
                  "do the dump's own work at the caller's priority (TaskDumpOptions::low_priority "
                  "false)");
+    app.add_option("--caller", caller,
+                   "how the thread asking for the dumps is scheduled: default, nice19 (the "
+                   "lowest nice value), slice100ms (Linux 6.12+: the longest EEVDF slice, so "
+                   "that a waking worker preempts it)")
+        ->check(cli::IsMember({"default", "nice19", "slice100ms"}))
+        ->capture_default_str();
+    app.add_option("--churn", churn,
+                   "instead of dumps: time the bookkeeping's state changes alone (a Channel round "
+                   "trip, a three-deep Task chain, a sleep due at once, a yield_now), this many "
+                   "rounds each, --dumps runs of them, ns a round")
+        ->check(tools::whole(1, 100'000'000));
     app.add_flag("--json", json, "print one JSON object");
     if (auto code = tools::parse_command_line(app, argc, argv, "bench_task_dump")) return *code;
+    if (churn > 0) return run_churn(backend, churn, dumps, json);
     const From from = from_name == "task"          ? From::task
                       : from_name == "task-inline" ? From::task_inline
                                                    : From::main;
@@ -204,6 +350,11 @@ int main(int argc, char** argv) {
         rt.emplace(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_task_dump: cannot start the runtime: %s\n", e.what());
+        return tools::kExitFailure;
+    }
+    if (!schedule_caller(caller)) {
+        std::fprintf(stderr, "bench_task_dump: error: --caller %s: the kernel refused: %s\n",
+                     caller.c_str(), std::strerror(errno));
         return tools::kExitFailure;
     }
     if (pin && !pin_this_thread_after(workers)) {
@@ -384,6 +535,7 @@ int main(int argc, char** argv) {
         out["to_last_line_ms"] = to_last_line_ms;
         out["from"] = from == From::main ? "main" : from == From::task ? "task" : "task-inline";
         out["low_priority"] = !normal_priority;
+        out["caller"] = caller;
         if (from == From::main) { // (measured only there)
             out["task_dump_ms"] = took_ms;
             out["max_loop_hold_ms"] = hold_ms;
@@ -411,6 +563,7 @@ int main(int argc, char** argv) {
                     : from == From::task ? "a task, formatted off its worker"
                                          : "a task, formatted on its worker",
                     normal_priority ? "normal" : "low");
+        if (caller != "default") std::printf("the asking thread: %s\n", caller.c_str());
         std::printf("heap per task (frames included): %.0f bytes\n", bytes_per_task);
         std::printf("dump, request to last line of text: median %.1f ms [%.1f-%.1f], %zu lines\n",
                     median(to_last_line_ms),

@@ -1,7 +1,7 @@
 // bench_task_dump as a program: a tiny run on each backend prints one JSON object with a figure
 // per dump (time to the last line, the loop hold, the probe's longest gap with and without a
-// dump, and the loop's own longest turn with and without), pinned and not; usage errors exit 2. The
-// binary's path comes from CMake.
+// dump, and the loop's own longest turn with and without), pinned and not; --churn times each of
+// its state changes; usage errors exit 2. The binary's path comes from CMake.
 #include "support/backends.hpp"
 #include "support/process.hpp"
 
@@ -62,9 +62,24 @@ TEST_P(BenchTaskDumpTest, TinyRunPrintsEveryFigurePerDump) {
     }
 }
 
+TEST_P(BenchTaskDumpTest, ChurnTimesEachStateChangeAlone) {
+    const auto r = run_tool(std::string("--backend ") + galay::backend_name(GetParam()) +
+                            " --churn 500 --dumps 2 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["backend"], galay::backend_name(GetParam()));
+    EXPECT_EQ(j["rounds"], 500);
+    for (const char* series : {"channel_round_trip_ns", "await_chain_of_3_ns",
+                               "sleep_due_at_once_ns", "yield_now_turn_ns"}) {
+        ASSERT_EQ(j[series].size(), 2u) << series;
+        for (const auto& ns : j[series])
+            EXPECT_GT(ns.get<double>(), 0) << series;
+    }
+}
+
 TEST_P(BenchTaskDumpTest, UsageErrorsExitTwo) {
     for (const char* args : {"--tasks 0", "--workers 0", "--dumps 0", "--probe-us 5",
-                             "--probe-us x", "--no-such-flag"})
+                             "--probe-us x", "--no-such-flag", "--churn 0", "--caller rt"})
         EXPECT_EQ(run_tool(args).exit_code, 2) << args;
 }
 
