@@ -18,10 +18,11 @@ goes on):
   pg       a real PostgreSQL (bench/harness/postgres.py) on CPU 0, clients on CPU 1,
            `SELECT $1::int` over 16 connections. single: one query in flight per connection,
            galay_pg (io_uring, epoll) vs raw_pg (the floor: libpq on a hand-written epoll loop)
-           vs pg_threads (16 threads of blocking libpq). pipeline: ~1,000 queries in flight,
-           galay_pg vs raw_pg in pipeline mode vs pg_tokio (tokio-postgres) vs pg_pgx (pgx
-           batches of 62: 992 in flight). Client CPU per query, queries/s, and the server's CPU
-           per query (a driver that makes the server work harder shows).
+           vs pg_threads (16 threads of blocking libpq). pipeline: 992 queries in flight on
+           every client, galay_pg vs raw_pg in pipeline mode (sync groups of 62, one per
+           connection, as pgx's batches) vs pg_tokio (tokio-postgres, 992 tasks) vs pg_pgx (pgx
+           batches of 62). Client CPU per query, queries/s, and the server's CPU per query (a
+           driver that makes the server work harder shows).
   asyncfd  bench_asyncfd on each backend: a socketpair ping-pong through AsyncFd + read/write
            against galay's native recv/send (its own alternating pairs).
 Every contender runs once per round, the order turning from round to round; each ratio is taken
@@ -48,8 +49,13 @@ SERVER_CPU, CLIENT_CPU = 0, 1
 BODY = 1000
 TRANSFERS = 50
 CONNECTIONS = 16
-INFLIGHT = 1000
-PGX_DEPTH = 62  # pgx keeps connections x depth in flight: 16 x 62 = 992
+# Pipelined, every client keeps the same queries in flight, and the libpq clients in the sync
+# groups of pgx's batches: 16 connections x 62. The group's size sets the server's CPU per query
+# (a sync is a ReadyForQuery and a flush per group), and with the server's CPU the bottleneck
+# that sets queries/s: at 16 per sync galay_pg and raw_pg cost the server ~5% more per query
+# than pgx at 62, which was all of their queries/s gap (docs/benchmarks/foreign.md).
+DEPTH = 62
+INFLIGHT = CONNECTIONS * DEPTH  # 992
 
 # (ratio, target): ours / theirs, lower is better, met when the whole spread is at or below it.
 CURL_TARGETS = [("curl_multi_loop", 1.0), ("curl_threads", 0.5)]
@@ -253,9 +259,9 @@ def pg_part(a, out):
                         "--duration", duration, "--warmup", warmup, "--json"]
                 argv += ["--backend", be[0]] if be else []
                 if mode == "pipeline":
-                    argv += ["--mode", "pipeline"] + (
-                        ["--depth", str(PGX_DEPTH)] if prog == "pg_pgx"
-                        else ["--inflight", str(INFLIGHT)])
+                    argv += ["--mode", "pipeline"]
+                    argv += [] if prog == "pg_pgx" else ["--inflight", str(INFLIGHT)]
+                    argv += [] if prog == "pg_tokio" else ["--depth", str(DEPTH)]
                 before = pg.cpu_s()
                 rec = run_client(pinned(argv), 120)
                 pg.wait_no_backends()
@@ -275,7 +281,7 @@ def pg_part(a, out):
             r2, d2 = ratio_rows(rounds, ours, refs, "rate", "queries/s")
             r3, d3 = ratio_rows(rounds, ours, refs, "server_us", "server CPU/query")
             title = ("one query in flight per connection" if mode == "single" else
-                     f"pipeline mode, ~{INFLIGHT} queries in flight")
+                     f"pipeline mode, {INFLIGHT} queries in flight (libpq, pgx: {DEPTH} per sync)")
             lines += [f"### {title}", ""]
             lines += medians_table(rounds, names,
                                    [("cpu_us", "client CPU us/query", ".2f"),

@@ -18,12 +18,13 @@
 // Lifetime, the one rule: **destroy (or `reset()`/`release()`) the AsyncFd before the
 // descriptor is closed**. Its waits then end with `ECANCELED` and galay lets go of the file at
 // once (io_uring: the poll, which holds a reference to the file, is cancelled before the call
-// returns; epoll: the number's state is cleared, so a new descriptor with the same number starts
-// clean). libcurl's CURL_POLL_REMOVE comes before it closes a socket and libpq's PQsocket changes
-// only inside its own calls: drop the AsyncFd there, and make a new one for the new socket, even
-// when the number is the same. A descriptor closed while a wait is armed is the caller's bug: the
-// wait then ends at its timeout or cancellation (io_uring keeps the old file open until then);
-// docs/guide/async-fd.md says exactly what is and is not guaranteed.
+// returns; epoll: the file leaves the loop's epoll set, where a dup elsewhere would keep it, and
+// the number's state is cleared, so a new descriptor with the same number starts clean). libcurl's
+// CURL_POLL_REMOVE comes before it closes a socket and libpq's PQsocket changes only inside its own
+// calls: drop the AsyncFd there, and make a new one for the new socket, even when the number is the
+// same. A descriptor closed while a wait is armed is the caller's bug: the wait then ends at its
+// timeout or cancellation (io_uring keeps the old file open until then); docs/guide/async-fd.md
+// says exactly what is and is not guaranteed.
 //
 // An AsyncFd is used on the thread of the scheduler that waits on it, one AsyncFd per
 // descriptor, and never on a descriptor one of galay's own objects (a TcpStream, a File) holds.

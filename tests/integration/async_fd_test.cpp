@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,6 +102,26 @@ long rss_kib() {
     while (std::getline(in, line))
         if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
     return -1;
+}
+
+/// Registrations of the file with inode `ino` in this process's epoll sets, from each epoll
+/// descriptor's /proc/self/fdinfo ("tfd: ... ino:<hex>" per registration).
+int epoll_entries_for(ino_t ino) {
+    namespace fs = std::filesystem;
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (fs::read_symlink(e.path(), ec).string() != "anon_inode:[eventpoll]") continue;
+        std::ifstream info("/proc/self/fdinfo/" + e.path().filename().string());
+        std::string line;
+        while (std::getline(info, line)) {
+            const auto at = line.find(" ino:");
+            if (line.rfind("tfd:", 0) == 0 && at != std::string::npos &&
+                std::strtoull(line.c_str() + at + 5, nullptr, 16) == ino)
+                ++n;
+        }
+    }
+    return n;
 }
 
 /// AsyncFd's waits as tasks, to run in a when_all beside the task that makes the descriptor
@@ -425,10 +447,11 @@ TEST_P(AsyncFdTest, AStaleWaitNeverFiresForTheNewFile) {
     ::close(b);
 }
 
-// The contract kept (reset before the close), but a dup elsewhere (a forked child, another
-// library) keeps the first file open: epoll keeps it in the loop's set under the old number and
-// reports it there. Its readiness must not complete a wait on the new file of that number (epoll
-// trusts an event only from the number's current registration; io_uring polls the file itself).
+// The owner closes the number before galay lets go of it (no wait armed), and a dup elsewhere (a
+// forked child, another library) keeps the first file open: no call can take it out of the
+// loop's epoll set any more, so epoll reports it there under the old number. Its readiness must
+// not complete a wait on the new file of that number (epoll trusts an event only from the
+// number's current registration; io_uring polls the file itself).
 TEST_P(AsyncFdTest, AnEarlierFileKeptOpenElsewhereNeverWakesTheNewFile) {
     auto [a, b] = socket_pair();
     const int keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0); // the first file outlives its number
@@ -439,8 +462,8 @@ TEST_P(AsyncFdTest, AnEarlierFileKeptOpenElsewhereNeverWakesTheNewFile) {
         CO_ASSERT(first.has_value());
         auto armed = co_await first->readable().timeout(1ms); // registered with the loop
         CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
-        first->reset();
         ::close(a);
+        first->reset();
         auto [c, d] = socket_pair();
         if (c != number) {
             CO_ASSERT(::dup3(c, number, O_CLOEXEC) == number);
@@ -460,6 +483,34 @@ TEST_P(AsyncFdTest, AnEarlierFileKeptOpenElsewhereNeverWakesTheNewFile) {
         ::close(number);
         ::close(d);
     }(a, b));
+    ::close(keep);
+    ::close(b);
+}
+
+// The contract kept, and a dup elsewhere keeps the file open: letting go of it takes it out of
+// the loop's epoll set, where it would otherwise stay, and wake the loop at each of its edges,
+// until the dup's close (epoll keeps a registration until the file's last close and no call can
+// name the file once its number is closed; kqueue and io_uring stop at the number's close).
+TEST_P(AsyncFdTest, LettingGoOfAFileKeptOpenElsewhereTakesItOutOfTheLoop) {
+    auto [a, b] = socket_pair();
+    const int keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(keep, 0);
+    struct stat st {};
+    ASSERT_EQ(::fstat(a, &st), 0);
+    run_paused([](int a, int b, ino_t ino, Backend backend) -> Task<void> {
+        auto afd = AsyncFd::borrow(a);
+        CO_ASSERT(afd.has_value());
+        auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
+        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+        // The probe sees the registration (io_uring's poll is in no epoll set).
+        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(ino) == 1);
+        afd->reset();
+        CO_ASSERT(epoll_entries_for(ino) == 0);
+        ::close(a);
+        CO_ASSERT(::write(b, "x", 1) == 1); // an edge on the file the dup keeps
+        co_await yield_now();
+        CO_ASSERT(epoll_entries_for(ino) == 0);
+    }(a, b, st.st_ino, GetParam()));
     ::close(keep);
     ::close(b);
 }

@@ -129,6 +129,7 @@ bool EpollDriver::wait_ready(IoOp& op) {
         st.registered = true;
         ++st.registration;
     }
+    st.foreign |= op.code == OpCode::poll;
     const bool reads =
         waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
     // An AsyncFd wait for input and output at once waits with the readers, retried on kOutput.
@@ -165,6 +166,12 @@ void EpollDriver::forget_fd(int fd) noexcept {
     FdState& st = fds_[fd];
     fail_all(st.readers, -ECANCELED);
     fail_all(st.writers, -ECANCELED);
+    // Out of the set by its number while the number still names the file: once it is closed,
+    // no call can name that file again (epoll keys a registration on the file), and a stale
+    // event carries no descriptor to remove it by. (ENOENT when the owner closed it behind our
+    // back and the number is another file's now: that one was never added.)
+    if (st.registered && st.foreign) poller_.unwatch(fd);
+    st.foreign = false;
     st.registered = false;
     st.maybe_readable = true;
     st.peer_closed = false;

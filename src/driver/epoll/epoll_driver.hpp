@@ -41,6 +41,11 @@ struct FdState {
     // An AsyncFd wait for readable and writable at once is queued with the readers: room to
     // write (kOutput) retries them too.
     bool poll_out_in_readers = false;
+    // An AsyncFd wait registered it: a descriptor another library owns, which may keep its file
+    // open past galay's forget (a dup, a forked child). forget_fd takes such a file out of the
+    // set, where it would otherwise stay and wake the loop under its old tag until its last
+    // close. (galay's own sockets skip that system call: their close is the file's last.)
+    bool foreign = false;
     // Counts the fd's registrations: the current one's tag, which its events carry. A queued
     // op always waits under the current registration (forgetting the fd fails its ops), so an
     // event with this tag is about the file the op waits on; one with an older tag comes from

@@ -79,6 +79,13 @@ public:
         return r < 0 ? -errno : 0;
     }
 
+    /// Stop watching the file `fd` names now. An fd's registration otherwise ends with its
+    /// file's last close, not with this number's: one kept open by a dup stays in the set.
+    void unwatch(int fd) noexcept {
+        epoll_event ev{}; // (kernels before 2.6.9 wanted one even for a delete)
+        ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, &ev);
+    }
+
     /// Wait at most `timeout_ns` (< 0: no limit) for events. Returns how many (0 on EINTR).
     int wait(std::int64_t timeout_ns) noexcept {
         timespec ts{};

@@ -101,6 +101,10 @@ public:
         return 0;
     }
 
+    /// Nothing to do: a kqueue filter belongs to the descriptor, and close(2) of the number
+    /// removes it even when a dup keeps the file open (epoll's registration is the file's).
+    void unwatch(int /*fd*/) noexcept {}
+
     /// Wait at most `timeout_ns` (< 0: no limit) for events. Returns how many (0 on EINTR).
     int wait(std::int64_t timeout_ns) noexcept {
         timespec ts{};

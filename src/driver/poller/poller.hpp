@@ -10,6 +10,8 @@
 //   kReportsLevel                    an event's bits are the fd's poll(2) level when reported
 //   watch(fd, tag)                   arm both directions, edge-triggered, for the fd's life;
 //                                    its events carry the tag
+//   unwatch(fd)                      before a close that may not be the file's last: stop
+//                                    watching it (epoll; kqueue's close does it)
 //   wait(timeout_ns)                 wait into its event array; the number of events
 //   for_each(n, on_ready)            on_ready(fd, bits, tag) per event, wake-ups consumed
 //   wake()                           thread-safe: end a blocked wait
