@@ -515,6 +515,54 @@ TEST_P(AsyncFdTest, LettingGoOfAFileKeptOpenElsewhereTakesItOutOfTheLoop) {
     ::close(b);
 }
 
+// The contract kept, but on another thread than the loop's (a plain thread; a task on another
+// scheduler's worker goes the same way): the file leaves the loop's epoll set before the reset
+// returns, though a dup keeps it open, and the loop's state of the number is cleared at its next
+// turn. So the old file's edges wake no wait of the next file of the number, which the loop's
+// next wait registers afresh (not taking the old registration for its own).
+TEST_P(AsyncFdTest, LetGoOfOnAnotherThreadLeavesTheLoop) {
+    auto [a, b] = socket_pair();
+    const int keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(keep, 0);
+    struct stat st {};
+    ASSERT_EQ(::fstat(a, &st), 0);
+    run_paused([](int a, int b, ino_t ino, Backend backend) -> Task<void> {
+        auto afd = AsyncFd::borrow(a);
+        CO_ASSERT(afd.has_value());
+        auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
+        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(ino) == 1);
+        int d = -1;
+        bool replaced = false;
+        std::thread other([&] {
+            afd->reset(); // as on CURL_POLL_REMOVE, then the library closes the socket
+            ::close(a);
+            auto [c, peer] = socket_pair(); // a new socket on the same number
+            d = peer;
+            replaced = c == a || ::dup3(c, a, O_CLOEXEC) == a;
+            if (c != a) ::close(c);
+            afd = AsyncFd::borrow(a);
+        });
+        other.join();
+        CO_ASSERT(replaced && afd.has_value());
+        CO_ASSERT(epoll_entries_for(ino) == 0);
+        CO_ASSERT(::write(b, "x", 1) == 1); // an edge on the old file the dup keeps
+        auto idle = co_await afd->readable().timeout(20ms);
+        CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
+        auto peer = [](int d) -> Task<void> {
+            co_await yield_now(); // after the wait is armed
+            CO_ASSERT(::write(d, "y", 1) == 1);
+        };
+        auto [ready, done] = co_await when_all(readable_within(*afd, 10s), peer(d));
+        CO_ASSERT(ready);
+        afd->reset();
+        ::close(a);
+        ::close(d);
+    }(a, b, st.st_ino, GetParam()));
+    ::close(keep);
+    ::close(b);
+}
+
 // An edge reported for the current file completes the wait with the level it carries: data
 // consumed by the descriptor's owner before the loop reports the edge completes nothing.
 TEST_P(AsyncFdTest, DataReadBeforeItsEventIsReportedCompletesNothing) {

@@ -10,6 +10,7 @@
 #include "driver/zero_copy.hpp"
 #include "platform/fd_calls.hpp"
 #include "runtime/drivers.hpp"
+#include "runtime/fd_owners.hpp"
 
 #include <sys/socket.h>
 #ifdef __linux__
@@ -87,6 +88,7 @@ EpollDriver::EpollDriver(Scheduler& s, const SchedulerOptions& options)
     , fair_(options.fair_completions) {}
 
 EpollDriver::~EpollDriver() {
+    disown_all();   // nobody may name us as an owner once we are gone
     files_.reset(); // joins its threads, which may still be waking us (before the poller goes)
 }
 
@@ -120,6 +122,7 @@ bool EpollDriver::submit(IoOp& op) {
 }
 
 bool EpollDriver::wait_ready(IoOp& op) {
+    drain_remote_forgets_if_any(); // (a number forgotten elsewhere registers afresh)
     FdState& st = state(op.fd);
     if (!st.registered) {
         if (const int r = poller_.watch(op.fd, st.registration + 1); r < 0) {
@@ -129,7 +132,10 @@ bool EpollDriver::wait_ready(IoOp& op) {
         st.registered = true;
         ++st.registration;
     }
-    st.foreign |= op.code == OpCode::poll;
+    if (op.code == OpCode::poll && !st.foreign) {
+        st.foreign = true;
+        own(op.fd, st);
+    }
     const bool reads =
         waits_for_read(op.code) || (op.code == OpCode::poll && poll_waits_for_read(op));
     // An AsyncFd wait for input and output at once waits with the readers, retried on kOutput.
@@ -171,6 +177,10 @@ void EpollDriver::forget_fd(int fd) noexcept {
     // event carries no descriptor to remove it by. (ENOENT when the owner closed it behind our
     // back and the number is another file's now: that one was never added.)
     if (st.registered && st.foreign) poller_.unwatch(fd);
+    if (st.owned) {
+        st.owned = false;
+        FdOwners::disown(fd, this);
+    }
     st.foreign = false;
     st.registered = false;
     st.maybe_readable = true;
@@ -191,7 +201,9 @@ void EpollDriver::poll(std::int64_t timeout_ns) {
     // One wait for at most kEventsPerPoll events. With fair_completions, ask again (no wait)
     // while full batches keep coming, bounded, as the io_uring driver does.
     for (int round = 0;; ++round) {
+        drain_remote_forgets_if_any();
         const int n = poller_.wait(round == 0 ? timeout_ns : 0);
+        drain_remote_forgets_if_any(); // (before an event of a forgotten number is trusted)
         handle_events(n);
         if (!fair_ || n < static_cast<int>(kEventsPerPoll) || round == kFairRounds) break;
     }

@@ -21,6 +21,7 @@
 #include "galay/runtime.hpp"
 #include "runtime/scheduler_access.hpp"
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -46,6 +47,9 @@ struct FdState {
     // set, where it would otherwise stay and wake the loop under its old tag until its last
     // close. (galay's own sockets skip that system call: their close is the file's last.)
     bool foreign = false;
+    // FdOwners names this driver (a foreign registration): a forget on another thread comes
+    // here through forget_fd_remote.
+    bool owned = false;
     // Counts the fd's registrations: the current one's tag, which its events carry. A queued
     // op always waits under the current registration (forgetting the fd fails its ops), so an
     // event with this tag is about the file the op waits on; one with an older tag comes from
@@ -76,6 +80,9 @@ public:
     /// A buffer came back: serve the recv_pooled ops that waited for one.
     void give_back_wakes();
     void forget_fd(int fd) noexcept override;
+    /// An AsyncFd let go of on another thread (remote_forget.cpp): the file leaves the epoll set
+    /// there and then, its state here is cleared by this thread before it next uses the number.
+    void forget_fd_remote(int fd) noexcept override;
     bool runs_on_this_thread() const noexcept override {
         return std::this_thread::get_id() == thread_;
     }
@@ -84,6 +91,16 @@ public:
     void shutdown() noexcept override;
 
 private:
+    /// Clear the state of the fds forgotten on other threads (remote_forget.cpp).
+    void drain_remote_forgets() noexcept;
+    void drain_remote_forgets_if_any() noexcept {
+        if (remote_forget_pending_.load(std::memory_order_acquire)) [[unlikely]]
+            drain_remote_forgets();
+    }
+    /// Record a foreign registration's owner, so that a forget on any thread comes here.
+    void own(int fd, FdState& st) noexcept;
+    void disown_all() noexcept;
+
     // --- fault injection (driver/common/fault_plan.hpp) ----------------------------------------
     /// A fault for this attempt of `op` instead of its system call: an errno to pretend (0:
     /// none); `len` may be cut for a short transfer. An injected EAGAIN is followed by a
@@ -131,6 +148,8 @@ private:
     std::unique_ptr<EpollFileEngine> files_;
     std::vector<int> fault_ready_;        // fds with an injected EAGAIN: retried next poll
     std::vector<std::uint16_t> withheld_; // buffers an injected starve_ring keeps a turn
+    std::vector<int> remote_forgets_;     // guarded by FdOwners::mutex()
+    std::atomic<bool> remote_forget_pending_{false};
 };
 
 } // namespace galay::detail
