@@ -1,7 +1,8 @@
 // AsyncFd on both backends: readiness of socketpairs, pipes, TCP sockets (urgent data, a reset)
 // and descriptors other code made (eventfd, timerfd, signalfd); timeouts and cancellation from
 // another thread; and the lifetime cases: a descriptor closed while a wait is armed, a number
-// reused for a new socket, 10,000 descriptors at once, borrowing versus owning.
+// reused for a new socket, an AsyncFd let go of on another thread, 10,000 descriptors at once,
+// borrowing versus owning.
 #include "support/backends.hpp"
 #include "support/fds.hpp"
 
@@ -28,6 +29,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -515,52 +517,96 @@ TEST_P(AsyncFdTest, LettingGoOfAFileKeptOpenElsewhereTakesItOutOfTheLoop) {
     ::close(b);
 }
 
-// The contract kept, but on another thread than the loop's (a plain thread; a task on another
-// scheduler's worker goes the same way): the file leaves the loop's epoll set before the reset
-// returns, though a dup keeps it open, and the loop's state of the number is cleared at its next
-// turn. So the old file's edges wake no wait of the next file of the number, which the loop's
-// next wait registers afresh (not taking the old registration for its own).
-TEST_P(AsyncFdTest, LetGoOfOnAnotherThreadLeavesTheLoop) {
-    auto [a, b] = socket_pair();
-    const int keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0);
-    ASSERT_GE(keep, 0);
-    struct stat st {};
-    ASSERT_EQ(::fstat(a, &st), 0);
-    run_paused([](int a, int b, ino_t ino, Backend backend) -> Task<void> {
-        auto afd = AsyncFd::borrow(a);
+// The contract kept, but on another thread than the loop's: the file leaves the loop's epoll set
+// before the reset returns, though a dup keeps it open, and the loop's state of the number is
+// cleared at its next turn. So the old file's edges wake no wait of the next file of the number,
+// which the loop's next wait registers afresh (not taking the old registration for its own).
+namespace {
+
+/// An owner on another thread: let go of `afd` (as on CURL_POLL_REMOVE), close its socket, put a
+/// new one on the same number and watch it with a new AsyncFd. Returns the new socket's peer.
+int replace_socket(Result<AsyncFd>& afd, int number) {
+    afd->reset();
+    ::close(number);
+    auto [c, peer] = socket_pair();
+    if (c != number && ::dup3(c, number, O_CLOEXEC) != number) std::abort();
+    if (c != number) ::close(c);
+    afd = AsyncFd::borrow(number);
+    return peer;
+}
+
+/// Back on the loop, after replace_socket: an edge on the old file (`old_peer` writes, a dup
+/// keeps it open) wakes nothing; the new socket's `peer` wakes the new AsyncFd.
+Task<void> only_the_new_socket_wakes(AsyncFd& afd, int old_peer, int peer) {
+    CO_ASSERT(::write(old_peer, "x", 1) == 1);
+    auto idle = co_await afd.readable().timeout(20ms);
+    CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
+    auto writer = [](int peer) -> Task<void> {
+        co_await yield_now(); // after the wait is armed
+        CO_ASSERT(::write(peer, "y", 1) == 1);
+    };
+    auto [ready, done] = co_await when_all(readable_within(afd, 10s), writer(peer));
+    CO_ASSERT(ready);
+}
+
+/// A socket pair whose first end has a dup (closed by the destructor) and its inode.
+struct KeptPair {
+    int a = -1, b = -1, keep = -1;
+    ino_t ino = 0;
+    KeptPair() {
+        std::tie(a, b) = socket_pair();
+        keep = ::fcntl(a, F_DUPFD_CLOEXEC, 0);
+        struct stat st {};
+        if (keep < 0 || ::fstat(a, &st) != 0) std::abort();
+        ino = st.st_ino;
+    }
+    ~KeptPair() {
+        ::close(keep);
+        ::close(b);
+    }
+};
+
+} // namespace
+
+TEST_P(AsyncFdTest, LetGoOfOnAPlainThreadLeavesTheLoop) {
+    KeptPair p;
+    run_paused([](const KeptPair& p, Backend backend) -> Task<void> {
+        auto afd = AsyncFd::borrow(p.a);
         CO_ASSERT(afd.has_value());
         auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
         CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
-        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(ino) == 1);
-        int d = -1;
-        bool replaced = false;
-        std::thread other([&] {
-            afd->reset(); // as on CURL_POLL_REMOVE, then the library closes the socket
-            ::close(a);
-            auto [c, peer] = socket_pair(); // a new socket on the same number
-            d = peer;
-            replaced = c == a || ::dup3(c, a, O_CLOEXEC) == a;
-            if (c != a) ::close(c);
-            afd = AsyncFd::borrow(a);
-        });
-        other.join();
-        CO_ASSERT(replaced && afd.has_value());
-        CO_ASSERT(epoll_entries_for(ino) == 0);
-        CO_ASSERT(::write(b, "x", 1) == 1); // an edge on the old file the dup keeps
-        auto idle = co_await afd->readable().timeout(20ms);
-        CO_ASSERT(!idle && idle.error() == std::errc::timed_out);
-        auto peer = [](int d) -> Task<void> {
-            co_await yield_now(); // after the wait is armed
-            CO_ASSERT(::write(d, "y", 1) == 1);
-        };
-        auto [ready, done] = co_await when_all(readable_within(*afd, 10s), peer(d));
-        CO_ASSERT(ready);
+        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(p.ino) == 1);
+        int peer = -1;
+        std::thread([&] { peer = replace_socket(afd, p.a); }).join();
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(epoll_entries_for(p.ino) == 0);
+        co_await only_the_new_socket_wakes(*afd, p.b, peer);
         afd->reset();
-        ::close(a);
-        ::close(d);
-    }(a, b, st.st_ino, GetParam()));
-    ::close(keep);
-    ::close(b);
+        ::close(p.a);
+        ::close(peer);
+    }(p, GetParam()));
+}
+
+TEST_P(AsyncFdTest, LetGoOfOnAnotherWorkerLeavesTheLoop) {
+    KeptPair p;
+    Runtime rt(rt_options(2));
+    rt.block_on([](const KeptPair& p, Backend backend) -> Task<void> {
+        auto afd = AsyncFd::borrow(p.a);
+        CO_ASSERT(afd.has_value());
+        auto armed = co_await afd->readable().timeout(1ms);
+        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(p.ino) == 1);
+        auto other = [](Result<AsyncFd>& afd, int number) -> Task<int> {
+            co_return replace_socket(afd, number);
+        };
+        const int peer = co_await spawn_on(1 - this_worker(), other(afd, p.a));
+        CO_ASSERT(afd.has_value());
+        CO_ASSERT(epoll_entries_for(p.ino) == 0);
+        co_await only_the_new_socket_wakes(*afd, p.b, peer);
+        afd->reset();
+        ::close(p.a);
+        ::close(peer);
+    }(p, GetParam()));
 }
 
 // An edge reported for the current file completes the wait with the level it carries: data
