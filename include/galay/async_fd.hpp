@@ -26,8 +26,13 @@
 // timeout or cancellation (io_uring keeps the old file open until then); docs/guide/async-fd.md
 // says exactly what is and is not guaranteed.
 //
-// An AsyncFd is used on the thread of the scheduler that waits on it, one AsyncFd per
-// descriptor, and never on a descriptor one of galay's own objects (a TcpStream, a File) holds.
+// An AsyncFd waits on the thread of the scheduler that runs the wait. It may be made, moved,
+// reset, released or destroyed on another thread (a plain thread, another worker) while no wait
+// is pending: the loop that watched it then lets go of the file before the call returns (epoll:
+// the file leaves that loop's set at once, the number's state is cleared at its next turn). End
+// a pending wait first, on its loop or with a CancelToken: a reset elsewhere does not reach an
+// io_uring poll. One AsyncFd per descriptor, and never on a descriptor one of galay's own objects
+// (a TcpStream, a File) holds.
 #pragma once
 
 #include "galay/detail/async_fd_ops.hpp"
