@@ -566,47 +566,44 @@ struct KeptPair {
     }
 };
 
+/// The whole case on this loop: watch `p.a`, let `elsewhere(afd, number)` (a task giving the new
+/// socket's peer) let go of it on another thread and put a new socket on the number, then check.
+template <class Elsewhere>
+Task<void> let_go_elsewhere(const KeptPair& p, Backend backend, Elsewhere elsewhere) {
+    auto afd = AsyncFd::borrow(p.a);
+    CO_ASSERT(afd.has_value());
+    auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
+    CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
+    if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(p.ino) == 1);
+    const int peer = co_await elsewhere(afd, p.a);
+    CO_ASSERT(afd.has_value());
+    CO_ASSERT(epoll_entries_for(p.ino) == 0);
+    co_await only_the_new_socket_wakes(*afd, p.b, peer);
+    afd->reset();
+    ::close(p.a);
+    ::close(peer);
+}
+
 } // namespace
 
 TEST_P(AsyncFdTest, LetGoOfOnAPlainThreadLeavesTheLoop) {
     KeptPair p;
-    run_paused([](const KeptPair& p, Backend backend) -> Task<void> {
-        auto afd = AsyncFd::borrow(p.a);
-        CO_ASSERT(afd.has_value());
-        auto armed = co_await afd->readable().timeout(1ms); // registered with the loop
-        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
-        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(p.ino) == 1);
+    run_paused(let_go_elsewhere(p, GetParam(), [](Result<AsyncFd>& afd, int number) -> Task<int> {
         int peer = -1;
-        std::thread([&] { peer = replace_socket(afd, p.a); }).join();
-        CO_ASSERT(afd.has_value());
-        CO_ASSERT(epoll_entries_for(p.ino) == 0);
-        co_await only_the_new_socket_wakes(*afd, p.b, peer);
-        afd->reset();
-        ::close(p.a);
-        ::close(peer);
-    }(p, GetParam()));
+        std::thread([&] { peer = replace_socket(afd, number); }).join();
+        co_return peer;
+    }));
 }
 
 TEST_P(AsyncFdTest, LetGoOfOnAnotherWorkerLeavesTheLoop) {
     KeptPair p;
     Runtime rt(rt_options(2));
-    rt.block_on([](const KeptPair& p, Backend backend) -> Task<void> {
-        auto afd = AsyncFd::borrow(p.a);
-        CO_ASSERT(afd.has_value());
-        auto armed = co_await afd->readable().timeout(1ms);
-        CO_ASSERT(!armed && armed.error() == std::errc::timed_out);
-        if (backend == Backend::epoll) CO_ASSERT(epoll_entries_for(p.ino) == 1);
-        auto other = [](Result<AsyncFd>& afd, int number) -> Task<int> {
+    rt.block_on(let_go_elsewhere(p, GetParam(), [](Result<AsyncFd>& afd, int number) -> Task<int> {
+        auto replace = [](Result<AsyncFd>& afd, int number) -> Task<int> {
             co_return replace_socket(afd, number);
         };
-        const int peer = co_await spawn_on(1 - this_worker(), other(afd, p.a));
-        CO_ASSERT(afd.has_value());
-        CO_ASSERT(epoll_entries_for(p.ino) == 0);
-        co_await only_the_new_socket_wakes(*afd, p.b, peer);
-        afd->reset();
-        ::close(p.a);
-        ::close(peer);
-    }(p, GetParam()));
+        co_return co_await spawn_on(1 - this_worker(), replace(afd, number));
+    }));
 }
 
 // An edge reported for the current file completes the wait with the level it carries: data
