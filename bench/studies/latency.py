@@ -304,18 +304,7 @@ def analyze(runs, resamples=10000):
                 spin.setdefault(f"galay-{be}-spin", {})[b] = s
     spin_targets = [judged("galay-io_uring-spin", bench, ref, limit, runs)
                     for bench, ref, limit in SPIN_TARGETS]
-    servers = {}
-    for a, b in SERVER_PAIRS:
-        for bench in latstats.STUDY_BENCHMARKS:
-            s = paired_ratios(runs, a, b, bench)
-            if s:
-                servers.setdefault(f"{a} / {b}", {})[bench] = s
-    clients = {}
-    for a, b in CLIENT_PAIRS:
-        for bench in latstats.STUDY_BENCHMARKS:
-            s = paired_ratios(runs, a, b, bench)
-            if s:
-                clients.setdefault(f"{a} / {b}", {})[bench] = s
+    servers, clients = pair_ratios(runs, SERVER_PAIRS), pair_ratios(runs, CLIENT_PAIRS)
     connection_targets = [judged(name, bench, ref, limit, runs)
                           for name, bench, ref, limit in CONNECTION_TARGETS]
     return {"tables": tables, "ratios": ratios, "criteria": criteria,
@@ -323,6 +312,17 @@ def analyze(runs, resamples=10000):
             "spin_targets": [t for t in spin_targets if t], "servers": servers,
             "clients": clients,
             "connection_targets": [t for t in connection_targets if t]}
+
+
+def pair_ratios(runs, pairs):
+    """{"A / B": {benchmark: spread of A's time / B's}} for every (A, B) of `pairs` that ran."""
+    out = {}
+    for a, b in pairs:
+        for bench in latstats.STUDY_BENCHMARKS:
+            s = paired_ratios(runs, a, b, bench)
+            if s:
+                out.setdefault(f"{a} / {b}", {})[bench] = s
+    return out
 
 
 def judged(name, bench, ref, limit, runs):
