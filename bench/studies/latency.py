@@ -29,6 +29,9 @@ the same backend (with --spin, raw_uring-spin and raw_epoll-spin: both ends spin
 with its own --idle-spin): against galay-io_uring and galay-epoll only the server differs, so
 their ratio is what galay's server adds to a round trip, and to a new connection
 (new_connection_per_request's target: galay io_uring <= 1.00x galay epoll and raw_uring).
+With --spin, raw_uring-spin+epoll-client and raw_epoll-spin+io_uring-client run the same
+spinning hand-written server with galay's client on the other backend: against raw_*-spin only
+the client differs, so their ratio is what galay's io_uring client costs against its epoll one.
 
 A missing toolchain (cargo, go) is one line in the report; a run that fails (server does not
 start, client exit != 0) is reported and makes the exit status 1. --out writes everything (raw
@@ -111,6 +114,10 @@ def implementations(bindir, build_dir, build=True, only=None, spin_us=0):
         if spin_us > 0:
             spin = ["--idle-spin", str(spin_us)]
             impls.append((f"{raw}-spin", [rp, "{port}"] + spin, client + spin, None))
+            other = "epoll" if be == "io_uring" else "io_uring"  # the same server, the other client
+            impls.append((f"{raw}-spin+{other}-client", [rp, "{port}"] + spin,
+                          [bl, "-h", "127.0.0.1", "-p", "{port}", "--backend", other] + spin,
+                          None))
     lb = os.path.join(bindir, "latency_blocking")
     if os.access(lb, os.X_OK):
         impls.append(("blocking", [lb, "server", "-p", "{port}"],
@@ -297,18 +304,25 @@ def analyze(runs, resamples=10000):
                 spin.setdefault(f"galay-{be}-spin", {})[b] = s
     spin_targets = [judged("galay-io_uring-spin", bench, ref, limit, runs)
                     for bench, ref, limit in SPIN_TARGETS]
-    servers = {}
-    for a, b in SERVER_PAIRS:
-        for bench in latstats.STUDY_BENCHMARKS:
-            s = paired_ratios(runs, a, b, bench)
-            if s:
-                servers.setdefault(f"{a} / {b}", {})[bench] = s
+    servers, clients = pair_ratios(runs, SERVER_PAIRS), pair_ratios(runs, CLIENT_PAIRS)
     connection_targets = [judged(name, bench, ref, limit, runs)
                           for name, bench, ref, limit in CONNECTION_TARGETS]
     return {"tables": tables, "ratios": ratios, "criteria": criteria,
             "targets": [t for t in targets if t], "spin": spin,
             "spin_targets": [t for t in spin_targets if t], "servers": servers,
+            "clients": clients,
             "connection_targets": [t for t in connection_targets if t]}
+
+
+def pair_ratios(runs, pairs):
+    """{"A / B": {benchmark: spread of A's time / B's}} for every (A, B) of `pairs` that ran."""
+    out = {}
+    for a, b in pairs:
+        for bench in latstats.STUDY_BENCHMARKS:
+            s = paired_ratios(runs, a, b, bench)
+            if s:
+                out.setdefault(f"{a} / {b}", {})[bench] = s
+    return out
 
 
 def judged(name, bench, ref, limit, runs):
@@ -409,6 +423,9 @@ def report_lines(analysis, runs, missing, problems, short=False):
     if analysis.get("servers"):
         ratio_table("Time per iteration, one server / another with the same client (raw_*: the "
                     "hand-written loop), median [min-max] over the rounds:", analysis["servers"])
+    if analysis.get("clients"):
+        ratio_table("Time per iteration, galay's io_uring client / its epoll client with the same "
+                    "spinning server, median [min-max] over the rounds:", analysis["clients"])
     if analysis.get("connection_targets"):
         target_table("New-connection targets, A's time / the reference's:",
                      analysis["connection_targets"], named=True)
@@ -455,7 +472,8 @@ def add_arguments(ap):
     ap.add_argument("--only", help="comma-separated implementations (galay-io_uring, galay-epoll, "
                                    "raw_uring, raw_epoll, blocking, tokio, go; with --spin also "
                                    "galay-io_uring-spin, galay-epoll-spin, raw_uring-spin, "
-                                   "raw_epoll-spin)")
+                                   "raw_epoll-spin, raw_uring-spin+epoll-client, "
+                                   "raw_epoll-spin+io_uring-client)")
     ap.add_argument("--spin", type=int, default=0, metavar="US",
                     help="also run galay on both backends with SchedulerOptions::idle_spin = US "
                          "microseconds (0: not)")
@@ -467,6 +485,10 @@ def add_arguments(ap):
 SERVER_PAIRS = [("galay-io_uring", "galay-epoll"), ("galay-io_uring", "raw_uring"),
                 ("galay-epoll", "raw_epoll"), ("galay-io_uring-spin", "galay-epoll-spin"),
                 ("galay-io_uring-spin", "raw_uring-spin"), ("galay-epoll-spin", "raw_epoll-spin")]
+# One client against another with the same server (a hand-written loop, spinning): galay's
+# io_uring client / its epoll client, whichever backend the server runs.
+CLIENT_PAIRS = [("raw_epoll-spin+io_uring-client", "raw_epoll-spin"),
+                ("raw_uring-spin", "raw_uring-spin+epoll-client")]
 # A new connection per request: galay io_uring's time / the other server's, at most this.
 CONNECTION_TARGETS = [
     ("galay-io_uring", "connection_strategy/new_connection", "galay-epoll", 1.00),

@@ -82,10 +82,9 @@ public:
     virtual bool runs_on_this_thread() const noexcept = 0;
 
     /// galay is closing `fd`, on this driver's thread. The driver may take the close over: it
-    /// forgets the fd and closes it with its next submission to the kernel, which comes before
-    /// the loop waits or block_on returns (io_uring: a TCP stream, closed by IORING_OP_CLOSE after
-    /// its multishot recv and registered slot are dropped, in the same system call as the loop's
-    /// next wait). Returns false when the caller must forget and close it now.
+    /// forgets the fd and closes it itself (io_uring: a TCP stream, closed by IORING_OP_CLOSE
+    /// after its multishot recv and registered slot are dropped, all in one io_uring_enter made
+    /// at once). Returns false when the caller must forget and close it now.
     virtual bool close_later(int fd) noexcept {
         (void)fd;
         return false;

@@ -1,5 +1,5 @@
 // File descriptors leaving the ring: `forget_fd` (closed or released now, on this thread),
-// `close_later` (a TCP stream's close rides with the next submission), `forget_fd_remote` (closed
+// `close_later` (a TCP stream's IORING_OP_CLOSE, submitted at once), `forget_fd_remote` (closed
 // on another thread), and what they share: dropping the fd's multishot recv, registered slot and
 // queued completions, then making the kernel let go of the file.
 #include "driver/uring/uring_driver.hpp"
@@ -27,12 +27,14 @@ void UringDriver::forget_fd(int fd) noexcept {
     if (io_uring_sq_ready(&ring_) != queued) let_go_now();
 }
 
-// Closing a TCP stream inside the loop costs no system call of its own: the multishot cancel,
-// the slot clearing and an IORING_OP_CLOSE (in that order) go with the loop's next
-// submission, which comes before it waits or block_on returns (loop_left). So the FIN leaves
-// within the loop turn, and the kernel, not a close(2), drops the fd. Listeners, UDP sockets
-// and files are closed at once instead (let_go_now + close(2)): binding their port again, or
-// a lock on the file, must not wait for the loop.
+// Closing a TCP stream inside the loop: the multishot cancel, the slot clearing and an
+// IORING_OP_CLOSE (in that order) are submitted at once, in one io_uring_enter, and the kernel,
+// not a close(2), drops the fd. Not with the loop's next submission: that is the task's next
+// operation, typically a client's connect for its next request, so the FIN would reach the
+// server together with the new connection's request and the server would close the old one
+// before answering the new one, on the new request's path. Listeners, UDP
+// sockets and files are closed with close(2) (let_go_now first): the same, the FIN or the
+// port's release leaves now.
 bool UringDriver::close_later(int fd) noexcept {
     if (loop_depth_ == 0 || shutting_down_ || fd < 0 ||
         static_cast<std::size_t>(fd) >= fds_.size() || !fds_[fd].stream)
@@ -53,13 +55,12 @@ bool UringDriver::close_later(int fd) noexcept {
     // Nothing reads a close's completion: a successful one posts none (5.17+), as in the
     // hand-written loop, so the connection costs one CQE fewer to post and reap.
     if ((ring_.features & IORING_FEAT_CQE_SKIP) != 0) e->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    closes_queued_ = true;
+    let_go_now(); // (the FIN leaves now, see above)
     return true;
 }
 
 void UringDriver::loop_left() noexcept {
     --loop_depth_;
-    if (closes_queued_) let_go_now();
 }
 
 void UringDriver::forget_fd_remote(int fd) noexcept {
@@ -135,7 +136,6 @@ void UringDriver::let_go_now() noexcept {
     do
         r = io_uring_submit_and_get_events(&ring_);
     while (r == -EINTR);
-    closes_queued_ = false;
 }
 
 } // namespace galay::detail

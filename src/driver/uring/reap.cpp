@@ -66,7 +66,6 @@ void UringDriver::poll(std::int64_t timeout_ns) {
         io_uring_cqe* cqe = nullptr;
         ret = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
-    if (ret >= 0 || ret == -ETIME) closes_queued_ = false; // (submitted with the wait)
     if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
         std::fprintf(stderr, "galay: io_uring_enter failed: %s\n", std::strerror(-ret));
         std::abort();
@@ -95,7 +94,6 @@ void UringDriver::submit_queued() noexcept {
 
 void UringDriver::shutdown() noexcept {
     shutting_down_ = true;
-    if (closes_queued_) let_go_now();
     release_withheld();
     if (in_flight_ != 0) {
         io_uring_sqe* e = sqe();

@@ -317,8 +317,7 @@ private:
     std::vector<std::unique_ptr<char[]>> chunks_;
     std::vector<std::uint16_t> free_chunks_;
     bool shutting_down_ = false;
-    unsigned loop_depth_ = 0;    // block_on loops running on this thread (close_later)
-    bool closes_queued_ = false; // close_later queued SQEs not yet submitted
+    unsigned loop_depth_ = 0; // block_on loops running on this thread (close_later)
     // Fault injection (driver/common/fault_plan.hpp); empty unless a plan is installed.
     struct Injected {
         IoOp* op;
