@@ -42,8 +42,8 @@ bool forget_fd_everywhere(int fd) noexcept {
 
 void close_fd(int fd) noexcept {
     if (fd < 0) return;
-    // In a task, the current driver may close it with the loop's next submission (no system
-    // call of its own), unless a driver of another thread holds it.
+    // In a task, the current driver may take the close over (io_uring: an IORING_OP_CLOSE
+    // submitted with the stream's cancel), unless a driver of another thread holds it.
     if (Scheduler* s = Scheduler::current(); s != nullptr && FdOwners::in_range(fd)) {
         Driver* owner = FdOwners::owner(fd);
         if ((owner == nullptr || owner == &SchedulerAccess::driver(*s)) &&
