@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 namespace galay::detail {
 
@@ -39,6 +40,31 @@ public:
 private:
     static std::atomic<Driver*> slots_[kMaxFd];
     static std::mutex mutex_;
+};
+
+/// The fds other threads forgot for one driver (its forget_fd_remote), which the driver's own
+/// thread then drops: filled under FdOwners::mutex(), which forget_fd_remote's caller holds, and
+/// emptied under it by take().
+class RemoteForgets {
+public:
+    /// With FdOwners::mutex() held.
+    void push(int fd) {
+        fds_.push_back(fd);
+        pending_.store(true, std::memory_order_release);
+    }
+    bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+    /// The queued fds, the queue left empty.
+    std::vector<int> take() {
+        std::vector<int> fds;
+        std::lock_guard lock(FdOwners::mutex());
+        fds.swap(fds_);
+        pending_.store(false, std::memory_order_relaxed);
+        return fds;
+    }
+
+private:
+    std::vector<int> fds_;
+    std::atomic<bool> pending_{false};
 };
 
 } // namespace galay::detail

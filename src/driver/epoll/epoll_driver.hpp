@@ -19,9 +19,9 @@
 #include "driver/poller/poller.hpp"
 #include "driver/zero_copy.hpp"
 #include "galay/runtime.hpp"
+#include "runtime/fd_owners.hpp"
 #include "runtime/scheduler_access.hpp"
 
-#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -96,7 +96,7 @@ private:
     /// Clear the state of the fds forgotten on other threads (remote_forget.cpp).
     void drain_remote_forgets() noexcept;
     void drain_remote_forgets_if_any() noexcept {
-        if (remote_forget_pending_.load(std::memory_order_acquire)) [[unlikely]]
+        if (remote_forgets_.pending()) [[unlikely]]
             drain_remote_forgets();
     }
     /// Record a foreign registration's owner, so that a forget on any thread comes here.
@@ -150,8 +150,7 @@ private:
     std::unique_ptr<EpollFileEngine> files_;
     std::vector<int> fault_ready_;        // fds with an injected EAGAIN: retried next poll
     std::vector<std::uint16_t> withheld_; // buffers an injected starve_ring keeps a turn
-    std::vector<int> remote_forgets_;     // guarded by FdOwners::mutex()
-    std::atomic<bool> remote_forget_pending_{false};
+    RemoteForgets remote_forgets_;
 };
 
 } // namespace galay::detail

@@ -5,7 +5,6 @@
 #include "runtime/fd_owners.hpp"
 
 #include <mutex>
-#include <utility>
 
 namespace galay::detail {
 
@@ -27,19 +26,12 @@ void EpollDriver::forget_fd_remote(int fd) noexcept {
     // now (epoll_ctl is safe beside this loop's epoll_wait), as forget_fd would. A dup elsewhere
     // would otherwise keep it there, and no call can name that file once the number is closed.
     poller_.unwatch(fd);
-    remote_forgets_.push_back(fd);
-    remote_forget_pending_.store(true, std::memory_order_release);
+    remote_forgets_.push(fd);
     wake(); // its waits, if any, end with ECANCELED at this loop's next turn
 }
 
 void EpollDriver::drain_remote_forgets() noexcept {
-    std::vector<int> fds;
-    {
-        std::lock_guard lock(FdOwners::mutex());
-        fds.swap(remote_forgets_);
-        remote_forget_pending_.store(false, std::memory_order_relaxed);
-    }
-    for (int fd : fds) {
+    for (int fd : remote_forgets_.take()) {
         if (static_cast<std::size_t>(fd) >= fds_.size()) continue;
         FdState& st = fds_[static_cast<std::size_t>(fd)];
         st.owned = false;   // (FdOwners already forgot us)

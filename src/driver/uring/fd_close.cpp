@@ -67,19 +67,12 @@ void UringDriver::forget_fd_remote(int fd) noexcept {
     // Called with FdOwners::mutex() held; ownership is already given up. The fd number may
     // be reused at once, but it can only reach this thread through something synchronised
     // after the flag below, and submit() drops the old state before using any fd.
-    remote_forgets_.push_back(fd);
-    remote_forget_pending_.store(true, std::memory_order_release);
+    remote_forgets_.push(fd);
     wake();
 }
 
 void UringDriver::drain_remote_forgets() noexcept {
-    std::vector<int> fds;
-    {
-        std::lock_guard lock(FdOwners::mutex());
-        fds.swap(remote_forgets_);
-        remote_forget_pending_.store(false, std::memory_order_relaxed);
-    }
-    for (int fd : fds) {
+    for (int fd : remote_forgets_.take()) {
         if (static_cast<std::size_t>(fd) < fds_.size()) fds_[fd].owned = false;
         drop_fd_state(fd);
     }

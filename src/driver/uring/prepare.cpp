@@ -17,7 +17,7 @@
 namespace galay::detail {
 
 bool UringDriver::submit(IoOp& op) {
-    if (remote_forget_pending_.load(std::memory_order_relaxed)) drain_remote_forgets();
+    if (remote_forgets_.pending()) drain_remote_forgets();
     if (is_mmsg(op.code) && attempt_mmsg(op)) return true; // see driver/mmsg.hpp
     if (is_namespace_op(op.code) && !uring_fs_op_supported(op.code)) {
         op.result = -EOPNOTSUPP; // the caller runs it on the blocking pool (see fs_ops.hpp)

@@ -45,7 +45,7 @@ void UringDriver::flush() noexcept {
 
 void UringDriver::poll(std::int64_t timeout_ns) {
     msgs_queued_ = false; // submitted below
-    if (remote_forget_pending_.load(std::memory_order_acquire)) drain_remote_forgets();
+    if (remote_forgets_.pending()) drain_remote_forgets();
     if (!withheld_.empty() || !late_.empty()) [[unlikely]] {
         release_withheld();
         timeout_ns = 0; // (late completions are handled by this turn's reap)

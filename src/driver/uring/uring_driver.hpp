@@ -22,7 +22,6 @@
 #include <liburing.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -301,8 +300,7 @@ private:
     static constexpr std::uint8_t kStreamUnregisteredTransfers = 3;
     static inline int kNoFile = -1; // FILES_UPDATE value that empties a slot
     std::vector<int> slot_values_;  // slot_values_[i] == i, read by FILES_UPDATE; size = table size
-    std::vector<int> remote_forgets_; // guarded by FdOwners::mutex()
-    std::atomic<bool> remote_forget_pending_{false};
+    RemoteForgets remote_forgets_;
     static constexpr std::size_t kBufferSlack = 32;
     std::size_t armed_multishots_ = 0;
     std::size_t demand_ = 0;    // buffers consumed (or missed: ENOBUFS) since the last wait
